@@ -1,0 +1,68 @@
+"""Sagan's application factory: extensions, blueprints, CLI commands, error handlers."""
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+from flask_login import LoginManager
+from flask_migrate import Migrate
+from flask_wtf.csrf import CSRFProtect
+from htmx_flask import Htmx
+
+from config import INSTANCE_DIR, Config
+from models import db
+
+login_manager = LoginManager()
+csrf = CSRFProtect()
+htmx = Htmx()
+migrate = Migrate()
+
+
+def create_app(config: Config | type | None = None) -> Flask:
+    """Build the app. `config` is a Config instance or class; default: from the environment."""
+    app = Flask(__name__, instance_path=str(INSTANCE_DIR), instance_relative_config=False)
+    if config is None:
+        config = Config()
+    elif isinstance(config, type):
+        config = config()
+    app.config.from_object(config)
+    # CSRF is checked by the access layer, which knows when a request carries a bearer
+    # token instead of a session (blueprints/access.py); every other state change is checked.
+    app.config["WTF_CSRF_CHECK_DEFAULT"] = False
+
+    db.init_app(app)
+    _configure_sqlite(app)
+    migrate.init_app(app, db, directory="migrations", render_as_batch=True, compare_type=True)
+    csrf.init_app(app)
+    htmx.init_app(app)
+    login_manager.init_app(app)
+    login_manager.session_protection = "basic"
+
+    from services.auth import load_user
+    login_manager.user_loader(load_user)
+
+    from blueprints import register_blueprints
+    register_blueprints(app)
+
+    import cli
+    cli.register(app)
+
+    if not app.testing:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return app
+
+
+def _configure_sqlite(app: Flask) -> None:
+    """SQLite (embedded default): WAL so the web and the worker can write at once."""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        return
+    import sqlalchemy as sa
+
+    with app.app_context():
+        @sa.event.listens_for(db.engine, "connect")
+        def _pragmas(dbapi_connection, _record):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=10000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()

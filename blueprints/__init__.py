@@ -1,0 +1,15 @@
+"""HTTP layer: one blueprint per area, each named `bp`. Views are thin; they parse
+input, call one service function and render."""
+from __future__ import annotations
+
+from flask import Flask
+
+
+def register_blueprints(app: Flask) -> None:
+    from blueprints import access, api, auth, board, errors, experiments, filters, health, tokens
+
+    access.init_app(app)
+    filters.init_app(app)
+    errors.init_app(app)
+    for module in (auth, board, experiments, tokens, health, api):
+        app.register_blueprint(module.bp)

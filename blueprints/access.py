@@ -1,0 +1,132 @@
+"""Access rules: every route declares who may call it, and a request hook enforces it.
+
+Deny by default: a view without a rule answers 403 (and the URL-map test fails), so a
+new route cannot be forgotten. Rules:
+
+- ``public``   — anyone (login page, health check, static files);
+- ``owner``    — the logged-in owner's session;
+- ``api(scope)`` — a bearer API token holding `scope`, or the owner's session;
+- ``owner_api`` — JSON endpoints reserved to the owner's session (no token can);
+
+CSRF is enforced here for every state-changing request made with a session; bearer
+requests carry no ambient credential, so they need none.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from flask import Flask, current_app, g, jsonify, redirect, request, url_for
+from flask_login import current_user
+from flask_wtf.csrf import CSRFError
+
+from services import auth as auth_service
+from services.actors import Actor
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+def _mark(kind: str, scope: str | None = None) -> Callable:
+    def decorator(view: Callable) -> Callable:
+        view.access_rule = (kind, scope)
+        return view
+    return decorator
+
+
+public = _mark("public")
+owner = _mark("owner")
+owner_api = _mark("owner_api")
+
+
+def api(scope: str) -> Callable:
+    return _mark("api", scope)
+
+
+def rule_for(endpoint: str | None) -> tuple[str, str | None] | None:
+    if endpoint == "static":
+        return ("public", None)
+    view = current_app.view_functions.get(endpoint or "")
+    return getattr(view, "access_rule", None)
+
+
+def wants_json() -> bool:
+    return request.path.startswith("/api/") or request.path == "/healthz"
+
+
+def _json_error(status: int, code: str, message: str):
+    response = jsonify({"error": code, "message": message})
+    response.status_code = status
+    return response
+
+
+def _login_required():
+    if request.headers.get("HX-Request") == "true":
+        # htmx would swap a login form into a card; send the whole page to login instead.
+        response = current_app.response_class(status=401)
+        response.headers["HX-Redirect"] = url_for("auth.login", next=request.headers.get("HX-Current-URL", "/"))
+        return response
+    if wants_json():
+        return _json_error(401, "unauthorized", "Log in or send an API token (Authorization: Bearer sk_…).")
+    return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+
+
+def _bearer_secret() -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return None
+
+
+def enforce() -> object | None:
+    """before_request hook: apply the endpoint's access rule and CSRF."""
+    if request.endpoint is None:
+        return None  # 404/405 are answered by the router
+    rule = rule_for(request.endpoint)
+    if rule is None:
+        return _json_error(403, "no_access_rule", "This route declares no access rule.")
+    kind, scope = rule
+    g.actor = None
+    g.token = None
+
+    if kind == "api" and (secret := _bearer_secret()) is not None:
+        token = auth_service.verify_token(secret)
+        if token is None:
+            return _json_error(401, "invalid_token", "The API token is unknown, expired or revoked.")
+        if scope not in token.scopes:
+            return _json_error(403, "missing_scope", f"This token lacks the {scope!r} scope.")
+        g.token = token
+        g.actor = Actor.token(token)
+        return None  # bearer requests carry no cookie, so no CSRF check
+
+    if kind in ("owner", "api", "owner_api"):
+        if kind == "owner_api" and _bearer_secret() is not None:
+            return _json_error(403, "owner_session_required", "Only the owner's session can do this.")
+        if not current_user.is_authenticated:
+            return _login_required()
+        g.actor = Actor.owner(current_user)
+
+    if request.method not in SAFE_METHODS:
+        from app import csrf
+        csrf.protect()  # raises CSRFError → handled below
+    return None
+
+
+def init_app(app: Flask) -> None:
+    app.before_request(enforce)
+
+    @app.errorhandler(CSRFError)
+    def csrf_failed(error: CSRFError):
+        message = ("Your form expired or came from another site (CSRF check failed: "
+                   f"{error.description}). Reload the page and try again.")
+        if wants_json():
+            return _json_error(400, "csrf_failed", message)
+        from flask import render_template
+        return render_template("errors/error.html", title="Please reload", message=message), 400
+
+    @app.context_processor
+    def inject_actor():
+        return {"actor": getattr(g, "actor", None)}
+
+
+def actor() -> Actor:
+    """The acting credential of this request (set by `enforce`)."""
+    return g.actor

@@ -1,0 +1,52 @@
+"""Owner login and logout."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from flask_login import login_user, logout_user
+
+from blueprints import access
+from services import auth as auth_service
+from services.errors import RateLimited, ValidationError
+
+bp = Blueprint("auth", __name__)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only same-site paths: an open redirect after login would be a phishing aid."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return url_for("board.index")
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return url_for("board.index")
+    return target
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@access.public
+def login():
+    """Show the login form; check it on POST (rate limited per address)."""
+    error = None
+    status = 200
+    email = request.form.get("email", "")
+    if request.method == "POST":
+        try:
+            user = auth_service.authenticate(email, request.form.get("password", ""),
+                                             request.remote_addr or "unknown")
+        except RateLimited as exc:
+            error, status = exc.message, 429
+        except ValidationError as exc:
+            error, status = exc.message, 401
+        else:
+            login_user(user, remember=bool(request.form.get("remember")))
+            return redirect(_safe_next(request.args.get("next")))
+    return render_template("auth/login.html", error=error, email=email), status
+
+
+@bp.post("/logout")
+@access.owner
+def logout():
+    """End the owner's session."""
+    logout_user()
+    return redirect(url_for("auth.login"), code=303)

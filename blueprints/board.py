@@ -1,0 +1,76 @@
+"""The pipeline board, its cheap poll, card moves and the owner's queue."""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, make_response, render_template, request
+
+from blueprints import access
+from blueprints._htmx import render
+from models import db
+from services import board_moves, experiments, lifecycle, registry
+from services.errors import SaganError
+
+bp = Blueprint("board", __name__)
+
+
+def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
+    return {
+        "columns": experiments.board(filters),
+        "filters": filters,
+        "tags": experiments.all_tags(),
+        "kinds": registry.EXPERIMENT_KINDS,
+        "card_errors": card_errors or {},
+        "version": experiments.board_version(),
+        "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
+        "allowed_moves": lifecycle.allowed_moves,
+    }
+
+
+@bp.get("/")
+@access.owner
+def index():
+    """The board, or just its columns when the filter form asked through htmx."""
+    filters = experiments.BoardFilters.from_args(request.args)
+    return render("board/index.html", "board/_board.html", **_board_context(filters))
+
+
+@bp.get("/board/columns")
+@access.owner
+def columns():
+    """The polled board fragment; 304 when nothing changed since the version the page has."""
+    version = experiments.board_version()
+    etag = f'"{version}"'
+    if request.headers.get("If-None-Match") == etag:
+        response = make_response("", 304)
+    else:
+        filters = experiments.BoardFilters.from_args(request.args)
+        response = make_response(render_template("board/_board.html", **_board_context(filters)))
+    response.headers["ETag"] = etag
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+@bp.post("/board/move/<int:number>")
+@access.owner
+def move(number: int):
+    """Move a card; answers the refreshed board with the refusal, if any, on the card."""
+    filters = experiments.BoardFilters.from_args(request.args)
+    experiment = experiments.get_experiment(number)
+    try:
+        effects = board_moves.move(experiment, request.form.get("to", ""), access.actor(),
+                                   note=request.form.get("note"),
+                                   expected_status=request.form.get("expected") or None)
+    except SaganError as exc:
+        db.session.rollback()
+        return render("board/index.html", "board/_board.html",
+                      **_board_context(filters, {number: exc.message}))
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return render("board/index.html", "board/_board.html",
+                  headers={"HX-Trigger": "pipeline-changed"}, **_board_context(filters))
+
+
+@bp.get("/your-turn")
+@access.owner
+def your_turn():
+    """What waits for the owner, and why."""
+    return render_template("board/your_turn.html", experiments=experiments.owner_turn_list())

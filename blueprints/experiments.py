@@ -1,0 +1,115 @@
+"""Experiment pages: the table, the new-experiment form, one experiment's page."""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
+
+from blueprints import access
+from blueprints._htmx import render
+from models import db
+from services import events, experiments, lifecycle, registry
+from services.errors import SaganError, ValidationError
+
+bp = Blueprint("experiments", __name__)
+
+FORM_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags")
+
+
+def _form_choices() -> dict:
+    return {"kinds": registry.EXPERIMENT_KINDS, "priorities": registry.PRIORITIES,
+            "compute_sizes": registry.COMPUTE_SIZES}
+
+
+@bp.get("/experiments")
+@access.owner
+def index():
+    """All experiments as a sortable, filterable table."""
+    page, state = experiments.table(request.args)
+    return render("experiments/index.html", "experiments/_table.html", page=page, state=state,
+                  statuses=registry.STATUS_NAMES, **_form_choices())
+
+
+@bp.route("/experiments/new", methods=["GET", "POST"])
+@access.owner
+def new():
+    """The new-experiment form; errors re-render it with the message (STYLE §8)."""
+    form = {name: request.form.get(name, "") for name in FORM_FIELDS}
+    error = None
+    if request.method == "POST":
+        try:
+            experiment = experiments.create_experiment(
+                {k: v for k, v in form.items() if v != "" or k == "title"}, access.actor())
+        except ValidationError as exc:
+            db.session.rollback()
+            error = exc
+        else:
+            db.session.commit()
+            return redirect(url_for("experiments.detail", number=experiment.number), code=303)
+    return render_template("experiments/new.html", form=form, error=error, **_form_choices())
+
+
+def _detail_context(experiment, **extra) -> dict:
+    page = events.timeline(experiment, limit=current_app.config["TIMELINE_PAGE_SIZE"],
+                           event_type=request.args.get("event_type") or None)
+    parent = experiments.get_experiment(experiment.parent_experiment_id) \
+        if experiment.parent_experiment_id else None
+    return {"experiment": experiment, "timeline": page, "parent": parent,
+            "moves": lifecycle.allowed_moves(experiment, "owner"),
+            "event_types": registry.WORKFLOW_EVENT_TYPES, "status_error": None,
+            "edit_error": None, **_form_choices(), **extra}
+
+
+@bp.get("/experiments/<int:number>")
+@access.owner
+def detail(number: int):
+    """One experiment: record, status and turn, timeline."""
+    experiment = experiments.get_experiment(number)
+    return render_template("experiments/detail.html", **_detail_context(experiment))
+
+
+@bp.get("/experiments/<int:number>/timeline")
+@access.owner
+def timeline(number: int):
+    """A page of the timeline (older events), as a fragment or inside the full page."""
+    experiment = experiments.get_experiment(number)
+    page = events.timeline(experiment, before=request.args.get("before") or None,
+                           limit=current_app.config["TIMELINE_PAGE_SIZE"],
+                           event_type=request.args.get("event_type") or None)
+    return render("experiments/detail.html", "experiments/_timeline_rows.html",
+                  **_detail_context(experiment, timeline=page))
+
+
+@bp.post("/experiments/<int:number>/status")
+@access.owner
+def change_status(number: int):
+    """Move the experiment from its page; refusals are shown next to the control."""
+    experiment = experiments.get_experiment(number)
+    try:
+        effects = lifecycle.transition(
+            experiment, request.form.get("to", ""), access.actor(),
+            note=request.form.get("note"), expected_status=request.form.get("expected") or None)
+    except SaganError as exc:
+        db.session.rollback()
+        experiment = experiments.get_experiment(number)
+        return render("experiments/detail.html", "experiments/_status.html",
+                      **_detail_context(experiment, status_error=exc.message))
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return render("experiments/detail.html", "experiments/_status.html",
+                  headers={"HX-Trigger": "pipeline-changed"}, **_detail_context(experiment))
+
+
+@bp.post("/experiments/<int:number>/edit")
+@access.owner
+def edit(number: int):
+    """Save edited record fields."""
+    experiment = experiments.get_experiment(number)
+    data = {name: request.form[name] for name in FORM_FIELDS if name in request.form}
+    try:
+        experiments.update_experiment(experiment, data, access.actor())
+    except ValidationError as exc:
+        db.session.rollback()
+        experiment = experiments.get_experiment(number)
+        return render_template("experiments/detail.html",
+                               **_detail_context(experiment, edit_error=exc))
+    db.session.commit()
+    return redirect(url_for("experiments.detail", number=number), code=303)

@@ -1,0 +1,95 @@
+"""`flask --app app …` commands: users, tokens, demo data."""
+from __future__ import annotations
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+
+from models import db
+
+users_cli = AppGroup("users", help="Owner accounts.")
+tokens_cli = AppGroup("tokens", help="API tokens for scripts.")
+demo_cli = AppGroup("demo", help="Demo and benchmark data.")
+
+
+@users_cli.command("create-owner")
+@click.option("--email", required=True)
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
+@click.option("--name", "display_name", default="")
+def create_owner(email: str, password: str, display_name: str) -> None:
+    """Create an owner account."""
+    from services.auth import create_owner as create
+    from services.errors import ValidationError
+    try:
+        user = create(email, password, display_name)
+    except ValidationError as exc:
+        raise click.ClickException(exc.message)
+    db.session.commit()
+    click.echo(f"Owner {user.email} created.")
+
+
+@users_cli.command("ensure-owner")
+def ensure_owner() -> None:
+    """Create the first owner if none exists (from SAGAN_OWNER_EMAIL/PASSWORD, or generated)."""
+    from services.auth import ensure_owner_from_env
+    created = ensure_owner_from_env()
+    if created is None:
+        click.echo("An owner account already exists.")
+        return
+    user, generated = created
+    if generated:
+        click.echo(f"First-run owner created: {user.email} / password: {generated}")
+        click.echo("This password is shown once; change it with `flask --app app users set-password`.")
+    else:
+        click.echo(f"First-run owner created: {user.email} (password from SAGAN_OWNER_PASSWORD)")
+
+
+@users_cli.command("set-password")
+@click.option("--email", required=True)
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
+def set_password(email: str, password: str) -> None:
+    """Change an owner's password (ends their sessions)."""
+    from services.auth import set_password as change
+    from services.errors import SaganError
+    try:
+        change(email, password)
+    except SaganError as exc:
+        raise click.ClickException(exc.message)
+    db.session.commit()
+    click.echo("Password changed; existing sessions are signed out.")
+
+
+@tokens_cli.command("create")
+@click.option("--name", required=True)
+@click.option("--scopes", default="read", show_default=True, help="Comma-separated: read,write,dispatch,promote")
+def create_token(name: str, scopes: str) -> None:
+    """Create an API token and print its secret once."""
+    from services.auth import create_token as create
+    from services.errors import ValidationError
+    try:
+        token, secret = create(name, scopes)
+    except ValidationError as exc:
+        raise click.ClickException(exc.message)
+    db.session.commit()
+    click.echo(secret)
+    click.echo(f"(token {token.prefix}… with scopes {','.join(token.scopes)}; the secret is not stored)",
+               err=True)
+
+
+@demo_cli.command("load")
+@click.option("--scale", type=click.IntRange(0, 100_000), default=None,
+              help="Generate N experiments with events (benchmarks) instead of the curated demo.")
+@click.option("--seed", type=int, default=7, show_default=True)
+def demo_load(scale: int | None, seed: int) -> None:
+    """Load demo experiments in many statuses so the board looks alive."""
+    from services import demo
+    if scale is None:
+        count = demo.load_curated()
+    else:
+        count = demo.load_scale(scale, seed=seed)
+    click.echo(f"Loaded {count} experiments.")
+
+
+def register(app: Flask) -> None:
+    for group in (users_cli, tokens_cli, demo_cli):
+        app.cli.add_command(group)

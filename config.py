@@ -1,0 +1,158 @@
+"""Every setting in one place, read from the environment.
+
+Durations are seconds unless the name says otherwise; code reads the time through
+services.clock, so tests shorten nothing here — they move the clock instead.
+Owner-editable values (prices, caps, webhook) start from these defaults and can be
+overridden in the Setting table through services.settings.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+INSTANCE_DIR = Path(os.environ.get("SAGAN_INSTANCE_DIR", BASE_DIR / "instance"))
+VERSION = "0.1.0"
+
+
+def _env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one kept in instance/ so sessions survive restarts."""
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    path = INSTANCE_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        INSTANCE_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(48)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+class Config:
+    """Production / embedded configuration, from the environment."""
+
+    TESTING = False
+    VERSION = VERSION
+
+    # --- storage -------------------------------------------------------------------
+    SQLALCHEMY_DATABASE_URI = os.environ.get(
+        "DATABASE_URL", f"sqlite:///{INSTANCE_DIR / 'sagan.db'}")
+    REDIS_URL = os.environ.get("REDIS_URL", "")  # empty: the embedded launcher provides one
+    SQLALCHEMY_ENGINE_OPTIONS: dict = {"pool_pre_ping": True}
+
+    # --- web -----------------------------------------------------------------------
+    SAGAN_BASE_URL = os.environ.get("SAGAN_BASE_URL", "http://127.0.0.1:5000")
+    SESSION_COOKIE_HTTPONLY = True
+    SESSION_COOKIE_SAMESITE = "Lax"
+    SESSION_COOKIE_SECURE = SAGAN_BASE_URL.startswith("https://")
+    REMEMBER_COOKIE_HTTPONLY = True
+    REMEMBER_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    # A board tab left open all day must still be able to post (SPEC §10).
+    WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
+    WTF_CSRF_HEADERS = ["X-CSRFToken"]
+    MAX_CONTENT_LENGTH = _env_int("SAGAN_MAX_REQUEST_BYTES", 2 * 1024 * 1024)
+
+    # --- owner account -------------------------------------------------------------
+    SAGAN_OWNER_EMAIL = os.environ.get("SAGAN_OWNER_EMAIL", "")
+    SAGAN_OWNER_PASSWORD = os.environ.get("SAGAN_OWNER_PASSWORD", "")
+    LOGIN_MAX_FAILURES = _env_int("SAGAN_LOGIN_MAX_FAILURES", 5)
+    LOGIN_FAILURE_WINDOW = _env_int("SAGAN_LOGIN_FAILURE_WINDOW", 60)
+
+    # --- experiments ---------------------------------------------------------------
+    SAGAN_FIRST_EXPERIMENT_NUMBER = _env_int("SAGAN_FIRST_EXPERIMENT_NUMBER", 1)
+    SAGAN_DEFAULT_RUNPOD_ACCOUNT = os.environ.get("SAGAN_DEFAULT_RUNPOD_ACCOUNT", "local")
+    TITLE_MAX = 300
+    HYPOTHESIS_MAX = 50_000
+    BODY_MAX = 200_000
+    MARKDOWN_MAX = 200_000
+    CONFIG_YAML_MAX = 200_000
+    TAGS_MAX = 50
+    TAG_MAX_CHARS = 80
+    NOTE_MAX = 2_000
+    EVENT_BODY_MAX = 64 * 1024
+    TIMELINE_PAGE_SIZE = 50
+    BOARD_DONE_LIMIT = _env_int("SAGAN_BOARD_DONE_LIMIT", 30)
+
+    # --- live updates (SPEC §9.3) --------------------------------------------------
+    POLL_RUN_SECONDS = _env_int("SAGAN_POLL_RUN_SECONDS", 2)
+    POLL_BOARD_SECONDS = _env_int("SAGAN_POLL_BOARD_SECONDS", 5)
+    POLL_PODS_SECONDS = _env_int("SAGAN_POLL_PODS_SECONDS", 10)
+
+    # --- workers and runs (SPEC §5, §7) --------------------------------------------
+    HEARTBEAT_SECONDS = _env_int("SAGAN_HEARTBEAT_SECONDS", 30)
+    RUN_STALE_SECONDS = _env_int("SAGAN_RUN_STALE_SECONDS", 300)
+    SCHEDULER_TICK_SECONDS = _env_int("SAGAN_SCHEDULER_TICK_SECONDS", 15)
+    RECOVERY_MAX_PER_DAY = _env_int("SAGAN_RECOVERY_MAX_PER_DAY", 3)
+    RECOVERY_BACKOFF_MINUTES = [int(x) for x in os.environ.get(
+        "SAGAN_RECOVERY_BACKOFF_MINUTES", "1,5,15").split(",")]
+    JOB_TIMEOUT_AGENTS = _env_int("SAGAN_JOB_TIMEOUT_AGENTS", 3600)
+    JOB_TIMEOUT_DISPATCH = _env_int("SAGAN_JOB_TIMEOUT_DISPATCH", 1800)
+    JOB_TIMEOUT_DEFAULT = _env_int("SAGAN_JOB_TIMEOUT_DEFAULT", 600)
+
+    # --- agents --------------------------------------------------------------------
+    ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+    ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
+    SAGAN_AGENT_MODEL = os.environ.get("SAGAN_AGENT_MODEL", "")
+    SAGAN_AUTO_APPROVE_MAX_USD = _env_float("SAGAN_AUTO_APPROVE_MAX_USD", 50.0)
+
+    # --- pods (SPEC §6) ------------------------------------------------------------
+    RUNPOD_API_URL = os.environ.get("RUNPOD_API_URL", "https://rest.runpod.io/v1")
+    RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")
+    RUNPOD_TEAM_ID = os.environ.get("RUNPOD_TEAM_ID", "")
+    RUNPOD_API_KEY_PERSONAL = os.environ.get("RUNPOD_API_KEY_PERSONAL", "")
+    SAGAN_LOCAL_PODS = _env_bool("SAGAN_LOCAL_PODS", False)
+    POD_WATCH_SECONDS = _env_int("SAGAN_POD_WATCH_SECONDS", 30)
+    POD_LISTING_LAG_SECONDS = _env_int("SAGAN_POD_LISTING_LAG_SECONDS", 30)
+    POD_START_DEADLINE_SECONDS = _env_int("SAGAN_POD_START_DEADLINE_SECONDS", 20 * 60)
+    POD_STALE_SECONDS = _env_int("SAGAN_POD_STALE_SECONDS", 30 * 60)
+    POD_TOKEN_GRACE_SECONDS = _env_int("SAGAN_POD_TOKEN_GRACE_SECONDS", 15 * 60)
+    POD_RETENTION_DAYS = _env_int("SAGAN_POD_RETENTION_DAYS", 7)
+    ARTIFACT_MAX_BYTES = _env_int("SAGAN_ARTIFACT_MAX_BYTES", 20 * 1024 * 1024)
+    ARTIFACT_POD_MAX_BYTES = _env_int("SAGAN_ARTIFACT_POD_MAX_BYTES", 200 * 1024 * 1024)
+
+    # --- outbound URLs -------------------------------------------------------------
+    SAGAN_ALLOW_LOCAL_REPO = _env_bool("SAGAN_ALLOW_LOCAL_REPO", False)
+    SAGAN_ALLOW_PRIVATE_URLS = _env_bool("SAGAN_ALLOW_PRIVATE_URLS", False)
+
+    # --- demo ----------------------------------------------------------------------
+    SAGAN_DEMO = _env_bool("SAGAN_DEMO", False)
+
+    def __init__(self) -> None:
+        # Read lazily so importing config never writes files.
+        self.SECRET_KEY = _secret_key()
+
+
+class TestConfig(Config):
+    """Real PostgreSQL and Redis on 127.0.0.1 unless TEST_* says otherwise."""
+
+    TESTING = True
+    SQLALCHEMY_DATABASE_URI = os.environ.get(
+        "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    SAGAN_BASE_URL = "http://localhost"
+    SESSION_COOKIE_SECURE = False
+    SAGAN_ALLOW_LOCAL_REPO = True
+    SAGAN_ALLOW_PRIVATE_URLS = True
+
+    def __init__(self) -> None:
+        self.SECRET_KEY = "test-secret-key-not-for-production"

@@ -1,0 +1,93 @@
+"""GPU pods, the files they upload, and fleet incidents."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from services import registry
+
+
+class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
+    __tablename__ = "pods"
+    __table_args__ = (
+        one_of("status", registry.POD_STATUSES),
+        sa.CheckConstraint(
+            "stop_reason IS NULL OR stop_reason IN ("
+            + ", ".join(f"'{r}'" for r in registry.POD_STOP_REASONS) + ")",
+            name="stop_reason"),
+        sa.Index("ix_pods_status", "status"),
+        sa.Index("ix_pods_experiment_id", "experiment_id"),
+    )
+
+    agent_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("agent_runs.id", ondelete="SET NULL"), index=True)
+    experiment_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("experiments.id", ondelete="CASCADE"))
+    progress_token_hash: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    run_index: Mapped[int] = mapped_column(default=0)
+    attempt: Mapped[int] = mapped_column(default=1)
+    provider_pod_id: Mapped[str | None] = mapped_column(sa.String(128), unique=True)
+    account: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    gpu_type_id: Mapped[str | None] = mapped_column(sa.String(120))
+    gpu_count: Mapped[int] = mapped_column(default=1)
+    cloud_type: Mapped[str | None] = mapped_column(sa.String(16))
+    data_center_id: Mapped[str | None] = mapped_column(sa.String(64))
+    status: Mapped[str] = mapped_column(sa.String(24), default="deploying")
+    exit_code: Mapped[int | None]
+    exited_at: Mapped[datetime | None]
+    desired_status: Mapped[str | None] = mapped_column(sa.String(24))
+    ssh_host: Mapped[str | None] = mapped_column(sa.String(255))
+    ssh_port: Mapped[int | None]
+    retry_count: Mapped[int] = mapped_column(default=0)
+    max_retries: Mapped[int] = mapped_column(default=3)
+    blocked_reason: Mapped[str | None] = mapped_column(sa.Text)
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    last_checked_at: Mapped[datetime | None]
+    last_heartbeat_at: Mapped[datetime | None]
+    last_progress_at: Mapped[datetime | None]
+    bootstrap_count: Mapped[int] = mapped_column(default=0)
+    progress_pct: Mapped[float | None]
+    progress_message: Mapped[str | None] = mapped_column(sa.String(2000))
+    stopped_at: Mapped[datetime | None]
+    terminated_at: Mapped[datetime | None]
+    stop_reason: Mapped[str | None] = mapped_column(sa.String(16))
+    cost_per_hr: Mapped[float | None] = mapped_column(sa.Numeric(10, 4, asdecimal=False))
+    adjusted_cost_per_hr: Mapped[float | None] = mapped_column(sa.Numeric(10, 4, asdecimal=False))
+    uptime_seconds: Mapped[int] = mapped_column(default=0)
+    last_started_at: Mapped[datetime | None]
+    metadata_: Mapped[dict | None] = mapped_column("metadata", JSONType)
+
+    @property
+    def active(self) -> bool:
+        return self.status in registry.POD_ACTIVE_STATUSES
+
+
+class Artifact(UUIDPrimaryKey, TimestampMixin, db.Model):
+    __tablename__ = "artifacts"
+    __table_args__ = (
+        sa.UniqueConstraint("pod_id", "name", name="uq_artifacts_pod_name"),
+        sa.Index("ix_artifacts_experiment_id", "experiment_id"),
+    )
+
+    pod_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("pods.id", ondelete="SET NULL"))
+    experiment_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("experiments.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(500))
+    content_type: Mapped[str] = mapped_column(sa.String(120))
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    content: Mapped[bytes] = mapped_column(sa.LargeBinary)
+
+
+class FleetIncident(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """Pods of several experiments vanished together; automatic work pauses until resolved."""
+
+    __tablename__ = "fleet_incidents"
+
+    opened_at: Mapped[datetime]
+    pods: Mapped[list] = mapped_column(JSONType, default=list)
+    resolved_at: Mapped[datetime | None]
+    resolved_by: Mapped[str | None] = mapped_column(sa.String(64))

@@ -1,0 +1,51 @@
+"""Clean-result versions, figures and discussion comments."""
+from __future__ import annotations
+
+import uuid
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models import TimestampMixin, UUIDPrimaryKey, db, one_of
+from services import registry
+
+
+class Figure(UUIDPrimaryKey, TimestampMixin, db.Model):
+    __tablename__ = "figures"
+    __table_args__ = (one_of("kind", registry.FIGURE_KINDS),)
+
+    experiment_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    title: Mapped[str] = mapped_column(sa.String(300), default="")
+    artifact_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("artifacts.id", ondelete="SET NULL"))
+    content: Mapped[str | None] = mapped_column(sa.Text)  # sanitized inline SVG/HTML
+    content_type: Mapped[str | None] = mapped_column(sa.String(120))
+
+
+class CleanResultVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """Every saved clean-result body, with who wrote it."""
+
+    __tablename__ = "clean_result_versions"
+
+    experiment_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(sa.String(300))
+    body: Mapped[str] = mapped_column(sa.Text)
+    author_kind: Mapped[str] = mapped_column(sa.String(16))
+    author_id: Mapped[str | None] = mapped_column(sa.String(64))
+
+
+class Comment(UUIDPrimaryKey, TimestampMixin, db.Model):
+    __tablename__ = "comments"
+    __table_args__ = (
+        one_of("author_kind", registry.COMMENT_AUTHOR_KINDS),
+        sa.Index("ix_comments_entity", "entity_kind", "entity_id"),
+    )
+
+    entity_kind: Mapped[str] = mapped_column(sa.String(32))
+    entity_id: Mapped[uuid.UUID]
+    author_kind: Mapped[str] = mapped_column(sa.String(16))
+    author_name: Mapped[str] = mapped_column(sa.String(120))
+    body_md: Mapped[str] = mapped_column(sa.Text)
+    body_html: Mapped[str] = mapped_column(sa.Text)  # rendered and sanitized on write

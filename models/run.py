@@ -1,0 +1,65 @@
+"""Agent runs: one LLM conversation (or a dispatch) started by the dashboard."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from services import registry
+
+
+class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
+    __tablename__ = "agent_runs"
+    __table_args__ = (
+        one_of("kind", registry.RUN_KINDS),
+        one_of("status", registry.RUN_STATUSES),
+        sa.CheckConstraint(
+            "failure_reason IS NULL OR failure_reason IN ("
+            + ", ".join(f"'{r}'" for r in registry.FAILURE_REASONS) + ")",
+            name="failure_reason"),
+        sa.Index("ix_agent_runs_scope", "scope_kind", "scope_id"),
+        sa.Index("ix_agent_runs_status", "status"),
+    )
+
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    agent: Mapped[str] = mapped_column(sa.String(80))
+    provider: Mapped[str] = mapped_column(sa.String(32), default="anthropic")
+    model: Mapped[str | None] = mapped_column(sa.String(80))
+    status: Mapped[str] = mapped_column(sa.String(24), default="queued")
+    request: Mapped[str] = mapped_column(sa.Text, default="")
+    plan_md: Mapped[str | None] = mapped_column(sa.Text)
+    plan_json: Mapped[dict | None] = mapped_column(JSONType)
+    scope_kind: Mapped[str] = mapped_column(sa.String(32), default="experiment")
+    scope_id: Mapped[uuid.UUID | None]
+    parent_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("agent_runs.id", ondelete="SET NULL"), index=True)
+    resumes_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("agent_runs.id", ondelete="SET NULL"), index=True)
+    approval_required: Mapped[bool] = mapped_column(default=False)
+    approved_by: Mapped[str | None] = mapped_column(sa.String(64))
+    approved_at: Mapped[datetime | None]
+    runpod_account: Mapped[str | None] = mapped_column(sa.String(16))
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    failure_reason: Mapped[str | None] = mapped_column(sa.String(32))
+    input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cost_usd: Mapped[float] = mapped_column(sa.Numeric(12, 4, asdecimal=False), default=0)
+    turns: Mapped[int] = mapped_column(default=0)
+    # The last seq handed out, so appending an event is one UPDATE … RETURNING.
+    last_seq: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    heartbeat_at: Mapped[datetime | None]
+    wake_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+    rq_job_id: Mapped[str | None] = mapped_column(sa.String(64))
+
+    @property
+    def short_id(self) -> str:
+        return self.id.hex[:8]
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in registry.RUN_TERMINAL_STATUSES

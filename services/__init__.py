@@ -1,0 +1,1 @@
+"""The domain layer: every workflow lives here (no flask.request, no templates)."""

@@ -1,0 +1,136 @@
+"""Demo data: a curated board for newcomers, and bulk data for benchmarks.
+
+The curated demo walks each experiment through real transitions (the same table the
+product enforces), so its timelines are exactly what a user would see. The bulk loader
+writes rows directly in batches — it exists to fill a database for benchmarks quickly.
+"""
+from __future__ import annotations
+
+import random
+import uuid
+from collections import deque
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from models import Experiment, WorkflowEvent, db
+from services import experiments, lifecycle, registry
+from services.actors import Actor
+from services.clock import utcnow
+
+DEMO_AGENT = Actor("agent", None, "demo agent")
+DEMO_SYSTEM = Actor.system("Sagan (demo)")
+DEMO_OWNER = Actor("owner", None, "demo owner")
+_ACTORS = {"owner": DEMO_OWNER, "agent": DEMO_AGENT, "system": DEMO_SYSTEM}
+
+CURATED = [
+    ("Does label smoothing help the 2-layer probe on CIFAR-10?", "proposed", "experiment", ["probes"]),
+    ("Survey: what sparsity schedules do recent pruning papers use?", "proposed", "survey", ["pruning"]),
+    ("Is the warmup length driving the loss spike at step 4k?", "clarifying", "experiment", ["optim"]),
+    ("Do attention sinks survive fine-tuning at 8k context?", "awaiting_clarifications", "experiment", ["attention"]),
+    ("Factor screen: LR × batch size × weight decay on 4 pods", "planning", "experiment", ["optim", "screen"]),
+    ("Reclassify the survey corpus with the new taxonomy", "plan_pending", "survey", ["survey"]),
+    ("Does the sparse autoencoder recover the planted features?", "plan_pending", "experiment", ["sae"]),
+    ("Set up nightly eval harness on the shared volume", "implementing", "infra", ["infra"]),
+    ("Ablate positional encodings in the 125M model", "code_reviewing", "experiment", ["ablation"]),
+    ("Seed variance of the probe accuracy across 10 seeds", "running", "experiment", ["probes"]),
+    ("Gradient noise scale vs. batch size on the 350M model", "verifying", "experiment", ["optim"]),
+    ("Mixed precision drift over 100k steps", "interpreting", "experiment", ["numerics"]),
+    ("Tokenizer fertility across 12 languages", "reviewing", "survey", ["data"]),
+    ("Curriculum ordering changes final loss by <1% (MODERATE confidence)", "awaiting_promotion", "experiment", ["curriculum"]),
+    ("Dropout sweep crashed on the A100 pool", "blocked", "experiment", ["regularization"]),
+    ("Weight decay does not explain the grokking delay (HIGH confidence)", "shared", "experiment", ["grokking"]),
+    ("Data loader throughput doubled with pinned memory", "done_impl", "infra", ["infra"]),
+    ("Longer warmup removes the step-4k spike (LOW confidence)", "completed", "experiment", ["optim"]),
+    ("Early idea: contrastive probes", "archived", "experiment", ["probes"]),
+]
+
+
+def path_to(start: str, target: str, status_before_block: str | None = None) -> list[tuple[str, str]]:
+    """Shortest list of (status, role) steps from `start` to `target` in the transition table."""
+    queue = deque([(start, [])])
+    seen = {start}
+    while queue:
+        status, steps = queue.popleft()
+        if status == target:
+            return steps
+        probe = Experiment(status=status, status_before_block=status_before_block, number=0)
+        for role in ("owner", "agent", "system"):
+            for move in lifecycle.allowed_moves(probe, role):
+                if move.to not in seen:
+                    seen.add(move.to)
+                    queue.append((move.to, steps + [(move.to, role)]))
+    raise ValueError(f"no path from {start} to {target}")
+
+
+def walk_to(experiment: Experiment, target: str) -> None:
+    """Move an experiment to `target` through real transitions, committing each step."""
+    via = "running" if target == "blocked" else None
+    steps = path_to(experiment.status, via) + [("blocked", "agent")] if via else \
+        path_to(experiment.status, target)
+    for status, role in steps:
+        note = None
+        if status == "blocked":
+            note = "Pod exited with code 1 (CUDA out of memory); see the run for the stderr tail."
+        else:
+            rule = lifecycle.rule_for_move(experiment, status, role)
+            if rule and rule.note_required:
+                note = "Demo: moved for the tour."
+        lifecycle.transition(experiment, status, _ACTORS[role], note=note)
+        db.session.flush()
+
+
+def load_curated() -> int:
+    """Create the curated demo experiments (idempotent: skipped if they exist)."""
+    existing = set(db.session.scalars(sa.select(Experiment.title)))
+    count = 0
+    for title, status, kind, tags in CURATED:
+        if title in existing:
+            continue
+        experiment = experiments.create_experiment(
+            {"title": title, "kind": kind, "tags": tags + ["demo"],
+             "priority": random.Random(title).choice(registry.PRIORITIES),
+             "hypothesis": "Demo experiment — the data is illustrative."}, DEMO_OWNER,
+            note="Demo experiment created.")
+        walk_to(experiment, status)
+        db.session.commit()
+        count += 1
+    return count
+
+
+def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,
+               batch: int = 1000) -> int:
+    """Insert `count` experiments spread over every status, with a few events each."""
+    rng = random.Random(seed)
+    # ~10% active, the rest finished: the shape of a research log after a year or two.
+    active = [s for s in registry.STATUS_NAMES if s not in registry.TERMINAL_STATUSES]
+    finished = sorted(registry.TERMINAL_STATUSES)
+    now = utcnow()
+    made = 0
+    while made < count:
+        rows, event_rows = [], []
+        for _ in range(min(batch, count - made)):
+            status = rng.choice(active) if rng.random() < 0.1 else rng.choice(finished)
+            stamp = now - timedelta(minutes=rng.randint(0, 60 * 24 * 365))
+            exp_id = uuid.uuid4()
+            rows.append({
+                "id": exp_id, "number": experiments.next_number(), "status": status,
+                "title": f"Bench experiment {rng.randint(1, 10**9)} on {rng.choice(['probes', 'optim', 'sae', 'data'])}",
+                "kind": rng.choice(registry.EXPERIMENT_KINDS), "priority": rng.choice(registry.PRIORITIES),
+                "assignee_kind": "agent", "runpod_account": "local",
+                "tags": [rng.choice(["probes", "optim", "sae", "data", "infra"])],
+                "has_clean_result": False, "auto_approve_plan": False,
+                "status_before_block": "running" if status == "blocked" else None,
+                "created_at": stamp, "updated_at": stamp, "last_event_at": stamp,
+            })
+            for i in range(events_per_experiment):
+                event_rows.append({
+                    "id": uuid.uuid4(), "entity_kind": "experiment", "entity_id": exp_id,
+                    "experiment_id": exp_id, "event_type": "note", "actor_kind": "system",
+                    "note": f"Bench event {i}", "created_at": stamp, "updated_at": stamp,
+                })
+        db.session.execute(sa.insert(Experiment), rows)
+        db.session.execute(sa.insert(WorkflowEvent), event_rows)
+        db.session.commit()
+        made += len(rows)
+    return made

@@ -1,0 +1,77 @@
+"""Appending to and reading an experiment's workflow log."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import Experiment, WorkflowEvent, db
+from services import registry
+from services.actors import Actor
+from services.clock import utcnow
+from services.errors import ValidationError
+from services.redact import redact, redact_data
+
+
+def record(experiment: Experiment, event_type: str, actor: Actor, *, note: str | None = None,
+           metadata: dict | None = None, marker: str | None = None,
+           from_status: str | None = None, to_status: str | None = None) -> WorkflowEvent:
+    """Add one event to the experiment's log (redacted, capped); the caller commits."""
+    if event_type not in registry.WORKFLOW_EVENT_TYPES:
+        raise ValidationError(f"Unknown event type {event_type!r}.", field="event_type")
+    note = redact(note)
+    if note and len(note) > current_app.config["NOTE_MAX"]:
+        raise ValidationError(
+            f"Note is {len(note)} characters; the limit is {current_app.config['NOTE_MAX']}.",
+            field="note")
+    now = utcnow()
+    event = WorkflowEvent(
+        id=uuid.uuid4(), entity_kind="experiment", entity_id=experiment.id,
+        experiment_id=experiment.id, event_type=event_type, marker=marker,
+        from_status=from_status, to_status=to_status, actor_kind=actor.kind,
+        actor_id=actor.id, note=note, metadata_=redact_data(metadata) if metadata else None,
+        created_at=now, updated_at=now,
+    )
+    db.session.add(event)
+    experiment.last_event_at = now
+    return event
+
+
+@dataclass
+class TimelinePage:
+    events: list[WorkflowEvent]
+    next_cursor: str | None
+
+
+def _encode_cursor(event: WorkflowEvent) -> str:
+    return f"{event.created_at.isoformat()}|{event.id}"
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        stamp, raw_id = cursor.split("|", 1)
+        return datetime.fromisoformat(stamp), uuid.UUID(raw_id)
+    except ValueError as exc:
+        raise ValidationError("That page link is not valid.", field="before") from exc
+
+
+def timeline(experiment: Experiment, *, before: str | None = None, limit: int = 50,
+             event_type: str | None = None, marker: str | None = None) -> TimelinePage:
+    """Newest-first page of an experiment's events, keyset-paged by (created_at, id)."""
+    query = sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id)
+    if event_type:
+        if event_type not in registry.WORKFLOW_EVENT_TYPES:
+            raise ValidationError(f"Unknown event type {event_type!r}.", field="event_type")
+        query = query.where(WorkflowEvent.event_type == event_type)
+    if marker:
+        query = query.where(WorkflowEvent.marker == marker)
+    if before:
+        stamp, event_id = _decode_cursor(before)
+        query = query.where(sa.tuple_(WorkflowEvent.created_at, WorkflowEvent.id) < (stamp, event_id))
+    query = query.order_by(WorkflowEvent.created_at.desc(), WorkflowEvent.id.desc()).limit(limit + 1)
+    rows = list(db.session.scalars(query))
+    next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return TimelinePage(rows[:limit], next_cursor)

@@ -1,0 +1,367 @@
+"""Creating, finding and listing experiments; the board and the owner's queue."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from models import Counter, Experiment, db
+from services import events, registry
+from services.actors import Actor
+from services.clock import utcnow
+from services.errors import NotFound, ValidationError
+from services.redact import redact
+
+NUMBER_COUNTER = "experiment_number"
+EDITABLE_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags",
+                   "assignee_kind", "runpod_account", "cost_cap_usd", "git_branch", "git_commit")
+
+
+# --- validation -----------------------------------------------------------------------
+
+def clean_fields(data: dict, *, partial: bool = False) -> dict:
+    """Validate experiment fields from a form or JSON body; raise on the first problem.
+
+    Unknown keys are refused rather than ignored, so a typo never looks like success.
+    """
+    cfg = current_app.config
+    unknown = set(data) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
+    cleaned: dict = {}
+    if "title" in data or not partial:
+        title = data.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise ValidationError("Title is required.", field="title")
+        title = " ".join(title.split())
+        if len(title) > cfg["TITLE_MAX"]:
+            raise ValidationError(
+                f"Title is {len(title)} characters; the limit is {cfg['TITLE_MAX']}.", field="title")
+        cleaned["title"] = redact(title)
+    if "hypothesis" in data:
+        hypothesis = data["hypothesis"]
+        if hypothesis is not None and not isinstance(hypothesis, str):
+            raise ValidationError("Hypothesis must be text.", field="hypothesis")
+        hypothesis = (hypothesis or "").strip() or None
+        if hypothesis and len(hypothesis) > cfg["HYPOTHESIS_MAX"]:
+            raise ValidationError(
+                f"Hypothesis is {len(hypothesis)} characters; the limit is {cfg['HYPOTHESIS_MAX']}.",
+                field="hypothesis")
+        cleaned["hypothesis"] = redact(hypothesis)
+    for name, choices in (("kind", registry.EXPERIMENT_KINDS), ("priority", registry.PRIORITIES),
+                          ("assignee_kind", registry.ASSIGNEE_KINDS),
+                          ("runpod_account", registry.RUNPOD_ACCOUNTS)):
+        if name in data and data[name] not in (None, ""):
+            if data[name] not in choices:
+                raise ValidationError(
+                    f"{name.replace('_', ' ').capitalize()} must be one of: {', '.join(choices)}.",
+                    field=name)
+            cleaned[name] = data[name]
+    if "compute_size" in data:
+        size = data["compute_size"] or None
+        if size is not None and size not in registry.COMPUTE_SIZES:
+            raise ValidationError(
+                f"Compute size must be one of: {', '.join(registry.COMPUTE_SIZES)}.", field="compute_size")
+        cleaned["compute_size"] = size
+    if "tags" in data:
+        cleaned["tags"] = clean_tags(data["tags"])
+    if "cost_cap_usd" in data:
+        cap = data["cost_cap_usd"]
+        if cap in (None, ""):
+            cleaned["cost_cap_usd"] = None
+        else:
+            try:
+                cap = float(cap)
+            except (TypeError, ValueError):
+                raise ValidationError("Cost cap must be a number of dollars.", field="cost_cap_usd")
+            if not 0 <= cap <= 1_000_000:
+                raise ValidationError("Cost cap must be between 0 and 1,000,000 dollars.", field="cost_cap_usd")
+            cleaned["cost_cap_usd"] = cap
+    for name, limit in (("git_branch", 255), ("git_commit", 64)):
+        if name in data:
+            value = (data[name] or "").strip() or None
+            if value and (len(value) > limit or any(c.isspace() for c in value)):
+                raise ValidationError(f"{name.replace('_', ' ').capitalize()} is not valid.", field=name)
+            cleaned[name] = value
+    return cleaned
+
+
+def clean_tags(raw) -> list[str]:
+    """Tags from a list or a comma-separated string: trimmed, de-duplicated, capped."""
+    cfg = current_app.config
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(t, str) for t in raw):
+        raise ValidationError("Tags must be a list of strings.", field="tags")
+    tags: list[str] = []
+    for tag in raw:
+        tag = tag.strip()
+        if not tag:
+            continue
+        if len(tag) > cfg["TAG_MAX_CHARS"]:
+            raise ValidationError(f"Tag {tag[:20]!r}… is longer than {cfg['TAG_MAX_CHARS']} characters.",
+                                  field="tags")
+        if tag not in tags:
+            tags.append(tag)
+    if len(tags) > cfg["TAGS_MAX"]:
+        raise ValidationError(f"At most {cfg['TAGS_MAX']} tags.", field="tags")
+    return tags
+
+
+# --- numbering ------------------------------------------------------------------------
+
+def next_number() -> int:
+    """The next experiment number, safe under concurrent creators.
+
+    One UPDATE … RETURNING on the counter row: the row lock makes concurrent callers
+    take turns. The CASE lets SAGAN_FIRST_EXPERIMENT_NUMBER (e.g. 366 after the old
+    system's #365) take effect on an existing counter.
+    """
+    first = current_app.config["SAGAN_FIRST_EXPERIMENT_NUMBER"]
+    bump = (sa.update(Counter).where(Counter.name == NUMBER_COUNTER)
+            .values(value=sa.case((Counter.value + 1 < first, first), else_=Counter.value + 1))
+            .returning(Counter.value))
+    value = db.session.execute(bump).scalar()
+    if value is None:
+        _create_counter()
+        value = db.session.execute(bump).scalar()
+    return int(value)
+
+
+def _create_counter() -> None:
+    """Create the counter row at the highest number in use (imports keep theirs)."""
+    highest = db.session.scalar(sa.select(sa.func.max(Experiment.number))) or 0
+    if db.engine.dialect.name == "postgresql":
+        stmt = pg_insert(Counter).values(name=NUMBER_COUNTER, value=highest).on_conflict_do_nothing()
+    else:
+        stmt = sa.insert(Counter).values(name=NUMBER_COUNTER, value=highest).prefix_with("OR IGNORE")
+    db.session.execute(stmt)
+
+
+# --- create, find, edit ----------------------------------------------------------------
+
+def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> Experiment:
+    """Create an experiment in `proposed` with a fresh number; the caller commits."""
+    cleaned = clean_fields(data)
+    cleaned.setdefault("runpod_account", current_app.config["SAGAN_DEFAULT_RUNPOD_ACCOUNT"])
+    now = utcnow()
+    experiment = Experiment(id=uuid.uuid4(), number=next_number(), status="proposed",
+                            created_at=now, updated_at=now, **cleaned)
+    db.session.add(experiment)
+    db.session.flush()
+    events.record(experiment, "note", actor, note=note or "Experiment created.")
+    return experiment
+
+
+def update_experiment(experiment: Experiment, data: dict, actor: Actor) -> list[str]:
+    """Apply edited fields; records which fields changed. The caller commits."""
+    cleaned = clean_fields(data, partial=True)
+    changed = [name for name, value in cleaned.items() if getattr(experiment, name) != value]
+    for name in changed:
+        setattr(experiment, name, cleaned[name])
+    if changed:
+        events.record(experiment, "note", actor, note=f"Edited {', '.join(changed)}.",
+                      metadata={"fields": changed})
+    return changed
+
+
+def get_experiment(ref) -> Experiment:
+    """Find by number (`365`, `#365`) or uuid; NotFound otherwise."""
+    experiment = None
+    text = str(ref).strip().lstrip("#")
+    if text.isdigit():
+        if int(text) < 2**63:
+            experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == int(text)))
+    else:
+        try:
+            experiment = db.session.get(Experiment, uuid.UUID(text))
+        except ValueError:
+            experiment = None
+    if experiment is None:
+        raise NotFound(f"No experiment {ref}.")
+    return experiment
+
+
+# --- board ---------------------------------------------------------------------------
+
+@dataclass
+class BoardFilters:
+    turn: str = ""   # "owner" | "sagan" | ""
+    kind: str = ""
+    tag: str = ""
+    text: str = ""
+
+    @classmethod
+    def from_args(cls, args) -> "BoardFilters":
+        turn = args.get("turn", "")
+        kind = args.get("kind", "")
+        return cls(turn=turn if turn in ("owner", "sagan") else "",
+                   kind=kind if kind in registry.EXPERIMENT_KINDS else "",
+                   tag=(args.get("tag") or "").strip()[:80],
+                   text=(args.get("q") or "").strip()[:200])
+
+    @property
+    def active(self) -> bool:
+        return bool(self.turn or self.kind or self.tag or self.text)
+
+    def as_args(self) -> dict:
+        return {k: v for k, v in (("turn", self.turn), ("kind", self.kind), ("tag", self.tag),
+                                  ("q", self.text)) if v}
+
+
+@dataclass
+class BoardColumn:
+    key: str
+    title: str
+    collapsed: bool
+    cards: list[Experiment] = field(default_factory=list)
+    more: int = 0
+
+
+def _apply_filters(query, filters: BoardFilters):
+    if filters.turn == "owner":
+        query = query.where(Experiment.status.in_(registry.OWNER_TURN_STATUSES))
+    elif filters.turn == "sagan":
+        query = query.where(Experiment.status.not_in(registry.OWNER_TURN_STATUSES | registry.TERMINAL_STATUSES))
+    if filters.kind:
+        query = query.where(Experiment.kind == filters.kind)
+    if filters.tag:
+        query = query.where(_has_tag(filters.tag))
+    if filters.text:
+        text = filters.text.lstrip("#")
+        condition = Experiment.title.ilike(f"%{_escape_like(text)}%", escape="\\")
+        if text.isdigit() and int(text) < 2**63:
+            condition = sa.or_(condition, Experiment.number == int(text))
+        query = query.where(condition)
+    return query
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _has_tag(tag: str):
+    """A portable "tags contains tag" test (JSONB containment on PostgreSQL)."""
+    if db.engine.dialect.name == "postgresql":
+        return Experiment.tags.op("@>")(sa.func.jsonb_build_array(tag))
+    each = sa.func.json_each(Experiment.tags).table_valued("value")
+    return sa.exists(sa.select(1).select_from(each).where(each.c.value == tag))
+
+
+def board(filters: BoardFilters) -> list[BoardColumn]:
+    """Board columns with their cards, in two queries whatever the number of cards.
+
+    Active experiments are all shown; finished ones only the most recent few per
+    column (the table view has the rest), so the board stays fast at 10,000 rows.
+    """
+    columns = {key: BoardColumn(key, title, key in registry.COLLAPSED_COLUMNS)
+               for key, title in registry.BOARD_COLUMNS}
+    order = (Experiment.priority == "urgent").desc(), (Experiment.priority == "high").desc(), \
+        sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()
+    active = _apply_filters(sa.select(Experiment).where(
+        Experiment.status.not_in(registry.TERMINAL_STATUSES)), filters).order_by(*order)
+    for experiment in db.session.scalars(active):
+        columns[experiment.status_info.column].cards.append(experiment)
+
+    limit = current_app.config["BOARD_DONE_LIMIT"]
+    column_of = sa.case({s: registry.STATUS_BY_NAME[s].column for s in registry.TERMINAL_STATUSES},
+                        value=Experiment.status)
+    ranked = _apply_filters(sa.select(
+        Experiment.id,
+        sa.func.row_number().over(partition_by=column_of,
+                                  order_by=Experiment.updated_at.desc()).label("rank"),
+        sa.func.count().over(partition_by=column_of).label("total"),
+    ).where(Experiment.status.in_(registry.TERMINAL_STATUSES)), filters).subquery()
+    finished = (sa.select(Experiment, ranked.c.total).join(ranked, ranked.c.id == Experiment.id)
+                .where(ranked.c.rank <= limit).order_by(Experiment.updated_at.desc()))
+    for experiment, total in db.session.execute(finished):
+        column = columns[experiment.status_info.column]
+        column.cards.append(experiment)
+        column.more = max(0, total - limit)
+    return list(columns.values())
+
+
+def board_version() -> str:
+    """A cheap fingerprint of everything the board shows, for ETag / 304 polling."""
+    latest, count = db.session.execute(
+        sa.select(sa.func.max(Experiment.updated_at), sa.func.count(Experiment.id))).one()
+    return f"{count}-{latest.timestamp() if latest else 0:.6f}"
+
+
+def all_tags(limit: int = 200) -> list[str]:
+    """Tags in use, for the board's filter menu."""
+    if db.engine.dialect.name == "postgresql":
+        rows = db.session.execute(sa.text(
+            "SELECT DISTINCT jsonb_array_elements_text(tags) AS tag FROM experiments "
+            "ORDER BY tag LIMIT :limit"), {"limit": limit})
+    else:
+        rows = db.session.execute(sa.text(
+            "SELECT DISTINCT json_each.value AS tag FROM experiments, json_each(experiments.tags) "
+            "ORDER BY tag LIMIT :limit"), {"limit": limit})
+    return [row.tag for row in rows]
+
+
+# --- the owner's queue ----------------------------------------------------------------
+
+def owner_turn_count() -> int:
+    return db.session.scalar(sa.select(sa.func.count(Experiment.id)).where(
+        Experiment.status.in_(registry.OWNER_TURN_STATUSES))) or 0
+
+
+def owner_turn_list() -> list[Experiment]:
+    """Experiments waiting for the owner, most urgent and oldest first."""
+    rank = sa.case(registry.PRIORITY_RANK, value=Experiment.priority)
+    return list(db.session.scalars(
+        sa.select(Experiment).where(Experiment.status.in_(registry.OWNER_TURN_STATUSES))
+        .order_by(rank.desc(), sa.func.coalesce(Experiment.last_event_at, Experiment.created_at))))
+
+
+# --- table view -----------------------------------------------------------------------
+
+SORTABLE = {
+    "number": Experiment.number, "title": Experiment.title, "status": Experiment.status,
+    "priority": sa.case(registry.PRIORITY_RANK, value=Experiment.priority),
+    "updated": Experiment.updated_at, "created": Experiment.created_at,
+}
+
+
+@dataclass
+class TablePage:
+    experiments: list[Experiment]
+    total: int
+    page: int
+    pages: int
+
+
+def table(args, *, per_page: int = 50) -> tuple[TablePage, dict]:
+    """The sortable, filterable experiments table; unknown filter values are ignored."""
+    filters = BoardFilters.from_args(args)
+    status = args.get("status", "")
+    if status not in registry.STATUS_BY_NAME:
+        status = ""
+    priority = args.get("priority", "")
+    if priority not in registry.PRIORITIES:
+        priority = ""
+    sort = args.get("sort", "number")
+    if sort not in SORTABLE:
+        sort = "number"
+    direction = "asc" if args.get("dir") == "asc" else "desc"
+    try:
+        page = max(1, int(args.get("page", 1)))
+    except ValueError:
+        page = 1
+    query = _apply_filters(sa.select(Experiment), filters)
+    if status:
+        query = query.where(Experiment.status == status)
+    if priority:
+        query = query.where(Experiment.priority == priority)
+    total = db.session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
+    column = SORTABLE[sort]
+    query = query.order_by(column.asc() if direction == "asc" else column.desc(), Experiment.number.desc())
+    rows = list(db.session.scalars(query.limit(per_page).offset((page - 1) * per_page)))
+    pages = max(1, -(-total // per_page))
+    state = {**filters.as_args(), "status": status, "priority": priority, "sort": sort, "dir": direction}
+    return TablePage(rows, total, page, pages), state

@@ -1,0 +1,214 @@
+"""Experiment status changes: the transition table and `transition()`, the only writer
+of `experiments.status` (SPEC §2.3).
+
+Each move is checked against the table (who may make it), written as a compare-and-set
+UPDATE so two writers cannot both win, logged as a `state_changed` event, and its side
+effects are returned for the caller to run after commit — never before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.orm.attributes import set_committed_value
+
+from models import Experiment, db
+from services import events, registry
+from services.actors import Actor
+from services.clock import utcnow
+from services.errors import Conflict, Forbidden, ValidationError
+
+OWNER, AGENT, SYSTEM = "owner", "agent", "system"
+ANY_NON_TERMINAL = registry.NON_TERMINAL_STATUSES
+TERMINAL = registry.TERMINAL_STATUSES
+RETURN_FROM_BLOCK = "<status_before_block>"
+
+
+@dataclass(frozen=True)
+class Rule:
+    sources: frozenset[str]
+    targets: frozenset[str]
+    who: frozenset[str]
+    side_effect: str | None = None
+    note_required: bool = False
+
+
+def _rule(sources: Iterable[str], targets: Iterable[str], who: Iterable[str],
+          side_effect: str | None = None, note_required: bool = False) -> Rule:
+    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required)
+
+
+# SPEC §2.3, row by row. `awaiting_approval` (imported data) behaves like `plan_pending`.
+TRANSITIONS: list[Rule] = [
+    _rule(["proposed"], ["clarifying"], [OWNER, AGENT], "start_planner_clarify"),
+    _rule(["proposed", "clarifying"], ["planning"], [OWNER, AGENT], "start_planner_plan"),
+    _rule(["clarifying", "planning"], ["awaiting_clarifications"], [AGENT]),
+    _rule(["awaiting_clarifications"], ["clarifying"], [OWNER], "redispatch_planner_with_answers"),
+    _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM], "request_approval"),
+    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], "start_orchestrator"),
+    _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
+          note_required=True),
+    _rule(["approved"], ["implementing"], [SYSTEM]),
+    _rule(["approved", "testing", "implementing"], ["gate_pending"], [SYSTEM], "notify_owner"),
+    _rule(["gate_pending"], ["approved"], [OWNER], "wake_orchestrator"),
+    _rule(["implementing"], ["code_reviewing"], [AGENT]),
+    _rule(["code_reviewing"], ["implementing"], [AGENT]),
+    _rule(["code_reviewing"], ["testing"], [AGENT]),
+    _rule(["testing"], ["implementing"], [AGENT]),
+    _rule(["testing", "implementing"], ["queued"], [SYSTEM]),
+    _rule(["queued"], ["running"], [SYSTEM]),
+    _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
+    _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
+    _rule(["verifying"], ["interpreting"], [AGENT]),
+    _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM], "notify_owner"),
+    _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
+    _rule(["clean_result_drafting"], ["awaiting_promotion"], [AGENT], "notify_owner"),
+    _rule(["awaiting_promotion", "reviewing"], ["followups_running"], [OWNER, AGENT], "propose_follow_ups"),
+    _rule(["followups_running"], ["awaiting_promotion", "reviewing"], [SYSTEM]),
+    _rule(["awaiting_promotion"], ["shared", "completed"], [OWNER], "promote"),
+    _rule(["awaiting_promotion", "reviewing"], ["clean_result_drafting", "planning"], [OWNER],
+          note_required=True),
+    _rule(ANY_NON_TERMINAL - {"blocked"}, ["blocked"], [OWNER, AGENT, SYSTEM], "notify_owner",
+          note_required=True),
+    _rule(["blocked"], [RETURN_FROM_BLOCK, "planning", "plan_pending", "approved"], [OWNER]),
+    _rule(ANY_NON_TERMINAL, ["cancelled", "archived", "done_experiment", "done_impl"], [OWNER],
+          "stop_active_work", note_required=True),
+    _rule(TERMINAL, ["proposed", "planning", "plan_pending"], [OWNER], note_required=True),
+]
+
+
+@dataclass(frozen=True)
+class Move:
+    """One allowed move from a status, as offered to an actor."""
+
+    to: str
+    rule: Rule
+
+
+def allowed_moves(experiment: Experiment, role: str) -> list[Move]:
+    """Every move `role` may make from the experiment's current status, in status order."""
+    moves: dict[str, Move] = {}
+    for rule in TRANSITIONS:
+        if experiment.status not in rule.sources or role not in rule.who:
+            continue
+        for target in rule.targets:
+            if target == RETURN_FROM_BLOCK:
+                target = experiment.status_before_block
+                if not target:
+                    continue
+            if target != experiment.status:
+                moves.setdefault(target, Move(target, rule))
+    order = {name: i for i, name in enumerate(registry.STATUS_NAMES)}
+    return sorted(moves.values(), key=lambda m: order[m.to])
+
+
+def rule_for_move(experiment: Experiment, to: str, role: str) -> Rule | None:
+    for move in allowed_moves(experiment, role):
+        if move.to == to:
+            return move.rule
+    return None
+
+
+# Side-effect hooks, filled in by the issues that bring agents, approvals and pods.
+# A hook receives (experiment_id, actor, metadata) after the transition committed.
+SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
+
+
+def register_side_effect(name: str, hook: Callable) -> None:
+    SIDE_EFFECT_HOOKS.setdefault(name, []).append(hook)
+
+
+@dataclass
+class SideEffect:
+    name: str
+    experiment_id: object
+    actor: Actor
+    metadata: dict = field(default_factory=dict)
+
+    def run(self) -> None:
+        for hook in SIDE_EFFECT_HOOKS.get(self.name, []):
+            hook(self.experiment_id, self.actor, self.metadata)
+
+
+def run_side_effects(effects: Iterable[SideEffect]) -> None:
+    """Run side effects; call only after the transaction that made them has committed."""
+    for effect in effects:
+        effect.run()
+
+
+def describe_refusal(experiment: Experiment, to: str, role: str) -> str:
+    options = [m.to for m in allowed_moves(experiment, role)]
+    allowed = ", ".join(options) if options else "none"
+    return (f"#{experiment.number} cannot move from {experiment.status} to {to} as {role}. "
+            f"Allowed from {experiment.status}: {allowed}.")
+
+
+def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | None = None,
+               metadata: dict | None = None, override: bool = False,
+               expected_status: str | None = None) -> list[SideEffect]:
+    """Move `experiment` to `to` as `actor`; returns side effects to run after commit.
+
+    `expected_status` is the status the caller saw (a form's hidden field, an API
+    client's view); if the row has moved on since, the caller gets a Conflict instead
+    of silently overwriting someone else's move.
+    """
+    if to not in registry.STATUS_BY_NAME:
+        raise ValidationError(
+            f"Unknown status {to!r}. Known statuses: {', '.join(registry.STATUS_NAMES)}.",
+            field="status")
+    note = (note or "").strip() or None
+    current = expected_status or experiment.status
+    if expected_status and expected_status != experiment.status:
+        raise Conflict(
+            f"#{experiment.number} is now {experiment.status}, not {expected_status}; "
+            "reload to see the latest state.", code="stale_status", current=experiment.status)
+    if to == current:
+        raise ValidationError(f"#{experiment.number} is already {to}.", field="status")
+
+    role = actor.transition_role
+    rule = None
+    if override:
+        if role != OWNER:
+            raise Forbidden("Only the owner can override a status.", code="override_forbidden")
+        if experiment.terminal:
+            raise ValidationError("A finished experiment is reopened, not overridden.", field="status")
+        if not note:
+            raise ValidationError("An override needs a note saying why.", field="note")
+    else:
+        rule = rule_for_move(experiment, to, role)
+        if rule is None:
+            raise Conflict(describe_refusal(experiment, to, role), code="transition_not_allowed",
+                           allowed=[m.to for m in allowed_moves(experiment, role)])
+        if rule.note_required and not note:
+            raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
+
+    values = {"status": to, "updated_at": utcnow()}
+    if to == "blocked":
+        values["status_before_block"] = current
+    elif current == "blocked":
+        values["status_before_block"] = None
+    # Compare-and-set: only one writer can move the row away from `current`.
+    result = db.session.execute(
+        sa.update(Experiment)
+        .where(Experiment.id == experiment.id, Experiment.status == current)
+        .values(**values)
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:
+        db.session.refresh(experiment, ["status"])
+        raise Conflict(
+            f"#{experiment.number} changed to {experiment.status} while you were moving it; "
+            "nothing was changed.", code="stale_status", current=experiment.status)
+    # Reflect the committed row in the loaded object without marking it dirty again.
+    for key, value in values.items():
+        set_committed_value(experiment, key, value)
+
+    event_metadata = dict(metadata or {})
+    if override:
+        event_metadata["override"] = True
+    events.record(experiment, "state_changed", actor, note=note, metadata=event_metadata or None,
+                  from_status=current, to_status=to)
+    effects = []
+    if rule and rule.side_effect:
+        effects.append(SideEffect(rule.side_effect, experiment.id, actor, event_metadata))
+    return effects

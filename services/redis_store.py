@@ -1,0 +1,20 @@
+"""The Redis connection: queues and short-lived counters only, never the source of truth."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import redis
+from flask import current_app
+
+
+@lru_cache(maxsize=8)
+def _connect(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+
+
+def connection() -> redis.Redis:
+    """The app's Redis client (one pool per URL per process)."""
+    url = current_app.config.get("REDIS_URL")
+    if not url:
+        raise RuntimeError("REDIS_URL is not set; start Sagan with `make run` or set REDIS_URL.")
+    return _connect(url)

@@ -1,0 +1,185 @@
+"""The one registry of statuses, turns, board columns and the other closed vocabularies.
+
+Pure data with no imports of ours, so models (database CHECK constraints), services
+(validation, transitions), forms, the board and the CLI all derive from this module.
+Lesson from the old system: three hand-kept status lists drifted apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- Experiment statuses (SPEC §2.1) -------------------------------------------------
+
+TURN_CLARIFY_SCOPE = "Sagan turn: clarify scope"
+TURN_CLARIFY = "Sagan turn: clarify hypothesis and information gain"
+TURN_ANSWER = "Owner turn: answer Sagan questions"
+TURN_GATE = "Owner turn: resolve gate"
+TURN_PLAN = "Sagan turn: draft plan"
+TURN_APPROVE = "Owner turn: approve, defer, or reject"
+TURN_RUN = "Sagan turn: run and verify"
+TURN_REVIEW = "Owner turn: review interpretation and propose follow-ups"
+TURN_PROMOTE = "Owner turn: promote clean result"
+TURN_UNBLOCK = "Owner turn: unblock or revise"
+TURN_NONE = "No active owner action"
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    turn: str
+    column: str
+    terminal: bool = False
+
+    @property
+    def owner_turn(self) -> bool:
+        return self.turn.startswith("Owner turn")
+
+    @property
+    def label(self) -> str:
+        return self.name.replace("_", " ")
+
+
+# Board columns in display order (SPEC §2.4). Collapsed columns are shown folded.
+BOARD_COLUMNS: list[tuple[str, str]] = [
+    ("ideas", "Ideas"),
+    ("clarifying", "Clarifying"),
+    ("planning", "Planning"),
+    ("awaiting_approval", "Awaiting approval"),
+    ("implementing", "Implementing"),
+    ("running", "Running"),
+    ("analysis", "Analysis"),
+    ("awaiting_promotion", "Awaiting promotion"),
+    ("blocked", "Blocked"),
+    ("done", "Done"),
+    ("closed", "Archived / cancelled / failed"),
+]
+COLLAPSED_COLUMNS = frozenset({"closed"})
+
+_S = Status
+STATUSES: list[Status] = [
+    _S("proposed", TURN_CLARIFY_SCOPE, "ideas"),
+    _S("clarifying", TURN_CLARIFY, "clarifying"),
+    _S("awaiting_clarifications", TURN_ANSWER, "clarifying"),
+    _S("gate_pending", TURN_GATE, "clarifying"),
+    _S("planning", TURN_PLAN, "planning"),
+    _S("plan_pending", TURN_APPROVE, "awaiting_approval"),
+    _S("awaiting_approval", TURN_APPROVE, "awaiting_approval"),
+    _S("approved", TURN_RUN, "implementing"),
+    _S("queued", TURN_RUN, "implementing"),
+    _S("implementing", TURN_RUN, "implementing"),
+    _S("code_reviewing", TURN_RUN, "implementing"),
+    _S("testing", TURN_RUN, "implementing"),
+    _S("running", TURN_RUN, "running"),
+    _S("uploading", TURN_RUN, "running"),
+    _S("verifying", TURN_RUN, "running"),
+    _S("interpreting", TURN_RUN, "analysis"),
+    _S("clean_result_drafting", TURN_RUN, "analysis"),
+    _S("followups_running", TURN_RUN, "analysis"),
+    _S("reviewing", TURN_REVIEW, "analysis"),
+    _S("awaiting_promotion", TURN_PROMOTE, "awaiting_promotion"),
+    _S("blocked", TURN_UNBLOCK, "blocked"),
+    _S("shared", TURN_NONE, "done", terminal=True),
+    _S("completed", TURN_NONE, "done", terminal=True),
+    _S("done_experiment", TURN_NONE, "done", terminal=True),
+    _S("done_impl", TURN_NONE, "done", terminal=True),
+    _S("failed", TURN_NONE, "closed", terminal=True),
+    _S("cancelled", TURN_NONE, "closed", terminal=True),
+    _S("archived", TURN_NONE, "closed", terminal=True),
+]
+del _S
+
+STATUS_BY_NAME: dict[str, Status] = {s.name: s for s in STATUSES}
+STATUS_NAMES: list[str] = [s.name for s in STATUSES]
+TERMINAL_STATUSES: frozenset[str] = frozenset(s.name for s in STATUSES if s.terminal)
+NON_TERMINAL_STATUSES: frozenset[str] = frozenset(STATUS_NAMES) - TERMINAL_STATUSES
+OWNER_TURN_STATUSES: frozenset[str] = frozenset(s.name for s in STATUSES if s.owner_turn)
+
+
+def turn_for(status: str) -> str:
+    """The turn text of a status (SPEC §2.1); never stored, always derived."""
+    return STATUS_BY_NAME[status].turn
+
+
+def statuses_in_column(column: str) -> list[str]:
+    return [s.name for s in STATUSES if s.column == column]
+
+
+# --- Other experiment vocabularies (SPEC §1) ----------------------------------------
+
+EXPERIMENT_KINDS = ["experiment", "infra", "survey"]
+COMPUTE_SIZES = ["none", "small", "medium", "large"]
+PRIORITIES = ["low", "normal", "high", "urgent"]
+PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
+ASSIGNEE_KINDS = ["agent", "human"]
+RUNPOD_ACCOUNTS = ["team", "personal", "local"]
+
+# --- Events -----------------------------------------------------------------------
+
+WORKFLOW_EVENT_TYPES = [
+    "state_changed", "approval_requested", "approval_resolved", "marker",
+    "progress", "note", "blocked", "comment",
+]
+ACTOR_KINDS = ["owner", "agent", "system", "pod", "token"]
+
+RUN_EVENT_TYPES = [
+    "started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed",
+    "failed", "cancelled", "waiting", "woken", "auto_approved", "orchestrator_queued",
+    "recovery_queued", "deploy_started", "deploy_pod_started", "deploy_completed",
+    "deploy_failed", "pod_substitution", "pod_status", "pod_progress", "pod_exited",
+    "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
+    "artifact_uploaded", "blocked",
+]
+
+# --- Plans and approvals (SPEC §1, §4) ---------------------------------------------
+
+PLAN_SOURCES = ["owner", "agent", "api", "import"]
+APPROVAL_KINDS = ["experiment_plan", "dispatch"]
+APPROVAL_STATUSES = ["pending", "approved", "rejected", "superseded"]
+
+# --- Agent runs (SPEC §5) ----------------------------------------------------------
+
+RUN_KINDS = ["plan", "apply", "qa", "experiment"]
+RUN_STATUSES = [
+    "queued", "running", "waiting", "awaiting_approval",
+    "completed", "failed", "cancelled", "blocked",
+]
+RUN_TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "blocked"})
+
+# Failure reasons (SPEC §7): code → human message. Recoverability lives with recovery.
+FAILURE_REASONS: dict[str, str] = {
+    "provider_capacity": "The provider had no capacity for any allowed candidate.",
+    "provider_auth": "The provider refused the credentials.",
+    "provider_error": "The provider answered with an error.",
+    "spec_invalid": "The pod spec is invalid.",
+    "pod_vanished": "A pod disappeared from the provider.",
+    "pod_exit_nonzero": "A pod exited with a non-zero code.",
+    "partial_dispatch": "Not every pod of the spec came up.",
+    "start_deadline": "Pods did not reach running before the start deadline.",
+    "crash_loop": "A pod's container kept restarting.",
+    "bootstrap_silence": "A pod sent no progress after starting.",
+    "artifacts_missing": "Declared artifacts were not uploaded.",
+    "cost_cap": "The spend cap was reached.",
+    "fleet_incident": "A fleet incident paused automatic work.",
+    "worker_lost": "The worker died or stopped heartbeating mid-run.",
+    "agent_error": "The agent reported an error.",
+    "model_api_error": "The model API failed.",
+    "max_turns": "The agent reached its turn limit.",
+    "cancelled_by_owner": "The owner cancelled the run.",
+}
+
+# --- Pods (SPEC §1, §6) ------------------------------------------------------------
+
+POD_STATUSES = [
+    "deploying", "running", "exited", "stop_requested", "stopped",
+    "terminated", "retrying", "vanished", "failed",
+]
+POD_ACTIVE_STATUSES = frozenset({"deploying", "running", "retrying", "stop_requested"})
+POD_STOP_REASONS = ["owner", "orphan", "failure", "cost_cap", "completed"]
+CLOUD_TYPES = ["SECURE", "COMMUNITY"]
+
+# --- Results, comments, tokens -----------------------------------------------------
+
+FIGURE_KINDS = ["image", "html_artifact", "svg"]
+COMMENT_AUTHOR_KINDS = ["owner", "agent"]
+API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
+SHARE_SCOPES = ["experiment", "project", "all_promoted"]
