@@ -1,27 +1,98 @@
-"""The JSON API (SPEC §9.2). This foundation has the registries and experiment reads;
-the workflow-engine issue adds the rest."""
+"""The JSON API (SPEC §9.2): experiments, workflow events, markers and registries.
+
+Auth per route (blueprints.access): a bearer token with the listed scope, or the owner's
+session (with CSRF). The actor is always the credential's. Errors are
+`{"error": code, "message": sentence}` with the status codes of SPEC §9.2.
+"""
 from __future__ import annotations
 
+import sqlalchemy as sa
 from flask import Blueprint, request
 
 from blueprints import access
-from models import db
-from services import experiments, registry
-from services.errors import ValidationError
+from models import ApprovalRequest, Experiment, db
+from services import events, experiments, lifecycle, markers, registry
+from services.errors import Forbidden, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
+# Fields that only the owner's session may change (SPEC §9.2): no token can.
+OWNER_ONLY_FIELDS = {"auto_approve_plan", "cost_cap_usd", "pod_spec"}
+PATCHABLE = set(experiments.EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note"}
 
-def experiment_json(experiment) -> dict:
+
+def json_body() -> dict:
+    """The request's JSON object, or a clear 400."""
+    if not request.data:
+        raise ValidationError("Send a JSON object body (Content-Type: application/json).", code="invalid_json")
+    data = request.get_json(silent=True)
+    if data is None:
+        raise ValidationError("The body is not valid JSON.", code="invalid_json")
+    if not isinstance(data, dict):
+        raise ValidationError("The body must be a JSON object.", code="invalid_json")
+    return data
+
+
+def experiment_json(e: Experiment) -> dict:
     return {
-        "id": str(experiment.id), "number": experiment.number, "title": experiment.title,
-        "status": experiment.status, "turn": experiment.turn, "kind": experiment.kind,
-        "priority": experiment.priority, "tags": experiment.tags,
-        "hypothesis": experiment.hypothesis, "compute_size": experiment.compute_size,
-        "created_at": experiment.created_at.isoformat(),
-        "updated_at": experiment.updated_at.isoformat(),
+        "id": str(e.id), "number": e.number, "title": e.title, "status": e.status, "turn": e.turn,
+        "kind": e.kind, "priority": e.priority, "tags": e.tags, "hypothesis": e.hypothesis,
+        "computeSize": e.compute_size, "assigneeKind": e.assignee_kind,
+        "hasCleanResult": e.has_clean_result, "autoApprovePlan": e.auto_approve_plan,
+        "parentExperimentId": str(e.parent_experiment_id) if e.parent_experiment_id else None,
+        "runpodAccount": e.runpod_account, "costCapUsd": e.cost_cap_usd,
+        "gitBranch": e.git_branch, "gitCommit": e.git_commit,
+        "statusBeforeBlock": e.status_before_block, "planMd": e.plan_md, "planJson": e.plan_json,
+        "podSpec": e.pod_spec, "body": e.body,
+        "createdAt": e.created_at.isoformat(), "updatedAt": e.updated_at.isoformat(),
     }
 
+
+def approval_json(a: ApprovalRequest) -> dict:
+    return {
+        "id": str(a.id), "experimentId": str(a.experiment_id), "kind": a.kind, "title": a.title,
+        "status": a.status, "requestedState": a.requested_state, "approvedState": a.approved_state,
+        "rejectedState": a.rejected_state, "checklist": a.checklist, "answers": a.answers,
+        "estimatedCostUsd": a.estimated_cost_usd, "resolvedAt": a.resolved_at.isoformat() if a.resolved_at else None,
+        "resolvedNote": a.resolved_note, "createdAt": a.created_at.isoformat(),
+    }
+
+
+def _int_arg(name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise ValidationError(f"{name} must be a whole number from {low} to {high}.", field=name)
+    return value
+
+
+def _event_page(experiment: Experiment, default_limit: int) -> dict:
+    event_type = request.args.get("event_type") or None
+    marker = request.args.get("marker") or None
+    if marker:
+        markers.check_marker(marker)
+    page = events.timeline(
+        experiment, limit=_int_arg("events" if "events" in request.args else "limit", default_limit, 1, 500),
+        before=request.args.get("before") or None, event_type=event_type, marker=marker,
+        since=events.parse_since(request.args.get("since")))
+    return {"events": [events.event_json(e) for e in page.events], "nextCursor": page.next_cursor}
+
+
+def _experiment_view(experiment: Experiment) -> dict:
+    page = _event_page(experiment, 50)
+    approvals = db.session.scalars(
+        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
+        .order_by(ApprovalRequest.created_at.desc()))
+    return {"experiment": experiment_json(experiment), **page,
+            "approvalRequests": [approval_json(a) for a in approvals]}
+
+
+# --- registries ---------------------------------------------------------------------
 
 @bp.get("/statuses")
 @access.api("read")
@@ -32,18 +103,21 @@ def statuses():
                          for s in registry.STATUSES]}
 
 
+@bp.get("/markers")
+@access.api("read")
+def marker_registry():
+    """The marker registry and the review vocabulary."""
+    return {"markers": registry.MARKERS, "reviewPairs": registry.REVIEW_PAIRS,
+            "verdicts": registry.REVIEW_VERDICTS, "maxRounds": registry.REVIEW_MAX_ROUNDS}
+
+
+# --- experiments --------------------------------------------------------------------
+
 @bp.get("/experiments")
 @access.api("read")
 def list_experiments():
     """Experiments, newest first; `status` filters, `limit` 1–200 (default 100)."""
-    import sqlalchemy as sa
-    from models import Experiment
-    try:
-        limit = int(request.args.get("limit", 100))
-    except ValueError:
-        raise ValidationError("limit must be a whole number from 1 to 200.", field="limit")
-    if not 1 <= limit <= 200:
-        raise ValidationError("limit must be a whole number from 1 to 200.", field="limit")
+    limit = _int_arg("limit", 100, 1, 200)
     query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
     status = request.args.get("status")
     if status:
@@ -53,8 +127,108 @@ def list_experiments():
     return {"experiments": [experiment_json(e) for e in db.session.scalars(query)]}
 
 
+@bp.post("/experiments")
+@access.api("write")
+def create_experiment():
+    """Create an experiment (`title` required); answers 201 with the record."""
+    data = json_body()
+    experiment = experiments.create_experiment(data, access.actor())
+    db.session.commit()
+    return {"experiment": experiment_json(experiment)}, 201
+
+
 @bp.get("/experiments/<ref>")
 @access.api("read")
 def get_experiment(ref: str):
-    """One experiment by uuid or number."""
-    return {"experiment": experiment_json(experiments.get_experiment(ref))}
+    """One experiment by uuid or number, with a page of events and its approval requests."""
+    return _experiment_view(experiments.get_experiment(ref))
+
+
+@bp.get("/experiments/by-number/<int:number>")
+@access.api("read")
+def get_experiment_by_number(number: int):
+    """One experiment by number (the old client's path)."""
+    return _experiment_view(experiments.get_experiment(number))
+
+
+@bp.patch("/experiments/<ref>")
+@access.api("write")
+def patch_experiment(ref: str):
+    """Patch fields; `status` (+ `note`) goes through transition()."""
+    experiment = experiments.get_experiment(ref)
+    data = json_body()
+    unknown = set(data) - PATCHABLE
+    if unknown:
+        raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
+                              field=sorted(unknown)[0])
+    actor = access.actor()
+    owner_only = OWNER_ONLY_FIELDS & set(data)
+    if owner_only and actor.kind != "owner":
+        raise Forbidden(f"Only the owner's session can change {', '.join(sorted(owner_only))}.",
+                        code="owner_session_required")
+    fields = {k: v for k, v in data.items() if k in experiments.EDITABLE_FIELDS}
+    if fields:
+        experiments.update_experiment(experiment, fields, actor)
+    if "auto_approve_plan" in data:
+        if not isinstance(data["auto_approve_plan"], bool):
+            raise ValidationError("auto_approve_plan must be true or false.", field="auto_approve_plan")
+        experiment.auto_approve_plan = data["auto_approve_plan"]
+    if "pod_spec" in data:
+        raise ValidationError("The pod spec comes from an approved plan; submit a new plan instead.",
+                              field="pod_spec")
+    effects = []
+    if "status" in data:
+        if not isinstance(data["status"], str):
+            raise ValidationError("status must be a string.", field="status")
+        effects = lifecycle.transition(experiment, data["status"], actor, note=data.get("note"),
+                                       expected_status=data.get("expected_status"))
+    elif "note" in data:
+        raise ValidationError("A note goes with a status change; post a marker for a plain note.",
+                              field="note")
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"experiment": {"id": str(experiment.id), "number": experiment.number,
+                           "title": experiment.title, "status": experiment.status,
+                           "turn": experiment.turn}, "ok": True}
+
+
+@bp.post("/experiments/<ref>/workflow-events")
+@access.api("write")
+def post_workflow_event(ref: str):
+    """A marker (with review fields and optional next_status) or a status change."""
+    experiment = experiments.get_experiment(ref)
+    data = json_body()
+    actor = access.actor()
+    note = data.get("note")
+    if note is not None and not isinstance(note, str):
+        raise ValidationError("note must be text.", field="note")
+    event_type = data.get("event_type") or data.get("eventType") or ("marker" if data.get("marker") else None)
+    if event_type == "state_changed" or (event_type is None and data.get("to_status")):
+        to = data.get("to_status") or data.get("toStatus") or data.get("next_status")
+        if not to:
+            raise ValidationError("A status change needs to_status.", field="to_status")
+        effects = lifecycle.transition(experiment, to, actor, note=note,
+                                       expected_status=data.get("from_status") or data.get("fromStatus"))
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return {"id": None, "ok": True, "status": experiment.status}
+    if event_type != "marker":
+        raise ValidationError("Post a marker (`marker`) or a status change (`to_status`).",
+                              field="event_type")
+    if not isinstance(data.get("marker"), str):
+        raise ValidationError("marker is required.", field="marker")
+    review = {k: data[k] for k in markers.REVIEW_FIELDS if data.get(k) is not None}
+    event, effects = markers.post_marker(
+        experiment, data["marker"], actor, note=note, metadata=data.get("metadata"), review=review,
+        next_status=data.get("next_status") or None,
+        actor_label=data.get("actor_kind") or data.get("actorKind"))
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"id": str(event.id), "ok": True}, 201
+
+
+@bp.get("/experiments/<ref>/events")
+@access.api("read")
+def list_events(ref: str):
+    """Events newest first, filtered by event_type / marker / since, cursor-paged by `before`."""
+    return _event_page(experiments.get_experiment(ref), 100)

@@ -59,9 +59,12 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 def timeline(experiment: Experiment, *, before: str | None = None, limit: int = 50,
-             event_type: str | None = None, marker: str | None = None) -> TimelinePage:
+             event_type: str | None = None, marker: str | None = None,
+             since: datetime | None = None) -> TimelinePage:
     """Newest-first page of an experiment's events, keyset-paged by (created_at, id)."""
     query = sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id)
+    if since is not None:
+        query = query.where(WorkflowEvent.created_at >= since)
     if event_type:
         if event_type not in registry.WORKFLOW_EVENT_TYPES:
             raise ValidationError(f"Unknown event type {event_type!r}.", field="event_type")
@@ -75,3 +78,27 @@ def timeline(experiment: Experiment, *, before: str | None = None, limit: int = 
     rows = list(db.session.scalars(query))
     next_cursor = _encode_cursor(rows[limit - 1]) if len(rows) > limit else None
     return TimelinePage(rows[:limit], next_cursor)
+
+
+def parse_since(raw: str | None) -> datetime | None:
+    """An ISO-8601 time (with offset or Z) for `since` filters; naive times are UTC."""
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError("since must be an ISO-8601 time, e.g. 2026-05-14T09:00:00Z.",
+                              field="since") from exc
+    if moment.tzinfo is None:
+        from datetime import timezone
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+def event_json(event: WorkflowEvent) -> dict:
+    return {
+        "id": str(event.id), "entityKind": event.entity_kind, "entityId": str(event.entity_id),
+        "eventType": event.event_type, "fromStatus": event.from_status, "toStatus": event.to_status,
+        "marker": event.marker, "actorKind": event.actor_kind, "actorId": event.actor_id,
+        "note": event.note, "metadata": event.metadata_, "createdAt": event.created_at.isoformat(),
+    }

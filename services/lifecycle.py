@@ -49,7 +49,9 @@ TRANSITIONS: list[Rule] = [
     _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], "start_orchestrator"),
     _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
           note_required=True),
-    _rule(["approved"], ["implementing"], [SYSTEM]),
+    # The orchestrator starting. Agents may make this move too: an orchestrator running
+    # outside Sagan reports it through its token, as the old system's agents did.
+    _rule(["approved"], ["implementing"], [SYSTEM, AGENT]),
     _rule(["approved", "testing", "implementing"], ["gate_pending"], [SYSTEM], "notify_owner"),
     _rule(["gate_pending"], ["approved"], [OWNER], "wake_orchestrator"),
     _rule(["implementing"], ["code_reviewing"], [AGENT]),

@@ -183,3 +183,24 @@ FIGURE_KINDS = ["image", "html_artifact", "svg"]
 COMMENT_AUTHOR_KINDS = ["owner", "agent"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
+
+# --- Markers and review loops (SPEC §3) ----------------------------------------------
+
+MARKERS = [
+    "epm:clarify", "epm:clarify-answers", "epm:plan", "epm:consistency",
+    "epm:experiment-implementation", "epm:code-review", "epm:code-review-codex",
+    "epm:code-review-reconcile", "epm:review-reconcile", "epm:reviewer-verdict",
+    "epm:reviewer-verdict-codex", "epm:textbox-answers", "epm:reviewer-pass",
+    "epm:reviewer-decision", "epm:reviewer-ensemble-final", "epm:test-verdict",
+    "epm:preflight", "epm:launch", "epm:pod-dispatched", "epm:progress", "epm:results",
+    "epm:upload-verification", "epm:interpretation", "epm:interp-critique",
+    "epm:interp-critique-codex", "epm:interp-revision", "epm:clean-result",
+    "epm:clean-result-critique", "epm:clean-result-critique-codex",
+    "epm:clean-result-critique-reconcile", "epm:clean-result-lint", "epm:follow-ups",
+    "epm:awaiting-promotion", "epm:promoted", "epm:completion-audit", "epm:done",
+    "epm:failure",
+]
+REVIEW_PAIRS = ["code_review", "interpretation", "clean_result"]
+REVIEW_VERDICTS = ["pass", "needs_targeted_fix", "blocked_needs_user_decision",
+                   "fail_not_worth_continuing"]
+REVIEW_MAX_ROUNDS = 3

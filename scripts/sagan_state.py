@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""sagan_state.py — Sagan's command-line client (stdlib only, runs anywhere with python3).
+
+Agents, pods and scripts use it to read and move experiments:
+
+    sagan_state.py list --status running
+    sagan_state.py view 192
+    sagan_state.py status 365 implementing --note "Orchestrator queued"
+    sagan_state.py marker 192 epm:code-review --review-pair code_review --round 1 \\
+        --reviewer code-reviewer --verdict needs_targeted_fix --required-fix "pool p-values"
+    sagan_state.py events 192 --marker epm:code-review
+
+Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
+Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
+or bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+DEFAULT_BASE_URL = "http://127.0.0.1:5000"
+
+# Built-in fallbacks; the live lists come from the server's registries when reachable.
+FALLBACK_STATUSES = [
+    "proposed", "clarifying", "awaiting_clarifications", "gate_pending", "planning",
+    "plan_pending", "awaiting_approval", "approved", "queued", "implementing", "code_reviewing",
+    "testing", "running", "uploading", "verifying", "interpreting", "clean_result_drafting",
+    "followups_running", "reviewing", "awaiting_promotion", "blocked", "shared", "completed",
+    "done_experiment", "done_impl", "failed", "cancelled", "archived",
+]
+REVIEW_PAIRS = ["code_review", "interpretation", "clean_result"]
+VERDICTS = ["pass", "needs_targeted_fix", "blocked_needs_user_decision", "fail_not_worth_continuing"]
+EVENT_TYPES = ["state_changed", "approval_requested", "approval_resolved", "marker", "progress",
+               "note", "blocked", "comment"]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, body: dict | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.body = status, code, message, body or {}
+
+
+class Unreachable(Exception):
+    pass
+
+
+class Client:
+    def __init__(self, base_url: str, token: str | None, timeout: float):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: dict | None = None, query: dict | None = None):
+        url = self.base_url + path
+        if query:
+            query = {k: v for k, v in query.items() if v not in (None, "")}
+            if query:
+                url += "?" + urllib.parse.urlencode(query)
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+                return json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = {"error": "http_error", "message": raw.decode(errors="replace")[:300] or err.reason}
+            raise ApiError(err.code, payload.get("error", "error"), payload.get("message", str(err.reason)), payload)
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise Unreachable(f"cannot reach Sagan at {self.base_url}: {reason}; set SAGAN_BASE_URL")
+
+
+def registry_choices(client: Client) -> list[str]:
+    """Statuses from the server, or the built-in list when it cannot be asked."""
+    try:
+        return [s["name"] for s in client.request("GET", "/api/statuses")["statuses"]]
+    except (ApiError, Unreachable, KeyError, TypeError):
+        return FALLBACK_STATUSES
+
+
+def emit(data, as_json: bool) -> None:
+    if as_json:
+        json.dump(data, sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+
+
+def summary_of(view: dict) -> str:
+    e = view["experiment"]
+    lines = [f"#{e['number']} {e['title']}",
+             f"  status: {e['status']}  ·  {e['turn']}",
+             f"  kind: {e['kind']}  priority: {e['priority']}  tags: {', '.join(e.get('tags') or []) or '—'}"]
+    if e.get("statusBeforeBlock"):
+        lines.append(f"  blocked from: {e['statusBeforeBlock']}")
+    events = view.get("events") or []
+    if events:
+        lines.append("  recent events:")
+        for ev in events[:10]:
+            label = ev.get("marker") or ev["eventType"]
+            move = f" {ev['fromStatus']} → {ev['toStatus']}" if ev["eventType"] == "state_changed" else ""
+            note = f" — {ev['note']}" if ev.get("note") else ""
+            lines.append(f"    {ev['createdAt'][:19]} {label}{move}{note}"[:160])
+    pending = [a for a in view.get("approvalRequests") or [] if a["status"] == "pending"]
+    if pending:
+        lines.append(f"  pending approval: {pending[0]['title']}")
+    return "\n".join(lines)
+
+
+# --- commands ---------------------------------------------------------------------
+
+def cmd_list(client: Client, args) -> int:
+    data = client.request("GET", "/api/experiments", query={"status": args.status, "limit": args.limit})
+    if args.json or not sys.stdout.isatty():
+        emit(data, True)
+    else:
+        for e in data["experiments"]:
+            print(f"#{e['number']:<6} {e['status']:<24} {e['title'][:80]}")
+    return 0
+
+
+def cmd_view(client: Client, args) -> int:
+    data = client.request("GET", f"/api/experiments/{args.experiment}", query={"events": args.events})
+    as_json = args.json or (not args.summary and not sys.stdout.isatty())
+    if as_json:
+        emit(data, True)
+    else:
+        print(summary_of(data))
+    return 0
+
+
+def cmd_status(client: Client, args) -> int:
+    body = {"status": args.status}
+    if args.note:
+        body["note"] = args.note
+    data = client.request("PATCH", f"/api/experiments/{args.experiment}", body)
+    e = data["experiment"]
+    print(f"#{e['number']} is now {e['status']} ({e['turn']})")
+    return 0
+
+
+def cmd_patch(client: Client, args) -> int:
+    body: dict = {}
+    if args.json_body:
+        try:
+            body = json.loads(args.json_body)
+        except ValueError as exc:
+            print(f"--json-body is not valid JSON: {exc}", file=sys.stderr)
+            return 2
+    for name in ("title", "hypothesis", "priority", "kind", "compute_size", "git_branch", "git_commit"):
+        value = getattr(args, name)
+        if value is not None:
+            body[name] = value
+    if args.tags is not None:
+        body["tags"] = [t.strip() for t in args.tags.split(",") if t.strip()]
+    if not body:
+        print("Nothing to patch: give at least one field (see --help).", file=sys.stderr)
+        return 2
+    data = client.request("PATCH", f"/api/experiments/{args.experiment}", body)
+    e = data["experiment"]
+    print(f"#{e['number']} updated ({e['status']})")
+    return 0
+
+
+def cmd_marker(client: Client, args) -> int:
+    body: dict = {"marker": args.marker, "event_type": args.event_type or "marker"}
+    if args.metadata_json:
+        try:
+            body["metadata"] = json.loads(args.metadata_json)
+        except ValueError as exc:
+            print(f"--metadata-json is not valid JSON: {exc}", file=sys.stderr)
+            return 2
+    if body["event_type"] != "marker":
+        body["to_status"] = args.to_status
+        body["from_status"] = args.from_status
+    for name in ("note", "actor_kind", "review_pair", "round", "reviewer", "verdict",
+                 "required_fix", "reconciler_decision", "next_status"):
+        value = getattr(args, name)
+        if value is not None:
+            body[name] = value
+    data = client.request("POST", f"/api/experiments/{args.experiment}/workflow-events", body)
+    if data.get("id"):
+        print(f"{args.marker} recorded on #{args.experiment} (event {data['id']})")
+    else:
+        print(f"#{args.experiment} is now {data.get('status')}")
+    return 0
+
+
+def cmd_events(client: Client, args) -> int:
+    data = client.request("GET", f"/api/experiments/{args.experiment}/events",
+                          query={"event_type": args.type, "marker": args.marker, "since": args.since,
+                                 "limit": args.limit, "before": args.before})
+    if args.json or not sys.stdout.isatty():
+        emit(data, True)
+    else:
+        for ev in data["events"]:
+            label = ev.get("marker") or ev["eventType"]
+            move = f" {ev['fromStatus']} → {ev['toStatus']}" if ev["eventType"] == "state_changed" else ""
+            print(f"{ev['createdAt'][:19]} {label}{move} {ev.get('note') or ''}".rstrip())
+        if data.get("nextCursor"):
+            print(f"(more: --before '{data['nextCursor']}')")
+    return 0
+
+
+def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sagan_state.py", description="Sagan command-line client.")
+    parser.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL),
+                        help="Sagan's URL (default: $SAGAN_BASE_URL or %(default)s)")
+    parser.add_argument("--token", default=os.environ.get("SAGAN_API_TOKEN"),
+                        help="API token (default: $SAGAN_API_TOKEN)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="list experiments")
+    p.add_argument("--status", choices=statuses)
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("view", help="show one experiment (JSON when piped)")
+    p.add_argument("experiment", help="number or uuid")
+    p.add_argument("--events", type=int, default=50, help="how many recent events")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="always print JSON")
+    mode.add_argument("--summary", action="store_true", help="always print the summary")
+    p.set_defaults(func=cmd_view)
+
+    p = sub.add_parser("status", help="move an experiment to a status")
+    p.add_argument("experiment")
+    p.add_argument("status", metavar="STATUS", help="one of: " + ", ".join(statuses))
+    p.add_argument("--note")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("patch", help="change fields of an experiment")
+    p.add_argument("experiment")
+    for name in ("title", "hypothesis", "priority", "kind", "compute-size", "git-branch", "git-commit"):
+        p.add_argument(f"--{name}", dest=name.replace("-", "_"))
+    p.add_argument("--tags", help="comma-separated")
+    p.add_argument("--json-body", help="raw JSON object to send")
+    p.set_defaults(func=cmd_patch)
+
+    for name in ("marker", "markers"):
+        p = sub.add_parser(name, help="post a workflow marker" if name == "marker" else "alias of marker")
+        p.add_argument("experiment")
+        p.add_argument("marker", metavar="MARKER", help="e.g. epm:code-review (see GET /api/markers)")
+        p.add_argument("--event-type", choices=["marker", "state_changed"])
+        p.add_argument("--from-status", choices=statuses)
+        p.add_argument("--to-status", choices=statuses)
+        p.add_argument("--note")
+        p.add_argument("--metadata-json")
+        p.add_argument("--actor-kind", help="accepted for compatibility; the server decides the actor")
+        p.add_argument("--review-pair", choices=REVIEW_PAIRS)
+        p.add_argument("--round", type=int, choices=[1, 2, 3])
+        p.add_argument("--reviewer")
+        p.add_argument("--verdict", choices=VERDICTS)
+        p.add_argument("--required-fix")
+        p.add_argument("--reconciler-decision")
+        p.add_argument("--next-status", choices=statuses)
+        p.set_defaults(func=cmd_marker)
+
+    p = sub.add_parser("events", help="list an experiment's events (filterable)")
+    p.add_argument("experiment")
+    p.add_argument("--type", choices=EVENT_TYPES)
+    p.add_argument("--marker")
+    p.add_argument("--since", help="ISO time, e.g. 2026-05-14T09:00:00Z")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--before", help="cursor from a previous page")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_events)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Global options first, so the status choices can be fetched from the right server.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL))
+    pre.add_argument("--token", default=os.environ.get("SAGAN_API_TOKEN"))
+    pre.add_argument("--timeout", type=float, default=30.0)
+    known, _ = pre.parse_known_args(argv)
+    probe = Client(known.base_url, known.token, min(known.timeout, 3.0))
+    needs_choices = any(a in argv for a in ("status", "marker", "markers", "list", "-h", "--help"))
+    statuses = registry_choices(probe) if needs_choices else FALLBACK_STATUSES
+    args = build_parser(statuses).parse_args(argv)
+    client = Client(args.base_url, args.token, args.timeout)
+    try:
+        return args.func(client, args)
+    except Unreachable as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error worth a traceback.
+        sys.stderr.close()
+        return 0
+    except ApiError as exc:
+        print(f"error {exc.status} {exc.code}: {exc.message}", file=sys.stderr)
+        known_markers = exc.body.get("known")
+        if exc.code == "unknown_marker_type" and known_markers:
+            print("known markers: " + ", ".join(known_markers), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

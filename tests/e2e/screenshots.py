@@ -1,0 +1,112 @@
+"""Full-page screenshots of the main pages, for looking at them (not part of the test run).
+
+Builds the schema in TEST_DATABASE_URL (which it WIPES — point it at a scratch database),
+loads the curated demo, serves the app on a free port and photographs every page at
+desktop and phone widths in light and dark:
+
+    TEST_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/sagan_shots \\
+    TEST_REDIS_URL=redis://127.0.0.1:6379/12 \\
+    .venv/bin/python -m tests.e2e.screenshots --out /tmp/sagan-shots
+
+It also reports any page wider than its viewport (horizontal scrolling) and any CSP
+refusal, so a glance at the output says whether the phone layout holds.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844), "narrow": (360, 740)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
+    parser.add_argument("--widths", default="desktop,phone", help=f"any of {','.join(WIDTHS)}")
+    parser.add_argument("--schemes", default="light,dark")
+    parser.add_argument("--only", default="", help="comma-separated page names to shoot")
+    args = parser.parse_args(argv)
+    if not os.environ.get("TEST_DATABASE_URL"):
+        print("Set TEST_DATABASE_URL to a scratch database: this script wipes it.", file=sys.stderr)
+        return 2
+
+    from playwright.sync_api import sync_playwright
+
+    from app import create_app
+    from config import TestConfig
+    from models import Experiment, db
+    from services import demo
+    from services.auth import create_owner
+    from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
+    from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
+
+    if (problem := chromium_missing_message()):
+        print(problem, file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    app = create_app(TestConfig)
+    build_schema(app)
+    import redis
+    redis.Redis.from_url(app.config["REDIS_URL"]).flushdb()
+    with app.app_context():
+        create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+        demo.load_curated()
+        db.session.commit()
+        number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))}
+    pages = {
+        "login": "/login",
+        "board": "/",
+        "experiment-plan-pending": f"/experiments/{number_of['plan_pending']}",
+        "experiment-blocked": f"/experiments/{number_of['blocked']}",
+        "experiments": "/experiments",
+        "your-turn": "/your-turn",
+        "api-tokens": "/api-tokens",
+        "new-experiment": "/experiments/new",
+    }
+    if args.only:
+        pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
+    problems = []
+    with LiveServer(app) as server, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        for scheme in args.schemes.split(","):
+            for width_name in args.widths.split(","):
+                width, height = WIDTHS[width_name]
+                context = browser.new_context(base_url=server.url, color_scheme=scheme,
+                                              viewport={"width": width, "height": height})
+                context.add_init_script(CSP_RECORDER)
+                page = context.new_page()
+                console = []
+                page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+                for name, path in pages.items():
+                    if name == "login":
+                        page.goto(path)
+                    else:
+                        if "/login" in page.url or page.url == "about:blank":
+                            page.goto("/login")
+                            page.get_by_label("Email").fill(OWNER_EMAIL)
+                            page.get_by_label("Password").fill(OWNER_PASSWORD)
+                            page.get_by_role("button", name="Log in").click()
+                            page.wait_for_url(lambda u: "/login" not in u)
+                        page.goto(path)
+                    page.wait_for_load_state("networkidle")
+                    file = out / f"{name}-{width_name}-{scheme}.png"
+                    page.screenshot(path=str(file), full_page=True)
+                    overflow = page.evaluate(
+                        "document.documentElement.scrollWidth - window.innerWidth")
+                    if overflow > 0:
+                        problems.append(f"{file.name}: {overflow}px wider than the viewport")
+                    problems += [f"{file.name}: {v}" for v in page.evaluate("window.__cspViolations")]
+                    print(file)
+                problems += [f"console error ({scheme}, {width_name}): {m}" for m in console]
+                context.close()
+        browser.close()
+    for problem in problems:
+        print("PROBLEM", problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
