@@ -10,6 +10,7 @@ from models import db
 users_cli = AppGroup("users", help="Owner accounts.")
 tokens_cli = AppGroup("tokens", help="API tokens for scripts.")
 demo_cli = AppGroup("demo", help="Demo and benchmark data.")
+import_cli = AppGroup("import", help="Import experiments from other systems.")
 
 
 @users_cli.command("create-owner")
@@ -90,6 +91,33 @@ def demo_load(scale: int | None, seed: int) -> None:
     click.echo(f"Loaded {count} experiments.")
 
 
+@import_cli.command("old-sagan")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+def import_old_sagan(files: tuple[str, ...]) -> None:
+    """Import experiment `view` documents exported from the old system's API."""
+    import json
+
+    from services.errors import ValidationError
+    from services.importer import ImportReport, import_document
+    total = ImportReport()
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                doc = json.load(handle)
+            report = import_document(doc)
+        except (ValueError, ValidationError) as exc:
+            db.session.rollback()
+            raise click.ClickException(f"{path}: {getattr(exc, 'message', exc)} (nothing imported from it)")
+        db.session.commit()
+        click.echo(f"{path}: {report.experiments_created} experiment(s) created, "
+                   f"{report.experiments_skipped} already present, {report.events_created} event(s), "
+                   f"{report.approvals_created} approval request(s)")
+        for field_name in ("experiments_created", "experiments_skipped", "events_created", "approvals_created"):
+            setattr(total, field_name, getattr(total, field_name) + getattr(report, field_name))
+    if len(files) > 1:
+        click.echo(f"Total: {total.experiments_created} created, {total.events_created} events.")
+
+
 def register(app: Flask) -> None:
-    for group in (users_cli, tokens_cli, demo_cli):
+    for group in (users_cli, tokens_cli, demo_cli, import_cli):
         app.cli.add_command(group)

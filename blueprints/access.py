@@ -53,9 +53,10 @@ def wants_json() -> bool:
 
 
 def _json_error(status: int, code: str, message: str):
+    from blueprints.errors import with_message  # errors imports this module
     response = jsonify({"error": code, "message": message})
     response.status_code = status
-    return response
+    return with_message(response, code, message)
 
 
 def _login_required():
@@ -115,12 +116,11 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(CSRFError)
     def csrf_failed(error: CSRFError):
+        from blueprints.errors import error_response  # errors imports this module
         message = ("Your form expired or came from another site (CSRF check failed: "
                    f"{error.description}). Reload the page and try again.")
-        if wants_json():
-            return _json_error(400, "csrf_failed", message)
-        from flask import render_template
-        return render_template("errors/error.html", title="Please reload", message=message), 400
+        # The page script offers a Reload button when it sees the csrf_failed code.
+        return error_response(400, "csrf_failed", message, "Please reload")
 
     @app.context_processor
     def inject_actor():

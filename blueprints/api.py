@@ -18,7 +18,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 
 # Fields that only the owner's session may change (SPEC §9.2): no token can.
 OWNER_ONLY_FIELDS = {"auto_approve_plan", "cost_cap_usd", "pod_spec"}
-PATCHABLE = set(experiments.EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note"}
+PATCHABLE = set(experiments.EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
 
 
 def json_body() -> dict:

@@ -1,9 +1,16 @@
-"""Error pages and JSON errors: clear sentences, no stack traces, no configuration."""
+"""Error pages and JSON errors: clear sentences, no stack traces, no configuration.
+
+Every error response also carries its sentence in `X-Sagan-Message` (percent-encoded
+UTF-8: header values are Latin-1) and its code in `X-Sagan-Error`. htmx does not swap
+4xx/5xx answers, so without these a failed click would show nothing; static/js/sagan.js
+reads them and shows the sentence in a toast.
+"""
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
-from flask import Flask, render_template
+from flask import Flask, make_response, render_template
 from werkzeug.exceptions import HTTPException
 
 from blueprints.access import wants_json
@@ -15,30 +22,44 @@ CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_fo
          405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "unprocessable",
          429: "rate_limited"}
 
+MESSAGE_HEADER = "X-Sagan-Message"
+CODE_HEADER = "X-Sagan-Error"
+
+
+def with_message(response, code: str, message: str):
+    """Attach the human sentence and the error code as headers for the page script."""
+    response.headers[MESSAGE_HEADER] = quote(message, safe=" ,.;:!?'()/#-_@")
+    response.headers[CODE_HEADER] = code
+    return response
+
+
+def error_response(status: int, code: str, message: str, title: str, json_body: dict | None = None):
+    """JSON for API clients, the error page for browsers; both with the message headers."""
+    if wants_json():
+        response = make_response(json_body or {"error": code, "message": message}, status)
+    else:
+        response = make_response(render_template("errors/error.html", title=title, message=message,
+                                                 code=code), status)
+    return with_message(response, code, message)
+
 
 def init_app(app: Flask) -> None:
     @app.errorhandler(SaganError)
     def domain_error(error: SaganError):
-        if wants_json():
-            return error.to_json(), error.status_code
-        return render_template("errors/error.html", title="That did not work",
-                               message=error.message), error.status_code
+        return error_response(error.status_code, error.code, error.message, "That did not work",
+                              error.to_json())
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         status = error.code or 500
         message = {404: "Nothing here.",
                    413: "That request is too large."}.get(status, error.description)
-        if wants_json():
-            return {"error": CODES.get(status, "error"), "message": message}, status
-        return render_template("errors/error.html", title=error.name, message=message), status
+        return error_response(status, CODES.get(status, "error"), message, error.name)
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):
         if isinstance(error, HTTPException):
             return http_error(error)
         log.exception("unhandled error")
-        message = "Something went wrong on our side; it has been logged."
-        if wants_json():
-            return {"error": "internal_error", "message": message}, 500
-        return render_template("errors/error.html", title="Server error", message=message), 500
+        return error_response(500, "internal_error",
+                              "Something went wrong on our side; it has been logged.", "Server error")

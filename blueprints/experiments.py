@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from blueprints import access
 from blueprints._htmx import render
 from models import db
-from services import events, experiments, lifecycle, registry
+from services import events, experiments, lifecycle, markers, registry
 from services.errors import SaganError, ValidationError
 
 bp = Blueprint("experiments", __name__)
@@ -47,14 +47,24 @@ def new():
     return render_template("experiments/new.html", form=form, error=error, **_form_choices())
 
 
+def _timeline_filters() -> dict:
+    """Timeline filters from the query string; unknown values are dropped, not errors."""
+    event_type = request.args.get("event_type") or None
+    marker = request.args.get("marker") or None
+    return {"event_type": event_type if event_type in registry.WORKFLOW_EVENT_TYPES else None,
+            "marker": marker if marker in registry.MARKERS else None}
+
+
 def _detail_context(experiment, **extra) -> dict:
     page = events.timeline(experiment, limit=current_app.config["TIMELINE_PAGE_SIZE"],
-                           event_type=request.args.get("event_type") or None)
+                           **_timeline_filters())
     parent = experiments.get_experiment(experiment.parent_experiment_id) \
         if experiment.parent_experiment_id else None
     return {"experiment": experiment, "timeline": page, "parent": parent,
             "moves": lifecycle.allowed_moves(experiment, "owner"),
-            "event_types": registry.WORKFLOW_EVENT_TYPES, "status_error": None,
+            "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
+            "filters": _timeline_filters(), "review_loops": markers.review_loops_for(experiment),
+            "status_error": None,
             "edit_error": None, **_form_choices(), **extra}
 
 
@@ -72,8 +82,7 @@ def timeline(number: int):
     """A page of the timeline (older events), as a fragment or inside the full page."""
     experiment = experiments.get_experiment(number)
     page = events.timeline(experiment, before=request.args.get("before") or None,
-                           limit=current_app.config["TIMELINE_PAGE_SIZE"],
-                           event_type=request.args.get("event_type") or None)
+                           limit=current_app.config["TIMELINE_PAGE_SIZE"], **_timeline_filters())
     return render("experiments/detail.html", "experiments/_timeline_rows.html",
                   **_detail_context(experiment, timeline=page))
 

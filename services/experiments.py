@@ -141,6 +141,14 @@ def _create_counter() -> None:
     db.session.execute(stmt)
 
 
+def raise_counter_to(number: int) -> None:
+    """Make future numbers follow `number` (imported experiments keep theirs)."""
+    if db.session.get(Counter, NUMBER_COUNTER) is None:
+        _create_counter()
+    db.session.execute(sa.update(Counter).where(Counter.name == NUMBER_COUNTER, Counter.value < number)
+                       .values(value=number))
+
+
 # --- create, find, edit ----------------------------------------------------------------
 
 def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> Experiment:

@@ -108,3 +108,19 @@ def review_loops(marker_events: list[WorkflowEvent]) -> list[ReviewLoop]:
         }
     order = {p: i for i, p in enumerate(registry.REVIEW_PAIRS)}
     return sorted(loops.values(), key=lambda loop: order.get(loop.pair, 99))
+
+
+def review_loops_for(experiment: Experiment) -> list[ReviewLoop]:
+    """The experiment's review loops, from its review markers (one query)."""
+    import sqlalchemy as sa
+
+    from models import db
+    rows = db.session.scalars(sa.select(WorkflowEvent).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "marker",
+        WorkflowEvent.marker.in_(REVIEW_MARKERS)))
+    return review_loops(list(rows))
+
+
+# Markers that carry review verdicts; review_loops() still skips any without a review_pair.
+REVIEW_MARKERS = [m for m in registry.MARKERS if any(
+    word in m for word in ("review", "critique", "verdict", "reconcile"))]

@@ -26,8 +26,13 @@ _PATTERNS = [
     (re.compile(r"\bspt_[A-Za-z0-9_-]{8,}"), REDACTED),
     (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), REDACTED),  # RunPod API keys
     (re.compile(r"\b(hf_[A-Za-z0-9]{20,})"), REDACTED),
-    # NAME_TOKEN=value, NAME_KEY: value, export NAME_SECRET="value"
-    (re.compile(r"(?i)\b([A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD))(\s*[=:]\s*)(['\"]?)[^\s'\"]+\3"),
+    # NAME_TOKEN=value, NAME_KEY: value, export NAME_SECRET="value", apiKey=value.
+    # The secret word must be a whole name segment: "monkey=3" or "hotkey=F5" is not a key.
+    (re.compile(r"\b((?:[A-Za-z0-9]+_)*"
+                r"(?:[A-Z0-9]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)"
+                r"|[a-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
+                r"|(?i:token|key|secret|password|passwd|apikey)))"
+                r"(\s*[=:]\s*)(['\"]?)[^\s'\"]+\3"),
      r"\1\2\3" + REDACTED + r"\3"),
     # credentials inside URLs: scheme://user:password@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1" + REDACTED + "@"),

@@ -173,11 +173,12 @@ def api_client(app):
         from services.auth import create_token
         with app.app_context():
             token, secret = create_token(name, scopes)
+            token_id = token.id
             db.session.commit()
         client = app.test_client()
         client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {secret}"
         client.secret = secret
-        client.token_id = token.id
+        client.token_id = token_id
         return client
     return make
 

@@ -8,11 +8,18 @@ from __future__ import annotations
 import os
 import threading
 
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 # Debian's Chromium: Playwright's own browser download is not available on our machines.
 CHROMIUM_PATH = os.environ.get("SAGAN_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Keep errors in the log, drop the one line per request (polls make many)."""
+
+    def log_request(self, code="-", size="-") -> None:
+        pass
 
 
 class LiveServer:
@@ -24,7 +31,8 @@ class LiveServer:
 
     def __init__(self, app, host: str = "127.0.0.1") -> None:
         self.app = app
-        self._server = make_server(host, 0, app, threaded=True)
+        self._server = make_server(host, 0, app, threaded=True,
+                                   request_handler=_QuietHandler)
         self.host = host
         self.port = self._server.server_port
         self.url = f"http://{host}:{self.port}"

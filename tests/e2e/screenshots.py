@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--widths", default="desktop,phone", help=f"any of {','.join(WIDTHS)}")
     parser.add_argument("--schemes", default="light,dark")
     parser.add_argument("--only", default="", help="comma-separated page names to shoot")
+    parser.add_argument("--slices", action="store_true",
+                        help="also save tall pages in screen-sized parts (easier to read)")
     args = parser.parse_args(argv)
     if not os.environ.get("TEST_DATABASE_URL"):
         print("Set TEST_DATABASE_URL to a scratch database: this script wipes it.", file=sys.stderr)
@@ -94,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                     page.wait_for_load_state("networkidle")
                     file = out / f"{name}-{width_name}-{scheme}.png"
                     page.screenshot(path=str(file), full_page=True)
+                    if args.slices:
+                        total = page.evaluate("document.documentElement.scrollHeight")
+                        for part, top in enumerate(range(0, total, height)):
+                            page.screenshot(path=str(file.with_name(f"{file.stem}.part{part + 1}.png")),
+                                            full_page=True, clip={"x": 0, "y": top, "width": width,
+                                                                  "height": min(height, total - top)})
                     overflow = page.evaluate(
                         "document.documentElement.scrollWidth - window.innerWidth")
                     if overflow > 0:

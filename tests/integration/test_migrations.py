@@ -1,0 +1,134 @@
+"""The schema comes from the migrations, the same on PostgreSQL and SQLite, and the
+database's status constraint comes from the one registry (SPEC §2.1 lesson)."""
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import flask_migrate
+import pytest
+import sqlalchemy as sa
+
+from app import create_app
+import config as sagan_config
+from models import db
+from services import registry
+
+MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")
+
+
+def check_values(app, constraint: str) -> list[str]:
+    """The quoted values of a CHECK constraint, as PostgreSQL's catalog prints it."""
+    with app.app_context():
+        definition = db.session.scalar(sa.text(
+            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c "
+            "JOIN pg_class t ON t.oid = c.conrelid "
+            "WHERE c.conname = :name AND t.relname = 'experiments'"), {"name": constraint})
+    assert definition, f"no constraint {constraint} on experiments"
+    return re.findall(r"'([^']*)'", definition)
+
+
+def test_status_check_constraint_lists_exactly_the_registry(app):
+    """Does PostgreSQL's CHECK on experiments.status list exactly the registry's statuses?"""
+    assert check_values(app, "ck_experiments_status") == registry.STATUS_NAMES
+
+
+def test_status_before_block_constraint_lists_the_registry(app):
+    """Is status_before_block limited to the registry's statuses too?"""
+    assert check_values(app, "ck_experiments_status_before_block") == registry.STATUS_NAMES
+
+
+def test_database_refuses_a_status_outside_the_registry(app, make_experiment):
+    """Does writing an unknown status straight to the table fail at the database?"""
+    number = make_experiment("Constraint probe")
+    with app.app_context():
+        with pytest.raises(sa.exc.IntegrityError):
+            db.session.execute(sa.text("UPDATE experiments SET status = 'running_ish' WHERE number = :n"),
+                               {"n": number})
+        db.session.rollback()
+
+
+def _scratch_app(url: str):
+    class ScratchConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = url
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    return create_app(ScratchConfig)
+
+
+def _schema(app) -> dict:
+    """Tables → columns, index names and unique-constraint names, as reflected."""
+    with app.app_context():
+        inspector = sa.inspect(db.engine)
+        schema = {}
+        for table in inspector.get_table_names():
+            if table == "alembic_version":
+                continue
+            indexes = {i["name"] for i in inspector.get_indexes(table)
+                       if not i.get("duplicates_constraint")}
+            uniques = {u["name"] for u in inspector.get_unique_constraints(table)}
+            schema[table] = {
+                "columns": sorted(c["name"] for c in inspector.get_columns(table)),
+                "indexes": sorted(indexes),
+                "uniques": sorted(uniques),
+            }
+        return schema
+
+
+def _tables(app) -> list[str]:
+    with app.app_context():
+        return sorted(sa.inspect(db.engine).get_table_names())
+
+
+@pytest.fixture
+def scratch_postgres():
+    """An empty PostgreSQL database of our own, dropped afterwards."""
+    base = sa.engine.make_url(sagan_config.TestConfig.SQLALCHEMY_DATABASE_URI)
+    name = f"sagan_migrations_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield base.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def test_migrations_build_the_same_schema_on_postgres_and_sqlite(scratch_postgres, tmp_path):
+    """Do upgrade-to-head on empty PostgreSQL and SQLite give the same tables, columns,
+    indexes and unique constraints, and does downgrade-to-base leave only alembic_version?"""
+    pg_app = _scratch_app(scratch_postgres)
+    lite_app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        for app in (pg_app, lite_app):
+            with app.app_context():
+                flask_migrate.upgrade(directory=MIGRATIONS)
+
+        pg_schema, lite_schema = _schema(pg_app), _schema(lite_app)
+        assert sorted(pg_schema) == sorted(lite_schema)
+        assert {t.name for t in db.metadata.sorted_tables} == set(pg_schema)
+        for table in pg_schema:
+            assert pg_schema[table] == lite_schema[table], table
+        assert "uq_experiments_number" in pg_schema["experiments"]["uniques"]
+
+        for app in (pg_app, lite_app):
+            with app.app_context():
+                flask_migrate.downgrade(directory=MIGRATIONS, revision="base")
+            assert _tables(app) == ["alembic_version"]
+    finally:
+        for app in (pg_app, lite_app):
+            with app.app_context():
+                db.session.remove()
+                db.engine.dispose()
+
+
+def test_migrated_schema_matches_the_models(app):
+    """Does Alembic autogenerate find nothing to change between the models and the migrated DB?"""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    with app.app_context():
+        with db.engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            diff = compare_metadata(context, db.metadata)
+    assert diff == []

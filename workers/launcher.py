@@ -1,0 +1,78 @@
+"""`python -m workers.launcher`: one RQ worker with the scheduler beside it in a thread.
+
+Serves agents, dispatch and default; adds `local` with --local or SAGAN_LOCAL_PODS=1 (only
+one host should serve `local`). SIGTERM or Ctrl-C: warm shutdown (the running job
+finishes); a second one: cold shutdown (the running job is killed).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from workers import queues
+from workers.runtime import SaganWorker, set_app
+from workers.scheduler import Scheduler
+
+log = logging.getLogger("workers.launcher")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m workers.launcher", description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", default=",".join(queues.SHARED_QUEUES),
+                        help="comma-separated queues, in priority order (default: %(default)s)")
+    parser.add_argument("--local", action="store_true", default=None,
+                        help="also serve the `local` queue (default: when SAGAN_LOCAL_PODS is on)")
+    parser.add_argument("--no-scheduler", action="store_true",
+                        help="do not run the scheduler thread in this process")
+    parser.add_argument("--burst", action="store_true", help="quit when the queues are empty")
+    parser.add_argument("--name", default=None, help="worker name (default: random)")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def queue_names(args: argparse.Namespace, config) -> list[str]:
+    """The queues this process serves, validated, in priority order."""
+    names = [n.strip() for n in args.queues.split(",") if n.strip()]
+    serve_local = config["SAGAN_LOCAL_PODS"] if args.local is None else args.local
+    if serve_local and queues.LOCAL not in names:
+        names.append(queues.LOCAL)
+    unknown = [n for n in names if n not in queues.ALL_QUEUES]
+    if unknown or not names:
+        raise SystemExit(f"Unknown queue(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(queues.ALL_QUEUES)}.")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from app import create_app
+    from services import redis_store
+
+    app = create_app()
+    set_app(app)
+    logging.getLogger().setLevel(args.log_level.upper())
+    with app.app_context():
+        names = queue_names(args, app.config)
+        try:
+            connection = redis_store.connection()
+            connection.ping()
+        except Exception as exc:  # noqa: BLE001 - say what is wrong and stop
+            log.error("Cannot reach Redis at %s: %s", app.config.get("REDIS_URL") or "(REDIS_URL unset)", exc)
+            return 2
+        worker_queues = [queues.get_queue(name) for name in names]
+    worker = SaganWorker(worker_queues, connection=connection, name=args.name)
+
+    scheduler = None if args.no_scheduler else Scheduler(app)
+    if scheduler:
+        scheduler.start()
+    try:
+        worker.work(burst=args.burst, logging_level=args.log_level.upper())
+    finally:
+        if scheduler:
+            scheduler.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""How a job meets the app: every job runs inside an application context.
+
+The worker process builds the app once, before any fork, without opening a database
+connection. Each work horse (the forked child that runs one job) first drops whatever
+pooled connections it inherited — without closing them, they belong to the parent — so
+every connection a job uses is created inside the horse (STYLE §12).
+
+Production can use these classes with plain RQ too:
+    rq worker -w workers.runtime.SaganWorker -u "$REDIS_URL" agents dispatch default
+"""
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, has_app_context
+from rq import Worker
+from rq.job import Job
+
+log = logging.getLogger(__name__)
+
+_app: Flask | None = None
+
+
+def set_app(app: Flask) -> None:
+    """Use `app` for jobs run by this process (the launcher and tests call this)."""
+    global _app
+    _app = app
+
+
+def job_app() -> Flask:
+    """The app jobs run in; built from the environment on first use."""
+    global _app
+    if _app is None:
+        from app import create_app
+        _app = create_app()
+    return _app
+
+
+class AppContextJob(Job):
+    """A job whose function runs inside an app context, with the session removed after."""
+
+    def perform(self):
+        if has_app_context():
+            # In-process runs (tests' SimpleWorker) already stand inside the right app.
+            return super().perform()
+        from models import db
+        with job_app().app_context():
+            try:
+                return super().perform()
+            finally:
+                db.session.remove()
+
+
+def forget_inherited_connections(app: Flask) -> None:
+    """After fork: abandon the parent's pooled DB connections so the child opens its own."""
+    from models import db
+    with app.app_context():
+        for engine in db.engines.values():
+            engine.dispose(close=False)
+
+
+class SaganWorker(Worker):
+    """RQ's forking worker, with the app built up front and a clean pool in every horse."""
+
+    job_class = AppContextJob
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("job_class", AppContextJob)
+        super().__init__(*args, **kwargs)
+        job_app()  # build (or reuse) the app in the parent: imports once, no connections
+
+    def main_work_horse(self, job, queue):
+        forget_inherited_connections(job_app())
+        super().main_work_horse(job, queue)

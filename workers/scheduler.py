@@ -1,0 +1,105 @@
+"""The periodic scheduler: one tick every SCHEDULER_TICK_SECONDS, on one process at a time.
+
+Later issues fill `tick` (wake waiting runs, watch pods, reconcile queues with the
+database). Any number of launchers may run the loop; a short Redis lease lets only one of
+them tick, so there is exactly one scheduler however many worker hosts exist, and another
+host takes over within a few ticks when the holder dies.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from flask import Flask
+
+from models import db
+from services import redis_store
+
+log = logging.getLogger(__name__)
+
+LEASE_KEY = "sagan:scheduler:leader"
+
+# Take the lease if it is free, or extend it if we hold it; 1 when we hold it afterwards.
+_ACQUIRE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+def tick(app: Flask) -> None:
+    """One scheduler pass. Placeholder: later issues wake runs, watch pods, reconcile."""
+    log.debug("scheduler tick")
+
+
+class Scheduler:
+    """Runs `tick` every `interval` seconds while it holds the lease, until `stop()`."""
+
+    def __init__(self, app: Flask, interval: float | None = None):
+        self.app = app
+        self.interval = float(interval if interval is not None else app.config["SCHEDULER_TICK_SECONDS"])
+        self.identity = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def lease_ms(self) -> int:
+        # Three missed ticks before another scheduler may take over.
+        return max(int(self.interval * 3 * 1000), 1000)
+
+    def hold_lease(self) -> bool:
+        """Take or extend the scheduler lease; True when this process may tick."""
+        with self.app.app_context():
+            conn = redis_store.connection()
+            return bool(conn.eval(_ACQUIRE, 1, LEASE_KEY, self.identity, self.lease_ms))
+
+    def release_lease(self) -> None:
+        with self.app.app_context():
+            redis_store.connection().eval(_RELEASE, 1, LEASE_KEY, self.identity)
+
+    def run_once(self) -> bool:
+        """Tick once if we hold the lease; True when a tick ran. Errors are logged, not raised."""
+        try:
+            if not self.hold_lease():
+                return False
+            with self.app.app_context():
+                try:
+                    tick(self.app)
+                finally:
+                    db.session.remove()
+            return True
+        except Exception:  # noqa: BLE001 - one bad tick must not end the loop
+            log.exception("scheduler tick failed")
+            return False
+
+    def run(self) -> None:
+        """The loop: tick, then wait `interval` (or until stopped)."""
+        log.info("scheduler started (every %ss, lease %s)", self.interval, self.identity)
+        while not self._stop.is_set():
+            self.run_once()
+            self._stop.wait(self.interval)
+        try:
+            self.release_lease()
+        except Exception:  # noqa: BLE001 - Redis may already be gone at shutdown
+            log.debug("could not release the scheduler lease", exc_info=True)
+        log.info("scheduler stopped")
+
+    def start(self) -> threading.Thread:
+        """Run the loop in a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="sagan-scheduler", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
