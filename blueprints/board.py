@@ -21,7 +21,7 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "card_errors": card_errors or {},
         "version": experiments.board_version(),
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
-        "allowed_moves": lifecycle.allowed_moves,
+        "allowed_moves": board_moves.options,
     }
 
 

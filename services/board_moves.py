@@ -1,34 +1,84 @@
 """What moving a card on the pipeline board means (SPEC §2.4).
 
-The board asks for a target status; this module turns it into a transition with the
-board's note. Later issues give moves their full meaning (starting the planner,
-approving a pending plan) through the side-effect hooks of services.lifecycle.
+The board asks for a target; this module decides what that means — which transition, with
+which note, and which intent (start the planner, approve the plan and start the
+orchestrator, stop active work, promote). Intents are side effects of the transition
+(services.lifecycle hooks) that the agent, approval and pod issues fill in; until then
+they are recorded, never faked.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from models import Experiment
-from services import lifecycle
+from services import events, lifecycle
 from services.actors import Actor
+from services.errors import ValidationError
+
+APPROVABLE = ("plan_pending", "awaiting_approval")
+# Dragging an approvable plan into the implementing or running column approves it.
+APPROVE_TARGETS = ("approved", "queued", "running")
+# Dragging an approved experiment there re-uses its plan and (re)starts the orchestrator.
+REUSE_TARGETS = ("queued", "running")
 
 
-def board_note(to: str, owner_note: str | None) -> str:
-    note = f"Moved on Pipeline board to {to}."
-    if owner_note:
-        note = f"{note} {owner_note.strip()}"
-    return note
+@dataclass(frozen=True)
+class BoardMove:
+    status: str            # the status the transition goes to
+    note: str | None       # the board's note (None: the owner's own note is required)
+    intent: str | None = None  # side effect to request even without a status change
 
 
-def move(experiment: Experiment, to: str, actor: Actor, *, note: str | None = None,
+def options(experiment: Experiment, role: str = "owner") -> list[lifecycle.Move]:
+    """The targets the card's "Move to…" menu offers: the table's moves plus board aliases."""
+    moves = lifecycle.allowed_moves(experiment, role)
+    offered = {m.to for m in moves}
+    extra_targets: tuple[str, ...] = ()
+    if role == "owner" and experiment.status in APPROVABLE:
+        extra_targets = APPROVE_TARGETS
+    elif role == "owner" and experiment.status == "approved":
+        extra_targets = REUSE_TARGETS
+    plain = lifecycle.Rule(frozenset(), frozenset(), frozenset({role}))
+    return moves + [lifecycle.Move(t, plain) for t in extra_targets if t not in offered]
+
+
+def meaning(experiment: Experiment, target: str) -> BoardMove:
+    """Translate a board target into a transition and its exact note (SPEC §2.4 table)."""
+    current = experiment.status
+    if current in APPROVABLE and target in APPROVE_TARGETS:
+        return BoardMove("approved", f"Approved from Pipeline board after moving to {target}.")
+    if current == "approved" and target in REUSE_TARGETS:
+        return BoardMove("approved", f"Re-used existing plan after moving to {target}.",
+                         intent="start_orchestrator")
+    if current == "proposed" and target == "planning":
+        return BoardMove("planning", "Moved from idea to planning on the Pipeline board.")
+    if current == "awaiting_clarifications" and target == "clarifying":
+        return BoardMove("clarifying", "Owner re-dispatched the planner from awaiting_clarifications.")
+    if current == "awaiting_promotion" and target in ("shared", "completed"):
+        return BoardMove(target, f"Promoted from Pipeline board as {target}.")
+    return BoardMove(target, f"Moved on Pipeline board to {target}.")
+
+
+def move(experiment: Experiment, target: str, actor: Actor, *, note: str | None = None,
          expected_status: str | None = None) -> list[lifecycle.SideEffect]:
-    """Apply a board move; raises the transition's error when the move is refused.
+    """Apply a board move; raises the transition's error when it is refused.
 
-    The owner's own note is required for moves the table marks (blocked, archived,
-    cancelled, …); it is checked before the board's note is added to it.
+    The owner's own note is required for the moves the table marks (blocked, archived,
+    cancelled, …) and is appended to the board's note.
     """
+    if expected_status and expected_status != experiment.status:
+        # Let transition() phrase the stale-status conflict.
+        return lifecycle.transition(experiment, target, actor, expected_status=expected_status)
+    plan = meaning(experiment, target)
     owner_note = (note or "").strip() or None
-    rule_needs_note = any(m.to == to and m.rule.note_required
-                          for m in lifecycle.allowed_moves(experiment, actor.transition_role))
-    if rule_needs_note and not owner_note:
-        return lifecycle.transition(experiment, to, actor, note=None, expected_status=expected_status)
-    return lifecycle.transition(experiment, to, actor, note=board_note(to, owner_note),
-                                expected_status=expected_status, metadata={"source": "board"})
+    metadata = {"source": "board", "board_target": target}
+    if plan.intent and plan.status == experiment.status:
+        # Nothing to move: record the intent and hand it to its hook after commit.
+        events.record(experiment, "note", actor, note=plan.note, metadata={**metadata, "intent": plan.intent})
+        return [lifecycle.SideEffect(plan.intent, experiment.id, actor, metadata)]
+    rule = lifecycle.rule_for_move(experiment, plan.status, actor.transition_role)
+    if rule is not None and rule.note_required and not owner_note:
+        raise ValidationError(f"Moving to {plan.status} needs a note saying why.", field="note")
+    full_note = f"{plan.note} {owner_note}" if owner_note else plan.note
+    return lifecycle.transition(experiment, plan.status, actor, note=full_note,
+                                expected_status=expected_status, metadata=metadata)

