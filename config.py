@@ -116,7 +116,7 @@ class Config:
     SAGAN_AUTO_APPROVE_MAX_USD = _env_float("SAGAN_AUTO_APPROVE_MAX_USD", 50.0)
 
     # --- pods (SPEC §6) ------------------------------------------------------------
-    RUNPOD_API_URL = os.environ.get("RUNPOD_API_URL", "https://rest.runpod.io/v1")
+    RUNPOD_API_URL = os.environ.get("RUNPOD_API_URL", "https://api.runpod.io")  # REST v2
     RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")
     RUNPOD_TEAM_ID = os.environ.get("RUNPOD_TEAM_ID", "")
     RUNPOD_API_KEY_PERSONAL = os.environ.get("RUNPOD_API_KEY_PERSONAL", "")

@@ -2,16 +2,129 @@
 (function () {
   "use strict";
 
-  // Polling pauses in hidden tabs: cancel poll requests while the tab is not visible,
-  // and catch up once when it becomes visible again.
+  // --- Polling: hold back, don't lose -------------------------------------------------
+  // Elements marked `data-poll` refresh themselves with a GET (the board every few
+  // seconds). A poll is held back while the tab is hidden (SPEC §9.3), and while a card's
+  // "Move to…" menu is open, because the refreshed board would close the menu under the
+  // owner's thumb and drop the note being typed. A held-back poll runs once as soon as
+  // the reason is gone. Polls are recognised by the element, not the trigger: htmx 2
+  // passes the element itself, not an event, as the trigger of `every` polls.
+  var heldPolls = new Map();
+
+  function pollMustWait(elt) {
+    return document.hidden || !!elt.querySelector("details.move[open]");
+  }
+
   document.addEventListener("htmx:confirm", function (event) {
-    var trigger = event.detail.triggerEvent;
-    if (document.hidden && trigger && trigger.type === "every") { event.preventDefault(); }
-  });
-  document.addEventListener("visibilitychange", function () {
-    if (!document.hidden && window.htmx) { htmx.trigger(document.body, "pipeline-changed"); }
+    var elt = event.detail.elt;
+    if (event.detail.verb !== "get" || !elt.hasAttribute("data-poll") || !pollMustWait(elt)) { return; }
+    event.preventDefault();
+    heldPolls.set(elt, event.detail.issueRequest);
   });
 
+  function releasePolls() {
+    heldPolls.forEach(function (issueRequest, elt) {
+      if (!document.body.contains(elt)) { heldPolls.delete(elt); return; }
+      if (pollMustWait(elt)) { return; }
+      heldPolls.delete(elt);
+      issueRequest(true);  // true: skip htmx:confirm, we just decided
+    });
+  }
+  document.addEventListener("visibilitychange", releasePolls);
+  // `toggle` does not bubble; listening in the capture phase sees every <details>.
+  document.addEventListener("toggle", function (event) {
+    if (!event.target.open) { releasePolls(); }
+  }, true);
+
+  // --- Failed requests: say so --------------------------------------------------------
+  // htmx swaps no 4xx/5xx answer, so a refused or failed click would otherwise look like
+  // nothing happened. The server puts its sentence in X-Sagan-Message (percent-encoded)
+  // and its code in X-Sagan-Error (blueprints/errors.py); JSON bodies are read as a
+  // fallback. One toast per distinct message; a network toast clears itself once a
+  // request gets through again.
+  var RELOAD_CODES = { csrf_failed: true, unauthorized: true, conflict: true };
+  var FALLBACK = {
+    403: "You are not allowed to do that.",
+    404: "That no longer exists; it may have been deleted or renumbered.",
+    409: "Someone changed this first. Reload to see the current state.",
+    413: "That request is too large.",
+    429: "Too many requests. Wait a moment and try again."
+  };
+  var NETWORK_MESSAGE = "Sagan could not be reached. Check your connection; the page keeps trying.";
+
+  function messageFrom(xhr) {
+    var header = xhr.getResponseHeader("X-Sagan-Message");
+    if (header) {
+      try { return decodeURIComponent(header); } catch (e) { return header; }
+    }
+    if ((xhr.getResponseHeader("Content-Type") || "").indexOf("json") !== -1) {
+      try {
+        var body = JSON.parse(xhr.responseText);
+        if (body && typeof body.message === "string") { return body.message; }
+      } catch (e) { /* not JSON after all */ }
+    }
+    if (FALLBACK[xhr.status]) { return FALLBACK[xhr.status]; }
+    if (xhr.status >= 500) { return "Sagan had a problem answering (HTTP " + xhr.status + "). Try again in a moment."; }
+    return "That did not work (HTTP " + xhr.status + ").";
+  }
+
+  function codeFrom(xhr) {
+    return xhr.getResponseHeader("X-Sagan-Error") ||
+      { 401: "unauthorized", 409: "conflict" }[xhr.status] || "error";
+  }
+
+  function showToast(message, options) {
+    var region = document.getElementById("toasts");
+    if (!region) { return null; }
+    var existing = Array.prototype.find.call(region.children, function (t) { return t.dataset.message === message; });
+    if (existing) { return existing; }
+    var toast = document.createElement("div");
+    toast.className = "toast toast-error";
+    toast.dataset.message = message;
+    if (options.kind) { toast.dataset.kind = options.kind; }
+    var text = document.createElement("p");
+    text.className = "toast-message";
+    text.textContent = message;  // never HTML: the message may echo user input
+    toast.appendChild(text);
+    var actions = document.createElement("div");
+    actions.className = "toast-actions";
+    if (options.reload) {
+      var reload = document.createElement("button");
+      reload.type = "button";
+      reload.className = "primary";
+      reload.dataset.toastReload = "";
+      reload.textContent = "Reload";
+      actions.appendChild(reload);
+    }
+    var dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.dataset.toastDismiss = "";
+    dismiss.textContent = "Dismiss";
+    actions.appendChild(dismiss);
+    toast.appendChild(actions);
+    region.appendChild(toast);
+    return toast;
+  }
+
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    showToast(messageFrom(xhr), { reload: !!RELOAD_CODES[codeFrom(xhr)] });
+  });
+  document.addEventListener("htmx:sendError", function () {
+    showToast(NETWORK_MESSAGE, { kind: "network" });
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!event.detail.successful) { return; }
+    document.querySelectorAll("#toasts [data-kind=network]").forEach(function (t) { t.remove(); });
+  });
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("[data-toast-reload]")) { window.location.reload(); return; }
+    var dismiss = event.target.closest("[data-toast-dismiss]");
+    if (dismiss) { dismiss.closest(".toast").remove(); }
+  });
+
+  // --- Small behaviours behind data attributes ----------------------------------------
   // Confirm before destructive actions: <form data-confirm="…">.
   document.addEventListener("submit", function (event) {
     var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
@@ -25,21 +138,22 @@
     if (event.target.matches("[data-select-all]")) { event.target.select(); }
   });
 
-  // Light / dark theme: follows the system until the owner picks one.
-  var stored = localStorage.getItem("sagan-theme");
-  if (stored) { document.documentElement.dataset.theme = stored; }
+  // Light / dark theme: follows the system until the owner picks one (static/js/theme.js
+  // applies the choice before the first paint).
   document.addEventListener("click", function (event) {
     if (!event.target.closest("[data-theme-toggle]")) { return; }
-    var dark = document.documentElement.dataset.theme
-      ? document.documentElement.dataset.theme === "dark"
+    var root = document.documentElement;
+    var dark = root.dataset.theme
+      ? root.dataset.theme === "dark"
       : window.matchMedia("(prefers-color-scheme: dark)").matches;
     var next = dark ? "light" : "dark";
-    document.documentElement.dataset.theme = next;
-    localStorage.setItem("sagan-theme", next);
+    root.dataset.theme = next;
+    try { localStorage.setItem("sagan-theme", next); } catch (e) { /* not persisted */ }
   });
 
-  // Drag and drop on the board (desktop). Dropping a card on a column submits the card's
-  // own "Move to…" form with the first allowed status of that column; the server decides.
+  // --- Drag and drop on the board (desktop) -------------------------------------------
+  // Dropping a card on a column submits the card's own "Move to…" form with the first
+  // allowed status of that column; the server decides.
   var dragged = null;
   document.addEventListener("dragstart", function (event) {
     var card = event.target.closest && event.target.closest(".card[draggable]");
@@ -78,18 +192,19 @@
     var move = moves.find(function (m) { return m.column === target; });
     var details = card.querySelector("details.move");
     var form = card.querySelector("form.move-form");
-    if (!move || !form) {
-      // Ask the server anyway with the column's name so the refusal is explained on the card.
-      if (form) {
-        form.querySelector("select[name=to]").insertAdjacentHTML("beforeend", "<option></option>");
-        var select = form.querySelector("select[name=to]");
-        select.lastElementChild.value = column.dataset.firstStatus || target;
-        select.value = select.lastElementChild.value;
-        htmx.trigger(form, "submit");
-      }
+    if (!form) { return; }
+    var select = form.querySelector("select[name=to]");
+    if (!move) {
+      // Ask the server anyway with the column's status so the refusal is explained on the card.
+      var option = document.createElement("option");
+      option.value = column.dataset.firstStatus || target;
+      option.textContent = option.value.replace(/_/g, " ");
+      select.appendChild(option);
+      select.value = option.value;
+      htmx.trigger(form, "submit");
       return;
     }
-    form.querySelector("select[name=to]").value = move.to;
+    select.value = move.to;
     if (move.note) {
       // Moves that need a reason open the card's form instead of guessing one.
       details.open = true;

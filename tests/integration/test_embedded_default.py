@@ -54,7 +54,8 @@ class EmbeddedStack:
         return self.log_path.read_text(errors="replace")
 
     def wait_healthy(self) -> dict:
-        """Poll /healthz until everything is up with a worker, or fail with the launcher's output."""
+        """Poll /healthz until everything is up with a worker and the launcher has printed its
+        banner (URL and owner), or fail with the launcher's output."""
         deadline = time.monotonic() + START_TIMEOUT
         last = None
         while time.monotonic() < deadline:
@@ -62,7 +63,7 @@ class EmbeddedStack:
             try:
                 last = httpx.get(f"{self.url}/healthz", timeout=2)
                 body = last.json()
-                if body.get("ok") and body.get("workers", 0) >= 1:
+                if body.get("ok") and body.get("workers", 0) >= 1 and "Sagan is running at" in self.output():
                     return body
             except (httpx.HTTPError, ValueError):
                 pass

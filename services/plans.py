@@ -1,0 +1,140 @@
+"""Plan markdown → `plan_json` (SPEC §4.1–4.2).
+
+One parser, tolerant of how planners actually write: section headings matched by name
+at any of `#`/`##`/`###` and in any case; subsections such as "### Critique loop notes"
+stay inside their section; a `runpod-spec` fenced block at the end; a trailer after it.
+It never raises on a bad plan: it reports problems, so every submission can be kept.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from services.dispatch import spec as specs
+
+SECTIONS = [
+    ("Goal", "goal"), ("Hypothesis", "hypothesis"), ("Prediction", "prediction"),
+    ("Kill Criterion", "kill_criterion"), ("Experimental Setup", "setup"),
+    ("Compute and Hardware", "compute"), ("Artifacts", "artifacts"),
+    ("Verification", "verification"), ("Risks and Red Team", "risks"),
+    ("Likely Clean Result", "likely_clean_result"), ("Approval Checklist", "approval_checklist"),
+]
+MIN_SECTIONS_FOR_PLAN = 4
+_TITLE_BY_KEY = {title.lower(): (title, field) for title, field in SECTIONS}
+_HEADING = re.compile(r"^[ \t]{0,3}(#{1,3})[ \t]+(.+?)[ \t#]*$")
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*runpod-spec[ \t]*$", re.IGNORECASE)
+_ANY_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_CHECK_ITEM = re.compile(r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t]+(.+?)\s*$")
+_TEXTBOX = re.compile(r"^[ \t]*\[TEXTBOX:([^\]\s]*)\][ \t]*$")
+_KEBAB = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+@dataclass
+class ParsedPlan:
+    data: dict          # the plan_json
+    problems: list[str]
+
+    @property
+    def is_plan(self) -> bool:
+        return self.data["section_count"] >= MIN_SECTIONS_FOR_PLAN
+
+
+def _section_of(heading_text: str) -> tuple[str, str] | None:
+    text = re.sub(r"[*_`:]+", "", heading_text).strip().lower()
+    text = re.sub(r"^\d+[.)]\s*", "", text)  # "3. Prediction"
+    return _TITLE_BY_KEY.get(text)
+
+
+def _split_spec(lines: list[str]) -> tuple[list[str], str | None, list[str], str | None]:
+    """Find the last runpod-spec fence: (lines before, spec text, trailer lines, error)."""
+    opens = [i for i, line in enumerate(lines) if _FENCE_OPEN.match(line)]
+    if not opens:
+        return lines, None, [], None
+    start = opens[-1]
+    fence = _FENCE_OPEN.match(lines[start]).group(1)
+    for end in range(start + 1, len(lines)):
+        stripped = lines[end].strip()
+        if stripped.startswith(fence[0] * 3) and set(stripped) <= {fence[0]} and len(stripped) >= len(fence):
+            return lines[:start], "\n".join(lines[start + 1:end]), lines[end + 1:], None
+    return lines[:start], "\n".join(lines[start + 1:]), [], "runpod-spec block is not closed (missing ```)"
+
+
+def parse(markdown: str, *, kind: str = "experiment", account: str | None = None) -> ParsedPlan:
+    """Parse plan markdown into plan_json plus a list of problems."""
+    text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
+    body_lines, spec_text, trailer_lines, fence_error = _split_spec(text.split("\n"))
+
+    preamble: list[str] = []
+    sections: list[dict] = []
+    current: dict | None = None
+    in_fence = False
+    for line in body_lines:
+        if _ANY_FENCE.match(line):
+            in_fence = not in_fence
+        heading = None if in_fence else _HEADING.match(line)
+        found = _section_of(heading.group(2)) if heading else None
+        if found:
+            title, field = found
+            current = {"title": title, "field": field, "lines": []}
+            sections.append(current)
+            continue
+        (current["lines"] if current else preamble).append(line)
+
+    problems: list[str] = []
+    data: dict = {
+        "preamble": "\n".join(preamble).strip(),
+        "sections": [], "checklist": [], "textboxes": [], "spec": None, "spec_error": None,
+        "spec_problems": [], "unknown_spec_fields": [], "is_blocker": False,
+        "trailer": "\n".join(trailer_lines).strip(),
+    }
+    seen_fields = set()
+    for section in sections:
+        if section["field"] in seen_fields:
+            problems.append(f"Section \"{section['title']}\" appears more than once; the first is used.")
+            continue
+        seen_fields.add(section["field"])
+        body = "\n".join(section["lines"]).strip()
+        data["sections"].append({"title": section["title"], "body_md": body})
+        data[section["field"]] = body
+    data["section_count"] = len(seen_fields)
+    for title, field in SECTIONS:
+        data.setdefault(field, None)
+        if field not in seen_fields:
+            problems.append(f"Missing section: {title}.")
+
+    checklist_text = data.get("approval_checklist") or ""
+    for line in checklist_text.split("\n"):
+        item = _CHECK_ITEM.match(line)
+        if item:
+            data["checklist"].append({"label": item.group(2).strip(), "checked": item.group(1) != " "})
+    for line in text.split("\n"):
+        box = _TEXTBOX.match(line)
+        if box:
+            key = box.group(1)
+            if not _KEBAB.match(key):
+                problems.append(f"Textbox key {key!r} must be kebab-case, e.g. [TEXTBOX:budget-notes].")
+            elif key not in data["textboxes"]:
+                data["textboxes"].append(key)
+
+    if fence_error:
+        data["spec_error"] = fence_error
+    elif spec_text is not None:
+        parsed, error = specs.parse_spec_text(spec_text)
+        if error:
+            data["spec_error"] = error
+        else:
+            check = specs.validate(parsed, account)
+            data["spec"] = parsed
+            data["spec_problems"] = check.problems
+            data["unknown_spec_fields"] = check.unknown_fields
+            if check.problems:
+                data["spec_error"] = f"{len(check.problems)} problem(s) in runpod-spec"
+    if data["spec_error"]:
+        problems.append(data["spec_error"] if not data["spec_problems"] else data["spec_error"] + ".")
+        problems += data["spec_problems"]
+    data["is_blocker"] = kind == "experiment" and spec_text is None
+    return ParsedPlan(data, problems)
+
+
+def spec_is_valid(plan_json: dict) -> bool:
+    return not plan_json.get("spec_error")

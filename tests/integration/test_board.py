@@ -1,0 +1,270 @@
+"""The pipeline board `/` (SPEC §2.4, §9.3): columns, cards, filters, cheap polling."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from models import Experiment, db
+from services import clock, registry
+from tests.integration.pages import card_classes, cards, columns, text, your_turn_count
+
+COLUMN_KEYS = [key for key, _title in registry.BOARD_COLUMNS]
+
+
+def test_board_shows_every_column_in_spec_order(client, owner):
+    """Are the eleven columns shown in SPEC order with their titles, even when empty?"""
+    page = client.get("/")
+    assert page.status_code == 200
+    assert [key for key, _ in columns(page)] == COLUMN_KEYS
+    body = text(page)
+    positions = [body.index(title) for _key, title in registry.BOARD_COLUMNS]
+    assert positions == sorted(positions)
+
+
+def test_card_shows_number_title_chip_and_turn(client, owner, make_experiment):
+    """Does a card show #number, the title, a status chip and the turn text?"""
+    number = make_experiment("Warmup length vs loss spike", tags=["optim"])
+    card = cards(client.get("/"))[number]
+    assert f"#{number}" in card
+    assert "Warmup length vs loss spike" in card
+    assert 'class="chip status-proposed"' in card and ">proposed<" in card
+    assert "Sagan turn: clarify scope" in card
+    assert "optim" in card
+    assert "owner-turn" not in card_classes(card)
+
+
+@pytest.mark.parametrize("status", ["awaiting_clarifications", "plan_pending", "reviewing",
+                                    "awaiting_promotion", "blocked"])
+def test_owner_turn_cards_stand_out(client, owner, make_experiment, status):
+    """Does a card waiting for the owner carry the owner-turn class and its owner turn text?"""
+    number = make_experiment(status=status)
+    card = cards(client.get("/"))[number]
+    assert "owner-turn" in card_classes(card)
+    assert registry.turn_for(status) in card
+
+
+def _imported_status(app, number: int, status: str) -> None:
+    """Set a status no transition reaches (imports bring `awaiting_approval`)."""
+    with app.app_context():
+        db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(status=status))
+        db.session.commit()
+
+
+@pytest.mark.parametrize("status", sorted(registry.STATUS_NAMES))
+def test_card_sits_in_its_status_column(app, client, owner, make_experiment, status):
+    """Is an experiment in each status shown in the column SPEC §2.4 puts it in?"""
+    if status == "awaiting_approval":
+        number = make_experiment()
+        _imported_status(app, number, status)
+    else:
+        number = make_experiment(status=status)
+    placed = {key: numbers for key, numbers in columns(client.get("/"))}
+    assert number in placed[registry.STATUS_BY_NAME[status].column]
+
+
+def _filter_fixture(make_experiment) -> dict[str, int]:
+    return {
+        "owner_survey": make_experiment("Tokenizer fertility survey", status="awaiting_clarifications",
+                                        kind="survey", tags=["data"]),
+        "sagan_exp": make_experiment("Seed variance of probe accuracy", tags=["probes", "x"]),
+        "infra": make_experiment("Nightly eval harness", kind="infra", tags=["infra"]),
+        "blocked_exp": make_experiment("Dropout sweep crashed", status="blocked", tags=["x"]),
+    }
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("turn=owner", {"owner_survey", "blocked_exp"}),
+    ("turn=sagan", {"sagan_exp", "infra"}),
+    ("kind=survey", {"owner_survey"}),
+    ("kind=infra", {"infra"}),
+    ("tag=x", {"sagan_exp", "blocked_exp"}),
+    ("q=probe", {"sagan_exp"}),
+    ("q=DROPOUT", {"blocked_exp"}),
+    ("turn=owner&tag=x", {"blocked_exp"}),
+    ("q=no-such-title", set()),
+])
+def test_filters_narrow_the_cards(client, owner, make_experiment, query, expected):
+    """Do the turn / kind / tag / text filters show exactly the matching cards?"""
+    made = _filter_fixture(make_experiment)
+    shown = set(cards(client.get(f"/?{query}")))
+    assert shown == {made[name] for name in expected}
+
+
+def test_text_filter_finds_a_number(client, owner, make_experiment):
+    """Does searching "#N" find experiment N?"""
+    made = _filter_fixture(make_experiment)
+    assert set(cards(client.get(f"/?q=%23{made['infra']}"))) == {made["infra"]}
+
+
+@pytest.mark.parametrize("query", ["turn=everyone", "kind=poem", "q=%25", "q=_", "q=" + "9" * 40,
+                                   "tag=" + "t" * 500])
+def test_odd_filter_values_never_break_the_board(client, owner, make_experiment, query):
+    """Are unknown filter values ignored and odd text searched literally, never a 500?"""
+    made = _filter_fixture(make_experiment)
+    response = client.get(f"/?{query}")
+    assert response.status_code == 200
+    shown = set(cards(response))
+    if query.startswith(("turn=", "kind=")):
+        assert shown == set(made.values())
+    else:
+        assert shown == set()
+
+
+def test_filter_form_keeps_the_chosen_values(client, owner, make_experiment):
+    """Does the filter form show the active filter values after filtering?"""
+    _filter_fixture(make_experiment)
+    body = text(client.get("/?turn=owner&kind=survey&q=fert"))
+    assert '<option value="owner" selected>' in body
+    assert '<option value="survey" selected>' in body
+    assert 'value="fert"' in body
+
+
+def test_htmx_request_gets_only_the_board_fragment(htmx_client, make_experiment):
+    """Does an htmx swap get only the #board fragment (no <html>) with Vary: HX-Request?"""
+    number = make_experiment("Fragment card")
+    response = htmx_client.get("/?turn=sagan")
+    assert response.status_code == 200
+    assert "<html" not in response.text
+    assert response.text.lstrip().startswith(("<div id=\"board\"", "{#")) or \
+        response.text.lstrip().startswith("<div") and 'id="board"' in response.text.split(">", 1)[0]
+    assert number in cards(response)
+    assert "Vary" in response.headers and "HX-Request" in response.headers["Vary"]
+
+
+def test_full_page_also_varies_on_hx_request(client, owner):
+    """Does the full page say Vary: HX-Request too (so caches keep the two apart)?"""
+    response = client.get("/")
+    assert "<html" in response.text
+    assert "HX-Request" in response.headers.get("Vary", "")
+
+
+def test_boosted_navigation_gets_the_full_page(htmx_client):
+    """Does a boosted (or history-restore) htmx request get the whole page, not the fragment?"""
+    for header in ("HX-Boosted", "HX-History-Restore-Request"):
+        response = htmx_client.get("/", headers={header: "true"})
+        assert "<html" in response.text, header
+
+
+def test_board_columns_poll_answers_304_until_something_changes(client, owner, make_experiment):
+    """Does /board/columns answer 304 for the current ETag and 200 with a new ETag after a change?"""
+    number = make_experiment("Polled")
+    first = client.get("/board/columns")
+    assert first.status_code == 200
+    etag = first.headers["ETag"]
+    assert number in cards(first)
+
+    unchanged = client.get("/board/columns", headers={"If-None-Match": etag})
+    assert unchanged.status_code == 304
+    assert unchanged.data == b""
+    assert unchanged.headers["ETag"] == etag
+
+    clock.advance(timedelta(seconds=1))
+    second_number = make_experiment("Another")
+    changed = client.get("/board/columns", headers={"If-None-Match": etag})
+    assert changed.status_code == 200
+    assert changed.headers["ETag"] != etag
+    assert second_number in cards(changed)
+
+    # A status change (not only a new row) also changes the ETag.
+    etag = changed.headers["ETag"]
+    clock.advance(timedelta(seconds=1))
+    client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed",
+                                               "csrf_token": owner.csrf()})
+    moved = client.get("/board/columns", headers={"If-None-Match": etag})
+    assert moved.status_code == 200
+    assert moved.headers["ETag"] != etag
+
+
+def test_page_embeds_the_version_it_polls_with(client, owner, make_experiment):
+    """Does the board fragment poll with the same ETag the poll endpoint serves?"""
+    make_experiment()
+    page = text(client.get("/"))
+    etag = client.get("/board/columns").headers["ETag"]
+    assert f'"If-None-Match": "\\{etag[:-1]}\\""' in page
+
+
+MIX = ["proposed", "awaiting_clarifications", "plan_pending", "running", "archived",
+       "blocked", "completed", "reviewing", "planning", "done_impl"]
+
+
+def _make_many(make_experiment, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        make_experiment(f"Board load {i}", status=MIX[i % len(MIX)] if i < 5 else MIX[i % len(MIX)],
+                        tags=[f"tag{i % 7}"], kind=registry.EXPERIMENT_KINDS[i % 3])
+
+
+def _queries_for(app, client, url: str) -> int:
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    with app.app_context():
+        engine = db.engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        response = client.get(url)
+        assert response.status_code == 200
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+    return len(statements)
+
+
+def test_board_is_a_constant_number_of_queries(app, client, owner, make_experiment):
+    """Does rendering the board take as many SQL queries for 50 experiments as for 5?"""
+    _make_many(make_experiment, 5)
+    few = _queries_for(app, client, "/")
+    few_fragment = _queries_for(app, client, "/board/columns")
+    _make_many(make_experiment, 45, start=5)
+    many = _queries_for(app, client, "/")
+    assert len(cards(client.get("/"))) == 50
+    assert many == few
+    assert _queries_for(app, client, "/board/columns") == few_fragment
+
+
+def test_done_columns_show_the_latest_few_and_link_to_the_rest(app, client, owner, make_experiment,
+                                                               monkeypatch):
+    """With more finished experiments than the limit, does Done show the newest and "N more"?"""
+    monkeypatch.setitem(app.config, "BOARD_DONE_LIMIT", 2)
+    numbers = [make_experiment(f"Finished {i}", status="completed") for i in range(4)]
+    page = client.get("/")
+    done = dict(columns(page))["done"]
+    assert sorted(done) == sorted(numbers[-2:])
+    assert "2 more in the table" in text(page)
+
+
+OWNER_TURN = ["awaiting_clarifications", "plan_pending", "blocked"]
+
+
+@pytest.mark.parametrize("path", ["/", "/experiments", "/experiments/new", "/api-tokens",
+                                  "/your-turn", "/experiments/{n}", "/experiments/424242"])
+def test_header_counts_owner_turn_experiments_on_every_page(client, owner, make_experiment, path):
+    """Does every page's header say "Your turn (3)" with three experiments waiting for the owner?"""
+    for status in OWNER_TURN:
+        make_experiment(f"Waiting in {status}", status=status)
+    n = make_experiment("Sagan is on it", status="running")
+    make_experiment("All done", status="completed")
+    response = client.get(path.format(n=n))
+    assert your_turn_count(response) == 3
+
+
+def test_your_turn_lists_waiting_experiments_with_the_reason(client, owner, make_experiment):
+    """Does /your-turn list each owner-turn experiment with its turn text, and nothing else?"""
+    waiting = {make_experiment(f"Waiting in {status}", status=status): status for status in OWNER_TURN}
+    busy = make_experiment("Sagan is on it", status="running")
+    body = text(client.get("/your-turn"))
+    for number, status in waiting.items():
+        assert f"#{number}" in body
+        assert f"Waiting in {status}" in body
+        assert registry.turn_for(status) in body
+    assert f"#{busy} " not in body and "Sagan is on it" not in body
+
+
+def test_your_turn_says_when_nothing_waits(client, owner, make_experiment):
+    """With nothing waiting, does /your-turn say so and the header show (0)?"""
+    make_experiment("Sagan is on it")
+    response = client.get("/your-turn")
+    assert your_turn_count(response) == 0
+    assert "Nothing waits for you" in text(response)
