@@ -11,7 +11,7 @@ from flask import Blueprint, request
 
 from blueprints import access
 from models import ApprovalRequest, Experiment, db
-from services import events, experiments, lifecycle, markers, registry
+from services import approvals, events, experiments, lifecycle, markers, questions, registry
 from services.errors import Forbidden, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -232,3 +232,75 @@ def post_workflow_event(ref: str):
 def list_events(ref: str):
     """Events newest first, filtered by event_type / marker / since, cursor-paged by `before`."""
     return _event_page(experiments.get_experiment(ref), 100)
+
+
+# --- plans, questions, approvals (SPEC §4) -------------------------------------------
+
+def plan_version_json(pv) -> dict:
+    return {"id": str(pv.id), "experimentId": str(pv.experiment_id), "version": pv.version,
+            "source": pv.source, "problems": pv.problems or [], "estimate": pv.estimate,
+            "createdAt": pv.created_at.isoformat() if pv.created_at else None}
+
+
+@bp.post("/experiments/<ref>/plans")
+@access.api("write")
+def submit_plan(ref: str):
+    """Submit plan markdown: the version, parsed plan, problems, estimate and approval request."""
+    experiment = experiments.get_experiment(ref)
+    data = json_body()
+    if not isinstance(data.get("markdown"), str):
+        raise ValidationError("markdown (the plan text) is required.", field="markdown")
+    actor = access.actor()
+    source = "owner" if actor.kind == "owner" else "api"
+    submission = approvals.submit_plan(experiment, data["markdown"], actor, source=source)
+    db.session.commit()
+    lifecycle.run_side_effects(submission.effects)
+    body = {"planVersion": plan_version_json(submission.plan_version),
+            "approvalRequest": approval_json(submission.approval) if submission.approval else None,
+            "plan": submission.plan_version.plan_json, "problems": submission.problems,
+            "estimate": submission.estimate, "autoApproved": submission.auto_approved}
+    if not submission.valid:
+        # The version is kept (committed above) so the planner or the owner can fix it.
+        return {"error": "invalid_spec", "message": "The plan's runpod-spec is invalid; "
+                "it was stored as v%d without an approval request." % submission.plan_version.version,
+                **body}, 422
+    return body, 201
+
+
+@bp.post("/experiments/<ref>/questions")
+@access.api("write")
+def ask_questions(ref: str):
+    """Post clarifying questions; the experiment waits for the owner's answers."""
+    experiment = experiments.get_experiment(ref)
+    data = json_body()
+    effects = questions.ask(experiment, data.get("questions"), access.actor())
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"ok": True, "experiment": {"number": experiment.number, "status": experiment.status}}, 201
+
+
+@bp.post("/approvals/<request_id>/resolve")
+@access.owner_api
+def resolve_approval(request_id: str):
+    """Approve, reject or defer with answers (the owner's session only)."""
+    data = json_body()
+    approval = approvals.get_request(request_id)
+    decision = data.get("decision")
+    actor = access.actor()
+    answers = data.get("answers")
+    effects = []
+    if decision == "approve":
+        effects = approvals.approve(approval, actor, answers=answers, note=data.get("note"),
+                                    confirm_unchecked=bool(data.get("confirm_unchecked")))
+    elif decision == "reject":
+        effects = approvals.reject(approval, actor, note=data.get("note") or "", answers=answers)
+    elif decision == "defer":
+        approvals.defer(approval, actor, note=data.get("note"), answers=answers)
+    else:
+        raise ValidationError("decision must be approve, reject or defer.", field="decision")
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    experiment = experiments.get_experiment(approval.experiment_id)
+    return {"ok": True, "approvalRequest": approval_json(approval),
+            "experiment": {"number": experiment.number, "status": experiment.status,
+                           "turn": experiment.turn}}

@@ -52,3 +52,8 @@ class Unprocessable(SaganError):
 class RateLimited(SaganError):
     status_code = 429
     code = "rate_limited"
+
+
+class TooLarge(SaganError):
+    status_code = 413
+    code = "too_large"

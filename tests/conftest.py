@@ -76,6 +76,19 @@ def app():
         db.engine.dispose()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing():
+    """Cheap argon2id parameters for the suite: the production cost (~0.1 s per hash or
+    verify) would dominate every test that logs in. Hashes keep the same format."""
+    from argon2 import PasswordHasher
+    from services import auth as auth_service
+    cheap = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(auth_service, "_hasher", cheap)
+        patch.setattr(auth_service, "_DUMMY_HASH", cheap.hash("not-a-real-password"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _clean_state(request):
     """Every test starts from empty tables, an empty Redis database and the real clock."""

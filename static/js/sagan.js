@@ -138,6 +138,25 @@
     if (event.target.matches("[data-select-all]")) { event.target.select(); }
   });
 
+  // Copy buttons: <button data-copy="#field">. The Clipboard API needs a secure context
+  // (HTTPS or localhost); elsewhere the text is selected for a manual copy.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-copy]");
+    if (!button) { return; }
+    var field = document.querySelector(button.dataset.copy);
+    var status = document.getElementById("copy-status");
+    if (!field) { return; }
+    function say(text) { if (status) { status.textContent = text; } }
+    field.focus();
+    field.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(field.value).then(function () { say("Copied to the clipboard."); },
+        function () { say("Selected: press Ctrl+C (⌘C) to copy."); });
+    } else {
+      say("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+  });
+
   // Light / dark theme: follows the system until the owner picks one (static/js/theme.js
   // applies the choice before the first paint).
   document.addEventListener("click", function (event) {

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from config import TestConfig
     from models import Experiment, db
     from services import demo
-    from services.auth import create_owner
+    from services.auth import create_owner, create_token, revoke_token
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
 
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     with app.app_context():
         create_owner(OWNER_EMAIL, OWNER_PASSWORD)
         demo.load_curated()
+        create_token("laptop CLI", "read,write")
+        old, _ = create_token("old notebook", "read")
+        revoke_token(old.id)
         db.session.commit()
         number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))}
     pages = {
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         "your-turn": "/your-turn",
         "api-tokens": "/api-tokens",
         "new-experiment": "/experiments/new",
+        "api-tokens-created": "/api-tokens",  # after creating one: the secret shown once
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
@@ -93,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                             page.get_by_role("button", name="Log in").click()
                             page.wait_for_url(lambda u: "/login" not in u)
                         page.goto(path)
+                    if name == "api-tokens-created":
+                        page.get_by_label("Name").fill("CI runner")
+                        page.get_by_role("button", name="Create token").click()
+                        page.get_by_text("Copy your new token now").wait_for()
                     page.wait_for_load_state("networkidle")
                     file = out / f"{name}-{width_name}-{scheme}.png"
                     page.screenshot(path=str(file), full_page=True)

@@ -1,6 +1,7 @@
 """The pipeline board `/` (SPEC §2.4, §9.3): columns, cards, filters, cheap polling."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -46,7 +47,7 @@ def test_owner_turn_cards_stand_out(client, owner, make_experiment, status):
 
 
 def _imported_status(app, number: int, status: str) -> None:
-    """Set a status no transition reaches (imports bring `awaiting_approval`)."""
+    """Set a status no transition reaches (imports bring `awaiting_approval` and `failed`)."""
     with app.app_context():
         db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(status=status))
         db.session.commit()
@@ -55,7 +56,7 @@ def _imported_status(app, number: int, status: str) -> None:
 @pytest.mark.parametrize("status", sorted(registry.STATUS_NAMES))
 def test_card_sits_in_its_status_column(app, client, owner, make_experiment, status):
     """Is an experiment in each status shown in the column SPEC §2.4 puts it in?"""
-    if status == "awaiting_approval":
+    if status in ("awaiting_approval", "failed"):  # no transition leads there (imports do)
         number = make_experiment()
         _imported_status(app, number, status)
     else:
@@ -127,8 +128,9 @@ def test_htmx_request_gets_only_the_board_fragment(htmx_client, make_experiment)
     response = htmx_client.get("/?turn=sagan")
     assert response.status_code == 200
     assert "<html" not in response.text
-    assert response.text.lstrip().startswith(("<div id=\"board\"", "{#")) or \
-        response.text.lstrip().startswith("<div") and 'id="board"' in response.text.split(">", 1)[0]
+    first_tag = re.search(r"<[a-z][^>]*>", response.text).group(0)
+    assert 'id="board"' in first_tag
+    assert "Your turn (" not in response.text  # no page header either
     assert number in cards(response)
     assert "Vary" in response.headers and "HX-Request" in response.headers["Vary"]
 
@@ -191,7 +193,7 @@ MIX = ["proposed", "awaiting_clarifications", "plan_pending", "running", "archiv
 
 def _make_many(make_experiment, count: int, start: int = 0) -> None:
     for i in range(start, start + count):
-        make_experiment(f"Board load {i}", status=MIX[i % len(MIX)] if i < 5 else MIX[i % len(MIX)],
+        make_experiment(f"Board load {i}", status=MIX[i % len(MIX)],
                         tags=[f"tag{i % 7}"], kind=registry.EXPERIMENT_KINDS[i % 3])
 
 
@@ -220,7 +222,7 @@ def test_board_is_a_constant_number_of_queries(app, client, owner, make_experime
     _make_many(make_experiment, 45, start=5)
     many = _queries_for(app, client, "/")
     assert len(cards(client.get("/"))) == 50
-    assert many == few
+    assert 0 < many == few
     assert _queries_for(app, client, "/board/columns") == few_fragment
 
 

@@ -63,7 +63,8 @@ class EmbeddedStack:
             try:
                 last = httpx.get(f"{self.url}/healthz", timeout=2)
                 body = last.json()
-                if body.get("ok") and body.get("workers", 0) >= 1 and "Sagan is running at" in self.output():
+                up = body.get("ok") and body.get("workers", 0) >= 1
+                if up and "Sagan is running at" in self.output():
                     return body
             except (httpx.HTTPError, ValueError):
                 pass

@@ -1,0 +1,334 @@
+"""Plan versions and approval requests (SPEC §4.2–4.5).
+
+Every submitted plan is kept as a PlanVersion, valid or not. A valid plan creates an
+approval request (superseding older pending ones — the old system piled up six) and moves
+the experiment to `plan_pending`. Resolving a request is a compare-and-set on its status,
+so two taps or two tabs resolve it once.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import ApprovalRequest, Experiment, PlanVersion, db
+from services import events, lifecycle, markers, plans, registry, settings
+from services.actors import Actor
+from services.clock import utcnow
+from services.dispatch import costs
+from services.errors import Conflict, NotFound, TooLarge, Unprocessable, ValidationError
+from services.redact import redact
+
+ANSWER_MAX = 10_000
+AUTO_APPROVE_NOTE = "Auto-approved follow-up plan (experiment.auto_approve_plan=true)."
+AUTO_APPROVE_EVENT = "experiment.auto_approve_plan=true — skipping owner gate"
+
+
+@dataclass
+class Submission:
+    plan_version: PlanVersion
+    approval: ApprovalRequest | None
+    problems: list[str]
+    estimate: dict | None
+    effects: list[lifecycle.SideEffect]
+    auto_approved: bool = False
+
+    @property
+    def valid(self) -> bool:
+        return self.approval is not None
+
+
+def _lock(experiment: Experiment) -> Experiment:
+    """Row-lock the experiment so concurrent submissions number versions in turn."""
+    db.session.execute(sa.select(Experiment.id).where(Experiment.id == experiment.id).with_for_update())
+    return experiment
+
+
+def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: str,
+                agent_run_id=None) -> Submission:
+    """Store a plan version; if valid, open an approval request. The caller commits.
+
+    Raises Unprocessable(not_a_plan) for a questions-only text (nothing stored).
+    An invalid spec is stored with its problems and opens no request.
+    """
+    if source not in registry.PLAN_SOURCES:
+        raise ValidationError(f"Unknown plan source {source!r}.", field="source")
+    if not isinstance(markdown, str) or not markdown.strip():
+        raise ValidationError("The plan is empty.", field="markdown")
+    limit = current_app.config["MARKDOWN_MAX"]
+    if len(markdown.encode()) > limit:
+        raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
+    markdown = redact(markdown)
+    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account)
+    if not parsed.is_plan:
+        raise Unprocessable(
+            f"This has {parsed.data['section_count']} of the 11 plan sections, so it reads as "
+            "questions, not a plan. Ask clarifying questions instead "
+            "(POST /api/experiments/<id>/questions).", code="not_a_plan")
+    if experiment.terminal:
+        raise Conflict(f"#{experiment.number} is {experiment.status}; reopen it before planning.",
+                       code="experiment_finished")
+    _lock(experiment)
+    version = (db.session.scalar(sa.select(sa.func.max(PlanVersion.version))
+                                 .where(PlanVersion.experiment_id == experiment.id)) or 0) + 1
+    estimate = None
+    if parsed.data["spec"] is not None and not parsed.data["spec_error"]:
+        from services.dispatch.spec import as_pods
+        estimate = costs.estimate(as_pods(parsed.data["spec"]), settings.gpu_prices()).as_json()
+    plan_version = PlanVersion(
+        id=uuid.uuid4(), experiment_id=experiment.id, version=version, markdown=markdown,
+        plan_json=parsed.data, problems=parsed.problems, estimate=estimate, source=source,
+        agent_run_id=agent_run_id)
+    db.session.add(plan_version)
+    experiment.plan_md = markdown
+    experiment.plan_json = parsed.data
+    db.session.flush()
+
+    if parsed.data["spec_error"]:
+        events.record(experiment, "note", actor,
+                      note=f"Plan v{version} submitted with an invalid runpod-spec; no approval requested.",
+                      metadata={"plan_version": version, "problems": parsed.problems[:20]})
+        return Submission(plan_version, None, parsed.problems, estimate, [])
+
+    effects = _move_to_plan_pending(experiment, actor, version)
+    superseded = db.session.execute(
+        sa.update(ApprovalRequest)
+        .where(ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "pending")
+        .values(status="superseded", resolved_at=utcnow(),
+                resolved_note=f"Superseded by plan v{version}.", updated_at=utcnow())
+        .execution_options(synchronize_session=False)).rowcount
+    approval = ApprovalRequest(
+        id=uuid.uuid4(), experiment_id=experiment.id, plan_version_id=plan_version.id,
+        agent_run_id=agent_run_id, kind="experiment_plan",
+        title=f"Approve experiment plan: {experiment.title}"[:400], status="pending",
+        checklist={item["label"][:500]: item["checked"] for item in parsed.data["checklist"]},
+        answers={}, estimated_cost_usd=(estimate or {}).get("total_usd"),
+        requested_by=actor.id or actor.kind)
+    db.session.add(approval)
+    db.session.flush()
+    events.record(experiment, "approval_requested", actor, note="Experiment plan approval requested.",
+                  to_status="plan_pending",
+                  metadata={"approval_request_id": str(approval.id), "plan_version": version,
+                            "superseded": superseded, "is_blocker": parsed.data["is_blocker"]})
+    submission = Submission(plan_version, approval, parsed.problems, estimate, effects)
+    if _auto_approvable(experiment, parsed.data, estimate):
+        submission.effects += _auto_approve(experiment, approval, plan_version, estimate)
+        submission.auto_approved = True
+    return submission
+
+
+def _move_to_plan_pending(experiment: Experiment, actor: Actor, version: int) -> list:
+    if experiment.status in ("plan_pending", "awaiting_approval"):
+        return []  # a new version replaces the pending one; the status stays
+    effects = []
+    if experiment.status == "proposed":
+        effects += lifecycle.transition(experiment, "planning", actor,
+                                        note=f"Plan v{version} submitted for an idea.")
+    if experiment.status == "blocked" and actor.kind == "owner":
+        return effects + lifecycle.transition(experiment, "plan_pending", actor,
+                                              note=f"Plan v{version} submitted by the owner.")
+    if experiment.status not in ("clarifying", "planning"):
+        raise Conflict(f"#{experiment.number} is {experiment.status}; a plan can be submitted while "
+                       "it is proposed, clarifying or planning.", code="transition_not_allowed")
+    # The move to plan_pending is the system's: a valid plan arrived (SPEC §2.3).
+    return effects + lifecycle.transition(experiment, "plan_pending", Actor.system(),
+                                          note=f"Valid plan v{version} submitted; approval requested.",
+                                          metadata={"plan_version": version, "submitted_by": actor.kind})
+
+
+def _auto_approvable(experiment: Experiment, plan_json: dict, estimate: dict | None) -> bool:
+    """SPEC §4.5: flag on, not a blocker, a known estimate under the limit."""
+    if not experiment.auto_approve_plan or plan_json.get("is_blocker"):
+        return False
+    if experiment.runpod_account == "local" and experiment.kind == "experiment" and plan_json.get("spec"):
+        return False  # an auto-approved plan never dispatches to the local backend (SPEC §6.9)
+    limit = float(settings.get("auto_approve_max_usd") or 0)
+    total = (estimate or {}).get("total_usd") if plan_json.get("spec") else 0.0
+    return total is not None and total < limit
+
+
+def _auto_approve(experiment: Experiment, approval: ApprovalRequest, plan_version: PlanVersion,
+                  estimate: dict | None) -> list:
+    system = Actor.system("auto-approve")
+    if approval.agent_run_id:
+        from services import runs
+        runs.append_event(approval.agent_run_id, "auto_approved", AUTO_APPROVE_EVENT)
+    effects = _resolve_approved(experiment, approval, plan_version, system, answers={},
+                                note=AUTO_APPROVE_NOTE,
+                                metadata={"auto_approve_plan": True,
+                                          "limit_usd": float(settings.get("auto_approve_max_usd") or 0),
+                                          "estimate_usd": (estimate or {}).get("total_usd")})
+    return effects
+
+
+# --- resolving ------------------------------------------------------------------------
+
+def get_request(request_id) -> ApprovalRequest:
+    try:
+        approval = db.session.get(ApprovalRequest, uuid.UUID(str(request_id)))
+    except ValueError:
+        approval = None
+    if approval is None:
+        raise NotFound("No such approval request.")
+    return approval
+
+
+def clean_answers(plan_json: dict, answers) -> dict:
+    """Textbox answers: only the plan's keys, text, capped, redacted; blanks dropped."""
+    if answers is None:
+        return {}
+    if not isinstance(answers, dict):
+        raise ValidationError("answers must map textbox keys to text.", field="answers")
+    allowed = set(plan_json.get("textboxes") or [])
+    cleaned = {}
+    for key, text in answers.items():
+        if key not in allowed:
+            raise ValidationError(f"The plan has no textbox {key!r}.", field="answers")
+        if not isinstance(text, str):
+            raise ValidationError(f"The answer to {key!r} must be text.", field="answers")
+        if len(text) > ANSWER_MAX:
+            raise ValidationError(f"The answer to {key!r} is longer than {ANSWER_MAX:,} characters.",
+                                  field="answers")
+        if text.strip():
+            cleaned[key] = redact(text.strip())
+    return cleaned
+
+
+def _claim(approval: ApprovalRequest, new_status: str, actor: Actor, note: str | None) -> None:
+    """Compare-and-set the request out of `pending`: the second of two taps gets a Conflict."""
+    now = utcnow()
+    result = db.session.execute(
+        sa.update(ApprovalRequest)
+        .where(ApprovalRequest.id == approval.id, ApprovalRequest.status == "pending")
+        .values(status=new_status, resolved_by=actor.id or actor.kind, resolved_at=now,
+                resolved_note=note, updated_at=now)
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:
+        db.session.refresh(approval)
+        raise Conflict(f"This approval request is already {approval.status}; nothing was changed.",
+                       code="already_resolved", current=approval.status)
+    db.session.refresh(approval)
+
+
+def _plan_version(approval: ApprovalRequest) -> PlanVersion:
+    plan_version = db.session.get(PlanVersion, approval.plan_version_id) if approval.plan_version_id else None
+    if plan_version is None or plan_version.plan_json is None:
+        raise Conflict("This request has no parsed plan to approve (imported or removed).",
+                       code="no_plan")
+    return plan_version
+
+
+def _resolve_approved(experiment, approval, plan_version, actor, *, answers, note, metadata=None):
+    _claim(approval, "approved", actor, note)
+    approval.answers = answers
+    plan_json = plan_version.plan_json
+    # The approved spec is stored from the approved version, in this transaction (SPEC §4.2).
+    experiment.pod_spec = plan_json.get("spec")
+    experiment.plan_md = plan_version.markdown
+    experiment.plan_json = plan_json
+    effects = lifecycle.transition(experiment, "approved", actor, note=note,
+                                   metadata={"approval_request_id": str(approval.id),
+                                             "plan_version": plan_version.version, **(metadata or {})})
+    events.record(experiment, "approval_resolved", actor, note=note,
+                  metadata={"approval_request_id": str(approval.id), "decision": "approved"})
+    if answers:
+        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+    return effects
+
+
+def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str | None = None,
+            confirm_unchecked: bool = False) -> list[lifecycle.SideEffect]:
+    """Approve (or, for a blocker plan, acknowledge) a pending request. The caller commits."""
+    experiment = db.session.get(Experiment, approval.experiment_id)
+    plan_version = _plan_version(approval)
+    plan_json = plan_version.plan_json
+    answers = clean_answers(plan_json, answers)
+    if approval.status != "pending":
+        raise Conflict(f"This approval request is already {approval.status}; nothing was changed.",
+                       code="already_resolved", current=approval.status)
+    if plans.spec_is_valid(plan_json) is False:
+        raise Unprocessable("The plan's runpod-spec is invalid; fix the plan before approving.",
+                            code="invalid_spec", problems=plan_version.problems or [])
+    if plan_json.get("is_blocker"):
+        return acknowledge_blocker(experiment, approval, plan_version, actor, answers, note)
+    unchecked = [label for label, checked in (approval.checklist or {}).items() if not checked]
+    if unchecked and not confirm_unchecked:
+        raise ValidationError(f"{len(unchecked)} checklist item(s) are not ticked; confirm to approve anyway.",
+                              code="unchecked_items", unchecked=unchecked)
+    note = (note or "").strip() or "Plan approved by the owner."
+    return _resolve_approved(experiment, approval, plan_version, actor, answers=answers, note=note)
+
+
+def acknowledge_blocker(experiment, approval, plan_version, actor, answers, note) -> list:
+    """A blocker plan: record the answers, resolve, and block with the plan's reason."""
+    _claim(approval, "approved", actor, (note or "Blocker acknowledged.").strip())
+    approval.answers = answers
+    reason = _blocker_reason(plan_version.plan_json)
+    effects = lifecycle.transition(experiment, "blocked", actor,
+                                   note=f"Blocker plan v{plan_version.version} acknowledged: {reason}"[:1900],
+                                   metadata={"approval_request_id": str(approval.id), "blocker": True})
+    events.record(experiment, "approval_resolved", actor, note="Blocker acknowledged; nothing dispatched.",
+                  metadata={"approval_request_id": str(approval.id), "decision": "acknowledged"})
+    if answers:
+        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+    return effects
+
+
+def _blocker_reason(plan_json: dict) -> str:
+    for field in ("kill_criterion", "compute", "goal"):
+        text = (plan_json.get(field) or "").strip()
+        if text:
+            return " ".join(text.split())[:600]
+    return "the plan has no runpod-spec, so compute must not launch."
+
+
+def reject(approval: ApprovalRequest, actor: Actor, *, note: str, answers=None) -> list:
+    """Reject with a required note: experiment → planning, planner re-dispatched with it."""
+    note = (note or "").strip()
+    if not note:
+        raise ValidationError("Say why you reject the plan; the planner gets your note.", field="note")
+    experiment = db.session.get(Experiment, approval.experiment_id)
+    plan_json = _plan_version(approval).plan_json
+    answers = clean_answers(plan_json, answers)
+    _claim(approval, "rejected", actor, note)
+    approval.answers = answers
+    effects = lifecycle.transition(experiment, approval.rejected_state or "planning", actor, note=note,
+                                   metadata={"approval_request_id": str(approval.id)})
+    events.record(experiment, "approval_resolved", actor, note=note,
+                  metadata={"approval_request_id": str(approval.id), "decision": "rejected"})
+    if answers:
+        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+    return effects
+
+
+def defer(approval: ApprovalRequest, actor: Actor, *, note: str | None = None, answers=None) -> None:
+    """Keep it pending with a note, lower in the queue."""
+    if approval.status != "pending":
+        raise Conflict(f"This approval request is already {approval.status}.", code="already_resolved")
+    plan_json = _plan_version(approval).plan_json
+    approval.answers = clean_answers(plan_json, answers) or approval.answers
+    approval.deferred_at = utcnow()
+    approval.defer_note = redact((note or "").strip()) or None
+    experiment = db.session.get(Experiment, approval.experiment_id)
+    events.record(experiment, "note", actor, note=f"Approval deferred. {approval.defer_note or ''}".strip(),
+                  metadata={"approval_request_id": str(approval.id), "decision": "deferred"})
+
+
+def set_checklist_item(approval: ApprovalRequest, label: str, checked: bool) -> None:
+    """Save one tick as the owner makes it (the page posts each change)."""
+    if approval.status != "pending":
+        raise Conflict(f"This approval request is already {approval.status}.", code="already_resolved")
+    if label not in (approval.checklist or {}):
+        raise ValidationError("That item is not on this plan's checklist.", field="label")
+    approval.checklist = {**approval.checklist, label: bool(checked)}
+
+
+def pending_queue() -> list[tuple[ApprovalRequest, Experiment]]:
+    """Pending requests: deferred last, then by priority (urgent first) and age (oldest first)."""
+    rank = sa.case(registry.PRIORITY_RANK, value=Experiment.priority)
+    return list(db.session.execute(
+        sa.select(ApprovalRequest, Experiment).join(Experiment, Experiment.id == ApprovalRequest.experiment_id)
+        .where(ApprovalRequest.status == "pending")
+        .order_by(ApprovalRequest.deferred_at.is_not(None), rank.desc(), ApprovalRequest.created_at)).all())

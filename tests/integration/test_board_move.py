@@ -1,0 +1,164 @@
+"""Moving a card on the board: `POST /board/move/<n>` (SPEC §2.4). The server decides;
+refusals are shown on the card and change nothing."""
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+
+from models import WorkflowEvent, db
+from services import experiments
+from tests.integration.pages import cards, text
+
+
+def _move(client, number: int, to: str, expected: str | None, note: str | None = None, query: str = ""):
+    data = {"to": to}
+    if expected is not None:
+        data["expected"] = expected
+    if note is not None:
+        data["note"] = note
+    return client.post(f"/board/move/{number}{query}", data=data, headers={"X-CSRFToken": client.csrf})
+
+
+def _state(app, number: int) -> tuple[str, list[tuple[str, str, str | None]]]:
+    """The experiment's status and its state_changed events (from, to, note), oldest first."""
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        events = db.session.execute(
+            sa.select(WorkflowEvent.from_status, WorkflowEvent.to_status, WorkflowEvent.note)
+            .where(WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at)).all()
+        return experiment.status, [tuple(e) for e in events]
+
+
+def _card_error(response, number: int) -> str:
+    match = re.search(r'class="error card-error"[^>]*>(.*?)</p>', cards(response)[number], re.S)
+    assert match, "the card shows no error"
+    return text(match.group(1)).strip()
+
+
+def test_allowed_move_answers_the_board_fragment_and_triggers_refresh(app, htmx_client, make_experiment):
+    """Does proposed → clarifying answer 200 with the #board fragment, HX-Trigger
+    pipeline-changed, and log the note "Moved on Pipeline board to clarifying."?"""
+    number = make_experiment("Attention sinks")
+    response = _move(htmx_client, number, "clarifying", "proposed")
+    assert response.status_code == 200
+    assert "<html" not in response.text and 'id="board"' in response.text
+    assert response.headers["HX-Trigger"] == "pipeline-changed"
+    assert 'data-status="clarifying"' in cards(response)[number]
+    status, events = _state(app, number)
+    assert status == "clarifying"
+    assert events == [("proposed", "clarifying", "Moved on Pipeline board to clarifying.")]
+
+
+def test_idea_to_planning_uses_the_spec_note(app, htmx_client, make_experiment):
+    """Does proposed → planning log "Moved from idea to planning on the Pipeline board."?"""
+    number = make_experiment()
+    assert _move(htmx_client, number, "planning", "proposed").status_code == 200
+    assert _state(app, number) == ("planning", [
+        ("proposed", "planning", "Moved from idea to planning on the Pipeline board.")])
+
+
+def test_answered_questions_redispatch_note(app, htmx_client, make_experiment):
+    """Does awaiting_clarifications → clarifying log "Owner re-dispatched the planner from awaiting_clarifications."?"""
+    number = make_experiment(status="awaiting_clarifications")
+    assert _move(htmx_client, number, "clarifying", "awaiting_clarifications").status_code == 200
+    status, events = _state(app, number)
+    assert status == "clarifying"
+    assert events[-1] == ("awaiting_clarifications", "clarifying",
+                          "Owner re-dispatched the planner from awaiting_clarifications.")
+
+
+def test_forbidden_move_shows_the_refusal_on_the_card(app, htmx_client, make_experiment):
+    """Is proposed → running refused with the reason and allowed moves on the card, status unchanged?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "running", "proposed")
+    assert response.status_code == 200  # htmx swaps only 2xx: the card must show the reason
+    assert "HX-Trigger" not in response.headers
+    message = _card_error(response, number)
+    assert "cannot move from proposed to running" in message
+    assert "clarifying" in message and "planning" in message
+    assert 'data-status="proposed"' in cards(response)[number]
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_unknown_status_is_refused_with_a_clear_message(app, htmx_client, make_experiment):
+    """Is a move to a status that does not exist refused with a message naming it?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "warp_speed", "proposed")
+    assert "Unknown status 'warp_speed'" in _card_error(response, number)
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_empty_target_is_refused(app, htmx_client, make_experiment):
+    """Is a move with no target refused with a message, status unchanged?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "", "proposed")
+    assert response.status_code == 200
+    assert _card_error(response, number)
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_stale_expected_status_says_the_card_moved(app, htmx_client, make_experiment):
+    """When someone moved the card since the board was drawn, is the move refused with
+    a message saying where it is now, and nothing changed?"""
+    number = make_experiment(status="clarifying")  # the board still showed it as proposed
+    before = _state(app, number)
+    response = _move(htmx_client, number, "planning", "proposed")
+    message = _card_error(response, number)
+    assert "is now clarifying" in message
+    assert "reload" in message.lower()
+    assert _state(app, number) == before
+
+
+def test_blocked_without_a_note_is_refused(app, htmx_client, make_experiment):
+    """Does moving to blocked without a note ask for one and change nothing?"""
+    number = make_experiment()
+    for note in (None, "", "    "):
+        response = _move(htmx_client, number, "blocked", "proposed", note=note)
+        assert "needs a note" in _card_error(response, number)
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_blocked_with_a_note_keeps_the_owner_note(app, htmx_client, make_experiment):
+    """Does a blocked move with a note go through, keeping the owner's words in the event?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "blocked", "proposed", note="Waiting for the licence.")
+    assert response.status_code == 200
+    status, events = _state(app, number)
+    assert status == "blocked"
+    assert events[-1][2] == "Moved on Pipeline board to blocked. Waiting for the licence."
+    assert 'data-column="blocked"' in text(response)
+
+
+def test_archive_needs_a_note_too(app, htmx_client, make_experiment):
+    """Is archiving from the board refused without a note?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "archived", "proposed")
+    assert "needs a note" in _card_error(response, number)
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_move_of_an_unknown_experiment_is_404(htmx_client):
+    """Does moving a card that does not exist answer 404?"""
+    assert _move(htmx_client, 424242, "clarifying", "proposed").status_code == 404
+
+
+def test_move_answer_keeps_the_board_filters(app, htmx_client, make_experiment):
+    """Does the board returned after a move keep the active filters of the page?"""
+    moved = make_experiment("Sagan's turn card")
+    other = make_experiment("Waiting card", status="awaiting_clarifications")
+    response = _move(htmx_client, moved, "blocked", "proposed", note="stuck", query="?turn=owner")
+    assert set(cards(response)) == {moved, other}
+    response = _move(htmx_client, other, "clarifying", "awaiting_clarifications", query="?turn=owner")
+    assert set(cards(response)) == {moved}
+
+
+def test_move_without_htmx_answers_the_whole_page(app, client, owner, make_experiment):
+    """Does the no-JavaScript form post get the full board page back?"""
+    number = make_experiment()
+    response = client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed",
+                                                          "csrf_token": owner.csrf()})
+    assert response.status_code == 200
+    assert "<html" in response.text
+    assert _state(app, number)[0] == "clarifying"
