@@ -5,6 +5,7 @@ from datetime import datetime
 
 from flask import Flask
 from flask_login import current_user
+from markupsafe import Markup
 
 from services import registry
 from services.clock import utcnow
@@ -25,9 +26,30 @@ def column_of(status: str) -> str:
     return registry.STATUS_BY_NAME[status].column
 
 
+def sanitized(html: str | None) -> Markup:
+    """Mark HTML safe that services.sanitize produced when it was stored (the `*_html` fields).
+
+    The only way a template shows markup; never use it on anything else.
+    """
+    return Markup(html or "")
+
+
+def words(key: str) -> str:
+    """A textbox key in words: "budget-notes" → "Budget notes"."""
+    text = key.replace("-", " ").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def money(value) -> str:
+    return "price unknown" if value is None else f"${value:,.2f}"
+
+
 def init_app(app: Flask) -> None:
     app.add_template_filter(age)
     app.add_template_filter(column_of)
+    app.add_template_filter(sanitized)
+    app.add_template_filter(words)
+    app.add_template_filter(money)
 
     @app.context_processor
     def globals_():

@@ -77,13 +77,14 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     if parsed.data["spec"] is not None and not parsed.data["spec_error"]:
         from services.dispatch.spec import as_pods
         estimate = costs.estimate(as_pods(parsed.data["spec"]), settings.gpu_prices()).as_json()
+    plan_json = plans.render_html(parsed.data)
     plan_version = PlanVersion(
         id=uuid.uuid4(), experiment_id=experiment.id, version=version, markdown=markdown,
-        plan_json=parsed.data, problems=parsed.problems, estimate=estimate, source=source,
+        plan_json=plan_json, problems=parsed.problems, estimate=estimate, source=source,
         agent_run_id=agent_run_id)
     db.session.add(plan_version)
     experiment.plan_md = markdown
-    experiment.plan_json = parsed.data
+    experiment.plan_json = plan_json
     db.session.flush()
 
     if parsed.data["spec_error"]:

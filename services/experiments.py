@@ -369,7 +369,9 @@ def table(args, *, per_page: int = 50) -> tuple[TablePage, dict]:
     total = db.session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
     column = SORTABLE[sort]
     query = query.order_by(column.asc() if direction == "asc" else column.desc(), Experiment.number.desc())
-    rows = list(db.session.scalars(query.limit(per_page).offset((page - 1) * per_page)))
     pages = max(1, -(-total // per_page))
+    # Past the end shows the last page; an absurd ?page= must not overflow the OFFSET.
+    page = min(page, pages)
+    rows = list(db.session.scalars(query.limit(per_page).offset((page - 1) * per_page)))
     state = {**filters.as_args(), "status": status, "priority": priority, "sort": sort, "dir": direction}
     return TablePage(rows, total, page, pages), state

@@ -138,3 +138,27 @@ def parse(markdown: str, *, kind: str = "experiment", account: str | None = None
 
 def spec_is_valid(plan_json: dict) -> bool:
     return not plan_json.get("spec_error")
+
+
+def render_html(plan_json: dict) -> dict:
+    """Add sanitized HTML beside each markdown field, once, when the plan is stored.
+
+    Pages show these `*_html` fields; nothing is sanitized on read.
+    """
+    from services.sanitize import render_markdown
+    rendered = dict(plan_json)
+    rendered["preamble_html"] = render_markdown(plan_json.get("preamble"))
+    rendered["trailer_html"] = render_markdown(plan_json.get("trailer"))
+    rendered["sections"] = [{**section, "body_html": render_markdown(section["body_md"])}
+                            for section in plan_json.get("sections", [])]
+    rendered["checklist"] = [{**item, "label_html": _inline(render_markdown(item["label"]))}
+                             for item in plan_json.get("checklist", [])]
+    return rendered
+
+
+def _inline(html: str) -> str:
+    """A one-paragraph rendering without its <p> wrapper (for checklist labels)."""
+    html = html.strip()
+    if html.startswith("<p>") and html.endswith("</p>") and html.count("<p>") == 1:
+        return html[3:-4]
+    return html

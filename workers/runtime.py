@@ -21,8 +21,8 @@ log = logging.getLogger(__name__)
 _app: Flask | None = None
 
 
-def set_app(app: Flask) -> None:
-    """Use `app` for jobs run by this process (the launcher and tests call this)."""
+def set_app(app: Flask | None) -> None:
+    """Use `app` for jobs run by this process (the launcher and tests call this; None forgets it)."""
     global _app
     _app = app
 

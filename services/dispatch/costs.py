@@ -51,6 +51,8 @@ class Estimate:
     def as_json(self) -> dict:
         return {
             "total_usd": None if self.total_usd is None else round(self.total_usd, 2),
+            # What the known prices add up to, so a partly priced spec still says something true.
+            "known_usd": round(sum(p.total_usd for p in self.pods if p.total_usd is not None), 2),
             "hours": round(self.hours, 2), "gpu_hours": round(self.gpu_hours, 2),
             "unknown_prices": self.unknown_prices,
             "note": PRICE_UNKNOWN if self.unknown_prices else None,

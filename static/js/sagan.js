@@ -12,7 +12,7 @@
   var heldPolls = new Map();
 
   function pollMustWait(elt) {
-    return document.hidden || !!elt.querySelector("details.move[open]");
+    return document.hidden;
   }
 
   document.addEventListener("htmx:confirm", function (event) {

@@ -43,7 +43,8 @@ def table_numbers(page) -> list[int]:
     tbody = re.search(r"<tbody>(.*?)</tbody>", body, re.S)
     if not tbody:
         return []
-    return [int(n) for n in re.findall(r"<tr[^>]*>\s*<td[^>]*><a [^>]*>#(\d+)</a>", tbody.group(1))]
+    rows = re.findall(r"<tr\b.*?</tr>", tbody.group(1), re.S)
+    return [int(re.search(r">\s*#(\d+)\b", row).group(1)) for row in rows]
 
 
 def your_turn_count(page) -> int | None:

@@ -1,0 +1,85 @@
+"""The approval queue and the phone-first approval page (SPEC §4.4)."""
+from __future__ import annotations
+
+from flask import Blueprint, redirect, render_template, request, url_for
+
+from blueprints import access
+from blueprints._htmx import render
+from models import Experiment, PlanVersion, db
+from services import approvals, lifecycle
+from services.errors import SaganError, ValidationError
+
+bp = Blueprint("approvals", __name__)
+
+
+@bp.get("/approvals")
+@access.owner
+def index():
+    """Pending approvals, most urgent and oldest first; deferred ones last."""
+    return render_template("approvals/index.html", pending=approvals.pending_queue())
+
+
+def _page(approval, *, error: str | None = None, unchecked: list | None = None,
+          form_answers: dict | None = None, note: str = "", status: int = 200):
+    experiment = db.session.get(Experiment, approval.experiment_id)
+    plan_version = db.session.get(PlanVersion, approval.plan_version_id) if approval.plan_version_id else None
+    plan = (plan_version.plan_json or {}) if plan_version else {}
+    answers = form_answers if form_answers is not None else (approval.answers or {})
+    return render_template("approvals/detail.html", approval=approval, experiment=experiment,
+                           plan_version=plan_version, plan=plan, estimate=(plan_version.estimate if plan_version else None),
+                           error=error, unchecked=unchecked or [], answers=answers, note=note), status
+
+
+@bp.get("/approvals/<request_id>")
+@access.owner
+def detail(request_id: str):
+    """One approval request: estimate, plan sections, checklist, textboxes, spec, decision."""
+    return _page(approvals.get_request(request_id))
+
+
+@bp.post("/approvals/<request_id>/checklist")
+@access.owner
+def tick(request_id: str):
+    """Save one checklist tick as the owner makes it; answers the item fragment."""
+    approval = approvals.get_request(request_id)
+    label = request.form.get("label", "")
+    checked = request.form.get("checked") == "on"
+    try:
+        approvals.set_checklist_item(approval, label, checked)
+    except SaganError as exc:
+        db.session.rollback()
+        return render("approvals/detail.html", "approvals/_tick_status.html", saved=False,
+                      message=exc.message, label=label)
+    db.session.commit()
+    return render("approvals/detail.html", "approvals/_tick_status.html", saved=True,
+                  message="Saved", label=label)
+
+
+@bp.post("/approvals/<request_id>/resolve")
+@access.owner
+def resolve(request_id: str):
+    """Approve / acknowledge, defer or reject from the page (the API uses the same service)."""
+    approval = approvals.get_request(request_id)
+    decision = request.form.get("decision")
+    note = request.form.get("note", "")
+    answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
+    effects = []
+    try:
+        if decision == "approve":
+            effects = approvals.approve(approval, access.actor(), answers=answers, note=note,
+                                        confirm_unchecked=request.form.get("confirm_unchecked") == "1")
+        elif decision == "reject":
+            effects = approvals.reject(approval, access.actor(), note=note, answers=answers)
+        elif decision == "defer":
+            approvals.defer(approval, access.actor(), note=note, answers=answers)
+        else:
+            raise ValidationError("Choose approve, defer or reject.")
+    except SaganError as exc:
+        db.session.rollback()
+        approval = approvals.get_request(request_id)
+        unchecked = exc.details.get("unchecked") if getattr(exc, "code", "") == "unchecked_items" else None
+        return _page(approval, error=None if unchecked else exc.message, unchecked=unchecked,
+                     form_answers=answers, note=note)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return redirect(url_for("approvals.detail", request_id=approval.id), code=303)

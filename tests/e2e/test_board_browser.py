@@ -1,0 +1,185 @@
+"""The board in a real browser: moves swap in place, polls keep boards in sync, phones fit.
+
+Each test drives Chromium against the live server (tests/e2e/conftest.py) and asserts on
+what the owner sees. Every test also checks that the Content-Security-Policy refused
+nothing, since a refusal means some behaviour silently stopped working.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.e2e.conftest import PHONE
+
+pytestmark = pytest.mark.browser
+
+NO_RELOAD_MARK = "window.__saganNoReload = true"
+
+
+def open_board(session):
+    """Log in through the form and wait for the board; mark the page to detect reloads."""
+    page = session.login()
+    page.locator("#board").wait_for()
+    page.evaluate(NO_RELOAD_MARK)
+    return page
+
+
+def assert_not_reloaded(page):
+    assert page.evaluate("window.__saganNoReload === true"), "the page was reloaded"
+
+
+def assert_clean(session):
+    """No CSP refusals and no script errors on any page of the session."""
+    assert session.csp_problems() == []
+    assert session.page_errors == []
+
+
+def move_card(page, number: int, to: str, note: str | None = None):
+    """Use the card's "Move to…" menu, as the owner would with a thumb or a mouse."""
+    card = page.locator(f"#card-{number}")
+    card.get_by_text("Move to…").click()
+    card.get_by_label(f"New status for #{number}").select_option(to)
+    if note:
+        card.get_by_label(f"Note for #{number}").fill(note)
+    card.get_by_role("button", name="Move").click()
+
+
+def test_move_menu_moves_card_without_reloading(browser_session, owner_account, make_experiment):
+    """Does choosing a status in a card's menu put the card in the new column by an htmx swap?"""
+    number = make_experiment("Does label smoothing help the probe?")
+    session = browser_session()
+    page = open_board(session)
+    assert page.locator(f"[data-column=ideas] #card-{number}").is_visible()
+
+    move_card(page, number, "planning")
+
+    page.locator(f"[data-column=planning] #card-{number}").wait_for()
+    assert page.locator(f"[data-column=ideas] #card-{number}").count() == 0
+    assert_not_reloaded(page)
+    assert page.locator(f"#card-{number} .chip").first.inner_text() == "planning"
+    assert_clean(session)
+
+
+def test_refused_move_is_explained_on_the_card(browser_session, owner_account, make_experiment):
+    """Does a move that needs a note, sent without one, leave the card and say why on it?"""
+    number = make_experiment("A move that needs a reason")
+    session = browser_session()
+    page = open_board(session)
+
+    move_card(page, number, "archived")
+
+    error = page.locator(f"#card-{number} .card-error")
+    error.wait_for()
+    assert "note" in error.inner_text().lower()
+    assert page.locator(f"[data-column=ideas] #card-{number}").count() == 1
+    assert page.locator(f"#card-{number} details.move").get_attribute("open") is not None
+    assert_not_reloaded(page)
+    assert_clean(session)
+
+
+def test_second_browser_picks_up_a_move_by_polling(browser_session, owner_account, make_experiment,
+                                                  fast_board_poll):
+    """Does another device's open board show a card's move within a few polls, without reloading?"""
+    number = make_experiment("Seen from the phone too")
+    laptop, phone = browser_session(), browser_session(PHONE)
+    laptop_page, phone_page = open_board(laptop), open_board(phone)
+    assert phone_page.locator(f"[data-column=ideas] #card-{number}").count() == 1
+
+    move_card(laptop_page, number, "clarifying")
+
+    phone_page.locator(f"[data-column=clarifying] #card-{number}").wait_for(timeout=8_000)
+    assert phone_page.locator(f"[data-column=ideas] #card-{number}").count() == 0
+    assert_not_reloaded(phone_page)
+    assert_clean(laptop)
+    assert_clean(phone)
+
+
+def test_unchanged_poll_answers_304_and_keeps_the_board(browser_session, owner_account, make_experiment,
+                                                       fast_board_poll):
+    """Is an unchanged board answered 304, and does the page keep its cards (no empty swap)?"""
+    number = make_experiment("Still here after the poll")
+    session = browser_session()
+    page = open_board(session)
+    statuses = []
+    page.on("response", lambda r: statuses.append(r.status) if "/board/columns" in r.url else None)
+
+    page.evaluate("window.__polls = 0; document.body.addEventListener('htmx:afterRequest', e => {"
+                  " if (e.detail.pathInfo.requestPath.startsWith('/board/columns')) window.__polls++ })")
+    page.wait_for_function("() => window.__polls >= 3", timeout=10_000)
+
+    assert statuses and set(statuses) == {304}, statuses
+    assert page.locator(f"[data-column=ideas] #card-{number}").is_visible()
+    assert page.locator("#board .column").count() >= 10
+    assert_not_reloaded(page)
+    assert_clean(session)
+
+
+def test_open_move_menu_holds_the_poll_back(browser_session, owner_account, make_experiment, app,
+                                            fast_board_poll):
+    """Does an open "Move to…" menu survive a change elsewhere, with the board catching up after?"""
+    mine = make_experiment("The card I am moving")
+    other = make_experiment("Changed by someone else")
+    session = browser_session()
+    page = open_board(session)
+    card = page.locator(f"#card-{mine}")
+    card.get_by_text("Move to…").click()
+    card.get_by_label(f"Note for #{mine}").fill("half-typed reason")
+
+    from models import db
+    from services import experiments, lifecycle
+    from services.actors import Actor
+    with app.app_context():
+        lifecycle.transition(experiments.get_experiment(other), "clarifying", Actor("owner", None, "t"))
+        db.session.commit()
+    page.wait_for_timeout(2_500)  # two and a half poll intervals
+
+    assert card.get_by_label(f"Note for #{mine}").input_value() == "half-typed reason"
+    assert page.locator(f"[data-column=ideas] #card-{other}").count() == 1  # not swapped yet
+    card.get_by_text("Move to…").click()  # close the menu: the held poll runs now
+    page.locator(f"[data-column=clarifying] #card-{other}").wait_for(timeout=5_000)
+    assert_clean(session)
+
+
+@pytest.mark.parametrize("width", [390, 360])
+def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_account, make_experiment, width):
+    """Do the board, an experiment and the other pages fit a phone's width?"""
+    numbers = [make_experiment(f"Experiment with a long title about warmup schedules number {i}",
+                               tags="optim, a-rather-long-tag-name")
+               for i in range(3)]
+    make_experiment("Blocked on the pod", status="blocked")
+    session = browser_session({"width": width, "height": 800})
+    page = open_board(session)
+    for path in ["/", f"/experiments/{numbers[0]}", "/experiments", "/your-turn", "/api-tokens",
+                 "/experiments/new"]:
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a {width}px phone"
+    assert_clean(session)
+
+
+def test_phone_tap_targets_are_at_least_44px(browser_session, owner_account, make_experiment):
+    """Are the board's links, buttons and menus big enough for a thumb on a phone?"""
+    make_experiment("Thumb-sized controls", status="plan_pending")
+    session = browser_session(PHONE)
+    page = open_board(session)
+    page.locator(".card details.move").first.evaluate("d => d.open = true")
+    small = page.evaluate("""() => Array.from(document.querySelectorAll(
+          'a[href], button, summary, select, input:not([type=hidden]):not([type=checkbox])'))
+        .filter(e => e.offsetParent !== null && !e.closest('.sr-only'))
+        .map(e => [e, e.getBoundingClientRect()])
+        .filter(([e, r]) => r.height < 44 && !e.matches('.card-title, .skip-link'))
+        .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.height) + 'px')""")
+    assert small == []
+
+
+def test_owner_turn_cards_stand_out(browser_session, owner_account, make_experiment):
+    """Does a card waiting for the owner look different from one waiting for Sagan?"""
+    waiting = make_experiment("Waiting for approval", status="plan_pending")
+    working = make_experiment("Sagan is on it", status="planning")
+    session = browser_session()
+    page = open_board(session)
+    style = "el => { const s = getComputedStyle(el); return [s.backgroundColor, s.boxShadow] }"
+    assert page.locator(f"#card-{waiting}").evaluate(style) != page.locator(f"#card-{working}").evaluate(style)
+    assert re.match(r"Owner turn", page.locator(f"#card-{waiting} .turn").inner_text())

@@ -1,0 +1,213 @@
+"""One experiment's page `/experiments/<n>` (SPEC §9.1): record, status and turn,
+timeline (newest first, paged, filterable), status changes and record edits."""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from models import WorkflowEvent, db
+from services import clock, events, experiments
+from services.actors import Actor
+from tests.integration.pages import older_events_link, text, timeline_notes
+
+SYSTEM = Actor("system", None, "test")
+
+
+def _add_notes(app, number: int, count: int) -> None:
+    """`count` note events, one second apart, "Event 0" oldest."""
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        for i in range(count):
+            clock.advance(timedelta(seconds=1))
+            events.record(experiment, "note", SYSTEM, note=f"Event {i}")
+        db.session.commit()
+
+
+def _snapshot(app, number: int) -> dict:
+    with app.app_context():
+        e = experiments.get_experiment(number)
+        count = db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id))
+                                  .where(WorkflowEvent.entity_id == e.id))
+        return {"status": e.status, "title": e.title, "kind": e.kind, "priority": e.priority,
+                "tags": list(e.tags), "hypothesis": e.hypothesis, "events": count}
+
+
+def _status_error(response) -> str:
+    match = re.search(r'<section[^>]*id="status".*?<p class="error"[^>]*>(.*?)</p>', text(response), re.S)
+    assert match, "the status panel shows no error"
+    return match.group(1).strip()
+
+
+def test_page_shows_the_record_status_and_turn(client, owner, make_experiment):
+    """Does the page show the title, number, record fields, status chip and turn text?"""
+    number = make_experiment("Seed variance of probe accuracy", kind="survey", priority="urgent",
+                             compute_size="small", tags=["probes", "seeds"],
+                             hypothesis="Variance is under 1 point.", status="awaiting_clarifications")
+    response = client.get(f"/experiments/{number}")
+    assert response.status_code == 200
+    body = text(response)
+    assert f"#{number}" in body and "Seed variance of probe accuracy" in body
+    for value in ("<dd>survey</dd>", "<dd>urgent</dd>", "<dd>small</dd>", "Variance is under 1 point."):
+        assert value in body
+    assert '<span class="tag">probes</span>' in body and '<span class="tag">seeds</span>' in body
+    assert "status-awaiting_clarifications" in body
+    assert "Owner turn: answer Sagan questions" in body
+
+
+def test_page_has_the_sections_later_issues_fill(client, owner, make_experiment):
+    """Are the plan, approvals, runs, pods, clean result and discussion sections present?"""
+    body = text(client.get(f"/experiments/{make_experiment()}"))
+    for section in ("plan", "approvals", "runs", "pods", "clean-result", "discussion", "timeline"):
+        assert f'id="{section}"' in body, section
+
+
+def test_unknown_experiment_is_a_404_page(client, owner):
+    """Does an unknown number answer a 404 page that says so?"""
+    response = client.get("/experiments/424242")
+    assert response.status_code == 404
+    assert "No experiment 424242" in text(response)
+    assert client.get("/experiments/99999999999999999999999").status_code == 404
+
+
+def test_timeline_is_newest_first(app, client, owner, make_experiment):
+    """Does the timeline list the newest event first and the creation note last?"""
+    number = make_experiment()
+    _add_notes(app, number, 3)
+    assert timeline_notes(client.get(f"/experiments/{number}")) == [
+        "Event 2", "Event 1", "Event 0", "Experiment created."]
+
+
+def test_timeline_pages_through_older_events(app, client, owner, make_experiment):
+    """With 61 events, does the page show the newest 50 and "Older events" lead to the other 11?"""
+    number = make_experiment()
+    _add_notes(app, number, 60)
+    first = client.get(f"/experiments/{number}")
+    notes = timeline_notes(first)
+    assert notes == [f"Event {i}" for i in range(59, 9, -1)]
+    link = older_events_link(first)
+    assert link and link.startswith(f"/experiments/{number}/timeline?before=")
+
+    second = client.get(link)
+    assert second.status_code == 200
+    assert timeline_notes(second) == [f"Event {i}" for i in range(9, -1, -1)] + ["Experiment created."]
+    assert older_events_link(second) is None
+
+
+def test_older_events_come_as_a_fragment_for_htmx(app, htmx_client, make_experiment):
+    """Does the htmx "Older events" request get only the timeline rows?"""
+    number = make_experiment()
+    _add_notes(app, number, 55)
+    link = older_events_link(htmx_client.get(f"/experiments/{number}", headers={"HX-Request": "false"}))
+    response = htmx_client.get(link)
+    assert "<html" not in response.text
+    assert 'id="status"' not in response.text
+    assert timeline_notes(response)[0] == "Event 4"
+    assert "HX-Request" in response.headers["Vary"]
+
+
+def test_bad_cursor_is_a_clear_error(client, owner, make_experiment):
+    """Is a mangled `before` cursor answered with a clear 400, not a 500?"""
+    number = make_experiment()
+    response = client.get(f"/experiments/{number}/timeline?before=yesterday")
+    assert response.status_code == 400
+    assert "That page link is not valid." in text(response)
+
+
+def test_timeline_filters_by_event_type(app, client, owner, make_experiment):
+    """Does ?event_type=state_changed show only status changes, and an unknown type show all events?"""
+    number = make_experiment(status="clarifying")
+    _add_notes(app, number, 2)
+    body = text(client.get(f"/experiments/{number}?event_type=state_changed"))
+    assert "proposed → clarifying" in body
+    assert "Event 0" not in body and "Experiment created." not in body
+    notes_only = timeline_notes(client.get(f"/experiments/{number}?event_type=note"))
+    assert notes_only == ["Event 1", "Event 0", "Experiment created."]
+    response = client.get(f"/experiments/{number}?event_type=bogus")
+    assert response.status_code == 200  # an unknown filter value is ignored
+    assert text(response).count('<li class="event ') == 4
+
+
+def _change(client, owner, number, to, expected=None, note=None):
+    data = {"to": to, "csrf_token": owner.csrf()}
+    if expected:
+        data["expected"] = expected
+    if note is not None:
+        data["note"] = note
+    return client.post(f"/experiments/{number}/status", data=data)
+
+
+def test_status_change_from_the_page(app, client, owner, make_experiment):
+    """Does an allowed move from the page change the status and show it in the timeline?"""
+    number = make_experiment()
+    response = _change(client, owner, number, "clarifying", "proposed")
+    assert response.status_code == 200
+    assert response.headers["HX-Trigger"] == "pipeline-changed"
+    assert _snapshot(app, number)["status"] == "clarifying"
+    assert "proposed → clarifying" in text(client.get(f"/experiments/{number}"))
+
+
+def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment):
+    """Does the htmx status form get back only the #status panel, showing the new turn?"""
+    number = make_experiment()
+    response = htmx_client.post(f"/experiments/{number}/status",
+                                data={"to": "clarifying", "expected": "proposed"},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    body = text(response)
+    assert "<html" not in body
+    assert body.lstrip().startswith('<section class="panel status-panel')
+    assert "Sagan turn: clarify hypothesis and information gain" in body
+
+
+@pytest.mark.parametrize("to, expected, note, message", [
+    ("running", "proposed", None, "cannot move from proposed to running"),
+    ("blocked", "proposed", "", "needs a note"),
+    ("archived", "proposed", None, "needs a note"),
+    ("warp_speed", "proposed", None, "Unknown status 'warp_speed'"),
+    ("planning", "clarifying", None, "is now proposed"),
+])
+def test_refused_status_change_shows_why_and_changes_nothing(app, client, owner, make_experiment,
+                                                             to, expected, note, message):
+    """Is a refused move from the page explained next to the control, with nothing changed?"""
+    number = make_experiment()
+    before = _snapshot(app, number)
+    response = _change(client, owner, number, to, expected, note)
+    assert response.status_code == 200
+    assert message in _status_error(response)
+    assert "HX-Trigger" not in response.headers
+    assert _snapshot(app, number) == before
+
+
+def test_edit_record_saves_and_logs_the_change(app, client, owner, make_experiment):
+    """Does a valid edit save the fields and log which fields changed?"""
+    number = make_experiment("Old title")
+    response = client.post(f"/experiments/{number}/edit", data={
+        "title": "New title", "kind": "infra", "priority": "high", "tags": "a, b",
+        "hypothesis": "", "compute_size": "", "csrf_token": owner.csrf()})
+    assert response.status_code == 303
+    page = client.get(response.headers["Location"])
+    assert "New title" in text(page)
+    assert timeline_notes(page)[0].startswith("Edited title, ")
+    after = _snapshot(app, number)
+    assert (after["title"], after["kind"], after["priority"], after["tags"]) == (
+        "New title", "infra", "high", ["a", "b"])
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"title": ""}, "Title is required."),
+    ({"title": "y" * 301}, "the limit is 300"),
+    ({"kind": "poem"}, "Kind must be one of"),
+    ({"tags": ",".join(str(i) for i in range(51))}, "At most 50 tags."),
+    ({"tags": "z" * 81}, "longer than 80 characters"),
+])
+def test_edit_with_bad_input_shows_a_message_and_changes_nothing(app, client, owner, make_experiment,
+                                                                 fields, message):
+    """Is a bad edit answered with the message on the page and the record left as it was?"""
+    number = make_experiment("Keep this title", tags=["keep"])
+    before = _snapshot(app, number)
+    response = client.post(f"/experiments/{number}/edit", data={**fields, "csrf_token": owner.csrf()})
+    assert response.status_code == 200
+    assert message in text(response)
+    assert _snapshot(app, number) == before

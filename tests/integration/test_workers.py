@@ -1,0 +1,107 @@
+"""The RQ side: queue limits, jobs in an app context, fork hygiene, the scheduler lease."""
+from __future__ import annotations
+
+import signal
+
+import pytest
+import sqlalchemy as sa
+from rq import SimpleWorker
+
+from models import db
+from services import redis_store
+from workers import queues, runtime, scheduler
+from workers.launcher import parse_args, queue_names
+
+
+def backend_pid() -> int:
+    """A job: the PostgreSQL backend serving this process's session (needs an app context)."""
+    return db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+
+
+@pytest.fixture
+def job_app(app):
+    """Jobs run in the test app; signal handlers a worker installs are put back afterwards."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runtime.set_app(app)
+    yield app
+    runtime.set_app(None)
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def test_each_queue_enqueues_with_its_configured_timeout(app_ctx, app):
+    """Do jobs get their queue's timeout from config, and Sagan's failure TTL?"""
+    expected = {"agents": app.config["JOB_TIMEOUT_AGENTS"], "dispatch": app.config["JOB_TIMEOUT_DISPATCH"],
+                "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_AGENTS"]}
+    for name, timeout in expected.items():
+        job = queues.enqueue(name, "services.auth.owner_exists")
+        assert (job.origin, job.timeout, job.failure_ttl) == (name, timeout, queues.FAILURE_TTL)
+    with pytest.raises(ValueError, match="Unknown queue 'gpu'"):
+        queues.get_queue("gpu")
+
+
+def test_job_runs_inside_an_app_context(app, job_app, auth):
+    """Does a job that needs the database work when the worker has no app context of its own?"""
+    auth.create_owner()
+    with app.app_context():
+        job = queues.enqueue("default", "services.auth.owner_exists")
+        connection = redis_store.connection()
+    worker = SimpleWorker([queues.DEFAULT], connection=connection, job_class=runtime.AppContextJob)
+    worker.work(burst=True)
+    assert job.get_status(refresh=True) == "finished"
+    assert job.return_value() is True
+
+
+def test_work_horse_opens_its_own_database_connection(app, job_app):
+    """Does a forked work horse leave the parent's pooled connection alone and open its own?"""
+    with app.app_context():
+        parent_backend = backend_pid()  # now pooled in the parent, as a scheduler tick would leave it
+        db.session.remove()
+        job = queues.enqueue("default", "tests.integration.test_workers.backend_pid")
+        worker = runtime.SaganWorker([queues.get_queue(queues.DEFAULT)], connection=redis_store.connection())
+    worker.work(burst=True)
+    assert job.get_status(refresh=True) == "finished", job.latest_result()
+    assert job.return_value() != parent_backend
+    with app.app_context():
+        assert backend_pid() == parent_backend  # the parent's connection still works
+
+
+def test_only_one_scheduler_ticks_at_a_time(app, monkeypatch):
+    """With two launchers, does only the lease holder tick, and does the other take over after?"""
+    ticks = []
+    monkeypatch.setattr(scheduler, "tick", lambda app: ticks.append(app))
+    first, second = scheduler.Scheduler(app, interval=1), scheduler.Scheduler(app, interval=1)
+    assert first.run_once() is True
+    assert second.run_once() is False
+    assert first.run_once() is True  # the holder extends its lease
+    first.release_lease()
+    assert second.run_once() is True
+    assert len(ticks) == 3
+
+
+def test_a_failing_tick_does_not_stop_the_scheduler(app, monkeypatch, caplog):
+    """Is an exception in a tick logged and the loop kept alive?"""
+    def broken(app):
+        raise RuntimeError("tick exploded")
+    monkeypatch.setattr(scheduler, "tick", broken)
+    assert scheduler.Scheduler(app, interval=1).run_once() is False
+    assert "scheduler tick failed" in caplog.text
+
+
+def test_scheduler_loop_stops_and_releases_its_lease(app):
+    """Does stop() end the thread promptly and free the lease for another launcher?"""
+    loop = scheduler.Scheduler(app, interval=30)
+    thread = loop.start()
+    loop.stop(timeout=5)
+    assert not thread.is_alive()
+    with app.app_context():
+        assert redis_store.connection().get(scheduler.LEASE_KEY) is None
+
+
+def test_launcher_serves_local_only_when_asked(app):
+    """Does the launcher add the `local` queue only with --local (or SAGAN_LOCAL_PODS)?"""
+    assert queue_names(parse_args([]), {"SAGAN_LOCAL_PODS": False}) == ["agents", "dispatch", "default"]
+    assert queue_names(parse_args([]), {"SAGAN_LOCAL_PODS": True})[-1] == "local"
+    assert queue_names(parse_args(["--local"]), {"SAGAN_LOCAL_PODS": False})[-1] == "local"
+    with pytest.raises(SystemExit, match="Unknown queue"):
+        queue_names(parse_args(["--queues", "agents,gpu"]), {"SAGAN_LOCAL_PODS": False})
