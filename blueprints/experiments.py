@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from blueprints import access
 from blueprints._htmx import render
 from models import db
-from services import events, experiments, lifecycle, markers, registry
+from services import approvals, events, experiments, lifecycle, markers, questions, registry
 from services.errors import SaganError, ValidationError
 
 bp = Blueprint("experiments", __name__)
@@ -64,6 +64,8 @@ def _detail_context(experiment, **extra) -> dict:
             "moves": lifecycle.allowed_moves(experiment, "owner"),
             "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
             "filters": _timeline_filters(), "review_loops": markers.review_loops_for(experiment),
+            "plans": approvals.plan_overview(experiment), "plan_error": None, "plan_text": None,
+            "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
             "status_error": None,
             "edit_error": None, **_form_choices(), **extra}
 
@@ -121,4 +123,46 @@ def edit(number: int):
         return render_template("experiments/detail.html",
                                **_detail_context(experiment, edit_error=exc))
     db.session.commit()
+    return redirect(url_for("experiments.detail", number=number), code=303)
+
+
+@bp.post("/experiments/<int:number>/plan")
+@access.owner
+def submit_plan(number: int):
+    """The owner pastes a plan; a valid one opens an approval request."""
+    experiment = experiments.get_experiment(number)
+    text = request.form.get("markdown", "")
+    try:
+        submission = approvals.submit_plan(experiment, text, access.actor(), source="owner")
+    except SaganError as exc:
+        db.session.rollback()
+        experiment = experiments.get_experiment(number)
+        return render_template("experiments/detail.html",
+                               **_detail_context(experiment, plan_error=exc.message, plan_text=text))
+    db.session.commit()
+    lifecycle.run_side_effects(submission.effects)
+    if submission.approval is None:
+        return render_template("experiments/detail.html", **_detail_context(
+            experiment, plan_error=f"Plan v{submission.plan_version.version} was saved, but its runpod-spec "
+                                   "is invalid, so no approval was requested. Fix it and submit again.",
+            plan_text=text))
+    return redirect(url_for("approvals.detail", request_id=submission.approval.id), code=303)
+
+
+@bp.post("/experiments/<int:number>/answers")
+@access.owner
+def answer_questions(number: int):
+    """The owner answers the planner's questions; the planner is re-dispatched."""
+    experiment = experiments.get_experiment(number)
+    answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
+    try:
+        effects = questions.answer(experiment, answers, access.actor(),
+                                   expected_status=request.form.get("expected") or None)
+    except SaganError as exc:
+        db.session.rollback()
+        experiment = experiments.get_experiment(number)
+        return render_template("experiments/detail.html",
+                               **_detail_context(experiment, answer_error=exc.message, answers=answers))
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
     return redirect(url_for("experiments.detail", number=number), code=303)

@@ -333,3 +333,40 @@ def pending_queue() -> list[tuple[ApprovalRequest, Experiment]]:
         sa.select(ApprovalRequest, Experiment).join(Experiment, Experiment.id == ApprovalRequest.experiment_id)
         .where(ApprovalRequest.status == "pending")
         .order_by(ApprovalRequest.deferred_at.is_not(None), rank.desc(), ApprovalRequest.created_at)).all())
+
+
+@dataclass
+class PlanOverview:
+    current: PlanVersion | None
+    versions: list[PlanVersion]
+    approved_version_id: object | None
+    pending: ApprovalRequest | None
+    spec_diff: str | None   # unified diff: approved plan's spec → the stored spec
+    requests: list[ApprovalRequest]
+
+
+def plan_overview(experiment: Experiment) -> PlanOverview:
+    """What the experiment page shows about plans, in three queries."""
+    import difflib
+    import json
+
+    versions = list(db.session.scalars(
+        sa.select(PlanVersion).where(PlanVersion.experiment_id == experiment.id)
+        .order_by(PlanVersion.version.desc())))
+    requests = list(db.session.scalars(
+        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
+        .order_by(ApprovalRequest.created_at.desc())))
+    approved = next((r for r in requests if r.status == "approved" and r.plan_version_id), None)
+    pending = next((r for r in requests if r.status == "pending"), None)
+    diff = None
+    if approved is not None:
+        approved_version = next((v for v in versions if v.id == approved.plan_version_id), None)
+        approved_spec = (approved_version.plan_json or {}).get("spec") if approved_version else None
+        if approved_version is not None and approved_spec != experiment.pod_spec:
+            def lines(value):
+                return json.dumps(value, indent=2, sort_keys=True).splitlines()
+            diff = "\n".join(difflib.unified_diff(
+                lines(approved_spec), lines(experiment.pod_spec),
+                f"approved plan v{approved_version.version}", "stored pod_spec", lineterm=""))
+    return PlanOverview(versions[0] if versions else None, versions,
+                        approved.plan_version_id if approved else None, pending, diff, requests)

@@ -57,11 +57,14 @@ def build_schema(app) -> None:
 
 
 def truncate_all(app) -> None:
+    """Empty every table. DELETE, children first, rather than TRUNCATE: a test leaves a
+    handful of rows, and TRUNCATE's new files and fsyncs cost ~0.1-0.3 s per test while
+    DELETE of a few rows costs a millisecond. (The schema has no sequences to restart.)"""
     with app.app_context():
         db.session.remove()
-        tables = ", ".join(f'"{t.name}"' for t in db.metadata.sorted_tables)
         with db.engine.begin() as conn:
-            conn.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            for table in reversed(db.metadata.sorted_tables):
+                conn.execute(table.delete())
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@
   var heldPolls = new Map();
 
   function pollMustWait(elt) {
-    return document.hidden;
+    return document.hidden || !!elt.querySelector("details.move[open]");
   }
 
   document.addEventListener("htmx:confirm", function (event) {

@@ -9,10 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD
+from tests.e2e.actions import DESKTOP
 from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
-
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="session")

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "api-tokens": "/api-tokens",
         "new-experiment": "/experiments/new",
         "api-tokens-created": "/api-tokens",  # after creating one: the secret shown once
+        "board-csrf-toast": "/",  # a move refused by an expired CSRF token
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
@@ -101,6 +102,17 @@ def main(argv: list[str] | None = None) -> int:
                         page.get_by_label("Name").fill("CI runner")
                         page.get_by_role("button", name="Create token").click()
                         page.get_by_text("Copy your new token now").wait_for()
+                    if name == "board-csrf-toast":
+                        number = number_of["plan_pending"]
+                        page.evaluate("""() => {
+                            document.body.setAttribute('hx-headers', '{"X-CSRFToken": "expired"}');
+                            document.querySelectorAll('input[name=csrf_token]').forEach(i => i.value = 'x');
+                        }""")
+                        card = page.locator(f"#card-{number}")
+                        card.get_by_text("Move to…").click()
+                        card.locator("select").select_option("approved")
+                        card.get_by_role("button", name="Move").click()
+                        page.locator("#toasts .toast").wait_for()
                     page.wait_for_load_state("networkidle")
                     file = out / f"{name}-{width_name}-{scheme}.png"
                     page.screenshot(path=str(file), full_page=True)

@@ -10,39 +10,9 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import PHONE
+from tests.e2e.actions import PHONE, assert_clean, assert_not_reloaded, move_card, open_board
 
 pytestmark = pytest.mark.browser
-
-NO_RELOAD_MARK = "window.__saganNoReload = true"
-
-
-def open_board(session):
-    """Log in through the form and wait for the board; mark the page to detect reloads."""
-    page = session.login()
-    page.locator("#board").wait_for()
-    page.evaluate(NO_RELOAD_MARK)
-    return page
-
-
-def assert_not_reloaded(page):
-    assert page.evaluate("window.__saganNoReload === true"), "the page was reloaded"
-
-
-def assert_clean(session):
-    """No CSP refusals and no script errors on any page of the session."""
-    assert session.csp_problems() == []
-    assert session.page_errors == []
-
-
-def move_card(page, number: int, to: str, note: str | None = None):
-    """Use the card's "Move to…" menu, as the owner would with a thumb or a mouse."""
-    card = page.locator(f"#card-{number}")
-    card.get_by_text("Move to…").click()
-    card.get_by_label(f"New status for #{number}").select_option(to)
-    if note:
-        card.get_by_label(f"Note for #{number}").fill(note)
-    card.get_by_role("button", name="Move").click()
 
 
 def test_move_menu_moves_card_without_reloading(browser_session, owner_account, make_experiment):
@@ -80,16 +50,21 @@ def test_refused_move_is_explained_on_the_card(browser_session, owner_account, m
 
 def test_second_browser_picks_up_a_move_by_polling(browser_session, owner_account, make_experiment,
                                                   fast_board_poll):
-    """Does another device's open board show a card's move within a few polls, without reloading?"""
+    """Does another device's open board show a card's move, and the new "Your turn" count, by polling?"""
     number = make_experiment("Seen from the phone too")
     laptop, phone = browser_session(), browser_session(PHONE)
     laptop_page, phone_page = open_board(laptop), open_board(phone)
     assert phone_page.locator(f"[data-column=ideas] #card-{number}").count() == 1
+    assert phone_page.locator("#your-turn").inner_text() == "Your turn (0)"
 
-    move_card(laptop_page, number, "clarifying")
+    move_card(laptop_page, number, "blocked", note="Waiting for the A100 pool")
 
-    phone_page.locator(f"[data-column=clarifying] #card-{number}").wait_for(timeout=8_000)
+    laptop_page.locator(f"[data-column=blocked] #card-{number}").wait_for()
+    assert laptop_page.locator("#your-turn").inner_text() == "Your turn (1)"
+    phone_page.locator(f"[data-column=blocked] #card-{number}").wait_for(timeout=8_000)
     assert phone_page.locator(f"[data-column=ideas] #card-{number}").count() == 0
+    assert phone_page.locator("#your-turn").inner_text() == "Your turn (1)"
+    assert phone_page.locator("#your-turn").count() == 1
     assert_not_reloaded(phone_page)
     assert_clean(laptop)
     assert_clean(phone)
@@ -106,8 +81,11 @@ def test_unchanged_poll_answers_304_and_keeps_the_board(browser_session, owner_a
 
     page.evaluate("window.__polls = 0; document.body.addEventListener('htmx:afterRequest', e => {"
                   " if (e.detail.pathInfo.requestPath.startsWith('/board/columns')) window.__polls++ })")
-    page.wait_for_function("() => window.__polls >= 3", timeout=10_000)
+    # Three polls, or the board is gone (a 304 swapped in as an empty body ends polling too).
+    page.wait_for_function("() => window.__polls >= 3 || !document.getElementById('board')",
+                           timeout=10_000)
 
+    assert page.locator("#board").count() == 1, "an unchanged poll wiped the board"
     assert statuses and set(statuses) == {304}, statuses
     assert page.locator(f"[data-column=ideas] #card-{number}").is_visible()
     assert page.locator("#board .column").count() >= 10
@@ -183,3 +161,25 @@ def test_owner_turn_cards_stand_out(browser_session, owner_account, make_experim
     style = "el => { const s = getComputedStyle(el); return [s.backgroundColor, s.boxShadow] }"
     assert page.locator(f"#card-{waiting}").evaluate(style) != page.locator(f"#card-{working}").evaluate(style)
     assert re.match(r"Owner turn", page.locator(f"#card-{waiting} .turn").inner_text())
+
+
+def test_status_panel_move_updates_in_place(browser_session, owner_account, make_experiment):
+    """Does a move from the experiment page swap the status panel and the header count, not the page?"""
+    number = make_experiment("Moved from its own page")
+    session = browser_session(PHONE)
+    session.login()
+    page = session.page
+    page.goto(f"/experiments/{number}")
+    page.evaluate("window.__saganNoReload = true")
+    assert page.locator("#your-turn").inner_text() == "Your turn (0)"
+
+    page.locator("#status").get_by_label("Move to").select_option("blocked")
+    page.locator("#status").get_by_label("Note").fill("Needs a bigger GPU")
+    page.locator("#status").get_by_role("button", name="Move").click()
+
+    page.locator("#status .chip", has_text="blocked").wait_for()
+    assert "Needs a bigger GPU" in page.locator("#status .status-reason").inner_text()
+    assert page.locator("#your-turn").inner_text() == "Your turn (1)"
+    assert_not_reloaded(page)
+    assert_clean(session)
+

@@ -55,6 +55,7 @@ def test_job_runs_inside_an_app_context(app, job_app, auth):
 def test_work_horse_opens_its_own_database_connection(app, job_app):
     """Does a forked work horse leave the parent's pooled connection alone and open its own?"""
     with app.app_context():
+        db.engine.dispose()  # exactly one pooled connection below, so the checks are exact
         parent_backend = backend_pid()  # now pooled in the parent, as a scheduler tick would leave it
         db.session.remove()
         job = queues.enqueue("default", "tests.integration.test_workers.backend_pid")

@@ -1,0 +1,99 @@
+"""`flask --app app demo load`: a curated board made of real transitions, and bulk data."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from models import Experiment, WorkflowEvent, db
+from services import lifecycle
+
+
+def _experiments(app) -> list[Experiment]:
+    with app.app_context():
+        rows = list(db.session.scalars(sa.select(Experiment).order_by(Experiment.number)))
+        db.session.expunge_all()
+        return rows
+
+
+def _state_events(app, experiment_id) -> list[WorkflowEvent]:
+    with app.app_context():
+        rows = list(db.session.scalars(
+            sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment_id,
+                                           WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at, WorkflowEvent.id)))
+        db.session.expunge_all()
+        return rows
+
+
+def test_demo_load_creates_experiments_across_many_statuses(app, runner):
+    """Does `demo load` create experiments in at least a dozen statuses, and say how many?"""
+    result = runner.invoke(args=["demo", "load"])
+    assert result.exit_code == 0, result.output
+    made = _experiments(app)
+    assert f"Loaded {len(made)} experiments." in result.output
+    assert len({e.status for e in made}) >= 12
+    assert {"proposed", "plan_pending", "running", "blocked", "shared", "archived"} <= {e.status for e in made}
+
+
+def test_demo_timelines_are_real_transitions(app, runner):
+    """Is each demo timeline a chain of allowed transitions from proposed to its status?"""
+    runner.invoke(args=["demo", "load"])
+    for experiment in _experiments(app):
+        events = _state_events(app, experiment.id)
+        if experiment.status == "proposed":
+            assert events == []
+            continue
+        assert events[0].from_status == "proposed"
+        assert events[-1].to_status == experiment.status
+        before_block = None
+        for previous, event in zip([None] + events[:-1], events):
+            if previous is not None:
+                assert event.from_status == previous.to_status
+            probe = Experiment(status=event.from_status, status_before_block=before_block, number=0)
+            allowed = {m.to for m in lifecycle.allowed_moves(probe, event.actor_kind)}
+            assert event.to_status in allowed, (experiment.title, event.from_status, event.to_status)
+            before_block = event.from_status if event.to_status == "blocked" else None
+        if experiment.status == "blocked":
+            assert experiment.status_before_block == events[-1].from_status
+
+
+def test_demo_load_twice_adds_nothing(app, runner):
+    """Is loading the curated demo a second time a no-op?"""
+    runner.invoke(args=["demo", "load"])
+    count = len(_experiments(app))
+    result = runner.invoke(args=["demo", "load"])
+    assert "Loaded 0 experiments." in result.output
+    assert len(_experiments(app)) == count
+
+
+def test_demo_load_scale_creates_that_many(app, runner):
+    """Does `demo load --scale 300` create 300 experiments with events, numbered 1..300?"""
+    result = runner.invoke(args=["demo", "load", "--scale", "300"])
+    assert result.exit_code == 0, result.output
+    assert "Loaded 300 experiments." in result.output
+    made = _experiments(app)
+    assert [e.number for e in made] == list(range(1, 301))
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id))) >= 300
+
+
+def test_demo_scale_rejects_a_negative_count(app, runner):
+    """Is a negative --scale refused with a clear error and nothing created?"""
+    result = runner.invoke(args=["demo", "load", "--scale", "-5"])
+    assert result.exit_code != 0
+    assert "-5" in result.output
+    assert _experiments(app) == []
+
+
+def test_demo_board_renders(app, runner, client, owner):
+    """Does the board render the curated demo with every card?"""
+    runner.invoke(args=["demo", "load"])
+    response = client.get("/")
+    assert response.status_code == 200
+    for experiment in _experiments(app):
+        assert f'id="card-{experiment.number}"' in response.text
+
+
+def test_numbers_continue_after_scale_data(app, runner, make_experiment):
+    """After bulk data, does the next experiment get the next number?"""
+    runner.invoke(args=["demo", "load", "--scale", "10"])
+    assert make_experiment("After the bench") == 11
