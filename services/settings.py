@@ -35,3 +35,37 @@ def put(key: str, value) -> None:
 def gpu_prices() -> dict:
     from services.dispatch.costs import gpu_prices as merge
     return merge(get("gpu_prices") or {})
+
+
+def update_pricing(form: dict) -> None:
+    """Validate and store GPU prices and the auto-approve limit from the settings form.
+
+    Empty price fields mean "use the reference rate" (or unknown when there is none).
+    """
+    from services.dispatch.spec import GPUS
+    from services.errors import ValidationError
+
+    prices = {}
+    for gpu in GPUS:
+        raw = (form.get(f"price-{gpu.short}") or "").strip()
+        if not raw:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValidationError(f"The price for {gpu.short} must be a number of dollars per GPU-hour.",
+                                  field=f"price-{gpu.short}")
+        if not 0 <= value <= 1000:
+            raise ValidationError(f"The price for {gpu.short} must be between 0 and 1,000 $/GPU-hour.",
+                                  field=f"price-{gpu.short}")
+        prices[gpu.short] = value
+    raw_limit = (form.get("auto_approve_max_usd") or "").strip()
+    try:
+        limit = float(raw_limit)
+    except ValueError:
+        raise ValidationError("The auto-approve limit must be a number of dollars.", field="auto_approve_max_usd")
+    if not 0 <= limit <= 100_000:
+        raise ValidationError("The auto-approve limit must be between 0 and 100,000 dollars.",
+                              field="auto_approve_max_usd")
+    put("gpu_prices", prices)
+    put("auto_approve_max_usd", limit)

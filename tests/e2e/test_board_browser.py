@@ -174,7 +174,7 @@ def test_status_panel_move_updates_in_place(browser_session, owner_account, make
     assert page.locator("#your-turn").inner_text() == "Your turn (0)"
 
     page.locator("#status").get_by_label("Move to").select_option("blocked")
-    page.locator("#status").get_by_label("Note").fill("Needs a bigger GPU")
+    page.locator("#status").get_by_label("Note", exact=True).fill("Needs a bigger GPU")
     page.locator("#status").get_by_role("button", name="Move").click()
 
     page.locator("#status .chip", has_text="blocked").wait_for()
