@@ -67,6 +67,7 @@ class Config:
     SESSION_COOKIE_SECURE = SAGAN_BASE_URL.startswith("https://")
     REMEMBER_COOKIE_HTTPONLY = True
     REMEMBER_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    REMEMBER_COOKIE_SAMESITE = "Lax"  # "keep me logged in" is a session credential too (SPEC §10)
     # A board tab left open all day must still be able to post (SPEC §10).
     WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
     WTF_CSRF_HEADERS = ["X-CSRFToken"]

@@ -14,6 +14,7 @@ requests carry no ambient credential, so they need none.
 from __future__ import annotations
 
 from typing import Callable
+from urllib.parse import urlsplit
 
 from flask import Flask, current_app, g, jsonify, redirect, request, url_for
 from flask_login import current_user
@@ -59,11 +60,21 @@ def _json_error(status: int, code: str, message: str):
     return with_message(response, code, message)
 
 
+def _htmx_return_path() -> str:
+    """The page htmx was on, as a local path: HX-Current-URL is absolute, and login only
+    follows local paths, so passing it whole would always land on the board."""
+    parts = urlsplit(request.headers.get("HX-Current-URL", ""))
+    if parts.netloc and parts.netloc != request.host:
+        return "/"
+    path = parts.path or "/"
+    return f"{path}?{parts.query}" if parts.query else path
+
+
 def _login_required():
     if request.headers.get("HX-Request") == "true":
         # htmx would swap a login form into a card; send the whole page to login instead.
         response = current_app.response_class(status=401)
-        response.headers["HX-Redirect"] = url_for("auth.login", next=request.headers.get("HX-Current-URL", "/"))
+        response.headers["HX-Redirect"] = url_for("auth.login", next=_htmx_return_path())
         return response
     if wants_json():
         return _json_error(401, "unauthorized", "Log in or send an API token (Authorization: Bearer sk_…).")

@@ -22,6 +22,7 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
             name="failure_reason"),
         sa.Index("ix_agent_runs_scope", "scope_kind", "scope_id"),
         sa.Index("ix_agent_runs_status", "status"),
+        sa.Index("ix_agent_runs_wake_at", "wake_at"),
     )
 
     kind: Mapped[str] = mapped_column(sa.String(16))
@@ -55,6 +56,11 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
     rq_job_id: Mapped[str | None] = mapped_column(sa.String(64))
+    # The model conversation so far (redacted), so a parked run resumes from the database.
+    conversation: Mapped[list | None] = mapped_column(JSONType)
+    # What a `waiting` run waits for: {"children": [ids]} / {"pods": run id} / {"until": iso}.
+    waiting_for: Mapped[dict | None] = mapped_column(JSONType)
+    cancel_requested_at: Mapped[datetime | None]
 
     @property
     def short_id(self) -> str:

@@ -112,15 +112,17 @@ def pg_error(url) -> str | None:
         engine.dispose()
 
 
-def start_postgres() -> bool:
-    """Start the local cluster(s) with Debian's wrapper; False when there is none to start."""
+def start_postgres() -> str | None:
+    """Start the local cluster(s) with Debian's wrapper; None when started, else why not."""
     clusters = sorted(glob.glob("/etc/postgresql/*/main"))
     if not shutil.which("pg_ctlcluster") or not clusters:
-        return False
+        return "no local server is installed"
+    started = False
     for cluster in clusters:
         version = cluster.split("/")[3]
-        run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"])
-    return True
+        started |= run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"])
+    # pg_ctlcluster fails on a cluster that already runs: then it runs on another port.
+    return None if started else "the local cluster did not start (already running on another port?)"
 
 
 def ensure_postgres() -> None:
@@ -132,10 +134,11 @@ def ensure_postgres() -> None:
     error = pg_error(server)
     if error is not None and (url.host or "") in LOCAL_HOSTS:
         say(f"PostgreSQL does not answer ({error.splitlines()[0]}); starting it.")
-        if not start_postgres():
-            fail(f"PostgreSQL at {shown} does not answer and no local server is installed. Install "
-                 "PostgreSQL (Debian/Ubuntu: `apt-get install postgresql`; macOS: `brew install "
-                 "postgresql@16`), start it, or set TEST_DATABASE_URL to a server you have.")
+        problem = start_postgres()
+        if problem:
+            fail(f"PostgreSQL at {shown} does not answer and {problem}. Install PostgreSQL "
+                 "(Debian/Ubuntu: `apt-get install postgresql`; macOS: `brew install postgresql@16`), "
+                 "start it, or set TEST_DATABASE_URL to a server you have.")
         error = wait_for(lambda: pg_error(server), "PostgreSQL")
     if error is not None:
         fail(f"PostgreSQL at {shown} does not answer: {error}")

@@ -60,3 +60,121 @@ def append_event(run_id, event_type: str, body: str | None = None, metadata: dic
                      metadata_=metadata, created_at=now, updated_at=now)
     db.session.add(event)
     return event
+
+
+# --- lifecycle -------------------------------------------------------------------------
+
+def create_run(*, kind: str, agent: str, request: str, scope_id=None, scope_kind: str = "experiment",
+               parent_run_id=None, resumes_run_id=None, model: str | None = None,
+               runpod_account: str | None = None, status: str = "queued", wake_at=None) -> AgentRun:
+    """A new run row (queued unless told otherwise); the caller commits and enqueues."""
+    if kind not in registry.RUN_KINDS:
+        raise ValidationError(f"Unknown run kind {kind!r}.", field="kind")
+    run = AgentRun(id=uuid.uuid4(), kind=kind, agent=agent, request=redact(request) or "",
+                   scope_kind=scope_kind, scope_id=scope_id, parent_run_id=parent_run_id,
+                   resumes_run_id=resumes_run_id, model=model, runpod_account=runpod_account,
+                   status=status, wake_at=wake_at, conversation=None)
+    db.session.add(run)
+    db.session.flush()
+    return run
+
+
+def set_status(run: AgentRun, status: str, *, reason: str | None = None, error: str | None = None) -> None:
+    """Move a run's status; terminal statuses stamp completion. The caller commits."""
+    if status not in registry.RUN_STATUSES:
+        raise ValidationError(f"Unknown run status {status!r}.")
+    now = utcnow()
+    run.status = status
+    if status == "running" and run.started_at is None:
+        run.started_at = now
+    if status in registry.RUN_TERMINAL_STATUSES:
+        run.completed_at = now
+        run.wake_at = None
+        run.waiting_for = None
+    if reason is not None:
+        if reason not in registry.FAILURE_REASONS:
+            raise ValidationError(f"Unknown failure reason {reason!r}.")
+        run.failure_reason = reason
+    if error is not None:
+        run.last_error = redact(error)[:8000]
+
+
+def heartbeat(run_id) -> None:
+    """Record that the worker running this run is alive (its own short transaction)."""
+    with db.engine.begin() as conn:
+        conn.execute(sa.update(AgentRun.__table__).where(AgentRun.__table__.c.id == run_id)
+                     .values(heartbeat_at=utcnow()))
+
+
+def request_cancel(run: AgentRun) -> None:
+    """Ask a run to stop: checked between steps; queued or waiting runs stop at once."""
+    if run.terminal:
+        raise ValidationError(f"Run {run.short_id} already ended ({run.status}).")
+    run.cancel_requested_at = utcnow()
+
+
+def events_after(run_id, after: int = 0, limit: int = 500) -> list[RunEvent]:
+    """Events with seq > after, oldest first (the polling cursor)."""
+    return list(db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id == run_id, RunEvent.seq > after)
+        .order_by(RunEvent.seq).limit(limit)))
+
+
+def latest_events(run_id, limit: int = 200) -> list[RunEvent]:
+    """The last `limit` events, oldest first (a run page's first render)."""
+    rows = list(db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.seq.desc()).limit(limit)))
+    return rows[::-1]
+
+
+def events_before(run_id, before: int, limit: int = 200) -> list[RunEvent]:
+    """Older events for "show earlier", oldest first."""
+    rows = list(db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id == run_id, RunEvent.seq < before)
+        .order_by(RunEvent.seq.desc()).limit(limit)))
+    return rows[::-1]
+
+
+def runs_for_experiment(experiment_id) -> list[AgentRun]:
+    return list(db.session.scalars(
+        sa.select(AgentRun).where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id)
+        .order_by(AgentRun.created_at.desc())))
+
+
+def list_runs(*, experiment_id=None, status: str | None = None, limit: int = 100) -> list[AgentRun]:
+    query = sa.select(AgentRun).order_by(AgentRun.created_at.desc()).limit(limit)
+    if experiment_id is not None:
+        query = query.where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id)
+    if status:
+        if status not in registry.RUN_STATUSES:
+            raise ValidationError(f"Unknown run status {status!r}.", field="status")
+        query = query.where(AgentRun.status == status)
+    return list(db.session.scalars(query))
+
+
+def children(run: AgentRun) -> list[AgentRun]:
+    return list(db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run.id)
+                                   .order_by(AgentRun.created_at)))
+
+
+def run_json(run: AgentRun) -> dict:
+    return {
+        "id": str(run.id), "kind": run.kind, "agent": run.agent, "provider": run.provider,
+        "model": run.model, "status": run.status, "request": run.request,
+        "scopeKind": run.scope_kind, "scopeId": str(run.scope_id) if run.scope_id else None,
+        "parentRunId": str(run.parent_run_id) if run.parent_run_id else None,
+        "resumesRunId": str(run.resumes_run_id) if run.resumes_run_id else None,
+        "failureReason": run.failure_reason, "lastError": run.last_error,
+        "inputTokens": run.input_tokens, "outputTokens": run.output_tokens, "costUsd": run.cost_usd,
+        "turns": run.turns, "lastSeq": run.last_seq,
+        "heartbeatAt": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
+        "wakeAt": run.wake_at.isoformat() if run.wake_at else None,
+        "startedAt": run.started_at.isoformat() if run.started_at else None,
+        "completedAt": run.completed_at.isoformat() if run.completed_at else None,
+        "createdAt": run.created_at.isoformat() if run.created_at else None,
+    }
+
+
+def event_json(event: RunEvent) -> dict:
+    return {"seq": event.seq, "eventType": event.event_type, "body": event.body,
+            "metadata": event.metadata_, "createdAt": event.created_at.isoformat()}

@@ -65,7 +65,10 @@ class SaganWorker(Worker):
     job_class = AppContextJob
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("job_class", AppContextJob)
+        # `rq worker` passes its own default (rq.job.Job); jobs here always need the app.
+        given = kwargs.get("job_class")
+        if not (isinstance(given, type) and issubclass(given, AppContextJob)):
+            kwargs["job_class"] = AppContextJob
         super().__init__(*args, **kwargs)
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
 

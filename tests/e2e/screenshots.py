@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     from app import create_app
     from config import TestConfig
     from models import Experiment, db
-    from services import demo
+    from services import approvals, demo
+    from services.actors import Actor
     from services.auth import create_owner, create_token, revoke_token
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
@@ -60,12 +61,25 @@ def main(argv: list[str] | None = None) -> int:
         old, _ = create_token("old notebook", "read")
         revoke_token(old.id)
         db.session.commit()
-        number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))}
+        # A real plan awaiting approval, from the fixture plan the approval tests use.
+        planned = db.session.scalars(db.select(Experiment).where(Experiment.status == "planning")).first()
+        planned.runpod_account = "personal"
+        plan = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
+        submission = approvals.submit_plan(planned, plan, Actor("agent", None, "planner"), source="api")
+        db.session.commit()
+        approval_id = submission.approval.id if submission.approval else None
+        with_plan = planned.number
+        number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))
+                     if e.number != with_plan}
     pages = {
         "login": "/login",
         "board": "/",
         "experiment-plan-pending": f"/experiments/{number_of['plan_pending']}",
         "experiment-blocked": f"/experiments/{number_of['blocked']}",
+        "experiment-with-plan": f"/experiments/{with_plan}",
+        "approvals": "/approvals",
+        "approval": f"/approvals/{approval_id}",
+        "settings": "/settings",
         "experiments": "/experiments",
         "your-turn": "/your-turn",
         "api-tokens": "/api-tokens",

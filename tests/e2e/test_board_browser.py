@@ -119,6 +119,40 @@ def test_open_move_menu_holds_the_poll_back(browser_session, owner_account, make
     assert_clean(session)
 
 
+def test_hidden_tab_stops_polling_and_catches_up_when_shown(browser_session, owner_account,
+                                                            make_experiment, app, fast_board_poll):
+    """Does a hidden tab send no polls, then refresh the board at once when shown again?"""
+    number = make_experiment("Moved while the tab was in the background")
+    session = browser_session()
+    page = open_board(session)
+    polls = []
+    page.on("request", lambda r: polls.append(r.url) if "/board/columns" in r.url else None)
+    set_hidden = """hidden => {
+        Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+        Object.defineProperty(document, 'visibilityState', {configurable: true,
+                                                            get: () => hidden ? 'hidden' : 'visible'});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }"""
+    page.evaluate(set_hidden, True)
+    page.wait_for_timeout(300)
+    polls.clear()
+
+    from models import db
+    from services import experiments, lifecycle
+    from services.actors import Actor
+    with app.app_context():
+        lifecycle.transition(experiments.get_experiment(number), "clarifying", Actor("owner", None, "t"))
+        db.session.commit()
+    page.wait_for_timeout(3_000)  # three poll intervals
+    assert polls == []
+    assert page.locator(f"[data-column=ideas] #card-{number}").count() == 1
+
+    page.evaluate(set_hidden, False)
+    page.locator(f"[data-column=clarifying] #card-{number}").wait_for(timeout=900)  # before the next tick
+    assert_not_reloaded(page)
+    assert_clean(session)
+
+
 @pytest.mark.parametrize("width", [390, 360])
 def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_account, make_experiment, width):
     """Do the board, an experiment and the other pages fit a phone's width?"""

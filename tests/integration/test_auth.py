@@ -47,6 +47,17 @@ def test_session_cookie_is_httponly_and_samesite_lax(client, auth):
     assert "SameSite=Lax" in cookie
 
 
+def test_remember_me_cookie_is_httponly_and_samesite_lax(client, auth):
+    """Is the "keep me logged in" cookie HttpOnly and SameSite=Lax like the session cookie?"""
+    auth.create_owner()
+    page = client.get("/login")
+    response = client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                           "remember": "1", "csrf_token": csrf_from(page.text)})
+    cookie = next(h for h in response.headers.getlist("Set-Cookie") if h.startswith("remember_token="))
+    assert "HttpOnly" in cookie
+    assert "SameSite=Lax" in cookie
+
+
 @pytest.mark.parametrize("email, password", [
     (OWNER_EMAIL, "wrong-password-123"),
     ("nobody@example.com", OWNER_PASSWORD),
@@ -97,7 +108,7 @@ def test_successful_login_resets_the_failure_count(client, auth):
 
 @pytest.mark.parametrize("target", [
     "https://evil.example", "//evil.example/path", "/\\evil.example", "https:/evil.example",
-    "javascript:alert(1)", "http://localhost.evil.example/",
+    "javascript:alert(1)", "http://localhost.evil.example/", "/\t/evil.example",
 ])
 def test_next_never_redirects_off_site(client, auth, target):
     """Does `next` pointing off-site (or at a scheme) land on the board instead?"""
@@ -159,3 +170,38 @@ def test_password_change_ends_existing_sessions(app, client, owner, runner):
                                  "--password", "a-brand-new-password"])
     assert result.exit_code == 0, result.output
     assert not _is_logged_in(client)
+
+
+def test_expired_htmx_session_returns_to_the_page_after_login(client, auth):
+    """When an htmx poll finds no session, does login bring the owner back to that page?"""
+    auth.create_owner()
+    response = client.get("/board/columns", headers={
+        "HX-Request": "true", "HX-Current-URL": "http://localhost/experiments?sort=title"})
+    assert response.status_code == 401
+    login_url = response.headers["HX-Redirect"]
+    page = client.get(login_url)
+    after = client.post(login_url, data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                         "csrf_token": csrf_from(page.text)})
+    assert after.headers["Location"] == "/experiments?sort=title"
+
+
+def test_htmx_return_path_from_another_site_is_ignored(client, auth):
+    """Does an HX-Current-URL on another host send the owner to the board after login?"""
+    response = client.get("/board/columns", headers={
+        "HX-Request": "true", "HX-Current-URL": "https://evil.example/phish"})
+    assert "evil.example" not in response.headers["HX-Redirect"]
+
+
+def test_failure_count_expires_after_a_minute(app, client, auth):
+    """Are login failures counted in a window of one minute (the counter expires)?"""
+    import redis
+    auth.create_owner()
+    _login(client, password="wrong-password-1")
+    conn = redis.Redis.from_url(app.config["REDIS_URL"])
+    keys = conn.keys("*login*")
+    assert len(keys) == 1
+    assert 0 < conn.ttl(keys[0]) <= 60
+    conn.delete(keys[0])  # what a minute's wait does
+    for _ in range(4):
+        _login(client, password="wrong-password-2")
+    assert _login(client).status_code == 302

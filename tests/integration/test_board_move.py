@@ -38,8 +38,7 @@ def _card_error(response, number: int) -> str:
 
 
 def test_allowed_move_answers_the_board_fragment_and_triggers_refresh(app, htmx_client, make_experiment):
-    """Does proposed → clarifying answer 200 with the #board fragment, HX-Trigger
-    pipeline-changed, and log the note "Moved on Pipeline board to clarifying."?"""
+    """Does proposed → clarifying answer the #board fragment, trigger pipeline-changed and log the board note?"""
     number = make_experiment("Attention sinks")
     response = _move(htmx_client, number, "clarifying", "proposed")
     assert response.status_code == 200
@@ -100,8 +99,7 @@ def test_empty_target_is_refused(app, htmx_client, make_experiment):
 
 
 def test_stale_expected_status_says_the_card_moved(app, htmx_client, make_experiment):
-    """When someone moved the card since the board was drawn, is the move refused with
-    a message saying where it is now, and nothing changed?"""
+    """If the card moved since the board was drawn, is the move refused saying where it is now?"""
     number = make_experiment(status="clarifying")  # the board still showed it as proposed
     before = _state(app, number)
     response = _move(htmx_client, number, "planning", "proposed")

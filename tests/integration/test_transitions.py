@@ -6,7 +6,7 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from models import Experiment, WorkflowEvent, db
+from models import WorkflowEvent, db
 from services import experiments, lifecycle
 from services.actors import Actor
 from services.errors import Conflict, Forbidden, ValidationError
@@ -151,8 +151,7 @@ def test_reopen_a_terminal_experiment_with_a_note(app_ctx, make_experiment):
 
 
 def test_compare_and_set_lets_exactly_one_of_two_racers_win(app, make_experiment):
-    """Two threads move the same experiment from proposed at once: one wins, the other
-    gets Conflict(stale_status), and exactly one state_changed event is written."""
+    """Of two threads moving one experiment from proposed at once, does exactly one win (one event)?"""
     number = make_experiment("Contended")
     loaded = threading.Barrier(2)
     outcomes: dict[str, object] = {}
@@ -186,3 +185,26 @@ def test_compare_and_set_lets_exactly_one_of_two_racers_win(app, make_experiment
         assert experiments.get_experiment(number).status == winners[0]
         events = _state_events(number)
         assert [(e.from_status, e.to_status) for e in events] == [("proposed", winners[0])]
+
+
+def test_transition_note_is_redacted(app_ctx, make_experiment):
+    """Is a secret pasted into a transition note stored redacted?"""
+    number = make_experiment()
+    secret = "sk_" + "S" * 32
+    lifecycle.transition(experiments.get_experiment(number), "blocked", OWNER,
+                         note=f"Script failed with token {secret}")
+    db.session.commit()
+    [event] = _state_events(number)
+    assert secret not in event.note
+    assert event.note.startswith("Script failed with token ")
+
+
+def test_overlong_note_is_refused_and_nothing_moves(app_ctx, make_experiment):
+    """Is a note over 2,000 characters refused before anything is committed?"""
+    number = make_experiment()
+    with pytest.raises(ValidationError) as refused:
+        lifecycle.transition(experiments.get_experiment(number), "blocked", OWNER, note="n" * 2001)
+    assert "the limit is 2000" in refused.value.message
+    db.session.rollback()
+    assert experiments.get_experiment(number).status == "proposed"
+    assert _state_events(number) == []

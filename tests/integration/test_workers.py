@@ -106,3 +106,12 @@ def test_launcher_serves_local_only_when_asked(app):
     assert queue_names(parse_args(["--local"]), {"SAGAN_LOCAL_PODS": False})[-1] == "local"
     with pytest.raises(SystemExit, match="Unknown queue"):
         queue_names(parse_args(["--queues", "agents,gpu"]), {"SAGAN_LOCAL_PODS": False})
+
+
+def test_sagan_worker_always_runs_jobs_in_the_app(app, job_app):
+    """Does `rq worker -w workers.runtime.SaganWorker` (which passes rq's own Job class) still
+    give every job an app context?"""
+    from rq.job import Job
+    with app.app_context():
+        worker = runtime.SaganWorker([queues.DEFAULT], connection=redis_store.connection(), job_class=Job)
+    assert worker.job_class is runtime.AppContextJob

@@ -1,0 +1,15 @@
+"""Actual spend: cost per hour × uptime, summed per pod, run and experiment (SPEC §6.8)."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from models import Pod, db
+
+
+def experiment_spend(experiment_id) -> float:
+    """USD spent by the experiment's pods so far (zero before any pod ran)."""
+    total = db.session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(
+            sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0), 0))
+        .where(Pod.experiment_id == experiment_id))
+    return float(total or 0)
