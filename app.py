@@ -47,6 +47,9 @@ def create_app(config: Config | type | None = None) -> Flask:
     import cli
     cli.register(app)
 
+    from services.agents import orchestration
+    orchestration.install()
+
     if not app.testing:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return app

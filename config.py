@@ -34,18 +34,22 @@ def _env_float(name: str, default: float) -> float:
 
 
 def _secret_key() -> str:
-    """SECRET_KEY from the environment, else one kept in instance/ so sessions survive restarts."""
+    """SECRET_KEY from the environment, else one kept in instance/ so sessions survive restarts.
+
+    Created with O_EXCL and mode 0600 in one step: never readable by others, and when
+    several processes start at once they all end up reading the one that won.
+    """
     if os.environ.get("SECRET_KEY"):
         return os.environ["SECRET_KEY"]
     path = INSTANCE_DIR / "secret_key"
+    INSTANCE_DIR.mkdir(parents=True, exist_ok=True)
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
         return path.read_text().strip()
-    except FileNotFoundError:
-        INSTANCE_DIR.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(48)
-        path.write_text(key)
-        path.chmod(0o600)
-        return key
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
 
 
 class Config:
@@ -109,6 +113,7 @@ class Config:
     JOB_TIMEOUT_AGENTS = _env_int("SAGAN_JOB_TIMEOUT_AGENTS", 3600)
     JOB_TIMEOUT_DISPATCH = _env_int("SAGAN_JOB_TIMEOUT_DISPATCH", 1800)
     JOB_TIMEOUT_DEFAULT = _env_int("SAGAN_JOB_TIMEOUT_DEFAULT", 600)
+    JOB_TIMEOUT_LOCAL = _env_int("SAGAN_JOB_TIMEOUT_LOCAL", 3600)
 
     # --- agents --------------------------------------------------------------------
     ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")

@@ -11,8 +11,8 @@ from flask import Blueprint, request
 
 from blueprints import access
 from models import ApprovalRequest, Experiment, db
-from services import approvals, events, experiments, lifecycle, markers, questions, registry
-from services.errors import Forbidden, ValidationError
+from services import approvals, events, experiments, lifecycle, markers, questions, registry, runs
+from services.errors import Conflict, Forbidden, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -304,3 +304,61 @@ def resolve_approval(request_id: str):
     return {"ok": True, "approvalRequest": approval_json(approval),
             "experiment": {"number": experiment.number, "status": experiment.status,
                            "turn": experiment.turn}}
+
+
+# --- agent runs (SPEC §5, §9.2) --------------------------------------------------------
+
+RUN_EVENTS_MAX = 1000
+
+
+def _after_arg() -> int:
+    """`after` as an event seq: a whole number, 0 or more (default 0: from the start)."""
+    raw = request.args.get("after")
+    if raw is None or raw == "":
+        return 0
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise ValidationError("after must be an event number (a whole number, 0 or more).", field="after")
+    return int(raw)
+
+
+@bp.get("/runs")
+@access.api("read")
+def list_runs():
+    """Runs newest first; `experiment` (uuid or number), `status`, `limit` 1–200 (default 100)."""
+    limit = _int_arg("limit", 100, 1, 200)
+    ref = (request.args.get("experiment") or "").strip()
+    experiment_id = experiments.get_experiment(ref).id if ref else None
+    found = runs.list_runs(experiment_id=experiment_id, status=request.args.get("status") or None, limit=limit)
+    return {"runs": [runs.run_json(r) for r in found]}
+
+
+@bp.get("/runs/<run_id>")
+@access.api("read")
+def get_run(run_id: str):
+    """One run and its events after `after` (default 0), oldest first, `limit` 1–1000 (default 500).
+
+    `nextAfter` is the cursor for the next page when `limit` events came back, else null.
+    """
+    after = _after_arg()
+    limit = _int_arg("limit", 500, 1, RUN_EVENTS_MAX)
+    run = runs.get_run(run_id)
+    found = runs.events_after(run.id, after, limit)
+    return {"run": runs.run_json(run), "events": [runs.event_json(e) for e in found],
+            "nextAfter": found[-1].seq if len(found) == limit else None}
+
+
+@bp.post("/runs/<run_id>/cancel")
+@access.api("write")
+def cancel_run(run_id: str):
+    """Cancel a run (the run page's Cancel button does the same); 409 if it already ended."""
+    run = runs.get_run(run_id)
+    if run.terminal:
+        raise Conflict(f"Run {run.short_id} already ended ({run.status}); there is nothing to cancel.",
+                       code="run_ended", status=run.status)
+    effects = runs.cancel_run(run, access.actor())
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"ok": True, "run": runs.run_json(run),
+            "cancelled": run.status == "cancelled",
+            "message": (f"Run {run.short_id} cancelled." if run.status == "cancelled"
+                        else f"Run {run.short_id} asked to stop; it stops after its current step.")}

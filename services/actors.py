@@ -28,5 +28,10 @@ class Actor:
     def token(cls, token) -> "Actor":
         return cls("token", str(token.id), f"token {token.name}")
 
+    @classmethod
+    def owner_like(cls) -> "Actor":
+        """The system carrying out an owner's earlier request (a cancel the loop completes)."""
+        return cls("system", None, "owner request")
+
 
 SYSTEM = Actor.system()

@@ -236,7 +236,22 @@ def _resolve_approved(experiment, approval, plan_version, actor, *, answers, not
                   metadata={"approval_request_id": str(approval.id), "decision": "approved"})
     if answers:
         markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
-    return effects
+    _close_plan_run(approval)
+    # The orchestrator starts in this same transaction: the experiment ends at
+    # `implementing`, never showing `approved` while its orchestrator already works.
+    from services.agents.orchestration import begin_orchestrator
+    return effects + begin_orchestrator(experiment, actor, plan_run_id=approval.agent_run_id)
+
+
+def _close_plan_run(approval: ApprovalRequest) -> None:
+    """The plan run that waited on this request is done once the owner decided."""
+    if not approval.agent_run_id:
+        return
+    from models import AgentRun
+    from services import runs
+    run = db.session.get(AgentRun, approval.agent_run_id)
+    if run is not None and run.status == "awaiting_approval":
+        runs.set_status(run, "completed")
 
 
 def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str | None = None,
@@ -266,6 +281,7 @@ def acknowledge_blocker(experiment, approval, plan_version, actor, answers, note
     """A blocker plan: record the answers, resolve, and block with the plan's reason."""
     _claim(approval, "approved", actor, (note or "Blocker acknowledged.").strip())
     approval.answers = answers
+    _close_plan_run(approval)
     reason = _blocker_reason(plan_version.plan_json)
     effects = lifecycle.transition(experiment, "blocked", actor,
                                    note=f"Blocker plan v{plan_version.version} acknowledged: {reason}"[:1900],
@@ -295,6 +311,7 @@ def reject(approval: ApprovalRequest, actor: Actor, *, note: str, answers=None) 
     answers = clean_answers(plan_json, answers)
     _claim(approval, "rejected", actor, note)
     approval.answers = answers
+    _close_plan_run(approval)
     effects = lifecycle.transition(experiment, approval.rejected_state or "planning", actor, note=note,
                                    metadata={"approval_request_id": str(approval.id)})
     events.record(experiment, "approval_resolved", actor, note=note,
@@ -370,3 +387,14 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
                 f"approved plan v{approved_version.version}", "stored pod_spec", lineterm=""))
     return PlanOverview(versions[0] if versions else None, versions,
                         approved.plan_version_id if approved else None, pending, diff, requests)
+
+
+def approve_from_board(experiment: Experiment, actor: Actor, note: str) -> list | None:
+    """A board move approving the pending plan (SPEC §2.4); None when no request is pending."""
+    approval = db.session.scalar(sa.select(ApprovalRequest).where(
+        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "pending")
+        .order_by(ApprovalRequest.created_at.desc()).limit(1))
+    if approval is None:
+        return None
+    # Moving the card is the owner's explicit decision, so unticked items do not stop it.
+    return approve(approval, actor, note=note, confirm_unchecked=True)

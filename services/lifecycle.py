@@ -46,7 +46,9 @@ TRANSITIONS: list[Rule] = [
     _rule(["clarifying", "planning"], ["awaiting_clarifications"], [AGENT]),
     _rule(["awaiting_clarifications"], ["clarifying"], [OWNER], "redispatch_planner_with_answers"),
     _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM], "request_approval"),
-    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], "start_orchestrator"),
+    # Approving starts the orchestrator in the same transaction (services.approvals), so the
+    # move itself carries no after-commit effect.
+    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM]),
     _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
           note_required=True),
     # The orchestrator starting. Agents may make this move too: an orchestrator running
@@ -118,7 +120,9 @@ SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
 
 
 def register_side_effect(name: str, hook: Callable) -> None:
-    SIDE_EFFECT_HOOKS.setdefault(name, []).append(hook)
+    hooks = SIDE_EFFECT_HOOKS.setdefault(name, [])
+    if hook not in hooks:  # create_app may run many times in one process (tests)
+        hooks.append(hook)
 
 
 @dataclass
@@ -212,5 +216,5 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
                   from_status=current, to_status=to)
     effects = []
     if rule and rule.side_effect:
-        effects.append(SideEffect(rule.side_effect, experiment.id, actor, event_metadata))
+        effects.append(SideEffect(rule.side_effect, experiment.id, actor, {**event_metadata, "note": note}))
     return effects

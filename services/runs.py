@@ -178,3 +178,41 @@ def run_json(run: AgentRun) -> dict:
 def event_json(event: RunEvent) -> dict:
     return {"seq": event.seq, "eventType": event.event_type, "body": event.body,
             "metadata": event.metadata_, "createdAt": event.created_at.isoformat()}
+
+
+CANCEL_NOTE = "Run cancelled by owner"
+
+
+def cancel_run(run: AgentRun, actor) -> list:
+    """The owner cancels a run (SPEC §5.3); returns side effects to run after commit.
+
+    A queued or waiting run stops at once. A running one is asked to stop: the loop checks
+    between steps (cooperative), and the scheduler hard-stops it after a grace period.
+    Either way the experiment goes to `blocked` ("Run cancelled by owner"), not `cancelled`,
+    and the run's pods are stopped with their volumes kept.
+    """
+    request_cancel(run)
+    if run.status == "running":
+        append_event(run.id, "cancelled", "Cancel requested by the owner; stopping after the current step.",
+                     {"requested_by": actor.kind, "cooperative": True})
+        return []
+    return finish_cancel(run, actor)
+
+
+def finish_cancel(run: AgentRun, actor) -> list:
+    """Mark a run cancelled and block its experiment; the caller commits."""
+    from models import Experiment
+    from services import lifecycle
+    set_status(run, "cancelled", reason="cancelled_by_owner", error=CANCEL_NOTE)
+    append_event(run.id, "cancelled", CANCEL_NOTE, {"by": actor.kind})
+    effects = [lifecycle.SideEffect("stop_run_pods", run.scope_id, actor, {"run_id": str(run.id)})]
+    for child in children(run):
+        if not child.terminal:
+            set_status(child, "cancelled", reason="cancelled_by_owner", error="Parent run cancelled")
+            append_event(child.id, "cancelled", "Parent run cancelled by owner")
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_kind == "experiment" and run.scope_id else None
+    if experiment is not None and not experiment.terminal and experiment.status != "blocked" \
+            and run.parent_run_id is None:
+        effects += lifecycle.transition(experiment, "blocked", actor, note=CANCEL_NOTE,
+                                        metadata={"run_id": str(run.id)})
+    return effects

@@ -72,6 +72,16 @@ class SaganWorker(Worker):
         super().__init__(*args, **kwargs)
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
 
+    def request_stop(self, signum, frame):
+        """Warm shutdown: tell the running agent loop (in the work horse) to park its run
+        after the current step, so another worker picks it up (SPEC §7)."""
+        try:
+            from workers.agents import STOP_KEY
+            self.connection.set(STOP_KEY.format(name=self.name), "1", ex=3600)
+        except Exception:  # noqa: BLE001 - never let signalling stop the shutdown itself
+            log.exception("could not flag the shutdown for the running job")
+        super().request_stop(signum, frame)
+
     def main_work_horse(self, job, queue):
         forget_inherited_connections(job_app())
         super().main_work_horse(job, queue)

@@ -233,3 +233,28 @@
     htmx.trigger(form, "submit");
   });
 })();
+
+// --- Local times -----------------------------------------------------------------------
+// Run events carry <time datetime="…UTC…" data-local>, rendered as UTC by the server (it
+// does not know the owner's zone); here they switch to the browser's clock, on the first
+// render and on every row a poll appends (htmx:load fires for each new element).
+(function () {
+  "use strict";
+  function localTimes(root) {
+    if (!root || !root.querySelectorAll) { return; }
+    var today = new Date().toDateString();
+    var found = Array.prototype.slice.call(root.querySelectorAll("time[data-local]"));
+    if (root.matches && root.matches("time[data-local]")) { found.push(root); }
+    found.forEach(function (node) {
+      var when = new Date(node.getAttribute("datetime"));
+      if (isNaN(when.getTime())) { return; }
+      var clock = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+      node.textContent = when.toDateString() === today
+        ? clock : when.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + clock;
+      node.title = when.toLocaleString();
+      node.removeAttribute("data-local");
+    });
+  }
+  document.addEventListener("htmx:load", function (event) { localTimes(event.detail.elt); });
+  document.addEventListener("DOMContentLoaded", function () { localTimes(document); });
+})();

@@ -153,17 +153,36 @@ def test_hidden_tab_stops_polling_and_catches_up_when_shown(browser_session, own
     assert_clean(session)
 
 
+def submit_fixture_plan(app, number: int) -> str:
+    """Give an experiment the fixture plan the approval tests use; returns the request id."""
+    from pathlib import Path
+
+    from models import db
+    from services import approvals, experiments
+    from services.actors import Actor
+    plan = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
+    with app.app_context():
+        submission = approvals.submit_plan(experiments.get_experiment(number), plan,
+                                           Actor("agent", None, "planner"), source="api")
+        db.session.commit()
+        return str(submission.approval.id)
+
+
 @pytest.mark.parametrize("width", [390, 360])
-def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_account, make_experiment, width):
-    """Do the board, an experiment and the other pages fit a phone's width?"""
+def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_account, make_experiment,
+                                                      app, width):
+    """Do the board, an experiment and every other page fit a phone's width?"""
     numbers = [make_experiment(f"Experiment with a long title about warmup schedules number {i}",
                                tags="optim, a-rather-long-tag-name")
                for i in range(3)]
     make_experiment("Blocked on the pod", status="blocked")
+    planned = make_experiment("Seed sweep with a plan", status="planning", runpod_account="personal")
+    approval = submit_fixture_plan(app, planned)
     session = browser_session({"width": width, "height": 800})
     page = open_board(session)
-    for path in ["/", f"/experiments/{numbers[0]}", "/experiments", "/your-turn", "/api-tokens",
-                 "/experiments/new"]:
+    for path in ["/", f"/experiments/{numbers[0]}", f"/experiments/{planned}", "/experiments",
+                 "/your-turn", "/api-tokens", "/experiments/new", "/approvals", f"/approvals/{approval}",
+                 "/settings"]:
         page.goto(path)
         page.wait_for_load_state("networkidle")
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -171,19 +190,31 @@ def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_acc
     assert_clean(session)
 
 
-def test_phone_tap_targets_are_at_least_44px(browser_session, owner_account, make_experiment):
-    """Are the board's links, buttons and menus big enough for a thumb on a phone?"""
-    make_experiment("Thumb-sized controls", status="plan_pending")
+# What a thumb hits instead: a stretched title covers its whole card or row, and a checkbox
+# sits in a label that is the 44 px target.
+TAP_EXEMPT = ".card-title, .queue-title, .skip-link, label input[type=checkbox], label input[type=radio]"
+
+
+def test_phone_tap_targets_are_at_least_44px(browser_session, owner_account, make_experiment, app):
+    """Are links, buttons, menus and fields big enough for a thumb on every main page?"""
+    number = make_experiment("Thumb-sized controls", status="blocked")
+    planned = make_experiment("Seed sweep with a plan", status="planning", runpod_account="personal")
+    approval = submit_fixture_plan(app, planned)
     session = browser_session(PHONE)
     page = open_board(session)
-    page.locator(".card details.move").first.evaluate("d => d.open = true")
-    small = page.evaluate("""() => Array.from(document.querySelectorAll(
-          'a[href], button, summary, select, input:not([type=hidden]):not([type=checkbox])'))
-        .filter(e => e.offsetParent !== null && !e.closest('.sr-only'))
-        .map(e => [e, e.getBoundingClientRect()])
-        .filter(([e, r]) => r.height < 44 && !e.matches('.card-title, .skip-link'))
-        .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.height) + 'px')""")
-    assert small == []
+    problems = []
+    for path in ["/", f"/experiments/{number}", f"/experiments/{planned}", "/experiments", "/your-turn",
+                 "/api-tokens", "/experiments/new", "/approvals", f"/approvals/{approval}", "/settings"]:
+        page.goto(path)
+        page.evaluate("document.querySelectorAll('details.move').forEach(d => d.open = true)")
+        problems += [f"{path}: {p}" for p in page.evaluate("""exempt => Array.from(document.querySelectorAll(
+              'a[href], button, summary, select, input:not([type=hidden]), textarea'))
+            .filter(e => e.offsetParent !== null && !e.matches(exempt))
+            .map(e => [e, e.getBoundingClientRect()])
+            .filter(([e, r]) => r.height < 44 || r.width < 44)
+            .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
+            TAP_EXEMPT)]
+    assert problems == []
 
 
 def test_owner_turn_cards_stand_out(browser_session, owner_account, make_experiment):

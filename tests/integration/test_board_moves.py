@@ -16,6 +16,12 @@ def _last_note(experiment):
                              .order_by(WorkflowEvent.created_at.desc()).limit(1))
 
 
+def _last_move_note(experiment):
+    return db.session.scalar(sa.select(WorkflowEvent.note).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+        .order_by(WorkflowEvent.created_at.desc()).limit(1))
+
+
 def _at(make_experiment, status):
     number = make_experiment(status=status)
     return experiments.get_experiment(number)
@@ -37,14 +43,36 @@ def test_move_notes(app, app_ctx, make_experiment, start, target, status, note):
     board_moves.move(experiment, target, OWNER)
     db.session.commit()
     assert experiment.status == status
-    assert _last_note(experiment) == note
+    assert _last_move_note(experiment) == note
 
 
-def test_approval_from_board_requests_the_orchestrator(app_ctx, make_experiment):
-    """Does approving on the board hand `start_orchestrator` to its hook after commit?"""
+def test_approval_from_board_without_key_stays_approved_and_says_why(app_ctx, make_experiment):
+    """Without an API key, approving on the board keeps `approved` and notes why nothing started."""
     experiment = _at(make_experiment, "plan_pending")
     effects = board_moves.move(experiment, "queued", OWNER)
-    assert [e.name for e in effects] == ["start_orchestrator"]
+    db.session.commit()
+    assert experiment.status == "approved" and effects == []
+    assert "No ANTHROPIC_API_KEY is configured" in _last_note(experiment)
+
+
+def test_approval_from_board_starts_orchestrator_in_same_transaction(app, app_ctx, make_experiment):
+    """With a key, the board approval lands at `implementing` with the orchestrator queued."""
+    from models import AgentRun
+    app.config["ANTHROPIC_API_KEY"] = "sk-ant-test-key-for-orchestrator"
+    try:
+        experiment = _at(make_experiment, "plan_pending")
+        effects = board_moves.move(experiment, "running", OWNER)
+        db.session.commit()
+        run = db.session.scalar(sa.select(AgentRun))
+        assert experiment.status == "implementing"
+        assert run.kind == "apply" and run.status == "queued"
+        assert _last_note(experiment) == f"Orchestrator {run.short_id} queued to implement and dispatch."
+        assert [e.name for e in effects] == ["enqueue_run"]
+        moves = [row.to_status for row in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.event_type == "state_changed").order_by(WorkflowEvent.created_at))]
+        assert moves[-2:] == ["approved", "implementing"]
+    finally:
+        app.config["ANTHROPIC_API_KEY"] = ""
 
 
 def test_reusing_an_approved_plan_records_intent_without_moving(app_ctx, make_experiment):

@@ -1,0 +1,266 @@
+"""Run pages: the runs list, one run's page with its live events, and Cancel (SPEC §5.3, §9.3).
+
+Live events follow ARCHITECTURE §4 "Events and polling": the page asks
+`/runs/<id>/events?after=<seq>` for what is new, nothing new is a bodiless 204, and the
+fragment for an ended run carries no poll element, so polling stops by itself. Why the
+poll element uses an `every` trigger rather than `load delay`: see `_poll.html`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import sqlalchemy as sa
+from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
+
+from blueprints import access
+from blueprints._htmx import is_fragment_request, render
+from models import AgentRun, Experiment, Pod, RunEvent, db
+from services import experiments, lifecycle, registry
+from services import runs as run_service
+from services.errors import NotFound, SaganError, ValidationError
+from services.recovery import split_recovery_request
+
+bp = Blueprint("runs", __name__)
+
+ACTIVE_STATUSES = [s for s in registry.RUN_STATUSES if s not in registry.RUN_TERMINAL_STATUSES]
+FIRST_PAGE = 200      # events on a run page's first render, and per "show earlier"
+POLL_BATCH = 500      # events per poll answer; a longer backlog arrives over several polls
+CHILD_EVENTS = 50     # events shown per child run (its own page has the rest)
+LIST_LIMIT = 100      # rows on /runs
+EXPERIMENT_RUNS = 20  # rows in the experiment page's runs section
+BODY_PREVIEW = 600    # characters of an event body shown before "show all"
+_SEQ = re.compile(r"[0-9]{1,18}")
+
+
+# --- template helpers -----------------------------------------------------------------
+
+@bp.app_template_filter("event_category")
+def event_category(event_type: str) -> str:
+    """`tools` for tool traffic and pod/deploy plumbing, `agent` for the agent's own steps."""
+    if event_type in ("tool_call", "tool_result", "artifact_uploaded") \
+            or event_type.startswith(("deploy_", "pod_")):
+        return "tools"
+    return "agent"
+
+
+@bp.app_template_filter("pretty_json")
+def pretty_json(value) -> str:
+    """Indented JSON as plain text (autoescaped by Jinja, unlike `tojson`'s \\u003c forms)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+SHOWN_METADATA = {"tool", "input", "is_error", "truncated_from"}  # the event row shows these itself
+
+
+@bp.app_template_filter("extra_metadata")
+def extra_metadata(metadata: dict) -> dict:
+    """The metadata an event row does not already show, for its "Details" block."""
+    return {k: v for k, v in (metadata or {}).items() if k not in SHOWN_METADATA}
+
+
+@bp.app_template_global("experiment_runs")
+def experiment_runs(experiment) -> list[AgentRun]:
+    """An experiment's runs, newest first, for its page's runs section."""
+    return run_service.runs_for_experiment(experiment.id)
+
+
+def _seq_arg(name: str) -> int | None:
+    """A cursor from the query string: a non-negative whole number, or a clear 400."""
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    if not _SEQ.fullmatch(raw):
+        raise ValidationError(f"{name} must be an event number (a whole number, 0 or more); got {raw[:40]!r}.",
+                              field=name)
+    return int(raw)
+
+
+def _run_uuid(run_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(run_id)
+    except ValueError:
+        raise NotFound("No such run.") from None
+
+
+# --- queries this blueprint needs (candidates for services.runs) ----------------------
+
+def _poll_state(run_id: uuid.UUID) -> tuple[str, int]:
+    """(status, last_seq) of a run in one narrow query: a poll must not load the run's
+    conversation column, which grows with every turn."""
+    row = db.session.execute(sa.select(AgentRun.status, AgentRun.last_seq)
+                             .where(AgentRun.id == run_id)).first()
+    if row is None:
+        raise NotFound("No such run.")
+    return row.status, row.last_seq
+
+
+def _list_runs(*, status: str, kind: str, experiment: Experiment | None) -> list[AgentRun]:
+    """The /runs table: newest first, filtered; `services.runs.list_runs` has no kind filter."""
+    query = (sa.select(AgentRun).options(sa.orm.defer(AgentRun.conversation))
+             .order_by(AgentRun.created_at.desc()).limit(LIST_LIMIT))
+    if status:
+        query = query.where(AgentRun.status == status)
+    if kind:
+        query = query.where(AgentRun.kind == kind)
+    if experiment is not None:
+        query = query.where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id)
+    return list(db.session.scalars(query))
+
+
+def _experiment_numbers(run_list) -> dict:
+    """scope_id → experiment number for a list of runs, in one query."""
+    ids = {r.scope_id for r in run_list if r.scope_kind == "experiment" and r.scope_id}
+    if not ids:
+        return {}
+    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+
+
+def _latest_event_at(run: AgentRun):
+    return db.session.scalar(sa.select(RunEvent.created_at).where(RunEvent.run_id == run.id)
+                             .order_by(RunEvent.seq.desc()).limit(1))
+
+
+# --- contexts -------------------------------------------------------------------------
+
+def _header_context(run: AgentRun, **extra) -> dict:
+    """What the header fragment needs (it refreshes alone when the run changes)."""
+    experiment = None
+    if run.scope_kind == "experiment" and run.scope_id:
+        experiment = db.session.get(Experiment, run.scope_id)
+    return {"run": run, "experiment": experiment, "latest_event_at": _latest_event_at(run),
+            "cancel_error": None, **extra}
+
+
+def _page_context(run: AgentRun, *, before: int | None = None, **extra) -> dict:
+    """The whole run page. `before` shows an older window of events instead of the latest."""
+    if before is None:
+        window = run_service.latest_events(run.id, FIRST_PAGE + 1)
+    else:
+        window = run_service.events_before(run.id, before, FIRST_PAGE + 1)
+    has_earlier = len(window) > FIRST_PAGE
+    window = window[-FIRST_PAGE:]
+    child_runs = run_service.children(run)
+    child_events = {child.id: run_service.latest_events(child.id, CHILD_EVENTS) for child in child_runs}
+    recoveries = list(db.session.scalars(
+        sa.select(AgentRun).options(sa.orm.defer(AgentRun.conversation))
+        .where(AgentRun.resumes_run_id == run.id).order_by(AgentRun.created_at)))
+    pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
+    context = _header_context(run, **extra)
+    context.update({
+        "events": window, "has_earlier": has_earlier, "older_window": before is not None,
+        "cursor": window[-1].seq if window else 0,
+        # An older window is history: it links back to the latest events instead of polling.
+        "keep_polling": not run.terminal and before is None,
+        "request_parts": split_recovery_request(run.request),
+        "recoveries": recoveries, "children": child_runs, "child_events": child_events, "pods": pods,
+    })
+    return context
+
+
+def _page(run: AgentRun, **extra):
+    """The full run page; `Vary` because the same URL answers htmx with a fragment."""
+    response = make_response(render_template("runs/detail.html", **_page_context(run, **extra)))
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+# --- views ----------------------------------------------------------------------------
+
+@bp.get("/runs")
+@access.owner
+def index():
+    """All runs, newest first, filterable by status, kind and experiment."""
+    status = request.args.get("status", "")
+    kind = request.args.get("kind", "")
+    status = status if status in registry.RUN_STATUSES else ""
+    kind = kind if kind in registry.RUN_KINDS else ""
+    experiment_ref = request.args.get("experiment", "").strip()
+    experiment = experiments.get_experiment(experiment_ref) if experiment_ref else None
+    run_list = _list_runs(status=status, kind=kind, experiment=experiment)
+    filters = {"status": status, "kind": kind,
+               "experiment": experiment.number if experiment is not None else ""}
+    return render("runs/index.html", "runs/_table.html", runs=run_list, numbers=_experiment_numbers(run_list),
+                  filters=filters, experiment=experiment, limit=LIST_LIMIT,
+                  statuses=registry.RUN_STATUSES, kinds=registry.RUN_KINDS)
+
+
+@bp.get("/runs/<run_id>")
+@access.owner
+def detail(run_id: str):
+    """One run: header, request, resume history, plan, child runs, pods, events, discussion."""
+    return _page(run_service.get_run(run_id))
+
+
+@bp.get("/runs/<run_id>/header")
+@access.owner
+def header(run_id: str):
+    """The header alone (status, counts, Cancel); it refreshes on `run-changed`."""
+    run = run_service.get_run(run_id)
+    if not is_fragment_request():
+        return _page(run)
+    return render("runs/detail.html", "runs/_header.html", **_header_context(run))
+
+
+@bp.get("/runs/<run_id>/events")
+@access.owner
+def events(run_id: str):
+    """Events after a seq (the live poll) or before one ("show earlier").
+
+    Poll answers: 204 and no body when nothing is new and the run is active; the new rows
+    plus a fresh poll element when something is; the last rows and no poll element once
+    the run has ended. At most three queries whatever the run's size: the session's user,
+    the run's status and last seq, and the new events (skipped when there are none).
+    """
+    after, before = _seq_arg("after"), _seq_arg("before")
+    if (after is None) == (before is None):
+        raise ValidationError("Ask for events with after=<seq> (newer ones) or before=<seq> (earlier ones).",
+                              field="after")
+    if not is_fragment_request():
+        # A reload or a no-JS click: the page itself (an older window for "show earlier").
+        return _page(run_service.get_run(run_id), before=before)
+    if before is not None:
+        run = run_service.get_run(run_id)
+        window = run_service.events_before(run.id, before, FIRST_PAGE + 1)
+        has_earlier = len(window) > FIRST_PAGE
+        return render("runs/detail.html", "runs/_earlier.html", run=run, events=window[-FIRST_PAGE:],
+                      has_earlier=has_earlier)
+
+    run_uuid = _run_uuid(run_id)
+    status, last_seq = _poll_state(run_uuid)
+    active = status not in registry.RUN_TERMINAL_STATUSES
+    if active and after >= last_seq:
+        response = current_app.response_class(status=204)
+        response.headers["Vary"] = "HX-Request"
+        return response
+    new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < last_seq else []
+    backlog = len(new) == POLL_BATCH
+    return render("runs/detail.html", "runs/_poll.html",
+                  # The header (status, "N events · latest …") refreshes itself on this event.
+                  headers={"HX-Trigger": "run-changed"},
+                  run_id=run_uuid, status=status, events=new, cursor=new[-1].seq if new else after,
+                  keep_polling=active or backlog)
+
+
+@bp.post("/runs/<run_id>/cancel")
+@access.owner
+def cancel(run_id: str):
+    """Cancel a run: queued/waiting runs stop now, running ones between steps (SPEC §5.3)."""
+    run = run_service.get_run(run_id)
+    try:
+        if run.terminal:
+            raise ValidationError(f"Run {run.short_id} already ended ({run.status}); there is nothing to cancel.")
+        effects = run_service.cancel_run(run, access.actor())
+    except SaganError as exc:
+        db.session.rollback()
+        run = run_service.get_run(run_id)
+        # 200 with the sentence next to the button (STYLE §8): htmx swaps no 4xx.
+        if is_fragment_request():
+            return render("runs/detail.html", "runs/_header.html", **_header_context(run, cancel_error=exc.message))
+        return _page(run, cancel_error=exc.message)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    if not is_fragment_request():
+        return redirect(url_for("runs.detail", run_id=run.id), code=303)
+    return render("runs/detail.html", "runs/_header.html", oob_your_turn=True, **_header_context(run))

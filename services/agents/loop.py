@@ -1,0 +1,402 @@
+"""The agent loop (SPEC §5.5, ARCHITECTURE §4): one job runs a run step by step.
+
+A step is one model call plus its tool calls, committed before the next, so a crash loses
+at most the step in flight and a parked run resumes from the database. Between steps the
+loop checks the owner's cancel and the worker's shutdown request. A heartbeat thread
+beside the loop writes `heartbeat_at` whatever the loop is doing, so a long model or tool
+call never looks like a dead worker.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import AgentRun, Experiment, RunEvent, WorkflowEvent, db
+from services import jobs, lifecycle, recovery, runs
+from services.actors import Actor
+from services.agents import loader, tools
+from services.clock import utcnow
+from services.redact import redact, redact_data
+
+log = logging.getLogger(__name__)
+
+MAX_TOKENS = 8192
+# USD per million tokens (input, output). Unknown models record tokens with cost 0.
+MODEL_PRICES = {"claude-opus-4-1": (15.0, 75.0), "claude-sonnet-4-5": (3.0, 15.0),
+                "claude-haiku-4-5": (1.0, 5.0)}
+ACTIVE = ("queued", "running", "waiting")
+
+
+class ShutdownRequested(Exception):
+    """The worker is stopping: park the run so another worker continues it."""
+
+
+@dataclass
+class Outcome:
+    status: str
+    detail: str = ""
+
+
+def api_key_configured() -> bool:
+    return bool(current_app.config.get("ANTHROPIC_API_KEY"))
+
+
+def model_client():
+    """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server)."""
+    import anthropic
+    cfg = current_app.config
+    return anthropic.Anthropic(api_key=cfg["ANTHROPIC_API_KEY"], base_url=cfg.get("ANTHROPIC_BASE_URL") or None,
+                               max_retries=cfg.get("MODEL_MAX_RETRIES", 3),
+                               timeout=cfg.get("MODEL_TIMEOUT_SECONDS", 600))
+
+
+# --- the brief ------------------------------------------------------------------------------
+
+def build_brief(run: AgentRun, experiment: Experiment | None) -> str:
+    """What the agent knows when it starts: the record, plan, answers, recent events, the task."""
+    parts = []
+    if experiment is not None:
+        parts.append(f"# Experiment #{experiment.number}: {experiment.title}\n"
+                     f"Status: {experiment.status} ({experiment.turn}). Kind: {experiment.kind}. "
+                     f"Priority: {experiment.priority}. Account: {experiment.runpod_account}.")
+        if experiment.hypothesis:
+            parts.append(f"## Hypothesis\n{experiment.hypothesis}")
+        if experiment.git_branch or experiment.git_commit:
+            parts.append(f"Code: branch {experiment.git_branch or '—'} commit {experiment.git_commit or '—'}")
+        if experiment.plan_md:
+            parts.append(f"## Current plan\n{experiment.plan_md[:60_000]}")
+        recent = list(db.session.scalars(
+            sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id)
+            .order_by(WorkflowEvent.created_at.desc()).limit(30)))[::-1]
+        if recent:
+            lines = []
+            for event in recent:
+                label = event.marker or event.event_type
+                move = f" {event.from_status}→{event.to_status}" if event.event_type == "state_changed" else ""
+                meta = ""
+                if event.marker in ("epm:clarify", "epm:clarify-answers", "epm:textbox-answers"):
+                    meta = " " + json.dumps(event.metadata_ or {})[:4000]
+                lines.append(f"- {event.created_at.isoformat()} {label}{move}: {event.note or ''}{meta}")
+            parts.append("## Recent events (oldest first)\n" + "\n".join(lines))
+    parts.append(f"## Your task\n{run.request}")
+    return "\n\n".join(parts)
+
+
+# --- conversation helpers -------------------------------------------------------------------
+
+def _blocks(content) -> list[dict]:
+    blocks = []
+    for block in content:
+        if block.type == "text":
+            blocks.append({"type": "text", "text": block.text})
+        elif block.type == "tool_use":
+            blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
+    return blocks
+
+
+def _cost(model: str, usage) -> float:
+    prices = MODEL_PRICES.get(model)
+    if not prices:
+        return 0.0
+    return (usage.input_tokens * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
+
+
+# --- heartbeat --------------------------------------------------------------------------------
+
+class Heartbeat:
+    """A thread that records the run's heartbeat every `interval` seconds until stopped."""
+
+    def __init__(self, app, run_id, interval: float):
+        self.app, self.run_id, self.interval = app, run_id, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{str(run_id)[:8]}", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self.app.app_context():
+                    runs.heartbeat(self.run_id)
+                    db.session.remove()
+            except Exception:  # noqa: BLE001 - a missed beat is logged; the next one retries
+                log.exception("heartbeat for run %s failed", self.run_id)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+# --- the loop -----------------------------------------------------------------------------
+
+def execute(run_id, *, should_stop=lambda: False) -> Outcome:
+    """Run (or resume) one agent run until it ends, parks, or the worker stops."""
+    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
+    if run is None or run.terminal:
+        return Outcome("skipped", "run missing or already finished")
+    if run.status == "waiting" and not ready_to_wake(run):
+        return Outcome("skipped", "still waiting")
+    if run.cancel_requested_at is not None:
+        effects = runs.finish_cancel(run, Actor.owner_like())
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return Outcome("cancelled")
+    if not api_key_configured():
+        return _finish_failed(run, "model_api_error", "No ANTHROPIC_API_KEY is configured; agents cannot run.")
+
+    definition = loader.get(run.agent)
+    resuming = run.conversation is not None
+    was_waiting = run.status == "waiting"
+    runs.set_status(run, "running")
+    run.heartbeat_at = utcnow()
+    run.model = run.model or loader.model_for(definition)
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    if not resuming:
+        runs.append_event(run.id, "started", f"kind={run.kind}", {"agent": run.agent, "model": run.model})
+        run.conversation = [{"role": "user", "content": redact(build_brief(run, experiment))}]
+    elif was_waiting:
+        wake_message = _resume_message(run)
+        runs.append_event(run.id, "woken", wake_message[:2000])
+        _answer_parked_tools(run, wake_message)
+    run.waiting_for = None
+    run.wake_at = None
+    db.session.commit()
+
+    app = current_app._get_current_object()
+    with Heartbeat(app, run.id, app.config["HEARTBEAT_SECONDS"]):
+        try:
+            return _steps(run, definition, should_stop)
+        except ShutdownRequested:
+            db.session.rollback()
+            run = db.session.get(AgentRun, run.id)
+            runs.set_status(run, "queued")
+            runs.append_event(run.id, "waiting", "Worker shutting down; the run is queued for another worker.")
+            db.session.commit()
+            jobs_to_enqueue = [run.id]
+            return _after_commit(Outcome("parked", "worker shutdown"), enqueue=jobs_to_enqueue)
+
+
+def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome:
+    import anthropic
+    client = model_client()
+    api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    while True:
+        db.session.refresh(run)
+        if run.cancel_requested_at is not None:
+            effects = runs.finish_cancel(run, Actor.owner_like())
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            return Outcome("cancelled")
+        if should_stop():
+            raise ShutdownRequested()
+        if run.turns >= definition.max_turns:
+            return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
+        try:
+            response = client.messages.create(model=run.model, max_tokens=MAX_TOKENS, system=definition.prompt,
+                                              messages=run.conversation, tools=api_tools)
+        except anthropic.APIStatusError as exc:
+            return _finish_failed(run, "model_api_error",
+                                  f"The model API answered {exc.status_code} after retries: {_api_message(exc)}")
+        except anthropic.APIConnectionError as exc:
+            return _finish_failed(run, "model_api_error", f"Could not reach the model API after retries: {exc}")
+
+        blocks = _blocks(response.content)
+        run.turns += 1
+        run.input_tokens += response.usage.input_tokens
+        run.output_tokens += response.usage.output_tokens
+        run.cost_usd = float(run.cost_usd or 0) + _cost(run.model, response.usage)
+        conversation = list(run.conversation) + [{"role": "assistant", "content": redact_data(blocks)}]
+        for block in blocks:
+            if block["type"] == "text" and block["text"].strip():
+                runs.append_event(run.id, "assistant_text", block["text"])
+            elif block["type"] == "tool_use":
+                runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block["input"],
+                                                                       "tool_use_id": block["id"]})
+        tool_uses = [b for b in blocks if b["type"] == "tool_use"]
+        if response.stop_reason != "tool_use" or not tool_uses:
+            run.conversation = conversation
+            final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
+            return _finish_completed(run, final, response.stop_reason)
+
+        ctx = tools.ToolContext(run, experiment)
+        results, effects, enqueue, park = [], [], [], None
+        for block in tool_uses:
+            result = tools.call(ctx, block["name"], block["input"])
+            runs.append_event(run.id, "tool_result", result.content,
+                              {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
+            results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),
+                            "is_error": result.is_error})
+            effects += result.effects
+            enqueue += result.enqueue
+            park = park or result.park
+        conversation.append({"role": "user", "content": results})
+        run.conversation = conversation
+        if park:
+            run.status = "waiting"
+            run.waiting_for = park
+            if "until" in park:
+                run.wake_at = datetime.fromisoformat(park["until"])
+            runs.append_event(run.id, "waiting", _describe_wait(park), {"waiting_for": park})
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        for run_id in enqueue:
+            jobs.enqueue_run(run_id)
+        if park:
+            return Outcome("waiting", _describe_wait(park))
+
+
+def _api_message(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        return str((body.get("error") or {}).get("message") or body)[:500]
+    return str(exc)[:500]
+
+
+def _describe_wait(park: dict) -> str:
+    if "children" in park:
+        return f"waiting for {len(park['children'])} sub-agent run(s)"
+    if "dispatch" in park:
+        return tools.DISPATCH_PENDING
+    if "until" in park:
+        return f"waiting until {park['until']}"
+    return "waiting"
+
+
+def _after_commit(outcome: Outcome, *, enqueue=()) -> Outcome:
+    for run_id in enqueue:
+        jobs.enqueue_run(run_id)
+    return outcome
+
+
+def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Outcome:
+    runs.append_event(run.id, "sdk_result", f"stop_reason={stop_reason}",
+                      {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
+                       "cost_usd": round(float(run.cost_usd or 0), 6), "turns": run.turns, "stop_reason": stop_reason})
+    status = "completed"
+    if run.kind == "plan" and _has_pending_approval(run):
+        status = "awaiting_approval"  # the plan it wrote waits for the owner
+    runs.set_status(run, status)
+    runs.append_event(run.id, "completed", final or "(no final text)")
+    parent_id = run.parent_run_id
+    db.session.commit()
+    if parent_id is not None:
+        wake_parent_if_ready(parent_id)
+    return Outcome(status, final)
+
+
+def _has_pending_approval(run: AgentRun) -> bool:
+    from models import ApprovalRequest
+    return db.session.scalar(sa.select(sa.func.count(ApprovalRequest.id)).where(
+        ApprovalRequest.agent_run_id == run.id, ApprovalRequest.status == "pending")) > 0
+
+
+def _finish_failed(run: AgentRun, reason: str, message: str) -> Outcome:
+    outcome = recovery.fail(run, reason, message)
+    parent_id = run.parent_run_id
+    db.session.commit()
+    lifecycle.run_side_effects(outcome.effects)
+    if parent_id is not None:
+        wake_parent_if_ready(parent_id)
+    return Outcome("failed", f"{reason}: {message}")
+
+
+# --- parking and waking -----------------------------------------------------------------------
+
+def ready_to_wake(run: AgentRun) -> bool:
+    """Is a waiting run's condition met?"""
+    park = run.waiting_for or {}
+    if run.wake_at is not None and run.wake_at <= utcnow():
+        return True
+    if "children" in park:
+        ids = [uuid.UUID(c) for c in park["children"]]
+        open_children = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+            AgentRun.id.in_(ids), AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
+        return open_children == 0
+    return False
+
+
+def wake_parent_if_ready(parent_id) -> None:
+    parent = db.session.get(AgentRun, parent_id)
+    if parent is not None and parent.status == "waiting" and ready_to_wake(parent):
+        jobs.enqueue_run(parent.id)
+
+
+def _resume_message(run: AgentRun) -> str:
+    park = run.waiting_for or {}
+    if "children" in park:
+        lines = []
+        for child_id in park["children"]:
+            child = db.session.get(AgentRun, uuid.UUID(child_id))
+            final = db.session.scalar(sa.select(RunEvent.body).where(
+                RunEvent.run_id == child.id, RunEvent.event_type.in_(("completed", "failed")))
+                .order_by(RunEvent.seq.desc()).limit(1)) if child else None
+            lines.append(f"Sub-agent {child.agent if child else child_id} ({child.short_id if child else '?'}) "
+                         f"ended {child.status if child else 'missing'}: {final or '(no final text)'}")
+        return "\n".join(lines)
+    if "until" in park:
+        return f"Woken at {utcnow().isoformat()} (the wait ended)."
+    return "Woken."
+
+
+def _answer_parked_tools(run: AgentRun, message: str) -> None:
+    """Tell the model what happened while it waited, as a user turn after its tool results."""
+    conversation = list(run.conversation or [])
+    conversation.append({"role": "assistant", "content": [{"type": "text", "text": "(waiting)"}]})
+    conversation.append({"role": "user", "content": redact(f"Update while you waited:\n{message}")})
+    run.conversation = conversation
+
+
+def wake_ready_runs(limit: int = 50) -> list:
+    """Scheduler: enqueue waiting runs whose deadline passed or whose children finished."""
+    now = utcnow()
+    candidates = list(db.session.scalars(
+        sa.select(AgentRun).where(AgentRun.status == "waiting")
+        .where(sa.or_(AgentRun.wake_at <= now, AgentRun.wake_at.is_(None)))
+        .order_by(AgentRun.wake_at.nulls_last()).limit(limit)))
+    woken = []
+    for run in candidates:
+        if ready_to_wake(run):
+            jobs.enqueue_run(run.id)
+            woken.append(run.id)
+    return woken
+
+
+def reconcile_runs(limit: int = 200) -> dict:
+    """Scheduler: re-enqueue queued runs whose job vanished; fail running runs gone stale."""
+    cfg = current_app.config
+    requeued, lost = [], []
+    for run in db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)):
+        if not jobs.job_is_live(jobs.run_job_id(run.id)):
+            jobs.enqueue_run(run.id)
+            requeued.append(run.id)
+    stale_before = utcnow() - timedelta(seconds=cfg["RUN_STALE_SECONDS"])
+    stale = list(db.session.scalars(sa.select(AgentRun).where(
+        AgentRun.status == "running",
+        sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))).limit(limit)))
+    for run in stale:
+        # Claim it with a compare-and-set so two schedulers cannot both fail it.
+        claimed = db.session.execute(sa.update(AgentRun).where(
+            AgentRun.id == run.id, AgentRun.status == "running",
+            sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None)))
+            .values(status="failed").execution_options(synchronize_session=False)).rowcount
+        if not claimed:
+            continue
+        db.session.refresh(run)
+        outcome = recovery.fail(run, "worker_lost",
+                                f"No heartbeat since {run.heartbeat_at.isoformat() if run.heartbeat_at else 'start'}; "
+                                "the worker died or stopped.")
+        db.session.commit()
+        lifecycle.run_side_effects(outcome.effects)
+        lost.append(run.id)
+    return {"requeued": requeued, "lost": lost}

@@ -1,0 +1,138 @@
+"""Starting agents for an experiment: the planner on board moves, the orchestrator on
+approval. Side-effect hooks of services.lifecycle call these after the move committed;
+approval calls `begin_orchestrator` inside its own transaction (SPEC §2.3 lesson: the
+approval and the orchestrator's start land together, ending at `implementing`).
+"""
+from __future__ import annotations
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import AgentRun, Experiment, db
+from services import events, jobs, lifecycle, runs
+from services.actors import Actor
+from services.agents import loader
+
+PLANNER = "experiment-planner"
+ORCHESTRATOR = "experiment-orchestrator"
+NO_KEY_NOTE = ("No ANTHROPIC_API_KEY is configured, so {agent} cannot start. Set the key and move the "
+               "card again, or continue by hand.")
+
+PLANNER_REQUESTS = {
+    "clarify": "Clarify the scope of this idea. Ask the owner only the questions that change the plan "
+               "(ask_questions); if the idea is already clear, write the plan (submit_plan).",
+    "plan": "Draft the plan now (submit_plan). Ask questions only if the plan cannot be written without them.",
+    "answers": "The owner answered your questions (see the epm:clarify-answers event). Continue: write the "
+               "plan, or ask what is still unclear.",
+    "rejected": "The owner rejected the previous plan with this note:\n{note}\n\nRevise the plan accordingly "
+                "and submit it again.",
+}
+
+
+def agents_enabled() -> bool:
+    return bool(current_app.config.get("ANTHROPIC_API_KEY"))
+
+
+def active_run(experiment_id, kind: str) -> AgentRun | None:
+    return db.session.scalar(sa.select(AgentRun).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == kind,
+        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(("queued", "running", "waiting"))).limit(1))
+
+
+def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> AgentRun | None:
+    """Create and enqueue a planning run (after a committed move). One active planner at a time."""
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is None:
+        return None
+    if not agents_enabled():
+        events.record(experiment, "note", Actor.system(), note=NO_KEY_NOTE.format(agent="the planner"))
+        db.session.commit()
+        return None
+    if active_run(experiment.id, "plan") is not None:
+        return None
+    request = PLANNER_REQUESTS[mode].format(note=(metadata or {}).get("note") or "")
+    definition = loader.get(PLANNER)
+    run = runs.create_run(kind="plan", agent=PLANNER, request=request, scope_id=experiment.id,
+                          model=loader.model_for(definition), runpod_account=experiment.runpod_account)
+    events.record(experiment, "note", Actor.system(), note=f"Planner {run.short_id} queued ({mode}).",
+                  metadata={"run_id": str(run.id)})
+    db.session.commit()
+    jobs.enqueue_run(run.id)
+    return run
+
+
+def begin_orchestrator(experiment: Experiment, actor: Actor, *, plan_run_id=None) -> list:
+    """Inside the approving transaction: create the orchestrator run and move to implementing.
+
+    Returns the after-commit effect that enqueues it. Without an API key the experiment
+    stays `approved` with a note saying why.
+    """
+    if not agents_enabled():
+        events.record(experiment, "note", Actor.system(), note=NO_KEY_NOTE.format(agent="the orchestrator"))
+        return []
+    if active_run(experiment.id, "apply") is not None:
+        return []
+    definition = loader.get(ORCHESTRATOR)
+    run = runs.create_run(kind="apply", agent=ORCHESTRATOR, scope_id=experiment.id,
+                          request="Carry this approved experiment to a clean result, following the approved plan.",
+                          model=loader.model_for(definition), runpod_account=experiment.runpod_account)
+    if plan_run_id:
+        runs.append_event(plan_run_id, "orchestrator_queued", str(run.id))
+    effects = lifecycle.transition(experiment, "implementing", Actor.system(),
+                                   note=f"Orchestrator {run.short_id} queued to implement and dispatch.",
+                                   metadata={"run_id": str(run.id)})
+    return effects + [lifecycle.SideEffect("enqueue_run", experiment.id, actor, {"run_id": str(run.id)})]
+
+
+# --- hooks (installed by create_app) ------------------------------------------------------------
+
+def _planner(mode: str):
+    def hook(experiment_id, actor, metadata):
+        start_planner(experiment_id, actor, metadata, mode=mode)
+    hook.__name__ = f"start_planner_{mode}"
+    return hook
+
+
+_HOOK_PLANNER_CLARIFY = _planner("clarify")
+_HOOK_PLANNER_PLAN = _planner("plan")
+_HOOK_PLANNER_ANSWERS = _planner("answers")
+_HOOK_PLANNER_REJECTED = _planner("rejected")
+
+
+def _hook_enqueue_run(experiment_id, actor, metadata):
+    jobs.enqueue_run(metadata["run_id"])
+
+
+def _hook_reuse_plan(experiment_id, actor, metadata):
+    """A board move re-used an approved plan: start the orchestrator in its own transaction."""
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is None or experiment.status != "approved":
+        return
+    effects = begin_orchestrator(experiment, actor)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+
+
+def _hook_stop_active_work(experiment_id, actor, metadata):
+    """Archiving or cancelling an experiment cancels its active runs."""
+    active = list(db.session.scalars(sa.select(AgentRun).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
+        AgentRun.status.in_(("queued", "running", "waiting", "awaiting_approval")))))
+    for run in active:
+        if run.status == "running":
+            runs.request_cancel(run)
+            runs.append_event(run.id, "cancelled", "The experiment was closed; stopping after this step.")
+        else:
+            runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="The experiment was closed.")
+            runs.append_event(run.id, "cancelled", "The experiment was closed.")
+    db.session.commit()
+
+
+def install() -> None:
+    lifecycle.register_side_effect("start_planner_clarify", _HOOK_PLANNER_CLARIFY)
+    lifecycle.register_side_effect("start_planner_plan", _HOOK_PLANNER_PLAN)
+    lifecycle.register_side_effect("redispatch_planner_with_answers", _HOOK_PLANNER_ANSWERS)
+    lifecycle.register_side_effect("redispatch_planner_with_note", _HOOK_PLANNER_REJECTED)
+    lifecycle.register_side_effect("enqueue_run", _hook_enqueue_run)
+    lifecycle.register_side_effect("start_orchestrator", _hook_reuse_plan)
+    lifecycle.register_side_effect("stop_active_work", _hook_stop_active_work)

@@ -1,0 +1,331 @@
+"""The tools an agent may call. Each is validated and is an audited call into the same
+service layer the UI uses (never SQL). Every tool acts on the run's own experiment only:
+no tool takes an experiment argument, so an agent cannot touch another experiment, and
+none can approve a plan, raise a cap or change an approved spec (SPEC §5.5).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+import sqlalchemy as sa
+
+from models import AgentRun, Artifact, Comment, Experiment, WorkflowEvent, db
+from services import (approvals, events, experiments, lifecycle, markers, questions, registry,
+                      runs)
+from services.actors import Actor
+from services.errors import SaganError, ValidationError
+from services.redact import redact
+
+RESULT_MAX = 64 * 1024
+
+
+@dataclass
+class ToolResult:
+    content: str
+    is_error: bool = False
+    park: dict | None = None          # e.g. {"children": [...]}, {"until": iso}, {"dispatch": "…"}
+    effects: list = field(default_factory=list)  # side effects to run after commit
+    enqueue: list = field(default_factory=list)  # run ids to enqueue after commit
+
+
+@dataclass
+class ToolContext:
+    run: AgentRun
+    experiment: Experiment | None
+
+    @property
+    def actor(self) -> Actor:
+        return Actor("agent", str(self.run.id), self.run.agent)
+
+    def need_experiment(self) -> Experiment:
+        if self.experiment is None:
+            raise ValidationError("This run has no experiment.")
+        return self.experiment
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    schema: dict
+    handler: Callable[[ToolContext, dict], ToolResult]
+
+    def as_api(self) -> dict:
+        return {"name": self.name, "description": self.description, "input_schema": self.schema}
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(name: str, description: str, properties: dict | None = None, required: list | None = None):
+    schema = {"type": "object", "properties": properties or {}, "required": required or [],
+              "additionalProperties": False}
+
+    def register(handler):
+        TOOLS[name] = Tool(name, description, schema, handler)
+        return handler
+    return register
+
+
+# --- input validation (the subset of JSON Schema the tool schemas use) ----------------------
+
+_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "number": (int, float)}
+
+
+def validate_input(schema: dict, data) -> dict:
+    if not isinstance(data, dict):
+        raise ValidationError("Tool input must be a JSON object.")
+    props = schema.get("properties", {})
+    missing = [k for k in schema.get("required", []) if k not in data]
+    if missing:
+        raise ValidationError(f"Missing required input: {', '.join(missing)}.")
+    extra = [k for k in data if k not in props]
+    if extra and schema.get("additionalProperties") is False:
+        raise ValidationError(f"Unknown input: {', '.join(extra)}; allowed: {', '.join(props) or 'none'}.")
+    for key, value in data.items():
+        spec = props.get(key, {})
+        expected = _TYPES.get(spec.get("type"))
+        if expected and (not isinstance(value, expected) or (spec.get("type") == "integer" and isinstance(value, bool))):
+            raise ValidationError(f"{key} must be {spec['type']}.")
+        if "enum" in spec and value not in spec["enum"]:
+            raise ValidationError(f"{key} must be one of: {', '.join(map(str, spec['enum']))}.")
+        if spec.get("type") == "string" and len(value) > spec.get("maxLength", 200_000):
+            raise ValidationError(f"{key} is too long (max {spec.get('maxLength')} characters).")
+    return data
+
+
+def call(ctx: ToolContext, name: str, data) -> ToolResult:
+    """Run one tool call; domain errors come back as error results the model can read."""
+    definition = TOOLS.get(name)
+    if definition is None:
+        return ToolResult(f"Unknown tool {name!r}.", is_error=True)
+    try:
+        with db.session.begin_nested():  # a failed tool leaves nothing half-written
+            result = definition.handler(ctx, validate_input(definition.schema, data))
+    except SaganError as exc:
+        return ToolResult(f"{exc.code}: {exc.message}", is_error=True)
+    if len(result.content.encode()) > RESULT_MAX:
+        size = len(result.content.encode())
+        result.content = result.content.encode()[:RESULT_MAX].decode(errors="ignore") + \
+            f"\n… [truncated: {size:,} bytes in all]"
+    return result
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=1, default=str)
+
+
+# --- reading ----------------------------------------------------------------------------
+
+@tool("get_experiment", "The experiment this run works on: record, status and turn.")
+def get_experiment(ctx: ToolContext, data: dict) -> ToolResult:
+    e = ctx.need_experiment()
+    return ToolResult(_json({
+        "number": e.number, "title": e.title, "status": e.status, "turn": e.turn, "kind": e.kind,
+        "priority": e.priority, "tags": e.tags, "hypothesis": e.hypothesis, "gitBranch": e.git_branch,
+        "gitCommit": e.git_commit, "runpodAccount": e.runpod_account, "hasPlan": bool(e.plan_md),
+        "hasCleanResult": e.has_clean_result, "parentExperimentId": str(e.parent_experiment_id or "") or None,
+    }))
+
+
+@tool("list_events", "The experiment's workflow events, newest first; filter by type or marker.",
+      {"event_type": {"type": "string", "enum": registry.WORKFLOW_EVENT_TYPES},
+       "marker": {"type": "string"}, "limit": {"type": "integer"}})
+def list_events(ctx: ToolContext, data: dict) -> ToolResult:
+    if data.get("marker"):
+        markers.check_marker(data["marker"])
+    page = events.timeline(ctx.need_experiment(), limit=max(1, min(int(data.get("limit") or 50), 200)),
+                           event_type=data.get("event_type"), marker=data.get("marker"))
+    return ToolResult(_json([events.event_json(e) for e in page.events]))
+
+
+def _answers(experiment: Experiment, marker: str) -> dict:
+    rows = db.session.scalars(sa.select(WorkflowEvent).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.marker == marker)
+        .order_by(WorkflowEvent.created_at))
+    merged: dict = {}
+    for row in rows:
+        merged.update((row.metadata_ or {}).get("answers") or {})
+    return merged
+
+
+@tool("get_plan", "The current plan (markdown), the approved pod spec, and the owner's answers.")
+def get_plan(ctx: ToolContext, data: dict) -> ToolResult:
+    e = ctx.need_experiment()
+    return ToolResult(_json({"plan_markdown": e.plan_md, "approved_pod_spec": e.pod_spec,
+                             "clarify_answers": _answers(e, "epm:clarify-answers"),
+                             "textbox_answers": _answers(e, "epm:textbox-answers")}))
+
+
+# --- workflow -----------------------------------------------------------------------------
+
+@tool("set_status", "Move the experiment to a status the workflow allows agents to set; a note says why.",
+      {"status": {"type": "string", "enum": registry.STATUS_NAMES},
+       "note": {"type": "string", "maxLength": 1900}}, ["status"])
+def set_status(ctx: ToolContext, data: dict) -> ToolResult:
+    experiment = ctx.need_experiment()
+    effects = lifecycle.transition(experiment, data["status"], ctx.actor, note=data.get("note"),
+                                   metadata={"run_id": str(ctx.run.id)})
+    return ToolResult(f"#{experiment.number} is now {experiment.status}.", effects=effects)
+
+
+@tool("post_marker", "Record a workflow marker (progress, review verdicts); optional next_status.",
+      {"marker": {"type": "string", "enum": registry.MARKERS}, "note": {"type": "string", "maxLength": 1900},
+       "metadata": {"type": "object"}, "review_pair": {"type": "string", "enum": registry.REVIEW_PAIRS},
+       "round": {"type": "integer"}, "reviewer": {"type": "string"},
+       "verdict": {"type": "string", "enum": registry.REVIEW_VERDICTS}, "required_fix": {"type": "string"},
+       "reconciler_decision": {"type": "string"},
+       "next_status": {"type": "string", "enum": registry.STATUS_NAMES}}, ["marker"])
+def post_marker(ctx: ToolContext, data: dict) -> ToolResult:
+    review = {k: data[k] for k in markers.REVIEW_FIELDS if k in data}
+    event, effects = markers.post_marker(ctx.need_experiment(), data["marker"], ctx.actor,
+                                         note=data.get("note"), metadata=data.get("metadata"),
+                                         review=review, next_status=data.get("next_status"))
+    return ToolResult(f"{data['marker']} recorded.", effects=effects)
+
+
+@tool("ask_questions", "Ask the owner clarifying questions; the run ends and the answers start a new one.",
+      {"questions": {"type": "array"}}, ["questions"])
+def ask_questions(ctx: ToolContext, data: dict) -> ToolResult:
+    effects = questions.ask(ctx.need_experiment(), data["questions"], ctx.actor)
+    return ToolResult("Questions sent to the owner. Stop now; their answers start a new planning run.",
+                      effects=effects)
+
+
+@tool("submit_plan", "Submit plan markdown (11 sections, checklist, optional runpod-spec block).",
+      {"markdown": {"type": "string", "maxLength": 200_000}}, ["markdown"])
+def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
+    experiment = ctx.need_experiment()
+    submission = approvals.submit_plan(experiment, data["markdown"], ctx.actor, source="agent",
+                                       agent_run_id=ctx.run.id)
+    ctx.run.plan_md = submission.plan_version.markdown
+    ctx.run.plan_json = submission.plan_version.plan_json
+    if not submission.valid:
+        return ToolResult("The plan was stored as v%d but its runpod-spec is invalid; fix these and submit "
+                          "again:\n- %s" % (submission.plan_version.version, "\n- ".join(submission.problems)),
+                          is_error=True)
+    state = "auto-approved" if submission.auto_approved else "waiting for the owner's approval"
+    problems = ("\nOther notes: " + "; ".join(submission.problems)) if submission.problems else ""
+    return ToolResult(f"Plan v{submission.plan_version.version} accepted; {state}. "
+                      f"Estimate: {json.dumps((submission.estimate or {}).get('total_usd'))} USD.{problems}",
+                      effects=submission.effects)
+
+
+# --- results, comments, follow-ups ----------------------------------------------------------
+
+@tool("write_clean_result", "Write the experiment's clean result (self-contained HTML); optional title.",
+      {"html": {"type": "string", "maxLength": 200_000}, "title": {"type": "string", "maxLength": 300}},
+      ["html"])
+def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
+    from services import results
+    version = results.save_clean_result(ctx.need_experiment(), data["html"], ctx.actor, title=data.get("title"))
+    return ToolResult(f"Clean result saved (version {version}).")
+
+
+@tool("add_comment", "Post a comment (markdown) on the experiment's discussion, labelled as Claude.",
+      {"body": {"type": "string", "maxLength": 20_000}}, ["body"])
+def add_comment(ctx: ToolContext, data: dict) -> ToolResult:
+    from services.sanitize import render_markdown
+    body = redact(data["body"].strip())
+    if not body:
+        raise ValidationError("The comment is empty.")
+    if looks_like_leaked_instructions(body):
+        raise ValidationError("That text reads like instructions rather than a comment; write only the answer.")
+    experiment = ctx.need_experiment()
+    comment = Comment(entity_kind="experiment", entity_id=experiment.id, author_kind="agent",
+                      author_name="Claude", body_md=body, body_html=render_markdown(body))
+    db.session.add(comment)
+    events.record(experiment, "comment", ctx.actor, note=body[:300], metadata={"by": "Claude"})
+    return ToolResult("Comment posted.")
+
+
+_LEAK_PHRASES = ("return only the comment text", "you are sagan's", "system prompt", "as an ai language model")
+
+
+def looks_like_leaked_instructions(text: str) -> bool:
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in _LEAK_PHRASES)
+
+
+@tool("propose_follow_ups", "Create up to three follow-up experiments from this result.",
+      {"experiments": {"type": "array"}}, ["experiments"])
+def propose_follow_ups(ctx: ToolContext, data: dict) -> ToolResult:
+    parent = ctx.need_experiment()
+    items = data["experiments"]
+    if not items or len(items) > 3:
+        raise ValidationError("Propose one to three follow-ups.")
+    made = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise ValidationError("Each follow-up is an object with title and hypothesis.")
+        child = experiments.create_experiment(
+            {"title": item.get("title"), "hypothesis": item.get("hypothesis"),
+             "tags": ["follow-up", "proposed-by-claude"]}, ctx.actor,
+            note=f"Proposed by Claude as a follow-up of #{parent.number}.")
+        child.parent_experiment_id = parent.id
+        made.append(child.number)
+    return ToolResult("Created follow-ups: " + ", ".join(f"#{n}" for n in made))
+
+
+# --- pods (dispatch arrives with the pod issue; until then the run parks honestly) ----------
+
+DISPATCH_PENDING = "waiting for dispatch support: pod dispatch is not enabled in this Sagan yet"
+
+
+@tool("launch_pods", "Dispatch the approved pod spec (one dispatch per experiment).")
+def launch_pods(ctx: ToolContext, data: dict) -> ToolResult:
+    return ToolResult(DISPATCH_PENDING, park={"dispatch": "unsupported"})
+
+
+@tool("list_pods", "The experiment's pods with status, progress and cost.")
+def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
+    from models import Pod
+    pods = db.session.scalars(sa.select(Pod).where(Pod.experiment_id == ctx.need_experiment().id))
+    return ToolResult(_json([{"name": p.name, "status": p.status, "progress": p.progress_pct,
+                              "message": p.progress_message, "exitCode": p.exit_code} for p in pods]))
+
+
+@tool("stop_pods", "Stop the experiment's running pods (volumes are kept).")
+def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
+    return ToolResult("No pods are running for this experiment.")
+
+
+@tool("wait_for_pods", "Park this run until the experiment's pods finish or fail.")
+def wait_for_pods(ctx: ToolContext, data: dict) -> ToolResult:
+    return ToolResult(DISPATCH_PENDING, park={"dispatch": "unsupported"})
+
+
+@tool("read_artifact", "Read one uploaded artifact of this experiment by its name.",
+      {"name": {"type": "string", "maxLength": 500}}, ["name"])
+def read_artifact(ctx: ToolContext, data: dict) -> ToolResult:
+    artifact = db.session.scalar(sa.select(Artifact).where(
+        Artifact.experiment_id == ctx.need_experiment().id, Artifact.name == data["name"]))
+    if artifact is None:
+        raise ValidationError(f"No artifact named {data['name']!r} on this experiment.")
+    if not artifact.content_type.startswith(("text/", "application/json", "image/svg")):
+        return ToolResult(f"{artifact.name}: {artifact.content_type}, {artifact.size} bytes (binary; not shown).")
+    return ToolResult(artifact.content.decode("utf-8", errors="replace"))
+
+
+# --- sub-agents ---------------------------------------------------------------------------
+
+@tool("spawn_agent", "Start a sub-agent on this experiment and wait for it to finish.",
+      {"agent": {"type": "string"}, "request": {"type": "string", "maxLength": 20_000}}, ["agent", "request"])
+def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
+    from services.agents import loader
+    definition = loader.get(data["agent"])
+    if definition.name == ctx.run.agent:
+        raise ValidationError("An agent cannot spawn itself.")
+    depth, parent = 0, ctx.run
+    while parent.parent_run_id is not None and depth < 5:
+        parent = db.session.get(AgentRun, parent.parent_run_id)
+        depth += 1
+    if depth >= 2:
+        raise ValidationError("Sub-agents cannot spawn further sub-agents.")
+    child = runs.create_run(kind=ctx.run.kind, agent=definition.name, request=data["request"],
+                            scope_id=ctx.run.scope_id, scope_kind=ctx.run.scope_kind,
+                            parent_run_id=ctx.run.id, model=loader.model_for(definition))
+    return ToolResult(f"Started {definition.name} as run {child.short_id}; waiting for it to finish.",
+                      park={"children": [str(child.id)]}, enqueue=[child.id])

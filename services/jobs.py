@@ -1,0 +1,73 @@
+"""Putting work on the queues. Services enqueue by the job's dotted name, so the domain
+never imports the worker package; jobs carry ids, never objects (ARCHITECTURE §1).
+
+Postgres stays the source of truth: if an enqueue is lost (Redis flushed, a crash right
+after commit), the scheduler's reconciler finds `queued` runs without a live job and
+enqueues them again.
+"""
+from __future__ import annotations
+
+from flask import current_app
+from rq import Queue
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
+
+from services import redis_store
+
+AGENTS, DISPATCH, DEFAULT, LOCAL = "agents", "dispatch", "default", "local"
+SHARED_QUEUES = (AGENTS, DISPATCH, DEFAULT)
+ALL_QUEUES = SHARED_QUEUES + (LOCAL,)
+# Each queue's timeout setting; it must exceed the job's own client retries (STYLE §12).
+TIMEOUT_SETTINGS = {AGENTS: "JOB_TIMEOUT_AGENTS", DISPATCH: "JOB_TIMEOUT_DISPATCH",
+                    DEFAULT: "JOB_TIMEOUT_DEFAULT", LOCAL: "JOB_TIMEOUT_LOCAL"}
+FAILURE_TTL = 7 * 24 * 3600
+RESULT_TTL = 24 * 3600
+LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
+
+
+def job_timeout(name: str, config=None) -> int:
+    if name not in TIMEOUT_SETTINGS:
+        raise ValueError(f"Unknown queue {name!r}; Sagan's queues are {', '.join(ALL_QUEUES)}.")
+    config = current_app.config if config is None else config
+    return int(config[TIMEOUT_SETTINGS[name]])
+
+
+def queue(name: str) -> Queue:
+    return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name))
+
+
+def job_is_live(job_id: str | None) -> bool:
+    """True when the job exists in Redis and is waiting or running."""
+    if not job_id:
+        return False
+    try:
+        job = Job.fetch(job_id, connection=redis_store.connection())
+    except NoSuchJobError:
+        return False
+    return job.get_status(refresh=False) in LIVE_JOB_STATES
+
+
+def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
+    """Enqueue `func(*args)` under a fixed job id unless that job is already live.
+
+    A fixed id per piece of work is the lock against duplicate jobs: two hooks, a retry
+    and the reconciler asking for the same run get one job.
+    """
+    if job_is_live(job_id):
+        return job_id
+    conn = redis_store.connection()
+    try:
+        Job.fetch(job_id, connection=conn).delete()
+    except NoSuchJobError:
+        pass
+    queue(name).enqueue(func, args=args, job_id=job_id, failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    return job_id
+
+
+def run_job_id(run_id) -> str:
+    return f"agent-run-{run_id}"
+
+
+def enqueue_run(run_id) -> str:
+    """Queue an agent run's next step on the `agents` queue."""
+    return enqueue_unique(AGENTS, "workers.agents.run_agent", str(run_id), job_id=run_job_id(run_id))
