@@ -7,6 +7,7 @@ overridden in the Setting table through services.settings.
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -107,6 +108,9 @@ class Config:
     HEARTBEAT_SECONDS = _env_int("SAGAN_HEARTBEAT_SECONDS", 30)
     RUN_STALE_SECONDS = _env_int("SAGAN_RUN_STALE_SECONDS", 300)
     SCHEDULER_TICK_SECONDS = _env_int("SAGAN_SCHEDULER_TICK_SECONDS", 15)
+    CANCEL_GRACE_SECONDS = _env_int("SAGAN_CANCEL_GRACE_SECONDS", 120)
+    MODEL_MAX_RETRIES = _env_int("SAGAN_MODEL_MAX_RETRIES", 3)
+    MODEL_TIMEOUT_SECONDS = _env_int("SAGAN_MODEL_TIMEOUT_SECONDS", 600)
     RECOVERY_MAX_PER_DAY = _env_int("SAGAN_RECOVERY_MAX_PER_DAY", 3)
     RECOVERY_BACKOFF_MINUTES = [int(x) for x in os.environ.get(
         "SAGAN_RECOVERY_BACKOFF_MINUTES", "1,5,15").split(",")]
@@ -119,6 +123,7 @@ class Config:
     ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
     ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
     SAGAN_AGENT_MODEL = os.environ.get("SAGAN_AGENT_MODEL", "")
+    SAGAN_MODEL_PRICES = json.loads(os.environ.get("SAGAN_MODEL_PRICES") or "{}")
     SAGAN_AUTO_APPROVE_MAX_USD = _env_float("SAGAN_AUTO_APPROVE_MAX_USD", 50.0)
 
     # --- pods (SPEC §6) ------------------------------------------------------------

@@ -239,7 +239,7 @@ def events(run_id: str):
     return render("runs/detail.html", "runs/_poll.html",
                   # The header (status, "N events · latest …") refreshes itself on this event.
                   headers={"HX-Trigger": "run-changed"},
-                  run_id=run_uuid, status=status, events=new, cursor=new[-1].seq if new else after,
+                  run_id=run_uuid, run_status=status, events=new, cursor=new[-1].seq if new else after,
                   keep_polling=active or backlog)
 
 

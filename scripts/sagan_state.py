@@ -9,6 +9,8 @@ Agents, pods and scripts use it to read and move experiments:
     sagan_state.py marker 192 epm:code-review --review-pair code_review --round 1 \\
         --reviewer code-reviewer --verdict needs_targeted_fix --required-fix "pool p-values"
     sagan_state.py events 192 --marker epm:code-review
+    sagan_state.py runs --experiment 192 --status running
+    sagan_state.py runs show 3f2a9c1e-… --after 40
 
 Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
 Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
@@ -215,6 +217,65 @@ def cmd_events(client: Client, args) -> int:
     return 0
 
 
+RUN_STATUSES = ["queued", "running", "waiting", "awaiting_approval", "completed", "failed", "cancelled",
+                "blocked"]
+
+
+def _one_line(text, width: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def run_line(r: dict) -> str:
+    tokens = (r.get("inputTokens") or 0) + (r.get("outputTokens") or 0)
+    return (f"{r['id'][:8]}  {r['kind']:<10} {r['status']:<17} {r['agent'][:28]:<28} "
+            f"{(r.get('createdAt') or '')[:16]:<16}  {tokens:>9,} tok  ${r.get('costUsd') or 0:,.2f}")
+
+
+def cmd_runs(client: Client, args) -> int:
+    if args.runs_command == "show":
+        return cmd_run_show(client, args)
+    if args.runs_command == "cancel":
+        return cmd_run_cancel(client, args)
+    data = client.request("GET", "/api/runs", query={"experiment": args.experiment, "status": args.status,
+                                                     "limit": args.limit})
+    if args.json or not sys.stdout.isatty():
+        emit(data, True)
+    else:
+        for r in data["runs"]:
+            print(run_line(r))
+        if not data["runs"]:
+            print("no runs")
+    return 0
+
+
+def cmd_run_show(client: Client, args) -> int:
+    data = client.request("GET", f"/api/runs/{args.run_id}", query={"after": args.after, "limit": args.limit})
+    if args.json or not sys.stdout.isatty():
+        emit(data, True)
+        return 0
+    r = data["run"]
+    print(f"Run {r['id'][:8]}  {r['kind']}  {r['agent']}  {r['status']}")
+    print(f"  id: {r['id']}  events: {r['lastSeq']}  tokens: {r.get('inputTokens') or 0:,} in / "
+          f"{r.get('outputTokens') or 0:,} out  cost: ${r.get('costUsd') or 0:,.2f}")
+    for label, key in (("parent", "parentRunId"), ("resumes", "resumesRunId")):
+        if r.get(key):
+            print(f"  {label}: {r[key]}")
+    if r.get("failureReason") or r.get("lastError"):
+        print(f"  failure: {r.get('failureReason') or ''} {_one_line(r.get('lastError'), 200)}".rstrip())
+    for ev in data["events"]:
+        print(f"  {ev['seq']:>5} {ev['createdAt'][:19]} {ev['eventType']}: {_one_line(ev.get('body'), 140)}")
+    if data.get("nextAfter"):
+        print(f"(more: runs show {r['id']} --after {data['nextAfter']})")
+    return 0
+
+
+def cmd_run_cancel(client: Client, args) -> int:
+    data = client.request("POST", f"/api/runs/{args.run_id}/cancel", {})
+    print(data.get("message") or f"Run {args.run_id} cancel requested")
+    return 0
+
+
 def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sagan_state.py", description="Sagan command-line client.")
     parser.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL),
@@ -280,6 +341,25 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     p.add_argument("--before", help="cursor from a previous page")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser(
+        "runs", help="list agent runs; `runs show RUN_ID` for one run and its events, `runs cancel RUN_ID`",
+        description="List agent runs (newest first), or act on one: "
+                    "`runs show RUN_ID [--after SEQ]` prints the run and its events after SEQ; "
+                    "`runs cancel RUN_ID` cancels it. Output is JSON when piped (or with --json).")
+    p.add_argument("--experiment", help="only runs of this experiment (number or uuid)")
+    p.add_argument("--status", metavar="STATUS", help="one of: " + ", ".join(RUN_STATUSES))
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--json", action="store_true", help="always print JSON")
+    p.set_defaults(func=cmd_runs, runs_command=None)
+    runs_sub = p.add_subparsers(dest="runs_command", metavar="{show,cancel}")
+    q = runs_sub.add_parser("show", help="one run and its events (JSON when piped)")
+    q.add_argument("run_id", metavar="RUN_ID", help="the run's uuid")
+    q.add_argument("--after", type=int, default=0, metavar="SEQ", help="only events after this seq (default 0)")
+    q.add_argument("--limit", type=int, default=500, help="at most this many events (1-1000)")
+    q.add_argument("--json", action="store_true", help="always print JSON")
+    q = runs_sub.add_parser("cancel", help="cancel a run (stops between steps if it is running)")
+    q.add_argument("run_id", metavar="RUN_ID", help="the run's uuid")
     return parser
 
 

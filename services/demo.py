@@ -57,6 +57,10 @@ def path_to(start: str, target: str, status_before_block: str | None = None) -> 
         probe = Experiment(status=status, status_before_block=status_before_block, number=0)
         for role in ("owner", "agent", "system"):
             for move in lifecycle.allowed_moves(probe, role):
+                # Walk the workflow forward: detours through blocked or a finished status
+                # would make timelines no real experiment has.
+                if move.to != target and (move.to == "blocked" or move.to in registry.TERMINAL_STATUSES):
+                    continue
                 if move.to not in seen:
                     seen.add(move.to)
                     queue.append((move.to, steps + [(move.to, role)]))

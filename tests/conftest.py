@@ -212,3 +212,37 @@ def make_experiment(app):
             db.session.commit()
             return experiment.number
     return make
+
+
+@pytest.fixture
+def fake_anthropic(app):
+    """A loopback fake Anthropic API; the app's real client points at it for this test."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+    saved = {k: app.config.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MODEL_MAX_RETRIES")}
+    with FakeAnthropic() as fake:
+        app.config.update(ANTHROPIC_API_KEY="sk-ant-test-0000000000000000", ANTHROPIC_BASE_URL=fake.url,
+                          MODEL_MAX_RETRIES=2)
+        try:
+            yield fake
+        finally:
+            app.config.update(saved)
+
+
+@pytest.fixture
+def worker(app):
+    """Run queued jobs in-process, in burst mode, with RQ's SimpleWorker (STYLE §17)."""
+    from rq import SimpleWorker
+
+    from services import jobs, redis_store
+    from workers.runtime import AppContextJob, set_app
+    set_app(app)
+
+    def work(max_jobs: int | None = None) -> int:
+        with app.app_context():
+            queues = [jobs.queue(name) for name in jobs.ALL_QUEUES]
+            conn = redis_store.connection()
+        done = SimpleWorker(queues, connection=conn, job_class=AppContextJob)
+        done.work(burst=True, max_jobs=max_jobs, with_scheduler=False)
+        return done.successful_job_count
+    yield work
+    set_app(None)

@@ -37,8 +37,17 @@ return 0
 
 
 def tick(app: Flask) -> None:
-    """One scheduler pass. Placeholder: later issues wake runs, watch pods, reconcile."""
-    log.debug("scheduler tick")
+    """One scheduler pass: wake waiting runs, reconcile queued/stale runs, enforce cancels.
+
+    Each part is independent; one failing is logged and the others still run.
+    """
+    from services.agents import loop
+    for part in (loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled):
+        try:
+            part()
+        except Exception:  # noqa: BLE001 - the next tick retries
+            db.session.rollback()
+            log.exception("scheduler: %s failed", part.__name__)
 
 
 class Scheduler:

@@ -28,9 +28,10 @@ from services.redact import redact, redact_data
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 8192
-# USD per million tokens (input, output). Unknown models record tokens with cost 0.
-MODEL_PRICES = {"claude-opus-4-1": (15.0, 75.0), "claude-sonnet-4-5": (3.0, 15.0),
-                "claude-haiku-4-5": (1.0, 5.0)}
+# Reference USD per million tokens (input, output); SAGAN_MODEL_PRICES overrides or adds
+# models as JSON {"model": [in, out]}. A model without a price records its tokens and a
+# cost of 0 with `price_unknown` in the run's sdk_result event, never a guess.
+MODEL_PRICES = {"claude-sonnet-5-5": (3.0, 15.0), "claude-haiku-5-5": (1.0, 5.0)}
 ACTIVE = ("queued", "running", "waiting")
 
 
@@ -101,8 +102,14 @@ def _blocks(content) -> list[dict]:
     return blocks
 
 
+def model_price(model: str) -> tuple[float, float] | None:
+    configured = current_app.config.get("SAGAN_MODEL_PRICES") or {}
+    price = configured.get(model) or MODEL_PRICES.get(model)
+    return tuple(price) if price else None
+
+
 def _cost(model: str, usage) -> float:
-    prices = MODEL_PRICES.get(model)
+    prices = model_price(model)
     if not prices:
         return 0.0
     return (usage.input_tokens * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
@@ -282,7 +289,8 @@ def _after_commit(outcome: Outcome, *, enqueue=()) -> Outcome:
 def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Outcome:
     runs.append_event(run.id, "sdk_result", f"stop_reason={stop_reason}",
                       {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
-                       "cost_usd": round(float(run.cost_usd or 0), 6), "turns": run.turns, "stop_reason": stop_reason})
+                       "cost_usd": round(float(run.cost_usd or 0), 6), "turns": run.turns, "stop_reason": stop_reason,
+                       "price_unknown": model_price(run.model or "") is None})
     status = "completed"
     if run.kind == "plan" and _has_pending_approval(run):
         status = "awaiting_approval"  # the plan it wrote waits for the owner
@@ -400,3 +408,30 @@ def reconcile_runs(limit: int = 200) -> dict:
         lifecycle.run_side_effects(outcome.effects)
         lost.append(run.id)
     return {"requeued": requeued, "lost": lost}
+
+
+def hard_stop_cancelled() -> list:
+    """Scheduler: a cancel the loop has not honoured within the grace period is enforced.
+
+    The job is stopped through RQ (the work horse is killed) and the run is marked
+    cancelled; the experiment is blocked as for any cancel.
+    """
+    from rq.command import send_stop_job_command
+    from rq.exceptions import InvalidJobOperation, NoSuchJobError
+
+    from services import redis_store
+    grace = timedelta(seconds=current_app.config["CANCEL_GRACE_SECONDS"])
+    overdue = list(db.session.scalars(sa.select(AgentRun).where(
+        AgentRun.status == "running", AgentRun.cancel_requested_at < utcnow() - grace)))
+    stopped = []
+    for run in overdue:
+        try:
+            send_stop_job_command(redis_store.connection(), jobs.run_job_id(run.id))
+        except (InvalidJobOperation, NoSuchJobError):
+            pass  # the job already ended or vanished; the row is what matters
+        effects = runs.finish_cancel(run, Actor.owner_like())
+        runs.append_event(run.id, "cancelled", "Hard stop: the run did not stop within the grace period.")
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        stopped.append(run.id)
+    return stopped

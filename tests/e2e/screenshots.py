@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "approvals": "/approvals",
         "approval": f"/approvals/{approval_id}",
         "settings": "/settings",
+        "runs": "/runs",
         "experiments": "/experiments",
         "your-turn": "/your-turn",
         "api-tokens": "/api-tokens",

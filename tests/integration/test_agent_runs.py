@@ -1,0 +1,305 @@
+"""Agent runs end to end: real PostgreSQL and Redis, jobs run by a real RQ worker in burst
+mode, the app's real `anthropic` client talking to the loopback fake over HTTP."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from models import AgentRun, ApprovalRequest, RunEvent, WorkflowEvent, db
+from services import clock, experiments, recovery, runs
+from services.actors import Actor
+from services.agents import loop, orchestration
+from tests.fakes.anthropic_server import error, reply, slow, text, tool_use
+
+PLAN = open(__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "plans" /
+            "two_pod_seed_sweep.md").read().replace('"gpuType": "RTX 4090"', '"gpuType": "A100"')
+
+
+def _events(run_id):
+    return [(e.event_type, e.body) for e in db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.seq))]
+
+
+def _run(run_id):
+    db.session.expire_all()
+    return db.session.get(AgentRun, run_id)
+
+
+def _start_planner(app, number, mode="clarify"):
+    with app.app_context():
+        run = orchestration.start_planner(experiments.get_experiment(number).id, Actor("owner"), {}, mode=mode)
+        return run.id
+
+
+def test_planner_asks_questions(app, fake_anthropic, worker, make_experiment):
+    """A planner run that asks questions moves the experiment to awaiting_clarifications."""
+    number = make_experiment("Vague idea", status="clarifying")
+    fake_anthropic.script(
+        reply(text("I need two answers first."), tool_use("ask_questions", {"questions": [
+            {"key": "base-model", "text": "Which base model?"}, {"key": "budget", "text": "What budget?"}]})),
+        reply(text("Asked the owner; stopping.")))
+    run_id = _start_planner(app, number)
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "completed" and run.turns == 2
+        assert run.input_tokens == 240 and run.output_tokens == 80
+        assert experiments.get_experiment(number).status == "awaiting_clarifications"
+        kinds = [k for k, _ in _events(run_id)]
+        assert kinds == ["started", "assistant_text", "tool_call", "tool_result", "assistant_text",
+                         "sdk_result", "completed"]
+    first = fake_anthropic.requests[0].body
+    assert "Vague idea" in first["messages"][0]["content"]
+    assert {t["name"] for t in first["tools"]} >= {"ask_questions", "submit_plan"}
+    assert fake_anthropic.requests[1].body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+
+def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, worker, make_experiment):
+    """A valid plan lands as an approval request; the plan run waits as awaiting_approval."""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Plan submitted.")))
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "awaiting_approval" and run.plan_md.startswith("Scoping is done")
+        approval = db.session.scalar(sa.select(ApprovalRequest))
+        assert approval.agent_run_id == run_id and approval.status == "pending"
+        assert experiments.get_experiment(number).status == "plan_pending"
+
+
+def test_bad_tool_input_is_an_error_result_not_a_crash(app, fake_anthropic, worker, make_experiment):
+    """Does a tool call with bad input come back to the model as is_error, the run going on?"""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    fake_anthropic.script(reply(tool_use("set_status", {"status": "shared"})),
+                          reply(tool_use("post_marker", {"marker": "epm:nope"})),
+                          reply(text("Giving up.")))
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        results = [b for k, b in _events(run_id) if k == "tool_result"]
+        assert "cannot move from planning to shared as agent" in results[0]
+        assert results[1].startswith("invalid_input") or "epm:nope" in results[1]
+        assert _run(run_id).status == "completed"
+        assert experiments.get_experiment(number).status == "planning"
+
+
+def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, worker, make_experiment):
+    """spawn_agent parks the parent; the child's completion wakes it; it finishes."""
+    number = make_experiment("Analysis", status="interpreting")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        parent = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Analyse.",
+                                 scope_id=experiment.id)
+        db.session.commit()
+        parent_id = parent.id
+        from services import jobs
+        jobs.enqueue_run(parent_id)
+    fake_anthropic.script(
+        reply(tool_use("spawn_agent", {"agent": "analyzer", "request": "Interpret the results."})),
+        reply(text("Interpretation: the prediction held.")),           # the analyzer (child)
+        reply(text("The analyzer finished; done.")))                   # the parent, woken
+    worker()
+    with app.app_context():
+        parent = _run(parent_id)
+        child = db.session.scalar(sa.select(AgentRun).where(AgentRun.parent_run_id == parent_id))
+        assert child.status == "completed" and child.agent == "analyzer"
+        assert parent.status == "completed"
+        kinds = [k for k, _ in _events(parent_id)]
+        assert "waiting" in kinds and "woken" in kinds
+        woken = [b for k, b in _events(parent_id) if k == "woken"][0]
+        assert "Interpretation: the prediction held." in woken
+
+
+def test_dispatch_tools_park_honestly_until_pods_exist(app, fake_anthropic, worker, make_experiment):
+    """Without dispatch support the orchestrator parks with a clear 'waiting for dispatch support'."""
+    number = make_experiment("Pods", status="implementing")
+    with app.app_context():
+        run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
+                              scope_id=experiments.get_experiment(number).id)
+        db.session.commit()
+        run_id = run.id
+        from services import jobs
+        jobs.enqueue_run(run_id)
+    fake_anthropic.script(reply(tool_use("launch_pods", {})))
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "waiting" and run.waiting_for == {"dispatch": "unsupported"}
+        assert any(k == "waiting" and "waiting for dispatch support" in b for k, b in _events(run_id))
+        assert loop.wake_ready_runs() == []  # nothing will wake it by itself
+
+
+def test_cancel_mid_run_blocks_the_experiment(app, fake_anthropic, worker, make_experiment):
+    """The owner cancels while a step is in flight: the loop stops before the next step."""
+    number = make_experiment("Cancel me", status="planning")
+    run_id = _start_planner(app, number, "plan")
+
+    def cancel_then_answer(body):
+        with app.app_context():
+            runs.cancel_run(_run(run_id), Actor("owner", "o", "Owner"))
+            db.session.commit()
+        return reply(tool_use("list_events", {}))
+    fake_anthropic.script(cancel_then_answer, reply(text("never reached")))
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "cancelled" and run.failure_reason == "cancelled_by_owner"
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "blocked"
+        note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.to_status == "blocked"))
+        assert note == "Run cancelled by owner"
+    assert fake_anthropic.remaining() == 1  # the second model call never happened
+
+
+def test_model_api_errors_retried_then_clear_failure(app, fake_anthropic, worker, make_experiment):
+    """429 then 500s: retried by the client, then the run fails with model_api_error and a message."""
+    number = make_experiment("Flaky API", status="planning")
+    fake_anthropic.script(error(429, "rate_limit_error", "slow down", retry_after=0),
+                          *[error(500, "api_error", "internal boom", retry_after=0) for _ in range(3)])
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "failed" and run.failure_reason == "model_api_error"
+        assert "500" in run.last_error and "internal boom" in run.last_error
+    assert len(fake_anthropic.requests) == 3  # one call plus MODEL_MAX_RETRIES=2 retries
+
+
+def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, make_experiment):
+    """A failed run queues one recovery with the exact template, which runs after its back-off."""
+    number = make_experiment("Recover me", status="planning")
+    fake_anthropic.script(*[error(500, "api_error", "down", retry_after=0) for _ in range(3)])
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        follow = db.session.scalar(sa.select(AgentRun).where(AgentRun.resumes_run_id == run_id))
+        assert follow.status == "waiting"
+        assert follow.request.startswith(f"[auto-recovery-for:{run_id}]\n\nThe previous run failed or crashed.")
+        assert "Original request:\nDraft the plan now" in follow.request
+        assert "Failure or crash reason:\nmodel_api_error: " in follow.request
+        note = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.note.like("Automatic recovery%")))
+        assert note.note == f"Automatic recovery queued after agent run {str(run_id)[:8]} failed."
+        assert note.metadata_ == {"mode": "recovery", "sourceAgentRunId": str(run_id),
+                                  "followupAgentRunId": str(follow.id), "reason": "model_api_error"}
+        assert loop.wake_ready_runs() == []           # back-off: 1 minute
+        clock.advance(timedelta(minutes=2))
+        assert loop.wake_ready_runs() == [follow.id]
+    fake_anthropic.script(reply(text("Recovered and done.")))
+    worker()
+    with app.app_context():
+        assert _run(follow.id).status == "completed"
+
+
+def test_recovery_budget_spent_gives_one_blocker(app, make_experiment):
+    """After three recoveries in 24 h, the next failure blocks once, listing the chain."""
+    number = make_experiment("Doomed", status="implementing")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.", scope_id=experiment.id)
+        db.session.commit()
+        for _ in range(3):
+            run.status = "running"
+            outcome = recovery.fail(run, "agent_error", "tool crashed")
+            db.session.commit()
+            assert outcome.recovery is not None
+            run = outcome.recovery
+        run.status = "running"
+        outcome = recovery.fail(run, "agent_error", "tool crashed again")
+        db.session.commit()
+        assert outcome.recovery is None
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "blocked"
+        blockers = list(db.session.scalars(sa.select(WorkflowEvent).where(WorkflowEvent.to_status == "blocked")))
+        assert len(blockers) == 1
+        assert "automatic recovery budget spent" in blockers[0].note
+        assert blockers[0].note.count("→") == 3
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 4
+
+
+@pytest.mark.parametrize("reason", ["spec_invalid", "provider_auth", "cancelled_by_owner", "partial_dispatch"])
+def test_unrecoverable_reasons_block_without_recovery(app, make_experiment, reason):
+    """Do unrecoverable reasons cascade straight to blocked ("Cascaded from agent_run …")?"""
+    number = make_experiment("No retry", status="implementing")
+    with app.app_context():
+        run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
+                              scope_id=experiments.get_experiment(number).id)
+        outcome = recovery.fail(run, reason, "nope")
+        db.session.commit()
+        assert outcome.recovery is None
+        note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.to_status == "blocked"))
+        assert note.startswith(f"Cascaded from agent_run {run.short_id} failed ({reason}")
+
+
+def test_stale_running_run_is_lost_and_recovered_once(app, make_experiment):
+    """A running run without heartbeat is failed worker_lost once, with one recovery, even if
+    the reconciler runs twice."""
+    number = make_experiment("Crashed worker", status="implementing")
+    with app.app_context():
+        run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
+                              scope_id=experiments.get_experiment(number).id)
+        runs.set_status(run, "running")
+        run.heartbeat_at = clock.utcnow()
+        db.session.commit()
+        assert loop.reconcile_runs()["lost"] == []
+        clock.advance(timedelta(minutes=6))
+        assert loop.reconcile_runs()["lost"] == [run.id]
+        assert loop.reconcile_runs()["lost"] == []
+        assert _run(run.id).failure_reason == "worker_lost"
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+            AgentRun.resumes_run_id == run.id)) == 1
+
+
+def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment):
+    """A queued run whose job vanished (Redis flushed) is enqueued again."""
+    from services import jobs, redis_store
+    number = make_experiment("Flushed", status="planning")
+    with app.app_context():
+        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan.",
+                              scope_id=experiments.get_experiment(number).id)
+        db.session.commit()
+        jobs.enqueue_run(run.id)
+        redis_store.connection().flushdb()
+        assert not jobs.job_is_live(jobs.run_job_id(run.id))
+        assert loop.reconcile_runs()["requeued"] == [run.id]
+        assert jobs.job_is_live(jobs.run_job_id(run.id))
+        assert loop.reconcile_runs()["requeued"] == []  # one job, not two
+
+
+def test_secrets_in_tool_results_are_redacted(app, fake_anthropic, worker, make_experiment):
+    """An agent echoing a secret into the log never gets it stored (event or conversation)."""
+    number = make_experiment("Leaky", status="planning")
+    secret = "sk_live_AbCdEfGhIjKlMnOpQrSt123456"
+    fake_anthropic.script(reply(text(f"Found in .env: SAGAN_API_TOKEN={secret} and Authorization: Bearer {secret}")),)
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        stored = db.session.execute(sa.text(
+            "SELECT string_agg(coalesce(body, ''), ' ') FROM run_events")).scalar()
+        conversation = db.session.execute(sa.text("SELECT conversation::text FROM agent_runs")).scalar()
+        assert secret not in stored and secret not in conversation
+        assert "[REDACTED]" in stored
+
+
+def test_no_api_key_explains_instead_of_starting(app, make_experiment):
+    """Without ANTHROPIC_API_KEY the planner does not start and the timeline says why."""
+    number = make_experiment("No key", status="clarifying")
+    with app.app_context():
+        assert orchestration.start_planner(experiments.get_experiment(number).id, Actor("owner"), {},
+                                           mode="clarify") is None
+        note = db.session.scalar(sa.select(WorkflowEvent.note).order_by(WorkflowEvent.created_at.desc()).limit(1))
+        assert note.startswith("No ANTHROPIC_API_KEY is configured, so the planner cannot start.")
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 0
+
+
+def test_max_turns_fails_the_run(app, fake_anthropic, worker, make_experiment):
+    """A run that keeps calling tools stops at its definition's max_turns with max_turns."""
+    number = make_experiment("Chatty", status="planning")
+    fake_anthropic.default = reply(tool_use("get_experiment", {}))
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "failed" and run.failure_reason == "max_turns" and run.turns == 40
