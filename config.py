@@ -156,6 +156,8 @@ class Config:
 class TestConfig(Config):
     """Real PostgreSQL and Redis on 127.0.0.1 unless TEST_* says otherwise."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     TESTING = True
     SQLALCHEMY_DATABASE_URI = os.environ.get(
         "TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

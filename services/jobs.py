@@ -64,10 +64,29 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
     return job_id
 
 
-def run_job_id(run_id) -> str:
-    return f"agent-run-{run_id}"
-
-
 def enqueue_run(run_id) -> str:
-    """Queue an agent run's next step on the `agents` queue."""
-    return enqueue_unique(AGENTS, "workers.agents.run_agent", str(run_id), job_id=run_job_id(run_id))
+    """Queue an agent run's next step on the `agents` queue; returns the job id.
+
+    Skips when the run already has a live job (other than the one calling). Each
+    enqueue gets a fresh job id recorded on the run, so a run can re-queue itself when
+    its worker shuts down. Two jobs for one run are harmless: the loop claims the run
+    with a compare-and-set, and the second job finds nothing to do.
+    """
+    import uuid as uuid_lib
+
+    import sqlalchemy as sa
+    from rq import get_current_job
+
+    from models import AgentRun, db
+    run_id = uuid_lib.UUID(str(run_id))
+    current = get_current_job()
+    existing = db.session.scalar(sa.select(AgentRun.rq_job_id).where(AgentRun.id == run_id))
+    if existing and job_is_live(existing) and not (current and current.id == existing):
+        return existing
+    job_id = f"agent-run-{run_id}-{uuid_lib.uuid4().hex[:8]}"
+    queue(AGENTS).enqueue("workers.agents.run_agent", args=(str(run_id),), job_id=job_id,
+                          failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    with db.engine.begin() as conn:  # recorded at once, whatever the caller's transaction does
+        conn.execute(sa.update(AgentRun.__table__).where(AgentRun.__table__.c.id == run_id)
+                     .values(rq_job_id=job_id))
+    return job_id

@@ -164,8 +164,15 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
     definition = loader.get(run.agent)
     resuming = run.conversation is not None
     was_waiting = run.status == "waiting"
-    runs.set_status(run, "running")
-    run.heartbeat_at = utcnow()
+    # Claim the run: if two jobs exist for it (a retry, the reconciler), only one proceeds.
+    claimed = db.session.execute(
+        sa.update(AgentRun).where(AgentRun.id == run.id, AgentRun.status.in_(("queued", "waiting")))
+        .values(status="running", heartbeat_at=utcnow(), started_at=sa.func.coalesce(AgentRun.started_at, utcnow()))
+        .execution_options(synchronize_session=False)).rowcount
+    if not claimed:
+        db.session.rollback()
+        return Outcome("skipped", "another worker has this run")
+    db.session.refresh(run)
     run.model = run.model or loader.model_for(definition)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     if not resuming:
@@ -385,7 +392,7 @@ def reconcile_runs(limit: int = 200) -> dict:
     cfg = current_app.config
     requeued, lost = [], []
     for run in db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)):
-        if not jobs.job_is_live(jobs.run_job_id(run.id)):
+        if not jobs.job_is_live(run.rq_job_id):
             jobs.enqueue_run(run.id)
             requeued.append(run.id)
     stale_before = utcnow() - timedelta(seconds=cfg["RUN_STALE_SECONDS"])
@@ -426,7 +433,8 @@ def hard_stop_cancelled() -> list:
     stopped = []
     for run in overdue:
         try:
-            send_stop_job_command(redis_store.connection(), jobs.run_job_id(run.id))
+            if run.rq_job_id:
+                send_stop_job_command(redis_store.connection(), run.rq_job_id)
         except (InvalidJobOperation, NoSuchJobError):
             pass  # the job already ended or vanished; the row is what matters
         effects = runs.finish_cancel(run, Actor.owner_like())

@@ -262,9 +262,9 @@ def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment)
         db.session.commit()
         jobs.enqueue_run(run.id)
         redis_store.connection().flushdb()
-        assert not jobs.job_is_live(jobs.run_job_id(run.id))
+        assert not jobs.job_is_live(_run(run.id).rq_job_id)
         assert loop.reconcile_runs()["requeued"] == [run.id]
-        assert jobs.job_is_live(jobs.run_job_id(run.id))
+        assert jobs.job_is_live(_run(run.id).rq_job_id)
         assert loop.reconcile_runs()["requeued"] == []  # one job, not two
 
 
