@@ -47,8 +47,10 @@ def create_app(config: Config | type | None = None) -> Flask:
     import cli
     cli.register(app)
 
+    from services import notify
     from services.agents import orchestration
     orchestration.install()
+    notify.install()
 
     if not app.testing:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -59,4 +59,5 @@ def init_app(app: Flask) -> None:
                 return 0
             from services.experiments import owner_turn_count
             return owner_turn_count()
-        return {"your_turn_count": your_turn_count, "registry": registry}
+        return {"your_turn_count": your_turn_count, "registry": registry,
+                "agents_enabled": bool(app.config.get("ANTHROPIC_API_KEY"))}

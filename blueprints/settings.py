@@ -12,10 +12,11 @@ from services.errors import ValidationError
 bp = Blueprint("settings", __name__)
 
 
-def _page(error=None, form=None, saved=False):
+def _page(error=None, form=None, saved=False, webhook_error=None):
     stored = settings.get("gpu_prices") or {}
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
-                           limit=settings.get("auto_approve_max_usd"), saved=saved)
+                           limit=settings.get("auto_approve_max_usd"), saved=saved,
+                           webhook_url=settings.get("webhook_url") or "", webhook_error=webhook_error)
 
 
 @bp.get("/settings")
@@ -34,5 +35,18 @@ def pricing():
     except ValidationError as exc:
         db.session.rollback()
         return _page(error=exc, form=request.form)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1), code=303)
+
+
+@bp.post("/settings/webhook")
+@access.owner
+def webhook():
+    """Save the owner-turn webhook URL (https, public host), or clear it."""
+    try:
+        settings.update_webhook(request.form.get("webhook_url", ""))
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(webhook_error=exc.message)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1), code=303)

@@ -217,4 +217,7 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
     effects = []
     if rule and rule.side_effect:
         effects.append(SideEffect(rule.side_effect, experiment.id, actor, {**event_metadata, "note": note}))
+    if to in registry.OWNER_TURN_STATUSES and not any(e.name == "notify_owner" for e in effects):
+        # Whatever made the move, entering an owner turn tells the owner (SPEC §8.7).
+        effects.append(SideEffect("notify_owner", experiment.id, actor, {"status": to}))
     return effects

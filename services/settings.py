@@ -9,7 +9,15 @@ from models import Setting, db
 EDITABLE = {
     "auto_approve_max_usd": "SAGAN_AUTO_APPROVE_MAX_USD",
     "gpu_prices": None,  # {short name: USD per GPU-hour}; catalogue reference rates otherwise
+    "webhook_url": None,  # Slack-compatible incoming webhook for owner-turn notifications
 }
+
+
+def update_webhook(url: str) -> None:
+    """Set (or clear, with an empty value) the owner-turn webhook; https and public only."""
+    from services.notify import check_outbound_url
+    url = (url or "").strip()
+    put("webhook_url", check_outbound_url(url) if url else None)
 
 
 def get(key: str):

@@ -303,3 +303,15 @@ def test_max_turns_fails_the_run(app, fake_anthropic, worker, make_experiment):
     with app.app_context():
         run = _run(run_id)
         assert run.status == "failed" and run.failure_reason == "max_turns" and run.turns == 40
+
+
+def test_pages_say_when_agents_are_off(app, client, owner, make_experiment):
+    """Do the board and the experiment page explain that no API key is configured (and not when one is)?"""
+    number = make_experiment("Idea")
+    assert "Agents are off" in client.get("/").text
+    assert "Agents are off" in client.get(f"/experiments/{number}").text
+    app.config["ANTHROPIC_API_KEY"] = "sk-ant-test-0000000000000000"
+    try:
+        assert "Agents are off" not in client.get("/").text
+    finally:
+        app.config["ANTHROPIC_API_KEY"] = ""

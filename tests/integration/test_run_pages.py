@@ -469,7 +469,7 @@ def test_runs_list_is_newest_first_with_its_columns(app, client, owner, make_exp
     clock.advance(timedelta(minutes=5))
     newer = make_run(app, number, status="running")
     body = text(client.get("/runs"))
-    rows = re.findall(r"<tr>\s*<td>.*?</tr>", body, re.S)
+    rows = re.findall(r"<tr>\s*<td.*?</tr>", body, re.S)
     assert [re.search(r"Run (\w{8})</a>", r).group(1) for r in rows] == [newer[:8], older[:8]]
     assert ">plan<" in rows[1] and "experiment-planner" in rows[1] and "run-status-completed" in rows[1]
     assert f"#{number}</a>" in rows[1] and "5m ago" in rows[1] and "1,234 · $0.25" in rows[1]

@@ -1,0 +1,8 @@
+"""RQ entry point for owner notifications (retried by RQ on failure)."""
+from __future__ import annotations
+
+
+def deliver(experiment_id: str) -> int:
+    """Post the owner-turn webhook for one experiment."""
+    from services import notify
+    return notify.deliver(experiment_id)
