@@ -66,7 +66,7 @@ def _detail_context(experiment, **extra) -> dict:
             "filters": _timeline_filters(), "review_loops": markers.review_loops_for(experiment),
             "plans": approvals.plan_overview(experiment), "plan_error": None, "plan_text": None,
             "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
-            "status_error": None,
+            "status_error": None, "override_error": None,
             "edit_error": None, **_form_choices(), **extra}
 
 
@@ -166,3 +166,23 @@ def answer_questions(number: int):
     db.session.commit()
     lifecycle.run_side_effects(effects)
     return redirect(url_for("experiments.detail", number=number), code=303)
+
+
+@bp.post("/experiments/<int:number>/override")
+@access.owner
+def override_status(number: int):
+    """The owner's explicit override: any status, with a required note, recorded as such."""
+    experiment = experiments.get_experiment(number)
+    try:
+        effects = lifecycle.transition(
+            experiment, request.form.get("to", ""), access.actor(), note=request.form.get("note"),
+            override=True, expected_status=request.form.get("expected") or None)
+    except SaganError as exc:
+        db.session.rollback()
+        experiment = experiments.get_experiment(number)
+        return render("experiments/detail.html", "experiments/_status.html",
+                      **_detail_context(experiment, override_error=exc.message))
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return render("experiments/detail.html", "experiments/_status.html",
+                  headers={"HX-Trigger": "pipeline-changed"}, **_detail_context(experiment))

@@ -187,3 +187,20 @@ def test_four_concurrent_writers_one_winner(app):
         moves = db.session.scalar(sa.select(sa.func.count()).select_from(WorkflowEvent).where(
             WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed"))
         assert moves == 1
+
+
+def test_override_from_the_page(app, htmx_client, make_experiment):
+    """Does the page's override set any status with a note, recorded as an override — and refuse without one?"""
+    number = make_experiment("Wrong status")
+    refused = htmx_client.post(f"/experiments/{number}/override", data={"to": "running", "expected": "proposed"},
+                               headers={"X-CSRFToken": htmx_client.csrf})
+    assert "An override needs a note" in refused.text
+    done = htmx_client.post(f"/experiments/{number}/override",
+                            data={"to": "running", "note": "pods started by hand", "expected": "proposed"},
+                            headers={"X-CSRFToken": htmx_client.csrf})
+    assert done.status_code == 200 and done.headers["HX-Trigger"] == "pipeline-changed"
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "running"
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.to_status == "running"))
+        assert event.metadata_ == {"override": True} and event.note == "pods started by hand"
