@@ -3,7 +3,8 @@
 Live events follow ARCHITECTURE §4 "Events and polling": the page asks
 `/runs/<id>/events?after=<seq>` for what is new, nothing new is a bodiless 204, and the
 fragment for an ended run carries no poll element, so polling stops by itself. Why the
-poll element uses an `every` trigger rather than `load delay`: see `_poll.html`.
+poll element uses an `every` trigger rather than `load delay`: see
+templates/runs/_poll_element.html.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import uuid
 
 import sqlalchemy as sa
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
+from sqlalchemy.orm import defer
 
 from blueprints import access
 from blueprints._htmx import is_fragment_request, render
@@ -24,13 +26,10 @@ from services.recovery import split_recovery_request
 
 bp = Blueprint("runs", __name__)
 
-ACTIVE_STATUSES = [s for s in registry.RUN_STATUSES if s not in registry.RUN_TERMINAL_STATUSES]
 FIRST_PAGE = 200      # events on a run page's first render, and per "show earlier"
 POLL_BATCH = 500      # events per poll answer; a longer backlog arrives over several polls
 CHILD_EVENTS = 50     # events shown per child run (its own page has the rest)
 LIST_LIMIT = 100      # rows on /runs
-EXPERIMENT_RUNS = 20  # rows in the experiment page's runs section
-BODY_PREVIEW = 600    # characters of an event body shown before "show all"
 _SEQ = re.compile(r"[0-9]{1,18}")
 
 
@@ -98,7 +97,7 @@ def _poll_state(run_id: uuid.UUID) -> tuple[str, int]:
 
 def _list_runs(*, status: str, kind: str, experiment: Experiment | None) -> list[AgentRun]:
     """The /runs table: newest first, filtered; `services.runs.list_runs` has no kind filter."""
-    query = (sa.select(AgentRun).options(sa.orm.defer(AgentRun.conversation))
+    query = (sa.select(AgentRun).options(defer(AgentRun.conversation))
              .order_by(AgentRun.created_at.desc()).limit(LIST_LIMIT))
     if status:
         query = query.where(AgentRun.status == status)
@@ -144,7 +143,7 @@ def _page_context(run: AgentRun, *, before: int | None = None, **extra) -> dict:
     child_runs = run_service.children(run)
     child_events = {child.id: run_service.latest_events(child.id, CHILD_EVENTS) for child in child_runs}
     recoveries = list(db.session.scalars(
-        sa.select(AgentRun).options(sa.orm.defer(AgentRun.conversation))
+        sa.select(AgentRun).options(defer(AgentRun.conversation))
         .where(AgentRun.resumes_run_id == run.id).order_by(AgentRun.created_at)))
     pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
     context = _header_context(run, **extra)
