@@ -12,13 +12,11 @@ import json
 import re
 import uuid
 
-import sqlalchemy as sa
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
-from sqlalchemy.orm import defer
 
 from blueprints import access
 from blueprints._htmx import is_fragment_request, render
-from models import AgentRun, Experiment, Pod, RunEvent, db
+from models import AgentRun, Experiment, db
 from services import experiments, lifecycle, registry
 from services import runs as run_service
 from services.errors import NotFound, SaganError, ValidationError
@@ -83,44 +81,6 @@ def _run_uuid(run_id: str) -> uuid.UUID:
         raise NotFound("No such run.") from None
 
 
-# --- queries this blueprint needs (candidates for services.runs) ----------------------
-
-def _poll_state(run_id: uuid.UUID) -> tuple[str, int]:
-    """(status, last_seq) of a run in one narrow query: a poll must not load the run's
-    conversation column, which grows with every turn."""
-    row = db.session.execute(sa.select(AgentRun.status, AgentRun.last_seq)
-                             .where(AgentRun.id == run_id)).first()
-    if row is None:
-        raise NotFound("No such run.")
-    return row.status, row.last_seq
-
-
-def _list_runs(*, status: str, kind: str, experiment: Experiment | None) -> list[AgentRun]:
-    """The /runs table: newest first, filtered; `services.runs.list_runs` has no kind filter."""
-    query = (sa.select(AgentRun).options(defer(AgentRun.conversation))
-             .order_by(AgentRun.created_at.desc()).limit(LIST_LIMIT))
-    if status:
-        query = query.where(AgentRun.status == status)
-    if kind:
-        query = query.where(AgentRun.kind == kind)
-    if experiment is not None:
-        query = query.where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id)
-    return list(db.session.scalars(query))
-
-
-def _experiment_numbers(run_list) -> dict:
-    """scope_id → experiment number for a list of runs, in one query."""
-    ids = {r.scope_id for r in run_list if r.scope_kind == "experiment" and r.scope_id}
-    if not ids:
-        return {}
-    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
-
-
-def _latest_event_at(run: AgentRun):
-    return db.session.scalar(sa.select(RunEvent.created_at).where(RunEvent.run_id == run.id)
-                             .order_by(RunEvent.seq.desc()).limit(1))
-
-
 # --- contexts -------------------------------------------------------------------------
 
 def _header_context(run: AgentRun, **extra) -> dict:
@@ -128,7 +88,7 @@ def _header_context(run: AgentRun, **extra) -> dict:
     experiment = None
     if run.scope_kind == "experiment" and run.scope_id:
         experiment = db.session.get(Experiment, run.scope_id)
-    return {"run": run, "experiment": experiment, "latest_event_at": _latest_event_at(run),
+    return {"run": run, "experiment": experiment, "latest_event_at": run_service.latest_event_at(run.id),
             "cancel_error": None, **extra}
 
 
@@ -142,10 +102,8 @@ def _page_context(run: AgentRun, *, before: int | None = None, **extra) -> dict:
     window = window[-FIRST_PAGE:]
     child_runs = run_service.children(run)
     child_events = {child.id: run_service.latest_events(child.id, CHILD_EVENTS) for child in child_runs}
-    recoveries = list(db.session.scalars(
-        sa.select(AgentRun).options(defer(AgentRun.conversation))
-        .where(AgentRun.resumes_run_id == run.id).order_by(AgentRun.created_at)))
-    pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
+    recoveries = run_service.recoveries_of(run)
+    pods = run_service.pods_of(run)
     context = _header_context(run, **extra)
     context.update({
         "events": window, "has_earlier": has_earlier, "older_window": before is not None,
@@ -177,10 +135,11 @@ def index():
     kind = kind if kind in registry.RUN_KINDS else ""
     experiment_ref = request.args.get("experiment", "").strip()
     experiment = experiments.get_experiment(experiment_ref) if experiment_ref else None
-    run_list = _list_runs(status=status, kind=kind, experiment=experiment)
+    run_list = run_service.list_runs(status=status, kind=kind, limit=LIST_LIMIT,
+                                     experiment_id=experiment.id if experiment is not None else None)
     filters = {"status": status, "kind": kind,
                "experiment": experiment.number if experiment is not None else ""}
-    return render("runs/index.html", "runs/_table.html", runs=run_list, numbers=_experiment_numbers(run_list),
+    return render("runs/index.html", "runs/_table.html", runs=run_list, numbers=run_service.experiment_numbers(run_list),
                   filters=filters, experiment=experiment, limit=LIST_LIMIT,
                   statuses=registry.RUN_STATUSES, kinds=registry.RUN_KINDS)
 
@@ -227,7 +186,7 @@ def events(run_id: str):
                       has_earlier=has_earlier)
 
     run_uuid = _run_uuid(run_id)
-    status, last_seq = _poll_state(run_uuid)
+    status, last_seq = run_service.poll_state(run_uuid)
     active = status not in registry.RUN_TERMINAL_STATUSES
     if active and after >= last_seq:
         response = current_app.response_class(status=204)

@@ -141,15 +141,57 @@ def runs_for_experiment(experiment_id) -> list[AgentRun]:
         .order_by(AgentRun.created_at.desc())))
 
 
-def list_runs(*, experiment_id=None, status: str | None = None, limit: int = 100) -> list[AgentRun]:
-    query = sa.select(AgentRun).order_by(AgentRun.created_at.desc()).limit(limit)
+def list_runs(*, experiment_id=None, status: str | None = None, kind: str | None = None,
+              limit: int = 100) -> list[AgentRun]:
+    """Runs newest first, filtered; the growing conversation column is not loaded."""
+    from sqlalchemy.orm import defer
+    query = (sa.select(AgentRun).options(defer(AgentRun.conversation))
+             .order_by(AgentRun.created_at.desc()).limit(limit))
     if experiment_id is not None:
         query = query.where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id)
     if status:
         if status not in registry.RUN_STATUSES:
             raise ValidationError(f"Unknown run status {status!r}.", field="status")
         query = query.where(AgentRun.status == status)
+    if kind:
+        if kind not in registry.RUN_KINDS:
+            raise ValidationError(f"Unknown run kind {kind!r}.", field="kind")
+        query = query.where(AgentRun.kind == kind)
     return list(db.session.scalars(query))
+
+
+def poll_state(run_id) -> tuple[str, int]:
+    """(status, last_seq) in one narrow query: a poll must not load the conversation column."""
+    row = db.session.execute(sa.select(AgentRun.status, AgentRun.last_seq).where(AgentRun.id == run_id)).first()
+    if row is None:
+        raise NotFound("No such run.")
+    return row.status, row.last_seq
+
+
+def experiment_numbers(run_list) -> dict:
+    """scope_id → experiment number for a list of runs, in one query."""
+    from models import Experiment
+    ids = {r.scope_id for r in run_list if r.scope_kind == "experiment" and r.scope_id}
+    if not ids:
+        return {}
+    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+
+
+def latest_event_at(run_id):
+    return db.session.scalar(sa.select(RunEvent.created_at).where(RunEvent.run_id == run_id)
+                             .order_by(RunEvent.seq.desc()).limit(1))
+
+
+def recoveries_of(run: AgentRun) -> list[AgentRun]:
+    """Runs queued to recover this one ("Resume history")."""
+    from sqlalchemy.orm import defer
+    return list(db.session.scalars(sa.select(AgentRun).options(defer(AgentRun.conversation))
+                                   .where(AgentRun.resumes_run_id == run.id).order_by(AgentRun.created_at)))
+
+
+def pods_of(run: AgentRun) -> list:
+    from models import Pod
+    return list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
 
 
 def children(run: AgentRun) -> list[AgentRun]:

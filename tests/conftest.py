@@ -6,7 +6,6 @@ starts from empty tables, a clean Redis database and the real clock.
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path

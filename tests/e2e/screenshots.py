@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 context.add_init_script(CSP_RECORDER)
                 page = context.new_page()
                 console = []
-                page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+                page.on("console", lambda m, errors=console: errors.append(m.text) if m.type == "error" else None)
                 for name, path in pages.items():
                     if name == "login":
                         page.goto(path)

@@ -59,7 +59,7 @@ def test_events_stream_in_and_polling_stops_when_the_run_ends(app, browser_sessi
     assert page.locator(".run-event").count() == 4
     assert page.locator(".run-event .tool-name", has_text="list_pods").count() == 1
     assert page.locator(".events-poll").count() == 1
-    assert f"after=4" in page.locator(".events-poll").get_attribute("hx-get")
+    assert "after=4" in page.locator(".events-poll").get_attribute("hx-get")
     page.locator("#run-header .run-counts", has_text="4 events").wait_for(timeout=5_000)
 
     add_events(app, run_id, ("completed", "Finished: the clean result is drafted."), status="completed")

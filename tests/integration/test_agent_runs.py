@@ -11,7 +11,7 @@ from models import AgentRun, ApprovalRequest, RunEvent, WorkflowEvent, db
 from services import clock, experiments, recovery, runs
 from services.actors import Actor
 from services.agents import loop, orchestration
-from tests.fakes.anthropic_server import error, reply, slow, text, tool_use
+from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 PLAN = open(__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "plans" /
             "two_pod_seed_sweep.md").read().replace('"gpuType": "RTX 4090"', '"gpuType": "A100"')
@@ -273,7 +273,7 @@ def test_secrets_in_tool_results_are_redacted(app, fake_anthropic, worker, make_
     number = make_experiment("Leaky", status="planning")
     secret = "sk_live_AbCdEfGhIjKlMnOpQrSt123456"
     fake_anthropic.script(reply(text(f"Found in .env: SAGAN_API_TOKEN={secret} and Authorization: Bearer {secret}")),)
-    run_id = _start_planner(app, number, "plan")
+    _start_planner(app, number, "plan")
     worker()
     with app.app_context():
         stored = db.session.execute(sa.text(

@@ -7,8 +7,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import approvals, experiments, lifecycle
+from services import approvals, experiments
 from services.actors import Actor
+from services.errors import ValidationError
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()
@@ -169,7 +170,7 @@ def test_double_submission_resolves_once(app, planning):
 def test_reject_needs_note_and_returns_to_planning(app_ctx, planning):
     """Does reject require a note and send the experiment back to planning with it?"""
     experiment, approval = _pending(app_ctx, planning)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="Say why you reject"):
         approvals.reject(approval, OWNER, note="")
     effects = approvals.reject(approval, OWNER, note="Use twelve seeds")
     db.session.commit()
@@ -262,7 +263,7 @@ def test_questions_and_answers(app, api_client, make_experiment):
         experiment = experiments.get_experiment(number)
         assert experiment.status == "awaiting_clarifications"
         assert [q["key"] for q in questions.open_questions(experiment)] == ["base-model", "budget"]
-        with pytest.raises(Exception):
+        with pytest.raises(ValidationError, match="no open question"):
             questions.answer(experiment, {"unknown": "x"}, OWNER)
         db.session.rollback()
         experiment = experiments.get_experiment(number)

@@ -1,0 +1,153 @@
+"""The one interface every pod backend implements, and the choice of backend per account.
+
+Backends speak in provider terms (`ProviderPod.status` is RunPod's vocabulary, also used
+by the local backend); mapping those onto Sagan's own pod statuses is the watcher's job.
+Errors are raised as `BackendError` carrying a failure reason code from the registry, so
+the provisioner can decide without parsing messages: `provider_capacity` moves on to the
+next candidate, `provider_auth` and `spec_invalid` stop at once, `provider_error` may have
+created a pod anyway (look it up by name before trying again).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from services import registry
+
+PROVIDER_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
+ACCOUNTS = ("team", "personal", "local")
+
+
+@dataclass
+class PodRequest:
+    """One create call: a single GPU type, count and cloud (substitution happens above)."""
+
+    name: str
+    image: str
+    args: str                       # the container command string (the spec's dockerArgs)
+    gpu_id: str                     # provider GPU id, e.g. "NVIDIA A100-SXM4-80GB"
+    gpu_count: int
+    cloud: str                      # SECURE | COMMUNITY
+    disk_gb: int                    # container disk
+    volume_gb: int                  # persistent volume mounted at /workspace
+    env: dict[str, str]
+    data_center_ids: list[str] = field(default_factory=list)
+    ports: list[str] = field(default_factory=lambda: ["22/tcp"])
+
+
+@dataclass
+class ProviderPod:
+    """What the provider says about one pod right now."""
+
+    id: str
+    name: str
+    status: str                     # one of PROVIDER_STATUSES
+    cost_per_hr: float = 0.0        # USD per hour; 0 once EXITED or TERMINATED
+    uptime_seconds: int = 0
+    gpu_id: str | None = None
+    gpu_count: int = 0
+    data_center_id: str | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    exit_code: int | None = None    # known for local pods; RunPod does not report it
+
+    @property
+    def finished(self) -> bool:
+        """The container is no longer running (it exited, failed or was terminated)."""
+        return self.status in ("EXITED", "ERROR", "TERMINATED")
+
+
+class BackendError(Exception):
+    """A provider call failed; `.reason` is a failure reason code (registry.FAILURE_REASONS).
+
+    provider_capacity: no instances / capacity for this candidate — try the next one;
+    provider_auth: 401/403 or no key configured — stop;
+    spec_invalid: 400/422 validation, or a request this backend cannot serve — stop;
+    provider_error: 5xx, timeouts, rate limits that outlast the retries, anything else.
+    `.status` is the HTTP status when there was one (e.g. 409 for an invalid action).
+    """
+
+    def __init__(self, reason: str, message: str, *, status: int | None = None):
+        if reason not in registry.FAILURE_REASONS:
+            raise ValueError(f"unknown failure reason {reason!r}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+@runtime_checkable
+class PodBackend(Protocol):
+    name: str  # "team" | "personal" | "local"
+
+    def create(self, request: PodRequest) -> ProviderPod: ...
+
+    def get(self, pod_id: str) -> ProviderPod | None: ...
+
+    def list_by_name(self, name: str) -> list[ProviderPod]: ...
+
+    def list_all(self, prefix: str = "sagan-") -> list[ProviderPod]: ...
+
+    def stop(self, pod_id: str) -> ProviderPod | None: ...
+
+    def terminate(self, pod_id: str) -> None: ...
+
+
+def _setting(config, name: str, default=None):
+    """A setting from a Flask config (a dict), a Config class or instance."""
+    if isinstance(config, dict):
+        return config.get(name, default)
+    return getattr(config, name, default)
+
+
+def _current_config():
+    try:
+        from flask import current_app
+        return current_app.config
+    except RuntimeError:  # no app context: the environment, as config.py reads it
+        from config import Config
+        return Config  # the class: reading its attributes never creates the secret key file
+
+
+def local_pods_allowed(config=None) -> bool:
+    """The local backend runs code on this host: only when SAGAN_LOCAL_PODS is on (the
+    embedded `make run` turns it on) or under tests."""
+    config = _current_config() if config is None else config
+    return bool(_setting(config, "SAGAN_LOCAL_PODS", False) or _setting(config, "TESTING", False))
+
+
+def backend_for(account: str, config=None) -> PodBackend:
+    """The backend serving `account` ("team", "personal" or "local"), configured from `config`
+    (default: the current app's config, else the environment)."""
+    config = _current_config() if config is None else config
+    if account in ("team", "personal"):
+        from services.dispatch.backends.runpod import RunPodBackend
+        key_name = "RUNPOD_API_KEY_TEAM" if account == "team" else "RUNPOD_API_KEY_PERSONAL"
+        api_key = _setting(config, key_name, "") or ""
+        if not api_key.strip():
+            raise BackendError("provider_auth", f"No RunPod API key is configured for the {account} "
+                                                f"account: set {key_name}.")
+        return RunPodBackend(
+            account, api_key.strip(), _setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
+            # The team id goes only with the team key; RunPod rejects it on personal keys.
+            team_id=(_setting(config, "RUNPOD_TEAM_ID", "") or None) if account == "team" else None,
+            team_header=_setting(config, "RUNPOD_TEAM_HEADER", "X-Team-Id") or "X-Team-Id",
+            timeout=float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
+            max_retries=int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
+        )
+    if account == "local":
+        if not local_pods_allowed(config):
+            raise BackendError("spec_invalid", "The local pod backend is off on this server: it runs "
+                                               "pod commands on the Sagan host. Set SAGAN_LOCAL_PODS=1 "
+                                               "to enable it, or choose the team or personal account.")
+        from config import INSTANCE_DIR
+        from services.dispatch.backends.local import LocalBackend
+        return LocalBackend(
+            _setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",
+            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "nobody") or "nobody",
+            stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
+        )
+    raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")
