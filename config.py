@@ -131,7 +131,17 @@ class Config:
     RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")
     RUNPOD_TEAM_ID = os.environ.get("RUNPOD_TEAM_ID", "")
     RUNPOD_API_KEY_PERSONAL = os.environ.get("RUNPOD_API_KEY_PERSONAL", "")
+    RUNPOD_TEAM_HEADER = os.environ.get("RUNPOD_TEAM_HEADER", "X-Team-Id")  # sent with the team key only
+    RUNPOD_TIMEOUT_SECONDS = _env_float("RUNPOD_TIMEOUT_SECONDS", 30.0)
+    RUNPOD_MAX_RETRIES = _env_int("RUNPOD_MAX_RETRIES", 3)  # reads and actions; never create
+    SAGAN_POD_IMAGE = os.environ.get(
+        "SAGAN_POD_IMAGE", "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04")
+    # The local backend runs pod commands on this host; off in production unless asked for
+    # (`make run` asks for it). Tests (TESTING) may use it regardless.
     SAGAN_LOCAL_PODS = _env_bool("SAGAN_LOCAL_PODS", False)
+    SAGAN_LOCAL_PODS_DIR = os.environ.get("SAGAN_LOCAL_PODS_DIR", str(INSTANCE_DIR / "local-pods"))
+    SAGAN_LOCAL_POD_USER = os.environ.get("SAGAN_LOCAL_POD_USER", "nobody")
+    SAGAN_LOCAL_POD_STOP_GRACE_SECONDS = _env_float("SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10.0)
     POD_WATCH_SECONDS = _env_int("SAGAN_POD_WATCH_SECONDS", 30)
     POD_LISTING_LAG_SECONDS = _env_int("SAGAN_POD_LISTING_LAG_SECONDS", 30)
     POD_START_DEADLINE_SECONDS = _env_int("SAGAN_POD_START_DEADLINE_SECONDS", 20 * 60)

@@ -36,6 +36,8 @@ def _mark(kind: str, scope: str | None = None) -> Callable:
 public = _mark("public")
 owner = _mark("owner")
 owner_api = _mark("owner_api")
+# A pod's own `spt_` token: only its progress and artifact posts (SPEC §6.5).
+pod = _mark("pod")
 
 
 def api(scope: str) -> Callable:
@@ -98,6 +100,16 @@ def enforce() -> object | None:
     kind, scope = rule
     g.actor = None
     g.token = None
+
+    if kind == "pod":
+        from services.dispatch.tokens import pod_for_token
+        found = pod_for_token(_bearer_secret())
+        if found is None:
+            return _json_error(401, "invalid_pod_token", "The pod token is unknown or expired "
+                               "(a pod's token ends 15 minutes after the pod stops).")
+        g.pod = found
+        g.actor = Actor("pod", str(found.id), found.name)
+        return None  # bearer requests carry no cookie, so no CSRF check
 
     if kind == "api" and (secret := _bearer_secret()) is not None:
         token = auth_service.verify_token(secret)

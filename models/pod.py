@@ -91,3 +91,24 @@ class FleetIncident(UUIDPrimaryKey, TimestampMixin, db.Model):
     pods: Mapped[list] = mapped_column(JSONType, default=list)
     resolved_at: Mapped[datetime | None]
     resolved_by: Mapped[str | None] = mapped_column(sa.String(64))
+
+
+class PodProgressPost(db.Model):
+    """One progress post from a pod. `(pod_id, seq)` is unique, so a retried post is stored
+    once; posts without a `seq` cannot be deduplicated and are always kept."""
+
+    __tablename__ = "pod_progress_posts"
+    __table_args__ = (
+        sa.UniqueConstraint("pod_id", "seq", name="uq_pod_progress_posts_pod_seq"),
+        sa.Index("ix_pod_progress_posts_pod_created", "pod_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    pod_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("pods.id", ondelete="CASCADE"))
+    seq: Mapped[int | None] = mapped_column(sa.BigInteger)
+    progress_pct: Mapped[float]
+    message: Mapped[str] = mapped_column(sa.String(2000), default="")
+    milestone: Mapped[str | None] = mapped_column(sa.String(80))
+    exit_code: Mapped[int | None]
+    metrics: Mapped[dict | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime]

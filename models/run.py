@@ -23,6 +23,11 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
         sa.Index("ix_agent_runs_scope", "scope_kind", "scope_id"),
         sa.Index("ix_agent_runs_status", "status"),
         sa.Index("ix_agent_runs_wake_at", "wake_at"),
+        # One live dispatch per experiment, enforced by the database (SPEC §6.4 lesson: a
+        # manual re-dispatch and an automatic recovery each launched four pods).
+        sa.Index("uq_agent_runs_one_live_dispatch", "scope_id", unique=True,
+                 postgresql_where=sa.text("kind = 'experiment' AND status IN ('queued', 'running', 'waiting')"),
+                 sqlite_where=sa.text("kind = 'experiment' AND status IN ('queued', 'running', 'waiting')")),
     )
 
     kind: Mapped[str] = mapped_column(sa.String(16))

@@ -227,6 +227,9 @@ def _resolve_approved(experiment, approval, plan_version, actor, *, answers, not
     plan_json = plan_version.plan_json
     # The approved spec is stored from the approved version, in this transaction (SPEC §4.2).
     experiment.pod_spec = plan_json.get("spec")
+    total = (plan_version.estimate or {}).get("total_usd")
+    if experiment.cost_cap_usd is None and total:
+        experiment.cost_cap_usd = round(1.5 * total, 2)  # the default cap (SPEC §6.8)
     experiment.plan_md = plan_version.markdown
     experiment.plan_json = plan_json
     effects = lifecycle.transition(experiment, "approved", actor, note=note,

@@ -115,6 +115,9 @@ def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
     reason = run.failure_reason or "agent_error"
     if reason in UNRECOVERABLE:
         return Decision(False, f"{reason} is not recoverable automatically")
+    if run.kind == "experiment":
+        # A dispatch is never re-run by itself: its orchestrator decides, or the owner re-approves.
+        return Decision(False, "a dispatch is not retried automatically")
     if experiment is None:
         return Decision(False, "the run has no experiment")
     if fleet_incident_open():
@@ -126,7 +129,11 @@ def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
     if len(done) >= budget:
         return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)")
     backoff = current_app.config["RECOVERY_BACKOFF_MINUTES"]
-    return Decision(True, "recoverable", backoff[min(len(done), len(backoff) - 1)])
+    delay = backoff[min(len(done), len(backoff) - 1)]
+    if reason == "pod_vanished":
+        # Wait until the fleet-incident window has closed, so an incident is seen first.
+        delay = max(delay, 5)
+    return Decision(True, "recoverable", delay)
 
 
 def chain_of(run: AgentRun) -> list[AgentRun]:
@@ -149,7 +156,7 @@ class FailureOutcome:
         self.effects = self.effects or []
 
 
-def fail(run: AgentRun, reason: str, message: str) -> FailureOutcome:
+def fail(run: AgentRun, reason: str, message: str, *, block_note: str | None = None) -> FailureOutcome:
     """Fail a run and cascade (SPEC §7): queue one recovery, or block the experiment.
 
     The caller commits, then runs the effects. A recovery waits out its back-off as a
@@ -176,7 +183,7 @@ def fail(run: AgentRun, reason: str, message: str) -> FailureOutcome:
                                 "followupAgentRunId": str(follow.id), "reason": reason})
         return FailureOutcome(recovery=follow)
     if experiment is not None and not experiment.terminal and experiment.status != "blocked":
-        note = f"Cascaded from agent_run {run.short_id} failed ({reason}: {message})"[:1900]
+        note = block_note or f"Cascaded from agent_run {run.short_id} failed ({reason}: {message})"[:1900]
         metadata = {"reason": reason, "agentRunId": str(run.id), "no_recovery_because": decision.why}
         if "budget is spent" in decision.why:
             chain = chain_of(run)

@@ -1,14 +1,40 @@
 """The one sanitizing pipeline (SPEC §8.2): markdown → HTML → allowlist.
 
-`render_markdown()` and `sanitize_html()` are the only producers of markup that templates
-may mark safe. They run when text is written, and the sanitized copy is what is stored
-and rendered — never sanitized on read. The clean-result issue extends the allowlist
-(SVG subset, scoped <style>) behind the same functions.
+`render_markdown()`, `sanitize_html()` and `sanitize_result_html()` are the only producers
+of markup that templates may mark safe. They run when text is written, and the sanitized
+copy is what is stored and rendered — never sanitized on read.
+
+Two allowlists (policies) share one engine:
+
+- the dashboard policy (`sanitize_html`, `render_markdown`): notes, plans, comments — the
+  output is shown inside dashboard pages, so no styles, no SVG, no ids;
+- the result policy (`sanitize_result_html`): clean results and figures, shown only inside
+  a sandboxed frame (templates/results/_frame.html) — adds an SVG subset, `<style>` whose
+  contents are filtered as CSS (`filter_css`), and ids for in-result links.
+
+The engine is bleach (html5lib) behind `_clean()`, so it can be swapped without touching
+callers. Before bleach's allowlist runs, a pass over the parsed tree removes whole
+elements whose content must not survive even as text (scripts, frames, SVG animation,
+`<foreignObject>`…), drops namespaced attributes (`xlink:href`) and replaces each
+`<style>`'s text with its filtered CSS: bleach only knows tags and attributes, and
+would otherwise either keep `alert(1)` as text or escape CSS into garbage.
 """
 from __future__ import annotations
 
+import re
+import secrets
+from dataclasses import dataclass, field
+from xml.etree import ElementTree
+
 import bleach
 import markdown as markdown_lib
+import tinycss2
+from bleach import html5lib_shim
+from bleach.sanitizer import BleachSanitizerFilter
+
+SVG_NS = "http://www.w3.org/2000/svg"
+
+# --- the dashboard policy ---------------------------------------------------------------
 
 # Structural tags for notes, plans and comments. No forms, frames, scripts, styles,
 # media or anything that loads from elsewhere.
@@ -18,68 +44,103 @@ ALLOWED_TAGS = frozenset({
     "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub",
     "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul",
 })
+# No `id`: comments and notes are rendered inside dashboard pages, where an id could
+# shadow one the page's htmx targets (`#status`, `#toasts`).
 ALLOWED_ATTRIBUTES = {
-    "*": ["title", "id", "class", "lang", "dir"],
+    "*": ["title", "class", "lang", "dir"],
     "a": ["href", "title", "rel"],
     "img": ["src", "alt", "title", "width", "height"],
     "td": ["colspan", "rowspan", "align"], "th": ["colspan", "rowspan", "align", "scope"],
     "ol": ["start"], "details": ["open"], "code": ["class"],
 }
-ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto", "data"})  # data: only passes for <img>, below
-_IMAGE_DATA_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/svg+xml;")
+
+# Elements removed together with everything inside them, in every policy: their content
+# is code, a document of its own, or a way to load something.
+DROP_WITH_CONTENT = frozenset({
+    "script", "noscript", "template", "iframe", "frame", "frameset", "object", "embed",
+    "applet", "param", "noembed", "noframes", "textarea", "select", "option", "button",
+    "input", "form", "meta", "link", "base", "head", "audio", "video", "source", "track",
+    "canvas", "portal", "xmp", "plaintext", "listing", "math", "dialog", "slot",
+})
+
+# --- the result policy (SPEC §8.2) -----------------------------------------------------------
+
+RESULT_SVG_TAGS = frozenset({
+    "svg", "g", "path", "rect", "circle", "line", "polyline", "polygon", "text", "tspan",
+    "title", "defs", "clipPath", "linearGradient", "stop",
+})
+RESULT_HTML_TAGS = ALLOWED_TAGS | {
+    "style", "section", "article", "header", "footer", "aside", "nav", "caption", "colgroup",
+    "col", "time", "cite", "dfn", "var", "wbr", "main",
+}
+RESULT_ATTRIBUTES = {
+    "*": ["title", "id", "class", "lang", "dir", "role", "aria-label", "aria-labelledby",
+          "aria-describedby", "aria-hidden"],
+    "a": ["href", "title", "rel", "target"],
+    "img": ["src", "alt", "title", "width", "height"],
+    "td": ["colspan", "rowspan", "align", "headers"], "th": ["colspan", "rowspan", "align", "scope", "headers"],
+    "col": ["span"], "colgroup": ["span"], "ol": ["start", "reversed"], "details": ["open"],
+    "time": ["datetime"], "table": ["summary"],
+}
+# Presentation attributes only: geometry, paint, text and gradient stops. Nothing that
+# names a resource (href, xlink:href, src), animates, or runs (on*).
+SVG_ATTRIBUTES = frozenset({
+    "id", "class", "role", "aria-label", "aria-labelledby", "aria-describedby", "aria-hidden",
+    "viewBox", "preserveAspectRatio", "width", "height", "x", "y", "x1", "y1", "x2", "y2",
+    "cx", "cy", "r", "rx", "ry", "d", "points", "pathLength", "transform", "fill", "fill-opacity",
+    "fill-rule", "clip-rule", "stroke", "stroke-width", "stroke-opacity", "stroke-dasharray",
+    "stroke-dashoffset", "stroke-linecap", "stroke-linejoin", "stroke-miterlimit", "opacity",
+    "color", "visibility", "display", "overflow", "shape-rendering", "text-rendering",
+    "vector-effect", "paint-order", "clip-path", "clipPathUnits", "font-family", "font-size",
+    "font-weight", "font-style", "font-variant", "letter-spacing", "word-spacing",
+    "text-decoration", "text-anchor", "dominant-baseline", "alignment-baseline",
+    "baseline-shift", "writing-mode", "dx", "dy", "rotate", "textLength", "lengthAdjust",
+    "gradientUnits", "gradientTransform", "spreadMethod", "offset", "stop-color", "stop-opacity",
+})
+
+# `<img>` may carry inline images of these types; nothing else may use a data: URL.
+IMAGE_DATA_PREFIXES = ("data:image/png;", "data:image/png,", "data:image/jpeg;", "data:image/jpeg,",
+                       "data:image/svg+xml;", "data:image/svg+xml,")
+LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
+LINK_REL = "noopener noreferrer nofollow"
 
 _MARKDOWN_EXTENSIONS = ["extra", "sane_lists", "nl2br"]
 
 
-def _filter_attributes(tag: str, name: str, value: str) -> bool:
-    """Allowlisted attributes only; `data:` URLs only for images of safe types."""
-    # htmx attributes would let stored text make the dashboard send requests.
-    if name.startswith(("hx-", "data-hx-", "on")):
-        return False
-    lowered = value.strip().lower()
-    if tag == "img" and name == "src":
-        # No remote loads: a result must not phone home when a mentor opens it.
-        return lowered.startswith(_IMAGE_DATA_PREFIXES)
-    if name == "href" and lowered.startswith("data:"):
-        return False
-    allowed = ALLOWED_ATTRIBUTES.get(tag, []) + ALLOWED_ATTRIBUTES["*"]
-    return name in allowed
+@dataclass(frozen=True)
+class Policy:
+    """One allowlist: which elements, which attributes, whether `<style>` survives."""
+
+    name: str
+    tags: frozenset[str]
+    attributes: dict[str, list[str]]
+    svg_tags: frozenset[str] = frozenset()
+    svg_attributes: frozenset[str] = frozenset()
+    keep_style: bool = False
+    ids: bool = False
+    new_tab_links: bool = False
+    linkify: bool = False
+    # HTML elements whose text must go with them in this policy (a `<title>` outside SVG).
+    drop_with_content: frozenset[str] = field(default_factory=frozenset)
 
 
-def _cleaner() -> bleach.Cleaner:
-    return bleach.Cleaner(
-        tags=ALLOWED_TAGS, attributes=_filter_attributes, protocols=ALLOWED_PROTOCOLS,
-        strip=True, strip_comments=True,
-        filters=[_link_filter()],
-    )
+DASHBOARD = Policy("dashboard", ALLOWED_TAGS, ALLOWED_ATTRIBUTES, linkify=True,
+                   drop_with_content=DROP_WITH_CONTENT | {"style", "title"})
+RESULT = Policy("result", RESULT_HTML_TAGS, RESULT_ATTRIBUTES, svg_tags=RESULT_SVG_TAGS,
+                svg_attributes=SVG_ATTRIBUTES, keep_style=True, ids=True, new_tab_links=True,
+                drop_with_content=DROP_WITH_CONTENT | {"title"})
 
 
-def _link_filter():
-    from bleach.linkifier import LinkifyFilter
-
-    def set_rel(attrs, new=False):
-        # Every link leaves the page without telling the target where it came from.
-        attrs[(None, "rel")] = "noopener noreferrer nofollow"
-        return attrs
-
-    return lambda source: LinkifyFilter(source, callbacks=[set_rel], skip_tags=["pre", "code"])
-
-
-_CLEANER = _cleaner()
-
+# --- public functions ----------------------------------------------------------------------
 
 def sanitize_html(html: str | None) -> str:
-    """Allowlist-sanitize HTML from agents, pods or people."""
-    if not html:
-        return ""
-    # Strip whole elements whose text must not survive as text either.
-    return _CLEANER.clean(_drop_dangerous_elements(html))
+    """Allowlist-sanitize HTML from agents, pods or people, for showing in dashboard pages."""
+    return _clean(html, DASHBOARD)
 
 
-def _drop_dangerous_elements(html: str) -> str:
-    import re
-    return re.sub(r"(?is)<(script|style|iframe|object|embed|template|noscript|textarea|title|svg|math)\b.*?</\1\s*>",
-                  "", html)
+def sanitize_result_html(html: str | None) -> str:
+    """Sanitize a clean result or figure (SVG subset, filtered `<style>`), for a sandboxed frame."""
+    return _clean(html, RESULT)
 
 
 def render_markdown(text: str | None) -> str:
@@ -88,3 +149,296 @@ def render_markdown(text: str | None) -> str:
         return ""
     html = markdown_lib.markdown(text, extensions=_MARKDOWN_EXTENSIONS, output_format="html")
     return sanitize_html(html)
+
+
+def parse_fragment(html: str) -> ElementTree.Element:
+    """Parse HTML the way the sanitizer does (html5lib); for readers such as the lint."""
+    return _PARSER.parseFragment(html or "")
+
+
+def local_name(tag) -> str:
+    """`{http://www.w3.org/2000/svg}circle` → `circle`; HTML tags have no namespace."""
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def text_of(element: ElementTree.Element) -> str:
+    """All text inside an element, whitespace collapsed."""
+    return " ".join("".join(element.itertext()).split())
+
+
+# --- CSS (SPEC §8.2: "<style> contents are filtered as CSS") ---------------------------------
+
+# At-rules kept (their blocks are filtered in turn). Everything else goes: @import and
+# @font-face load things, @namespace/@charset/@page/@keyframes are not needed in a write-up.
+ALLOWED_AT_RULES = frozenset({"media", "supports", "container"})
+# Functions that fetch (image-set, image, src, cross-fade), run script (IE's expression),
+# or render other elements (element, paint).
+BLOCKED_CSS_FUNCTIONS = frozenset({
+    "expression", "image-set", "-webkit-image-set", "image", "element", "-moz-element", "paint",
+    "cross-fade", "-webkit-cross-fade", "src",
+})
+# Properties that bind behaviour (old IE and Firefox).
+BLOCKED_CSS_PROPERTIES = frozenset({"behavior", "-ms-behavior", "-moz-binding", "-webkit-binding"})
+_CSS_NEVER = ("expression", "javascript:", "vbscript:", "behavior", "-moz-binding", "@import")
+CSS_MAX_DEPTH = 3
+
+
+def filter_css(text: str) -> str:
+    """A stylesheet with only harmless rules left: no @import, remote url(), expression(),
+    position: fixed, or binding properties. `<` is escaped so the text cannot end its
+    `<style>` element."""
+    rules = tinycss2.parse_stylesheet(text or "", skip_comments=True, skip_whitespace=True)
+    return _escape_style_text(_filter_rules(rules, 0))
+
+
+def filter_declarations(text) -> str:
+    """One declaration block (`color: red; position: fixed`) with the unsafe ones dropped."""
+    declarations = tinycss2.parse_blocks_contents(text, skip_comments=True, skip_whitespace=True)
+    kept = []
+    for declaration in declarations:
+        if declaration.type != "declaration":
+            continue  # nested rules and parse errors
+        name = declaration.lower_name
+        if name in BLOCKED_CSS_PROPERTIES or not _css_tokens_safe(declaration.value):
+            continue
+        value = tinycss2.serialize(declaration.value).strip()
+        if not value or not _css_text_safe(value):
+            continue
+        if name == "position" and any(getattr(t, "lower_value", None) == "fixed" for t in declaration.value):
+            continue  # a fixed box could cover the page it is shown in
+        kept.append(f"{name}: {value}{' !important' if declaration.important else ''}")
+    return "; ".join(kept)
+
+
+def _filter_rules(rules, depth: int) -> str:
+    parts = []
+    for rule in rules:
+        if rule.type == "qualified-rule":
+            selector = tinycss2.serialize(rule.prelude).strip()
+            body = filter_declarations(rule.content)
+            if selector and body and _css_text_safe(selector):
+                parts.append(f"{selector} {{ {body} }}")
+        elif rule.type == "at-rule" and rule.lower_at_keyword in ALLOWED_AT_RULES \
+                and rule.content is not None and depth < CSS_MAX_DEPTH:
+            prelude = tinycss2.serialize(rule.prelude).strip()
+            if not (_css_tokens_safe(rule.prelude) and _css_text_safe(prelude)):
+                continue
+            inner = _filter_rules(tinycss2.parse_rule_list(rule.content, skip_comments=True,
+                                                           skip_whitespace=True), depth + 1)
+            if inner:
+                parts.append(f"@{rule.lower_at_keyword} {prelude} {{\n{inner}\n}}")
+    return "\n".join(parts)
+
+
+def _css_url_safe(url: str) -> bool:
+    value = re.sub(r"[\s\x00-\x1f]+", "", url or "").lower()
+    return value.startswith("#") or value.startswith(IMAGE_DATA_PREFIXES)
+
+
+def _css_tokens_safe(tokens) -> bool:
+    """No remote url(), no blocked function, anywhere in a token tree."""
+    for token in tokens or ():
+        kind = token.type
+        if kind == "url" and not _css_url_safe(token.value):
+            return False
+        if kind == "at-keyword":
+            return False
+        if kind == "function":
+            if token.lower_name in BLOCKED_CSS_FUNCTIONS:
+                return False
+            if token.lower_name == "url":
+                strings = [t.value for t in token.arguments if t.type == "string"]
+                if len(strings) != 1 or not _css_url_safe(strings[0]):
+                    return False
+            if not _css_tokens_safe(token.arguments):
+                return False
+        elif kind in ("() block", "[] block", "{} block"):
+            if not _css_tokens_safe(token.content):
+                return False
+    return True
+
+
+def _css_text_safe(text: str) -> bool:
+    """The serialized text, squeezed of comments, escapes and space, names nothing dangerous.
+
+    Belt and braces after the token walk: old IE read `expr/**/ession(` and `\\65xpression(`.
+    """
+    squeezed = re.sub(r"/\*.*?\*/|[\s\\]", "", text.lower())
+    if any(word in squeezed for word in _CSS_NEVER):
+        return False
+    for match in re.finditer(r"url\(", squeezed):
+        rest = squeezed[match.end():].lstrip("'\"")
+        if not (rest.startswith("#") or rest.startswith(IMAGE_DATA_PREFIXES)):
+            return False
+    return True
+
+
+def _escape_style_text(css: str) -> str:
+    # `</style>` inside a string would end the element when the frame parses it.
+    return css.replace("<", "\\3c ")
+
+
+# --- the engine ---------------------------------------------------------------------------
+
+_CLEANER_SHELL = bleach.Cleaner()  # only for its html5lib walker and serializer
+# Parses every tag (tags=None): the allowlist is applied to the tree, not by the tokenizer,
+# which would otherwise turn unknown tags into escaped text before we could drop them.
+_PARSER = html5lib_shim.BleachHTMLParser(tags=None, strip=True, consume_entities=False,
+                                         namespaceHTMLElements=False)
+
+
+def _clean(html: str | None, policy: Policy) -> str:
+    if not html:
+        return ""
+    dom = _PARSER.parseFragment(html)
+    styles = _prune(dom, policy)
+    source = BleachSanitizerFilter(
+        source=_CLEANER_SHELL.walker(dom),
+        allowed_tags=policy.tags | policy.svg_tags,
+        attributes=_attribute_filter(policy),
+        allowed_protocols=frozenset({"http", "https", "mailto", "data"}),
+        strip_disallowed_tags=True, strip_html_comments=True,
+    )
+    if policy.linkify:
+        from bleach.linkifier import LinkifyFilter
+        source = LinkifyFilter(source, callbacks=[_set_rel], skip_tags=["pre", "code"])
+    else:
+        source = _LinkAttributes(source, new_tab=policy.new_tab_links)
+    out = _CLEANER_SHELL.serializer.render(source)
+    for placeholder, css in styles.items():
+        out = out.replace(placeholder, css)
+    return out
+
+
+def _set_rel(attrs, new=False):
+    # Every link leaves the page without telling the target where it came from.
+    attrs[(None, "rel")] = LINK_REL
+    return attrs
+
+
+class _LinkAttributes(html5lib_shim.Filter):
+    """rel="noopener noreferrer nofollow" on every link; in results, open in a new tab
+    (the frame's sandbox allows popups that escape it, never its own navigation away)."""
+
+    def __init__(self, source, new_tab: bool):
+        super().__init__(source)
+        self.new_tab = new_tab
+
+    def __iter__(self):
+        for token in super().__iter__():
+            if token["type"] in ("StartTag", "EmptyTag") and token["name"] == "a" \
+                    and token.get("namespace") in (None, html5lib_shim.namespaces["html"]):
+                data = dict(token.get("data") or {})
+                data[(None, "rel")] = LINK_REL
+                if self.new_tab and (data.get((None, "href")) or "").startswith(("http", "mailto")):
+                    data[(None, "target")] = "_blank"
+                else:
+                    data.pop((None, "target"), None)
+                token["data"] = data
+            yield token
+
+
+def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
+    """Remove dangerous subtrees and namespaced attributes; filter `<style>` text.
+
+    Returns {placeholder: css}: each kept `<style>` holds a random placeholder through
+    bleach (which would escape CSS as text) and gets its filtered CSS back afterwards.
+    Iterative, so absurdly deep nesting cannot exhaust the stack.
+    """
+    styles: dict[str, str] = {}
+    nonce = secrets.token_hex(8)
+    stack = [root]
+    while stack:
+        parent = stack.pop()
+        for child in list(parent):
+            if not isinstance(child.tag, str):
+                continue  # comments: bleach strips them
+            namespace = child.tag[1:].split("}", 1)[0] if child.tag.startswith("{") else None
+            name = local_name(child.tag)
+            if namespace == SVG_NS:
+                keep = name in policy.svg_tags
+            elif namespace is None:
+                keep = name not in policy.drop_with_content and not (name == "style" and not policy.keep_style)
+            else:
+                keep = False  # MathML and anything else foreign
+            if not keep:
+                _remove_keeping_tail(parent, child)
+                continue
+            for key in list(child.attrib):
+                lowered = key.lower()
+                if key.startswith("{") or lowered.startswith(("on", "hx-", "data-hx-", "xmlns")):
+                    del child.attrib[key]
+            if name == "style" and namespace is None:
+                child.attrib.clear()  # css_hashes() expects a bare <style>
+                css = filter_css("".join(child.itertext()))
+                for grandchild in list(child):
+                    child.remove(grandchild)
+                if not css.strip():
+                    _remove_keeping_tail(parent, child)
+                    continue
+                placeholder = f"saganstyle{nonce}n{len(styles)}"
+                styles[placeholder] = css
+                child.text = placeholder
+                continue
+            stack.append(child)
+    return styles
+
+
+def _remove_keeping_tail(parent: ElementTree.Element, child: ElementTree.Element) -> None:
+    """Remove `child` but keep the text that follows it (ElementTree stores it on the child)."""
+    if child.tail:
+        siblings = list(parent)
+        index = siblings.index(child)
+        if index > 0:
+            previous = siblings[index - 1]
+            previous.tail = (previous.tail or "") + child.tail
+        else:
+            parent.text = (parent.text or "") + child.tail
+    parent.remove(child)
+
+
+def _normalized(value: str) -> str:
+    """An attribute value as a browser would read a URL: no space, controls or case."""
+    return re.sub(r"[`\x00-\x20\x7f-\xa0\s]+", "", value or "").lower()
+
+
+def _attribute_filter(policy: Policy):
+    def allowed(tag: str, name: str, value: str) -> bool:
+        lowered = name.lower()
+        if lowered.startswith(("on", "hx-", "data-hx-")) or lowered == "style":
+            return False
+        if tag in policy.svg_tags and tag not in policy.tags:
+            permitted = name in policy.svg_attributes
+        else:
+            permitted = name in policy.attributes.get(tag, []) or name in policy.attributes["*"]
+        if not permitted or (name == "id" and not policy.ids):
+            return False
+        normalized = _normalized(value)
+        if any(word in normalized for word in ("javascript:", "vbscript:", "expression(", "livescript:")):
+            return False
+        if name == "href":
+            return normalized.startswith(LINK_PREFIXES)
+        if name == "src":
+            # No remote loads: a result must not phone home when a mentor opens it.
+            return tag == "img" and normalized.startswith(IMAGE_DATA_PREFIXES)
+        if "url(" in normalized:
+            # SVG paint and clip references may point inside the document only.
+            return all(ref.startswith("#") for ref in re.findall(r"url\(['\"]?([^)'\"]*)", normalized))
+        return True
+    return allowed
+
+
+def css_hashes(html: str | None) -> list[str]:
+    """CSP hash sources ('sha256-…') for each `<style>` element of sanitized HTML.
+
+    A srcdoc frame inherits the embedding page's Content-Security-Policy, so the page
+    allows exactly these stylesheets (and no other inline style) — see
+    blueprints/security_headers.py.
+    """
+    import base64
+    import hashlib
+    found = []
+    for match in re.finditer(r"<style>(.*?)</style>", html or "", flags=re.S):
+        digest = hashlib.sha256(match.group(1).encode()).digest()
+        found.append("'sha256-" + base64.b64encode(digest).decode() + "'")
+    return found

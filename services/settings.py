@@ -10,6 +10,11 @@ EDITABLE = {
     "auto_approve_max_usd": "SAGAN_AUTO_APPROVE_MAX_USD",
     "gpu_prices": None,  # {short name: USD per GPU-hour}; catalogue reference rates otherwise
     "webhook_url": None,  # Slack-compatible incoming webhook for owner-turn notifications
+    "daily_cap_usd": None,  # optional spend cap across all experiments per UTC day (off by default)
+    "research_repo_url": None,  # the git repository pods check out (SPEC §6.11)
+    "research_repo_branch": None,
+    "research_repo_test_command": None,
+    "research_repo_lint_command": None,
 }
 
 

@@ -13,3 +13,21 @@ def experiment_spend(experiment_id) -> float:
             sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0), 0))
         .where(Pod.experiment_id == experiment_id))
     return float(total or 0)
+
+
+def spend_today() -> float:
+    """USD spent today (UTC) across all experiments, for the optional daily cap.
+
+    Approximated from pods active today: cost per hour × uptime of pods started since midnight.
+    """
+    from services.clock import utcnow
+    midnight = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+    total = db.session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(
+            sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0), 0))
+        .where(Pod.last_started_at >= midnight))
+    return float(total or 0)
+
+
+def pods_spend(pods) -> float:
+    return sum(float(p.adjusted_cost_per_hr or p.cost_per_hr or 0) * (p.uptime_seconds or 0) / 3600.0 for p in pods)

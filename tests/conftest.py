@@ -245,3 +245,25 @@ def worker(app):
         return done.successful_job_count
     yield work
     set_app(None)
+
+
+@pytest.fixture
+def fake_runpod(request):
+    """A loopback fake RunPod REST v2 API (tests/fakes/runpod_server.py). When the test also
+    uses `app`, the app's RunPod settings point at it (team and personal keys, team id)."""
+    from tests.fakes.runpod_server import FakeRunPod
+    with FakeRunPod() as fake:
+        if "app" not in request.fixturenames:
+            yield fake
+            return
+        app = request.getfixturevalue("app")
+        keys = ("RUNPOD_API_URL", "RUNPOD_API_KEY_TEAM", "RUNPOD_API_KEY_PERSONAL", "RUNPOD_TEAM_ID",
+                "RUNPOD_TEAM_HEADER")
+        saved = {k: app.config.get(k) for k in keys}
+        app.config.update(RUNPOD_API_URL=fake.url, RUNPOD_API_KEY_TEAM=fake.team_key,
+                          RUNPOD_API_KEY_PERSONAL=fake.personal_key, RUNPOD_TEAM_ID=fake.team_id,
+                          RUNPOD_TEAM_HEADER=fake.team_header)
+        try:
+            yield fake
+        finally:
+            app.config.update(saved)

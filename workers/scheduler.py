@@ -42,12 +42,25 @@ def tick(app: Flask) -> None:
     Each part is independent; one failing is logged and the others still run.
     """
     from services.agents import loop
-    for part in (loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled):
+    from services.dispatch import watcher
+    for part in (watcher.watch, loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled,
+                 _orphan_sweep_now_and_then):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries
             db.session.rollback()
             log.exception("scheduler: %s failed", part.__name__)
+
+
+ORPHAN_SWEEP_KEY = "sagan:scheduler:last-orphan-sweep"
+ORPHAN_SWEEP_SECONDS = 600
+
+
+def _orphan_sweep_now_and_then() -> None:
+    """The orphan sweep lists every account's pods: every ten minutes is plenty."""
+    from services.dispatch import watcher
+    if redis_store.connection().set(ORPHAN_SWEEP_KEY, "1", nx=True, ex=ORPHAN_SWEEP_SECONDS):
+        watcher.orphan_sweep()
 
 
 class Scheduler:

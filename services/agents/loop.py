@@ -280,8 +280,8 @@ def _api_message(exc) -> str:
 def _describe_wait(park: dict) -> str:
     if "children" in park:
         return f"waiting for {len(park['children'])} sub-agent run(s)"
-    if "dispatch" in park:
-        return tools.DISPATCH_PENDING
+    if "pods" in park:
+        return "waiting for the pods to finish"
     if "until" in park:
         return f"waiting until {park['until']}"
     return "waiting"
@@ -333,6 +333,9 @@ def ready_to_wake(run: AgentRun) -> bool:
     park = run.waiting_for or {}
     if run.wake_at is not None and run.wake_at <= utcnow():
         return True
+    if "pods" in park:
+        dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
+        return dispatch is None or dispatch.terminal
     if "children" in park:
         ids = [uuid.UUID(c) for c in park["children"]]
         open_children = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
@@ -359,6 +362,16 @@ def _resume_message(run: AgentRun) -> str:
             lines.append(f"Sub-agent {child.agent if child else child_id} ({child.short_id if child else '?'}) "
                          f"ended {child.status if child else 'missing'}: {final or '(no final text)'}")
         return "\n".join(lines)
+    if "pods" in park:
+        dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
+        if dispatch is None:
+            return "The dispatch run is gone."
+        from services.dispatch.watcher import _pods_of
+        pods = "; ".join(f"{p.name}: {p.status}, exit {p.exit_code}, {p.progress_pct or 0:g}% {p.progress_message or ''}"
+                         for p in _pods_of(dispatch.id))
+        return (f"Dispatch {dispatch.short_id} ended {dispatch.status}"
+                f"{' (' + dispatch.failure_reason + ': ' + (dispatch.last_error or '') + ')' if dispatch.failure_reason else ''}. "
+                f"Pods: {pods}")[:4000]
     if "until" in park:
         return f"Woken at {utcnow().isoformat()} (the wait ended)."
     return "Woken."

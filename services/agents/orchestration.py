@@ -118,6 +118,11 @@ def _hook_stop_active_work(experiment_id, actor, metadata):
     active = list(db.session.scalars(sa.select(AgentRun).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
         AgentRun.status.in_(("queued", "running", "waiting", "awaiting_approval")))))
+    from models import Pod
+    from services.dispatch.provisioner import stop_pod
+    for pod in db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id,
+                                                      Pod.status.in_(("deploying", "running", "retrying")))):
+        stop_pod(pod, "owner", actor=actor)
     for run in active:
         if run.status == "running":
             runs.request_cancel(run)
@@ -125,6 +130,28 @@ def _hook_stop_active_work(experiment_id, actor, metadata):
         else:
             runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="The experiment was closed.")
             runs.append_event(run.id, "cancelled", "The experiment was closed.")
+    db.session.commit()
+
+
+def _hook_enqueue_dispatch(experiment_id, actor, metadata):
+    from services.dispatch import provisioner
+    provisioner.enqueue_dispatch(metadata["run_id"])
+
+
+def _hook_stop_run_pods(experiment_id, actor, metadata):
+    """A cancelled run's pods are stopped with their volumes kept."""
+    import uuid as uuid_lib
+
+    from models import Pod
+    from services.dispatch.provisioner import stop_pod
+    run_id = uuid_lib.UUID(metadata["run_id"])
+    owned = [run_id] + [c.id for c in db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run_id))]
+    for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id.in_(owned),
+                                                      Pod.status.in_(("deploying", "running", "retrying")))):
+        stop_pod(pod, "owner", actor=actor)
+    for dispatch in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(owned), AgentRun.kind == "experiment",
+                                                                AgentRun.status.in_(("queued", "running", "waiting")))):
+        runs.set_status(dispatch, "cancelled", reason="cancelled_by_owner", error="Run cancelled by owner")
     db.session.commit()
 
 
@@ -136,3 +163,5 @@ def install() -> None:
     lifecycle.register_side_effect("enqueue_run", _hook_enqueue_run)
     lifecycle.register_side_effect("start_orchestrator", _hook_reuse_plan)
     lifecycle.register_side_effect("stop_active_work", _hook_stop_active_work)
+    lifecycle.register_side_effect("enqueue_dispatch", _hook_enqueue_dispatch)
+    lifecycle.register_side_effect("stop_run_pods", _hook_stop_run_pods)

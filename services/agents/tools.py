@@ -269,32 +269,46 @@ def propose_follow_ups(ctx: ToolContext, data: dict) -> ToolResult:
     return ToolResult("Created follow-ups: " + ", ".join(f"#{n}" for n in made))
 
 
-# --- pods (dispatch arrives with the pod issue; until then the run parks honestly) ----------
+# --- pods -----------------------------------------------------------------------------------------
 
-DISPATCH_PENDING = "waiting for dispatch support: pod dispatch is not enabled in this Sagan yet"
-
-
-@tool("launch_pods", "Dispatch the approved pod spec (one dispatch per experiment).")
+@tool("launch_pods", "Dispatch the experiment's approved pod spec (one live dispatch per experiment).")
 def launch_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    return ToolResult(DISPATCH_PENDING, park={"dispatch": "unsupported"})
+    from services.dispatch import provisioner
+    run, effects = provisioner.launch(ctx.need_experiment(), ctx.actor, parent_run_id=ctx.run.id)
+    if run is None:
+        return ToolResult("Dispatch is gated (fleet incident or spend cap); the experiment waits in "
+                          "gate_pending for the owner. Stop here.", effects=effects)
+    return ToolResult(f"Dispatch {run.short_id} queued. Call wait_for_pods to wait for the pods.", effects=effects)
 
 
 @tool("list_pods", "The experiment's pods with status, progress and cost.")
 def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
     from models import Pod
-    pods = db.session.scalars(sa.select(Pod).where(Pod.experiment_id == ctx.need_experiment().id))
-    return ToolResult(_json([{"name": p.name, "status": p.status, "progress": p.progress_pct,
-                              "message": p.progress_message, "exitCode": p.exit_code} for p in pods]))
+    pods = db.session.scalars(sa.select(Pod).where(Pod.experiment_id == ctx.need_experiment().id)
+                              .order_by(Pod.created_at))
+    return ToolResult(_json([{"name": p.name, "status": p.status, "account": p.account, "gpu": p.gpu_type_id,
+                              "progress": p.progress_pct, "message": p.progress_message, "exitCode": p.exit_code,
+                              "costPerHr": p.cost_per_hr, "uptimeSeconds": p.uptime_seconds} for p in pods]))
 
 
 @tool("stop_pods", "Stop the experiment's running pods (volumes are kept).")
 def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    return ToolResult("No pods are running for this experiment.")
+    from models import Pod
+    from services.dispatch.provisioner import stop_pod
+    live = list(db.session.scalars(sa.select(Pod).where(
+        Pod.experiment_id == ctx.need_experiment().id, Pod.status.in_(("deploying", "running", "retrying")))))
+    for pod in live:
+        stop_pod(pod, "failure", actor=ctx.actor)
+    return ToolResult(f"Stopped {len(live)} pod(s); volumes kept." if live else "No pods are running.")
 
 
-@tool("wait_for_pods", "Park this run until the experiment's pods finish or fail.")
+@tool("wait_for_pods", "Park this run until the experiment's live dispatch ends (pods finished or failed).")
 def wait_for_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    return ToolResult(DISPATCH_PENDING, park={"dispatch": "unsupported"})
+    from services.dispatch.provisioner import live_dispatch
+    dispatch = live_dispatch(ctx.need_experiment().id)
+    if dispatch is None:
+        return ToolResult("No dispatch is live for this experiment; nothing to wait for.", is_error=True)
+    return ToolResult(f"Waiting for dispatch {dispatch.short_id}.", park={"pods": str(dispatch.id)})
 
 
 @tool("read_artifact", "Read one uploaded artifact of this experiment by its name.",

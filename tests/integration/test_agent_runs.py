@@ -113,8 +113,8 @@ def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, wo
         assert "Interpretation: the prediction held." in woken
 
 
-def test_dispatch_tools_park_honestly_until_pods_exist(app, fake_anthropic, worker, make_experiment):
-    """Without dispatch support the orchestrator parks with a clear 'waiting for dispatch support'."""
+def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthropic, worker, make_experiment):
+    """launch_pods refuses when no approved spec exists; the model reads why and the run goes on."""
     number = make_experiment("Pods", status="implementing")
     with app.app_context():
         run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
@@ -123,13 +123,12 @@ def test_dispatch_tools_park_honestly_until_pods_exist(app, fake_anthropic, work
         run_id = run.id
         from services import jobs
         jobs.enqueue_run(run_id)
-    fake_anthropic.script(reply(tool_use("launch_pods", {})))
+    fake_anthropic.script(reply(tool_use("launch_pods", {})), reply(text("Blocked: nothing approved to launch.")))
     worker()
     with app.app_context():
-        run = _run(run_id)
-        assert run.status == "waiting" and run.waiting_for == {"dispatch": "unsupported"}
-        assert any(k == "waiting" and "waiting for dispatch support" in b for k, b in _events(run_id))
-        assert loop.wake_ready_runs() == []  # nothing will wake it by itself
+        assert _run(run_id).status == "completed"
+        result = [b for k, b in _events(run_id) if k == "tool_result"][0]
+        assert result.startswith("no_approved_spec:")
 
 
 def test_cancel_mid_run_blocks_the_experiment(app, fake_anthropic, worker, make_experiment):

@@ -1,0 +1,320 @@
+"""Pods as subprocesses on this host (SPEC §6.9): CPU-only work, and the embedded default.
+
+Each pod gets a directory `<root>/<pod name>/`:
+
+    pod.json, pid, started_at   written here, by the server (owned by the server's user)
+    stopped                     written by stop(): the pod was stopped on purpose
+    output.log                  the pod's stdout and stderr
+    pod_bootstrap.sh            the bootstrap as it was when the pod started
+    state/exit_code             written by the bootstrap (SAGAN_POD_STATE_DIR)
+    work/                       the pod's working directory and HOME
+
+The web and the worker are different processes, so everything `get()` needs is on disk.
+When the server runs as root the pod runs as an unprivileged user (`nobody` by default),
+and only `state/` and `work/` are writable by it: a pod cannot rewrite its own `pid` file
+to make stop() signal some other process group. stop() also checks that the pid still
+belongs to the process it started (its start time), so a recycled pid is never signalled.
+
+The pod's environment is built from an allowlist plus the request's env; nothing else of
+the server's environment (SECRET_KEY, DATABASE_URL, RUNPOD_/ANTHROPIC_ keys) reaches it.
+Limits: pods of one host share the unprivileged user, and a pod that leaves its process
+group on purpose (setsid) escapes stop(); this backend is for the owner's own code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
+
+BOOTSTRAP = Path(__file__).resolve().parents[3] / "scripts" / "pod_bootstrap.sh"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
+_ALLOWED_PREFIXES = ("LC_", "PYTHON")
+_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir: Path) -> dict[str, str]:
+    """The allowlisted part of the server's environment, then the request's env on top."""
+    env = {}
+    for name, value in parent.items():
+        allowed = name in _ALLOWED_ENV or name.startswith(_ALLOWED_PREFIXES)
+        if allowed and not name.endswith(_SECRET_SUFFIXES):
+            env[name] = value
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env["HOME"] = str(workdir)
+    env["TMPDIR"] = str(workdir / "tmp")
+    env.update({str(k): str(v) for k, v in request_env.items()})
+    return env
+
+
+class LocalBackend:
+    """Runs each pod's command through scripts/pod_bootstrap.sh as a local process group."""
+
+    name = "local"
+
+    def __init__(self, root_dir, *, run_as: str | None = "nobody", stop_grace_seconds: float = 10.0,
+                 bootstrap: Path | str = BOOTSTRAP):
+        self.root = Path(root_dir)
+        self.stop_grace_seconds = stop_grace_seconds
+        self.bootstrap = Path(bootstrap)
+        # Drop privileges only when we have them; otherwise the pod runs as us.
+        self.user = None
+        if run_as and os.geteuid() == 0:
+            try:
+                self.user = pwd.getpwnam(run_as)
+            except KeyError:
+                raise BackendError("provider_error", f"Local pods should run as {run_as!r}, but this host "
+                                                     f"has no such user: set SAGAN_LOCAL_POD_USER.") from None
+        self._children: dict[str, subprocess.Popen] = {}  # reaped here so they do not linger as zombies
+
+    # --- the interface ---------------------------------------------------------------
+    def create(self, request: PodRequest) -> ProviderPod:
+        """Start the pod's bootstrap in its own directory, session and (unprivileged) user."""
+        if not _NAME.match(request.name):
+            raise BackendError("spec_invalid", f"Local pod name {request.name!r} is not a safe directory name.")
+        self.root.mkdir(parents=True, exist_ok=True)
+        pod_dir = self.root / request.name
+        try:
+            pod_dir.mkdir(mode=0o755)
+        except FileExistsError:
+            raise BackendError("provider_error", f"A local pod named {request.name} already exists.",
+                               status=409) from None
+        pod_dir.chmod(0o755)  # the umask must not make it unreachable for the pod's user
+        state_dir, workdir = pod_dir / "state", pod_dir / "work"
+        for path, mode in ((state_dir, 0o755), (workdir, 0o700), (workdir / "tmp", 0o700)):
+            path.mkdir()
+            path.chmod(mode)
+            if self.user:
+                os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        bootstrap = pod_dir / "pod_bootstrap.sh"
+        shutil.copyfile(self.bootstrap, bootstrap)
+        bootstrap.chmod(0o755)
+        if self.user:
+            self._check_reachable(pod_dir)
+
+        env = pod_environment(dict(os.environ), request.env, workdir)
+        if self.user:
+            env.update(USER=self.user.pw_name, LOGNAME=self.user.pw_name)
+        artifact_dir = env.get("SAGAN_ARTIFACT_DIR", "")
+        if not artifact_dir or artifact_dir == "/workspace" or artifact_dir.startswith("/workspace/"):
+            # This host has no /workspace: keep the layout, inside the pod's working directory.
+            env["SAGAN_ARTIFACT_DIR"] = str(workdir / (artifact_dir[len("/workspace/"):] or "sagan-artifacts"))
+        env.update(SAGAN_DOCKER_ARGS=request.args, SAGAN_WORKDIR=str(workdir),
+                   SAGAN_POD_STATE_DIR=str(state_dir))
+
+        metadata = {"name": request.name, "image": request.image, "gpu_id": request.gpu_id,
+                    "gpu_count": request.gpu_count, "cloud": request.cloud,
+                    "user": self.user.pw_name if self.user else None}
+        log = open(pod_dir / "output.log", "ab")
+        try:
+            # user=/group=/extra_groups= drop privileges between fork and exec without running
+            # Python in the child (a preexec_fn is unsafe once the worker has threads).
+            process = subprocess.Popen(
+                ["bash", str(bootstrap)], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                **({"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+                   if self.user else {}))
+        except OSError as exc:
+            shutil.rmtree(pod_dir, ignore_errors=True)
+            raise BackendError("provider_error", f"Could not start local pod {request.name}: {exc}") from None
+        finally:
+            log.close()
+        self._children[request.name] = process
+        try:
+            created = psutil.Process(process.pid).create_time()
+        except psutil.Error:
+            created = time.time()
+        started = time.time()
+        (pod_dir / "pid").write_text(f"{process.pid}\n")
+        (pod_dir / "started_at").write_text(f"{started}\n")
+        # Written last: a pod is known (get, list) once everything get() reads is on disk.
+        # No env in it: the env holds the pod's token and named secrets.
+        _write_atomic(pod_dir / "pod.json", json.dumps({**metadata, "create_time": created}))
+        return self.get(request.name) or ProviderPod(request.name, request.name, "RUNNING")
+
+    def get(self, pod_id: str) -> ProviderPod | None:
+        """The pod from its directory: RUNNING while its process lives, then EXITED (or
+        TERMINATED when it died without an exit code and nobody stopped it); None if unknown."""
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None or not (pod_dir / "pod.json").exists():
+            return None
+        metadata = _read_json(pod_dir / "pod.json")
+        started = _read_float(pod_dir / "started_at")
+        exit_code = _read_int(pod_dir / "state" / "exit_code")
+        process = self._process(pod_id, pod_dir, metadata)
+        if process is not None:
+            status, ended = "RUNNING", time.time()
+        else:
+            status = "EXITED" if exit_code is not None or (pod_dir / "stopped").exists() else "TERMINATED"
+            ended = _last_mtime(pod_dir / "stopped", pod_dir / "state" / "exit_code", pod_dir / "output.log")
+        uptime = int(max(ended - started, 0)) if started else 0
+        return ProviderPod(
+            id=pod_id, name=metadata.get("name", pod_id), status=status, cost_per_hr=0.0,
+            uptime_seconds=uptime, gpu_id=metadata.get("gpu_id"), gpu_count=metadata.get("gpu_count") or 0,
+            data_center_id="local", exit_code=exit_code)
+
+    def list_by_name(self, name: str) -> list[ProviderPod]:
+        """The pod of that name, if this host has it (the pod id is its name)."""
+        pod = self.get(name)
+        return [pod] if pod is not None else []
+
+    def list_all(self, prefix: str = "sagan-") -> list[ProviderPod]:
+        """Every local pod whose name starts with `prefix`."""
+        if not self.root.is_dir():
+            return []
+        pods = (self.get(entry.name) for entry in sorted(self.root.iterdir())
+                if entry.is_dir() and entry.name.startswith(prefix))
+        return [pod for pod in pods if pod is not None]
+
+    def stop(self, pod_id: str) -> ProviderPod | None:
+        """SIGTERM to the pod's process group, SIGKILL after the grace period; files are kept."""
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None or not (pod_dir / "pod.json").exists():
+            return None
+        if not (pod_dir / "stopped").exists():
+            (pod_dir / "stopped").write_text(f"{time.time()}\n")
+        self._kill_group(pod_id, pod_dir)
+        return self.get(pod_id)
+
+    def terminate(self, pod_id: str) -> None:
+        """Stop the pod and delete its directory."""
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None:
+            return
+        if (pod_dir / "pod.json").exists():
+            self.stop(pod_id)
+        shutil.rmtree(pod_dir, ignore_errors=True)
+        self._children.pop(pod_id, None)
+
+    def log_tail(self, pod_id: str, max_bytes: int = 20_000) -> str:
+        """The end of the pod's output (stdout and stderr), for pages and diagnostics."""
+        pod_dir = self._dir(pod_id)
+        path = pod_dir / "output.log" if pod_dir else None
+        if path is None or not path.exists():
+            return ""
+        with open(path, "rb") as handle:
+            handle.seek(max(path.stat().st_size - max_bytes, 0))
+            return handle.read().decode("utf-8", "replace")
+
+    # --- processes -------------------------------------------------------------------
+    def _dir(self, pod_id: str) -> Path | None:
+        return self.root / pod_id if _NAME.match(pod_id or "") and (self.root / pod_id).is_dir() else None
+
+    def _process(self, pod_id: str, pod_dir: Path, metadata: dict) -> psutil.Process | None:
+        """The pod's leader process if it is still the one we started and not a zombie."""
+        child = self._children.get(pod_id)
+        if child is not None and child.poll() is not None:
+            self._children.pop(pod_id, None)  # reaped
+            return None
+        pid = _read_int(pod_dir / "pid")
+        if pid is None:
+            return None
+        try:
+            process = psutil.Process(pid)
+            if metadata.get("create_time") and abs(process.create_time() - metadata["create_time"]) > 1:
+                return None  # the pid was recycled by an unrelated process
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return process
+        except psutil.Error:
+            return None
+
+    def _members(self, pgid: int, since: float) -> list[psutil.Process]:
+        """Live processes of the pod's process group started no earlier than the pod."""
+        members = []
+        for process in psutil.process_iter(["pid", "create_time", "status"]):
+            try:
+                if (os.getpgid(process.pid) == pgid and process.info["create_time"] >= since - 1
+                        and process.info["status"] != psutil.STATUS_ZOMBIE):
+                    members.append(process)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return members
+
+    def _kill_group(self, pod_id: str, pod_dir: Path) -> None:
+        pgid = _read_int(pod_dir / "pid")  # start_new_session: the leader's pid is the group id
+        metadata = _read_json(pod_dir / "pod.json")
+        since = metadata.get("create_time") or _read_float(pod_dir / "started_at") or 0
+        if pgid is None or pgid <= 1 or not self._members(pgid, since):
+            return
+        _killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_grace_seconds
+        while time.monotonic() < deadline:
+            self._reap(pod_id)
+            if not self._members(pgid, since):
+                return
+            time.sleep(0.05)
+        if self._members(pgid, since):
+            _killpg(pgid, signal.SIGKILL)
+            for _ in range(40):  # SIGKILL cannot be ignored; give the kernel a moment
+                self._reap(pod_id)
+                if not self._members(pgid, since):
+                    break
+                time.sleep(0.05)
+        self._reap(pod_id)
+
+    def _reap(self, pod_id: str) -> None:
+        child = self._children.get(pod_id)
+        if child is not None and child.poll() is not None:
+            self._children.pop(pod_id, None)
+
+    def _check_reachable(self, pod_dir: Path) -> None:
+        """Fail clearly when the unprivileged user cannot reach the pod's directory."""
+        for parent in [pod_dir, *pod_dir.parents]:
+            mode = parent.stat().st_mode
+            if not (mode & stat.S_IXOTH):
+                shutil.rmtree(pod_dir, ignore_errors=True)
+                raise BackendError("provider_error", (
+                    f"Local pods run as {self.user.pw_name}, who cannot enter {parent}: set "
+                    f"SAGAN_LOCAL_PODS_DIR to a directory others may traverse (chmod o+x)."))
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_float(path: Path) -> float | None:
+    try:
+        return float(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _last_mtime(*paths: Path) -> float:
+    times = [p.stat().st_mtime for p in paths if p.exists()]
+    return max(times) if times else time.time()

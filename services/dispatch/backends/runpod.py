@@ -1,0 +1,300 @@
+"""RunPod accounts (team, personal) over REST v2 — see shared reference `runpod-api.md`.
+
+Retries: reads and actions are retried with exponential back-off on 429, 5xx and
+transport errors. Create is not: RunPod can answer 5xx (or time out) after the pod exists
+and bills, so a blind retry could make two. Create raises `provider_error` instead and the
+provisioner looks the pod up by its unique name after the listing lag. The one exception
+is 429, which RunPod answers before doing anything, so create waits it out like the rest.
+
+A 429 waits as long as the `Retry-After` or `RateLimit: …, reset=<s>` header says, unless
+that is longer than `max_rate_limit_wait` (a daily quota), in which case it fails at once
+rather than hold a worker for an hour.
+"""
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+import urllib.parse
+from typing import Callable
+
+import httpx
+
+from config import VERSION
+from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
+from services.redact import redact
+
+# RunPod's capacity wording varies by API and release; these all mean "try elsewhere".
+_CAPACITY = re.compile(
+    r"no longer any instances available|no instances? (?:are |is )?(?:currently )?available"
+    r"|not (?:have )?enough (?:free )?gpus|insufficient capacity|out of capacity|no capacity"
+    r"|zero gpu pods|could not find any pods with required specifications", re.IGNORECASE)
+_RESET = re.compile(r"(?:\breset\s*=\s*|;\s*t\s*=\s*)(\d+(?:\.\d+)?)", re.IGNORECASE)
+_STOPPED = ("EXITED", "ERROR", "TERMINATED")
+
+
+class RunPodBackend:
+    """One RunPod account. Thread-safe for use from one worker at a time per instance."""
+
+    def __init__(self, account: str, api_key: str, base_url: str, team_id: str | None = None, *,
+                 team_header: str = "X-Team-Id", timeout: float = 30.0, max_retries: int = 3,
+                 backoff_seconds: float = 1.0, max_backoff_seconds: float = 30.0,
+                 max_rate_limit_wait: float = 120.0, sleep: Callable[[float], None] = time.sleep,
+                 transport: httpx.BaseTransport | None = None):
+        if account not in ("team", "personal"):
+            raise ValueError(f"RunPod account must be team or personal, not {account!r}")
+        self.name = account
+        self._api_key = api_key
+        self._sleep = sleep
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.max_rate_limit_wait = max_rate_limit_wait
+        headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
+                   "User-Agent": f"sagan/{VERSION}"}
+        # Never with the personal key: RunPod rejects the team header there, and a key in the
+        # wrong scope silently lists zero pods.
+        if account == "team" and team_id:
+            headers[team_header] = team_id
+        self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
+                                    timeout=timeout, transport=transport)
+
+    # --- the interface ---------------------------------------------------------------
+    def create(self, request: PodRequest) -> ProviderPod:
+        """Create one pod; never retried on 5xx or timeouts (see the module docstring)."""
+        body = {
+            "name": request.name,
+            "image": request.image,
+            "args": request.args,
+            "gpu": {"id": request.gpu_id, "count": request.gpu_count},
+            "cloud": request.cloud,
+            "dataCenterIds": list(request.data_center_ids),
+            "disk": request.disk_gb,
+            "env": {str(k): str(v) for k, v in request.env.items()},
+            "ports": list(request.ports),
+            "startSsh": "22/tcp" in request.ports,
+        }
+        if request.volume_gb:
+            body["mounts"] = {"persistent": {"size": request.volume_gb, "path": "/workspace"}}
+        response = self._request("POST", "/v2/pods", json=body, idempotent=False)
+        return self._pod(response)
+
+    def get(self, pod_id: str) -> ProviderPod | None:
+        """The pod, or None when RunPod does not know it (404)."""
+        response = self._request("GET", f"/v2/pods/{_quote(pod_id)}", allow={404})
+        return None if response.status_code == 404 else self._pod(response)
+
+    def list_by_name(self, name: str) -> list[ProviderPod]:
+        """Pods with exactly this name (the filter is RunPod's; the exact match is ours)."""
+        return [p for p in self._list({"name": name}) if p.name == name]
+
+    def list_all(self, prefix: str = "sagan-") -> list[ProviderPod]:
+        """Every pod of the account whose name starts with `prefix`."""
+        return [p for p in self._list(None) if p.name.startswith(prefix)]
+
+    def stop(self, pod_id: str) -> ProviderPod | None:
+        """Stop a pod (its volume is kept); a pod already stopped is returned as it is."""
+        response = self._request("POST", f"/v2/pods/{_quote(pod_id)}/action", json={"action": "stop"},
+                                 allow={404, 409})
+        if response.status_code == 404:
+            return None
+        if response.status_code == 409:
+            # Not stoppable: fine if it is already down (stop is asked again after restarts).
+            pod = self.get(pod_id)
+            if pod is None or pod.status in _STOPPED:
+                return pod
+            raise self._error(response, "POST", "/action stop")
+        return self._pod(response)
+
+    def terminate(self, pod_id: str) -> None:
+        """Terminate a pod (204); a pod already gone counts as terminated."""
+        response = self._request("POST", f"/v2/pods/{_quote(pod_id)}/action",
+                                 json={"action": "terminate"}, allow={404, 409})
+        if response.status_code == 409:
+            pod = self.get(pod_id)
+            if pod is not None and pod.status != "TERMINATED":
+                raise self._error(response, "POST", "/action terminate")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- HTTP ------------------------------------------------------------------------
+    def _list(self, params: dict | None) -> list[ProviderPod]:
+        response = self._request("GET", "/v2/pods", params=params)
+        data = _json(response)
+        items = data.get("pods") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            raise BackendError("provider_error", f"RunPod answered the pod list with an unexpected body "
+                                                 f"({type(data).__name__})", status=response.status_code)
+        return [_pod_from(item) for item in items if isinstance(item, dict)]
+
+    def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
+                 idempotent: bool = True, allow: frozenset | set = frozenset()) -> httpx.Response:
+        """One call with retries; returns a 2xx response or one whose status is in `allow`."""
+        attempt = 0
+        while True:
+            try:
+                response = self._client.request(method, path, json=json, params=params)
+            except httpx.TransportError as exc:
+                if idempotent and attempt < self.max_retries:
+                    self._sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else \
+                    f"could not be reached ({exc.__class__.__name__})"
+                raise BackendError("provider_error", self._redact(f"RunPod {what}: {method} {path}")) from None
+            status = response.status_code
+            if status < 300 or status in allow:
+                return response
+            retryable = status == 429 or (status >= 500 and idempotent)
+            if retryable and attempt < self.max_retries and not _is_capacity(response):
+                delay = self._retry_delay(response, attempt)
+                if delay is not None:
+                    self._sleep(delay)
+                    attempt += 1
+                    continue
+            raise self._error(response, method, path)
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.backoff_seconds * (2 ** attempt), self.max_backoff_seconds)
+
+    def _retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before retrying, or None when a rate limit resets too late to wait."""
+        if response.status_code != 429:
+            return self._backoff(attempt)
+        hinted = [s for s in (_retry_after(response), _ratelimit_reset(response)) if s is not None]
+        if not hinted:
+            return self._backoff(attempt)
+        delay = max(hinted)
+        return None if delay > self.max_rate_limit_wait else max(delay, 0.0)
+
+    def _error(self, response: httpx.Response, method: str, path: str) -> BackendError:
+        """A problem+json (or any) error answer as a BackendError with a reason code."""
+        status = response.status_code
+        title, detail = _problem(response)
+        words = " — ".join(part for part in (title, detail) if part) or response.reason_phrase or "no detail"
+        if _is_capacity(response):
+            reason = "provider_capacity"
+        elif status in (401, 403):
+            reason = "provider_auth"
+        elif status in (400, 422):
+            reason = "spec_invalid"
+        else:
+            reason = "provider_error"
+        if status == 429:
+            reset = _ratelimit_reset(response) or _retry_after(response)
+            if reset is not None:
+                words += f" (rate limit resets in {int(reset)} s)"
+        return BackendError(reason, self._redact(f"RunPod answered {status} to {method} {path}: {words}"),
+                            status=status)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, extra_secrets=[self._api_key])
+
+    def _pod(self, response: httpx.Response) -> ProviderPod:
+        data = _json(response)
+        if not isinstance(data, dict) or not data.get("id"):
+            raise BackendError("provider_error", "RunPod answered without a pod id", status=response.status_code)
+        return _pod_from(data)
+
+
+# --- parsing --------------------------------------------------------------------------
+
+def _quote(pod_id: str) -> str:
+    return urllib.parse.quote(str(pod_id), safe="")
+
+
+def _json(response: httpx.Response):
+    try:
+        return response.json()
+    except ValueError:
+        raise BackendError("provider_error", f"RunPod answered {response.status_code} with a body that is "
+                                             f"not JSON", status=response.status_code) from None
+
+
+def _problem(response: httpx.Response) -> tuple[str, str]:
+    """(title, detail) of an application/problem+json body; errors[] are folded into detail."""
+    try:
+        data = response.json()
+    except ValueError:
+        return "", response.text[:300].strip()
+    if not isinstance(data, dict):
+        return "", str(data)[:300]
+    title = str(data.get("title") or data.get("error") or "")
+    detail = str(data.get("detail") or data.get("message") or "")
+    errors = data.get("errors")
+    if isinstance(errors, list) and errors:
+        parts = []
+        for item in errors[:5]:
+            if isinstance(item, dict):
+                where = item.get("field") or item.get("pointer") or item.get("path") or ""
+                text = item.get("detail") or item.get("message") or ""
+                parts.append(f"{where}: {text}" if where else str(text))
+            else:
+                parts.append(str(item))
+        detail = "; ".join(p for p in [detail, *parts] if p)
+    return title[:300], detail[:1000]
+
+
+def _is_capacity(response: httpx.Response) -> bool:
+    if response.status_code < 400:
+        return False
+    title, detail = _problem(response)
+    return bool(_CAPACITY.search(f"{title} {detail}"))
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    raw = response.headers.get("Retry-After")
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        return max(moment.timestamp() - time.time(), 0.0)
+
+
+def _ratelimit_reset(response: httpx.Response) -> float | None:
+    """Seconds until reset from `RateLimit: limit=…, remaining=…, reset=N` (or `…;t=N`)."""
+    raw = response.headers.get("RateLimit")
+    match = _RESET.search(raw or "")
+    return float(match.group(1)) if match else None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _pod_from(data: dict) -> ProviderPod:
+    gpu = data.get("gpu") if isinstance(data.get("gpu"), dict) else {}
+    runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
+    ssh = data.get("ssh") if isinstance(data.get("ssh"), dict) else {}
+    ssh_host, ssh_port = ssh.get("host"), _int(ssh.get("port"))
+    if not ssh_host:
+        for port in runtime.get("ports") or []:
+            if isinstance(port, dict) and _int(port.get("private")) == 22 and port.get("ip"):
+                ssh_host, ssh_port = port["ip"], _int(port.get("public"))
+                break
+    try:
+        cost = float(data.get("cost") or 0.0)
+    except (TypeError, ValueError):
+        cost = 0.0
+    return ProviderPod(
+        id=str(data["id"]), name=str(data.get("name") or ""),
+        status=str(data.get("status") or "PROVISIONING").upper(),
+        cost_per_hr=cost, uptime_seconds=_int(runtime.get("uptime")) or 0,
+        gpu_id=gpu.get("id"), gpu_count=_int(gpu.get("count")) or 0,
+        data_center_id=data.get("dataCenterId"), ssh_host=ssh_host, ssh_port=ssh_port,
+    )

@@ -1,0 +1,188 @@
+"""Progress and artifact ingest from pods (SPEC §6.6, §6.10).
+
+Hot path: a fixed handful of statements per post whatever the pod count (look up the
+token, insert the post — a duplicate `(pod, seq)` stops here —, update the pod, append the
+timeline and run events). The pod's own row is the heartbeat; the watcher reads it.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import posixpath
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from services import runs
+from services.actors import Actor
+from services.clock import utcnow
+from services.errors import TooLarge, ValidationError
+from services.redact import redact
+
+MESSAGE_MAX = 2_000
+METRICS_MAX = 50
+MILESTONE_MAX = 80
+BOOTSTRAP_MARK = "bootstrap complete"
+ALLOWED_TYPES = {
+    "json": "application/json", "csv": "text/csv", "tsv": "text/tab-separated-values",
+    "txt": "text/plain", "log": "text/plain", "svg": "image/svg+xml", "png": "image/png",
+    "jpeg": "image/jpeg", "jpg": "image/jpeg", "html": "text/html", "md": "text/markdown",
+}
+
+
+@dataclass
+class ProgressPost:
+    pct: float
+    message: str
+    milestone: str | None
+    verdict: str | None
+    seq: int | None
+    exit_code: int | None
+    metrics: dict | None
+
+
+def parse_progress(data) -> ProgressPost:
+    """Validate a progress body; every problem is a clear 400."""
+    if not isinstance(data, dict):
+        raise ValidationError("The body must be a JSON object.", code="invalid_json")
+    known = {"progressPct", "message", "milestone", "verdict", "seq", "exitCode", "metrics"}
+    unknown = set(data) - known
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
+    pct = data.get("progressPct")
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not math.isfinite(pct) or not 0 <= pct <= 100:
+        raise ValidationError("progressPct must be a number from 0 to 100.", field="progressPct")
+    message = data.get("message", "")
+    if not isinstance(message, str):
+        raise ValidationError("message must be text.", field="message")
+    if len(message) > MESSAGE_MAX:
+        raise ValidationError(f"message is {len(message)} characters; the limit is {MESSAGE_MAX}.", field="message")
+    for name in ("milestone", "verdict"):
+        value = data.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > MILESTONE_MAX):
+            raise ValidationError(f"{name} must be text of at most {MILESTONE_MAX} characters.", field=name)
+    seq = data.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**62):
+        raise ValidationError("seq must be a non-negative whole number.", field="seq")
+    exit_code = data.get("exitCode")
+    if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)
+                                  or not -2**31 <= exit_code < 2**31):
+        raise ValidationError("exitCode must be a whole number.", field="exitCode")
+    metrics = data.get("metrics")
+    if metrics is not None:
+        if not isinstance(metrics, dict):
+            raise ValidationError("metrics must map names to numbers.", field="metrics")
+        if len(metrics) > METRICS_MAX:
+            raise ValidationError(f"At most {METRICS_MAX} metrics per post.", field="metrics")
+        for key, value in metrics.items():
+            if len(key) > 80 or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValidationError(f"Metric {key[:40]!r} must be a finite number (names up to 80 characters).",
+                                      field="metrics")
+    return ProgressPost(float(pct), redact(message) or "", data.get("milestone"), data.get("verdict"),
+                        seq, exit_code, metrics)
+
+
+def record_progress(pod: Pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
+    """Store one post; returns (event id, created). A repeated (pod, seq) changes nothing."""
+    now = utcnow()
+    post_id = uuid.uuid4()
+    values = dict(id=post_id, pod_id=pod.id, seq=post.seq, progress_pct=post.pct, message=post.message,
+                  milestone=post.milestone, exit_code=post.exit_code, metrics=post.metrics, created_at=now)
+    if post.seq is not None:
+        if db.engine.dialect.name == "postgresql":
+            stmt = pg_insert(PodProgressPost).values(**values).on_conflict_do_nothing(
+                constraint="uq_pod_progress_posts_pod_seq").returning(PodProgressPost.id)
+        else:
+            stmt = sa.insert(PodProgressPost).values(**values).prefix_with("OR IGNORE").returning(PodProgressPost.id)
+        if db.session.execute(stmt).scalar() is None:
+            return None, False
+    else:
+        db.session.execute(sa.insert(PodProgressPost).values(**values))
+
+    is_bootstrap = post.milestone == "bootstrap" or BOOTSTRAP_MARK in post.message.lower()
+    changes = dict(progress_pct=post.pct, progress_message=post.message, last_progress_at=now,
+                   last_heartbeat_at=now, updated_at=now)
+    if is_bootstrap:
+        changes["bootstrap_count"] = Pod.bootstrap_count + 1
+    if post.exit_code is not None:
+        changes.update(exit_code=post.exit_code, exited_at=now)
+    db.session.execute(sa.update(Pod).where(Pod.id == pod.id).values(**changes)
+                       .execution_options(synchronize_session=False))
+    note = f"{post.pct:g}% · {post.message}"[:2000]
+    event_id = uuid.uuid4()
+    db.session.execute(sa.insert(WorkflowEvent).values(
+        id=event_id, entity_kind="experiment", entity_id=pod.experiment_id, experiment_id=pod.experiment_id,
+        event_type="progress", actor_kind="pod", actor_id=str(pod.id), note=note,
+        metadata_={"pod": pod.name, "run_index": pod.run_index, "seq": post.seq, "milestone": post.milestone,
+                   "verdict": post.verdict, "exitCode": post.exit_code, "metrics": post.metrics},
+        created_at=now, updated_at=now))
+    db.session.execute(sa.update(Experiment).where(Experiment.id == pod.experiment_id)
+                       .values(last_event_at=now).execution_options(synchronize_session=False))
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_progress", note,
+                          {"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code})
+    return event_id, True
+
+
+def pod_actor(pod: Pod) -> Actor:
+    return Actor("pod", str(pod.id), pod.name)
+
+
+# --- artifacts ---------------------------------------------------------------------------------
+
+def clean_artifact_name(raw: str | None) -> str:
+    """A relative path under the pod's artifact folder: no `..`, no absolute paths."""
+    name = (raw or "").strip().replace("\\", "/")
+    if not name:
+        raise ValidationError("Name the file in the X-Sagan-Artifact-Name header.", field="name")
+    if len(name) > 500 or name.startswith("/") or any(part in ("..", "") for part in name.split("/")) \
+            or any(ord(c) < 32 for c in name):
+        raise ValidationError("The artifact name must be a relative path without '..' (at most 500 characters).",
+                              field="name")
+    return posixpath.normpath(name)
+
+
+def artifact_type(name: str, declared: str | None) -> str:
+    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if extension not in ALLOWED_TYPES:
+        raise ValidationError(f"Files of type .{extension or '(none)'} are not accepted; allowed: "
+                              f"{', '.join(sorted(ALLOWED_TYPES))}.", field="name", code="unsupported_type")
+    return ALLOWED_TYPES[extension]
+
+
+def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | None) -> Artifact:
+    """Store (or replace) one uploaded file; caps per file and per pod."""
+    cfg = current_app.config
+    name = clean_artifact_name(name)
+    content_type = artifact_type(name, declared_type)
+    if len(content) > cfg["ARTIFACT_MAX_BYTES"]:
+        raise TooLarge(f"{name} is {len(content):,} bytes; the limit per file is {cfg['ARTIFACT_MAX_BYTES']:,}.")
+    existing = db.session.scalar(sa.select(Artifact).where(Artifact.pod_id == pod.id, Artifact.name == name))
+    used = db.session.scalar(sa.select(sa.func.coalesce(sa.func.sum(Artifact.size), 0))
+                             .where(Artifact.pod_id == pod.id)) or 0
+    used -= existing.size if existing else 0
+    if used + len(content) > cfg["ARTIFACT_POD_MAX_BYTES"]:
+        raise TooLarge(f"This pod has uploaded {used:,} bytes; {name} would pass the per-pod limit of "
+                       f"{cfg['ARTIFACT_POD_MAX_BYTES']:,}.")
+    if content_type.startswith("text/") or content_type == "application/json":
+        try:
+            content = redact(content.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError(f"{name} is not UTF-8 text.", field="content")
+    digest = hashlib.sha256(content).hexdigest()
+    if existing is None:
+        existing = Artifact(id=uuid.uuid4(), pod_id=pod.id, experiment_id=pod.experiment_id, name=name,
+                            content_type=content_type, size=len(content), sha256=digest, content=content)
+        db.session.add(existing)
+    else:
+        existing.content, existing.size, existing.sha256, existing.content_type = \
+            content, len(content), digest, content_type
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "artifact_uploaded", name,
+                          {"pod_id": str(pod.id), "size": len(content), "sha256": digest})
+    return existing

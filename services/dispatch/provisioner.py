@@ -1,0 +1,372 @@
+"""The provisioner (SPEC §6.3–6.4): dispatches the approved spec as a saga.
+
+1. attempt each pod over its candidates, writing the Pod row before the create call, and
+   after an error waiting out the listing lag and looking the pod up by name (providers
+   sometimes create the pod and still answer 5xx);
+2. commit when every pod exists: `deploy_*` events, experiment → `queued`;
+3. all or nothing: a pod that cannot be created stops the survivors and blocks the
+   experiment with the partial-dispatch note; no automatic re-dispatch follows.
+One live dispatch per experiment is enforced by a partial unique index on agent_runs.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.exc import IntegrityError
+
+from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, db
+from services import events, jobs, lifecycle, registry, runs, settings
+from services.actors import Actor
+from services.clock import utcnow
+from services.dispatch import spec as specs
+from services.dispatch import tokens
+from services.dispatch.backends.base import BackendError, PodRequest, backend_for
+from services.errors import Conflict, ValidationError
+
+MAX_CANDIDATES = 25
+GIT_ENV = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
+DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+BOOTSTRAP = Path(__file__).resolve().parents[2] / "scripts" / "pod_bootstrap.sh"
+PARTIAL_NOTE = ("Partial RunPod dispatch: {up}/{total} pods came up. Survivors were stopped because the plan "
+                "was designed around {total} partitions and proceeding with fewer would corrupt the result. "
+                "Re-approve the plan to retry.")
+ACTIVE_DISPATCH = ("queued", "running", "waiting")
+PROVISIONER = "provisioner"
+
+# Injectable so tests wait out the listing lag on the fake provider's clock, not in real time.
+sleep = time.sleep
+
+
+@dataclass(frozen=True)
+class Candidate:
+    account: str
+    gpu: specs.Gpu
+    cloud: str
+    gpu_count: int
+    volume_gb: int
+    disk_gb: int
+
+    def describe(self) -> str:
+        return f"{self.gpu_count}× {self.gpu.short} on {self.cloud} ({self.account})"
+
+
+# --- candidates ----------------------------------------------------------------------------------
+
+def candidates(pod: dict, account: str, prices: dict | None = None) -> list[Candidate]:
+    """Spec + substitution policy → ordered candidates (SPEC §6.3), at most 25.
+
+    Preferred account, the spec's GPU and the preferred cloud come first; then the other
+    allowed GPUs by price (unknown prices last); then the other clouds; then the other
+    accounts.
+    """
+    prices = prices or {}
+    policy = pod.get("substitution_policy") or {}
+    own_gpu = specs.find_gpu(pod.get("gpuType"))
+    gpu_policy = policy.get("gpuType") or {}
+    allowed = [specs.find_gpu(n) for n in gpu_policy.get("allowed") or []] or [own_gpu]
+    min_vram = gpu_policy.get("min_vram_gb") or 0
+    others = sorted({g for g in allowed if g and g != own_gpu and g.vram_gb >= min_vram},
+                    key=lambda g: (prices.get(g.short) is None, prices.get(g.short) or 0, g.short))
+    gpus = [own_gpu] + others
+
+    cloud_policy = policy.get("cloudType") or {}
+    own_cloud = pod.get("cloudType") or "SECURE"
+    preferred_cloud = cloud_policy.get("prefer") or own_cloud
+    clouds = [preferred_cloud] + [c for c in (cloud_policy.get("allowed") or [own_cloud]) if c != preferred_cloud]
+
+    account_policy = policy.get("account") or {}
+    preferred_account = account_policy.get("prefer") or account
+    accounts = [preferred_account] + [a for a in (account_policy.get("allowed") or [account])
+                                      if a != preferred_account]
+
+    volume = max(pod.get("volumeGb") or 0, (policy.get("volumeGb") or {}).get("min") or 0)
+    disk = max(pod.get("containerDiskGb") or 20, (policy.get("containerDiskGb") or {}).get("min") or 0)
+    count = pod.get("gpuCount") or 1
+    result: list[Candidate] = []
+    for acct in accounts:
+        for cloud in clouds:
+            for gpu in gpus:
+                candidate = Candidate(acct, gpu, cloud, count, volume, disk)
+                if candidate not in result:
+                    result.append(candidate)
+    return result[:MAX_CANDIDATES]
+
+
+# --- what may be dispatched -----------------------------------------------------------------------
+
+def approved_spec(experiment: Experiment):
+    """The spec of the approved plan version; refuses a spec changed after approval."""
+    approval = db.session.scalar(sa.select(ApprovalRequest).where(
+        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "approved",
+        ApprovalRequest.plan_version_id.is_not(None)).order_by(ApprovalRequest.resolved_at.desc()).limit(1))
+    version = db.session.get(PlanVersion, approval.plan_version_id) if approval else None
+    approved = (version.plan_json or {}).get("spec") if version else None
+    if approved is None:
+        raise Conflict(f"#{experiment.number} has no approved runpod-spec to dispatch; approve a plan with one.",
+                       code="no_approved_spec")
+    if _without_git_env(experiment.pod_spec) != _without_git_env(approved):
+        raise Conflict(f"#{experiment.number}'s pod spec was changed after approval; only the branch/commit "
+                       "variables may change without re-approval. Submit the change as a new plan.",
+                       code="spec_changed")
+    return approved
+
+
+def _without_git_env(spec):
+    pods = specs.as_pods(spec) or []
+    cleaned = []
+    for pod in pods:
+        pod = dict(pod)
+        pod["env"] = {k: v for k, v in (pod.get("env") or {}).items() if k not in GIT_ENV}
+        cleaned.append(pod)
+    return cleaned
+
+
+# --- starting a dispatch ------------------------------------------------------------------------
+
+def live_dispatch(experiment_id) -> AgentRun | None:
+    return db.session.scalar(sa.select(AgentRun).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == "experiment",
+        AgentRun.status.in_(ACTIVE_DISPATCH)).limit(1))
+
+
+def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple[AgentRun | None, list]:
+    """Create the dispatch run (or gate the experiment) and queue the saga. Caller commits.
+
+    Returns (run, effects). A second request while a dispatch is live is a Conflict naming it.
+    """
+    approved_spec(experiment)
+    if experiment.runpod_account == "local" and actor.kind != "owner" and experiment.auto_approve_plan:
+        raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")
+    gate = _gate_reason(experiment)
+    if gate:
+        effects = []
+        if experiment.status in ("approved", "testing", "implementing"):
+            effects = lifecycle.transition(experiment, "gate_pending", Actor.system(), note=gate)
+        return None, effects
+    existing = live_dispatch(experiment.id)
+    if existing is not None:
+        raise Conflict(f"#{experiment.number} already has a live dispatch ({existing.short_id}); stop its pods first.",
+                       code="dispatch_active", run_id=str(existing.id))
+    try:
+        with db.session.begin_nested():
+            run = runs.create_run(kind="experiment", agent=PROVISIONER, scope_id=experiment.id,
+                                  request=f"Dispatch the approved spec of #{experiment.number}.",
+                                  parent_run_id=parent_run_id, runpod_account=experiment.runpod_account)
+            run.provider = "sagan"
+    except IntegrityError:
+        existing = live_dispatch(experiment.id)
+        raise Conflict(f"#{experiment.number} already has a live dispatch"
+                       f"{f' ({existing.short_id})' if existing else ''}; stop its pods first.",
+                       code="dispatch_active", run_id=str(existing.id) if existing else None) from None
+    if experiment.status == "approved":
+        lifecycle.transition(experiment, "implementing", Actor.system(),
+                             note=f"Dispatch {run.short_id} started with the approved spec.")
+    events.record(experiment, "note", actor, note=f"Dispatch {run.short_id} queued.",
+                  metadata={"run_id": str(run.id)})
+    return run, [lifecycle.SideEffect("enqueue_dispatch", experiment.id, actor, {"run_id": str(run.id)})]
+
+
+def _gate_reason(experiment: Experiment) -> str | None:
+    from services import recovery, spend
+    if recovery.fleet_incident_open():
+        return "Dispatch paused: a fleet incident is open. Resolve it to continue."
+    if experiment.cost_cap_usd is not None and spend.experiment_spend(experiment.id) >= experiment.cost_cap_usd:
+        return (f"Dispatch paused: #{experiment.number} has spent ${spend.experiment_spend(experiment.id):.2f} "
+                f"of its ${experiment.cost_cap_usd:.2f} cap. Raise the cap to continue.")
+    daily = settings.get("daily_cap_usd")
+    if daily and spend.spend_today() >= float(daily):
+        return f"Dispatch paused: today's spend reached the daily cap of ${float(daily):.2f}."
+    return None
+
+
+def enqueue_dispatch(run_id) -> str:
+    return jobs.enqueue_unique(jobs.DISPATCH, "workers.dispatch.run_dispatch", str(run_id),
+                               job_id=f"dispatch-{run_id}")
+
+
+# --- the saga -------------------------------------------------------------------------------------
+
+def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, name: str, token: str,
+            *, local: bool) -> dict[str, str]:
+    """Everything a pod is told (SPEC §6.5); named secrets come from the server environment."""
+    base = current_app.config["SAGAN_BASE_URL"].rstrip("/")
+    env = {k: str(v) for k, v in (pod_spec.get("env") or {}).items()}
+    branch = experiment.git_branch or env.get("SAGAN_GIT_BRANCH") or env.get("SAGAN_EPS_BRANCH") or ""
+    commit = experiment.git_commit or env.get("SAGAN_GIT_COMMIT") or env.get("SAGAN_EPS_COMMIT_SHA") or ""
+    env.update({
+        "SAGAN_PROGRESS_URL": f"{base}/api/progress", "SAGAN_ARTIFACT_URL": f"{base}/api/artifacts",
+        "SAGAN_POD_PROGRESS_TOKEN": token, "SAGAN_AGENT_RUN_ID": str(run.id),
+        "SAGAN_EXPERIMENT_ID": str(experiment.id), "SAGAN_EXPERIMENT_NUMBER": str(experiment.number),
+        "SAGAN_RUN_INDEX": str(index), "SAGAN_POD_NAME": name,
+        "SAGAN_ARTIFACT_DIR": "artifacts" if local else "/workspace/sagan-artifacts",
+        "SAGAN_KEEP_ALIVE_MINUTES": str(pod_spec.get("keepAliveMinutes", 10)),
+        # The approved code, under the new and the old system's names (SPEC §5.7).
+        "SAGAN_GIT_BRANCH": branch, "SAGAN_GIT_COMMIT": commit,
+        "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": commit,
+    })
+    repo = settings.get("research_repo_url")
+    if repo:
+        env["SAGAN_REPO_URL"] = repo
+    for secret_name in pod_spec.get("secrets") or []:
+        if os.environ.get(secret_name):
+            env[secret_name] = os.environ[secret_name]  # injected at create, never stored
+    return env
+
+
+def _container_command(docker_args: str, *, local: bool) -> str:
+    """RunPod pods get the bootstrap wrapper inline (the image does not have it)."""
+    if local:
+        return docker_args
+    script = base64.b64encode(BOOTSTRAP.read_bytes()).decode()
+    return (f"bash -c 'echo {script} | base64 -d > /tmp/sagan_bootstrap.sh && "
+            f"exec bash /tmp/sagan_bootstrap.sh'")
+
+
+def run_dispatch(run_id) -> str:
+    """The saga for one dispatch run (a job on the dispatch queue)."""
+    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
+    if run is None or run.status != "queued":
+        return "skipped"
+    experiment = db.session.get(Experiment, run.scope_id)
+    runs.set_status(run, "running")
+    try:
+        pods_spec = specs.as_pods(approved_spec(experiment))
+    except Conflict as exc:
+        return _fail(run, experiment, "spec_invalid", exc.message, created=[])
+    runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
+    db.session.commit()
+
+    prices = settings.gpu_prices()
+    created: list[Pod] = []
+    for index, pod_spec in enumerate(pods_spec):
+        pod, failure = _provision_one(run, experiment, index, pod_spec, prices)
+        if pod is None:
+            reason, message = failure
+            if len(pods_spec) > 1:
+                note = PARTIAL_NOTE.format(up=len(created), total=len(pods_spec))
+                return _fail(run, experiment, "partial_dispatch", f"{note} Last error: {message}",
+                             created=created, block_note=note)
+            return _fail(run, experiment, reason, message, created=created)
+        created.append(pod)
+    runs.append_event(run.id, "deploy_completed", f"dispatched {len(created)}/{len(pods_spec)} pod(s)")
+    run.status = "waiting"
+    run.waiting_for = {"pods": str(run.id)}
+    if experiment.status in ("implementing", "testing"):
+        lifecycle.transition(experiment, "queued", Actor.system(), note="RunPod pod dispatched; waiting for runtime.",
+                             metadata={"run_id": str(run.id), "pods": [p.name for p in created]})
+    db.session.commit()
+    return "dispatched"
+
+
+def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, prices: dict):
+    """Try the pod's candidates in order; returns (Pod, None) or (None, (reason, message))."""
+    options = candidates(pod_spec, experiment.runpod_account, prices)
+    wanted = options[0]
+    last = ("provider_capacity", "no candidate was tried")
+    for attempt, candidate in enumerate(options, start=1):
+        if candidate != wanted:
+            runs.append_event(run.id, "pod_substitution",
+                              f"asked {wanted.describe()}, trying {candidate.describe()}: {last[1]}"[:2000],
+                              {"index": index, "asked": wanted.describe(), "used": candidate.describe(),
+                               "why": last[0]})
+        name = f"sagan-{experiment.number}-{run.id.hex[:8]}-{index}-{attempt}"
+        token, token_hash = tokens.new_token()
+        local = candidate.account == "local"
+        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, run_index=index,
+                  attempt=attempt, account=candidate.account, name=name, gpu_type_id=candidate.gpu.provider_id,
+                  gpu_count=candidate.gpu_count, cloud_type=candidate.cloud, status="deploying",
+                  progress_token_hash=token_hash, cost_per_hr=None,
+                  metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
+                             "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
+                             "spec_name": pod_spec.get("name")})
+        db.session.add(pod)
+        db.session.commit()  # the row exists before the create call, whatever happens next
+        try:
+            backend = backend_for(candidate.account)
+            request = PodRequest(
+                name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
+                args=_container_command(pod_spec.get("dockerArgs") or "true", local=local),
+                gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
+                disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
+                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local),
+                     **({} if local else {"SAGAN_DOCKER_ARGS": pod_spec.get("dockerArgs") or "true"})})
+            made = backend.create(request)
+        except BackendError as exc:
+            made = None
+            last = (exc.reason, exc.message)
+            if exc.reason == "provider_error":
+                # The provider may have created it anyway: wait out the listing lag, look it up.
+                sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
+                try:
+                    found = backend.list_by_name(name) if "backend" in locals() else []
+                except BackendError:
+                    found = []
+                made = found[0] if found else None
+            if made is None:
+                pod.status = "failed"
+                pod.last_error = exc.message[:4000]
+                db.session.commit()
+                if exc.reason in ("provider_auth", "spec_invalid"):
+                    return None, last  # retrying elsewhere will not fix credentials or a bad request
+                continue
+        pod.provider_pod_id = made.id
+        pod.status = "running" if made.status == "RUNNING" else "deploying"
+        pod.cost_per_hr = made.cost_per_hr or None
+        pod.last_started_at = utcnow()
+        runs.append_event(run.id, "deploy_pod_started", str(pod.id),
+                          {"pod": name, "provider_pod_id": made.id, "gpu": candidate.gpu.short,
+                           "account": candidate.account, "cloud": candidate.cloud})
+        db.session.commit()
+        return pod, None
+    return None, last
+
+
+def stop_pod(pod: Pod, reason: str, *, actor: Actor | None = None) -> None:
+    """Stop one pod, keeping its volume; record it on the run. Caller commits."""
+    if pod.status in ("stopped", "terminated", "vanished", "failed"):
+        return
+    pod.status = "stop_requested"
+    pod.desired_status = "stopped"
+    pod.stop_reason = reason
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_stop_requested", pod.name, {"pod_id": str(pod.id), "reason": reason})
+    try:
+        if pod.provider_pod_id:
+            backend_for(pod.account).stop(pod.provider_pod_id)
+        pod.status = "stopped"
+        pod.stopped_at = utcnow()
+        if pod.agent_run_id:
+            runs.append_event(pod.agent_run_id, "pod_stopped", f"{pod.name} stopped; volume kept.",
+                              {"pod_id": str(pod.id), "reason": reason})
+    except BackendError as exc:
+        pod.last_error = exc.message[:4000]
+        if pod.agent_run_id:
+            runs.append_event(pod.agent_run_id, "pod_stop_failed", exc.message, {"pod_id": str(pod.id)})
+
+
+def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,
+          block_note: str | None = None) -> str:
+    for pod in created:
+        stop_pod(pod, "failure")
+    runs.append_event(run.id, "deploy_failed", message[:4000], {"reason": reason})
+    from services import recovery
+    # A partial dispatch blocks with its exact note and is never recovered automatically.
+    outcome = recovery.fail(run, reason, message, block_note=block_note)
+    db.session.commit()
+    lifecycle.run_side_effects(outcome.effects)
+    if run.parent_run_id:
+        from services.agents.loop import wake_parent_if_ready
+        wake_parent_if_ready(run.parent_run_id)
+    return "failed"
+
+
+def validate_account(account: str) -> None:
+    if account not in registry.RUNPOD_ACCOUNTS:
+        raise ValidationError(f"Unknown account {account!r}.", field="account")

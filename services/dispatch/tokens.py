@@ -1,0 +1,41 @@
+"""Pod progress tokens (SPEC §6.5): one per pod, `spt_` + random, only a hash stored;
+valid for that pod's progress and artifact posts until 15 minutes after it stops."""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import Pod, db
+from services.clock import utcnow
+
+PREFIX = "spt_"
+ENDED = ("stopped", "terminated", "vanished", "failed")
+
+
+def new_token() -> tuple[str, str]:
+    """(secret, hash): the secret goes into the pod's environment, the hash into the row."""
+    secret = PREFIX + secrets.token_urlsafe(32)
+    return secret, digest(secret)
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def pod_for_token(secret: str | None) -> Pod | None:
+    """The pod a bearer token belongs to, if the token is still valid."""
+    if not secret or not secret.startswith(PREFIX) or len(secret) > 200:
+        return None
+    pod = db.session.scalar(sa.select(Pod).where(Pod.progress_token_hash == digest(secret)))
+    if pod is None:
+        return None
+    if pod.status in ENDED:
+        ended_at = pod.stopped_at or pod.terminated_at or pod.updated_at
+        grace = timedelta(seconds=current_app.config["POD_TOKEN_GRACE_SECONDS"])
+        if ended_at is None or utcnow() > ended_at + grace:
+            return None
+    return pod

@@ -1,0 +1,330 @@
+"""Watching pods (SPEC §6.7): a scheduled pass polls every active pod, and each progress
+post gets an immediate look. The watcher may only move an experiment `queued → running`
+and raise pod failures (lesson: the old watcher forced `running` on every poll).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
+from services import lifecycle, runs, spend
+from services.actors import Actor
+from services.clock import utcnow
+from services.dispatch.backends.base import BackendError, backend_for
+
+log = logging.getLogger(__name__)
+SYSTEM = Actor.system("pod watcher")
+ACTIVE = ("deploying", "running", "retrying", "stop_requested", "exited")
+VANISH_CHECKS = 3
+VANISH_SPAN = timedelta(minutes=2)
+FLEET_WINDOW = timedelta(minutes=5)
+CRASH_LOOP_POSTS = 3
+CRASH_LOOP_WINDOW = timedelta(minutes=10)
+PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
+                   "EXITED": "exited", "ERROR": "exited", "TERMINATED": "terminated"}
+
+
+def _pods_of(run_id) -> list[Pod]:
+    """The pods that count for a dispatch: the last attempt of each run index."""
+    rows = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id)
+                                   .order_by(Pod.run_index, Pod.attempt)))
+    latest: dict[int, Pod] = {}
+    for pod in rows:
+        if pod.provider_pod_id is not None or pod.status != "failed":
+            latest[pod.run_index] = pod
+    return list(latest.values())
+
+
+# --- the periodic pass ---------------------------------------------------------------------------
+
+def watch(limit: int = 100) -> dict:
+    """Poll a batch of active pods (least recently checked first) and react."""
+    now = utcnow()
+    pods = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(ACTIVE), Pod.provider_pod_id.is_not(None))
+                                   .order_by(Pod.last_checked_at.asc().nulls_first()).limit(limit)))
+    seen = {"checked": 0, "vanished": 0}
+    for pod in pods:
+        try:
+            _check(pod, now)
+            seen["checked"] += 1
+        except BackendError as exc:
+            pod.last_error = exc.message[:4000]
+            pod.last_checked_at = now
+        db.session.commit()
+    for run_id in {p.agent_run_id for p in pods if p.agent_run_id}:
+        _review_dispatch(run_id, now)
+        db.session.commit()
+    _enforce_caps(now)
+    db.session.commit()
+    return seen
+
+
+def _check(pod: Pod, now) -> None:
+    backend = backend_for(pod.account)
+    found = backend.get(pod.provider_pod_id)
+    pod.last_checked_at = now
+    meta = dict(pod.metadata_ or {})
+    if found is None:
+        if pod.status == "stop_requested":
+            pod.status = "stopped"
+            pod.stopped_at = pod.stopped_at or now
+            return
+        checks = meta.get("missing_checks", []) + [now.isoformat()]
+        meta["missing_checks"] = checks
+        pod.metadata_ = meta
+        first = datetime.fromisoformat(checks[0])
+        if len(checks) >= VANISH_CHECKS and now - first >= VANISH_SPAN:
+            _vanished(pod, now)
+        return
+    if meta.get("missing_checks"):
+        meta.pop("missing_checks")  # it came back: a listing blip, not a vanish
+        pod.metadata_ = meta
+    new_status = PROVIDER_TO_POD.get(found.status, pod.status)
+    changed = (new_status != pod.status or float(found.cost_per_hr or 0) != float(pod.cost_per_hr or 0))
+    if pod.status == "stop_requested" and new_status in ("exited", "terminated"):
+        new_status = "stopped"
+    pod.status = new_status if pod.status != "stopped" else pod.status
+    pod.cost_per_hr = found.cost_per_hr if found.cost_per_hr else pod.cost_per_hr
+    pod.uptime_seconds = max(pod.uptime_seconds or 0, found.uptime_seconds or 0)
+    pod.ssh_host, pod.ssh_port = found.ssh_host or pod.ssh_host, found.ssh_port or pod.ssh_port
+    if found.exit_code is not None and pod.exit_code is None:
+        pod.exit_code, pod.exited_at = found.exit_code, now
+    if found.status == "ERROR" and pod.exit_code is None:
+        pod.exit_code, pod.exited_at = 1, now
+    if changed and pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_status", found.status,
+                          {"pod_id": str(pod.id), "status": pod.status, "cost_per_hr": found.cost_per_hr,
+                           "uptime": found.uptime_seconds})
+    if pod.status == "exited" and pod.exit_code == 0 and pod.exited_at:
+        keep = timedelta(minutes=(pod.metadata_ or {}).get("keep_alive_minutes", 10))
+        if now >= pod.exited_at + keep:
+            from services.dispatch.provisioner import stop_pod
+            stop_pod(pod, "completed")
+
+
+def _vanished(pod: Pod, now) -> None:
+    pod.status = "vanished"
+    pod.stopped_at = now
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_vanished",
+                          f"{pod.name} disappeared from {pod.account} after {VANISH_CHECKS} checks.",
+                          {"pod_id": str(pod.id)})
+    _maybe_open_fleet_incident(now)
+
+
+def _maybe_open_fleet_incident(now) -> None:
+    """Pods of two or more experiments vanishing within five minutes: pause automatic work."""
+    window_start = now - FLEET_WINDOW
+    recent = list(db.session.scalars(sa.select(Pod).where(Pod.status == "vanished", Pod.stopped_at >= window_start)))
+    experiments_hit = {p.experiment_id for p in recent}
+    if len(experiments_hit) < 2:
+        return
+    if db.session.scalar(sa.select(sa.func.count(FleetIncident.id)).where(FleetIncident.resolved_at.is_(None))):
+        return
+    db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
+        {"pod": p.name, "experiment_id": str(p.experiment_id), "account": p.account,
+         "vanished_at": p.stopped_at.isoformat()} for p in recent]))
+    log.warning("fleet incident opened: %d pods of %d experiments vanished", len(recent), len(experiments_hit))
+
+
+def open_incident() -> FleetIncident | None:
+    return db.session.scalar(sa.select(FleetIncident).where(FleetIncident.resolved_at.is_(None)).limit(1))
+
+
+def resolve_incident(incident: FleetIncident, actor: Actor) -> None:
+    """One click from the banner: automatic dispatch and recovery resume."""
+    incident.resolved_at = utcnow()
+    incident.resolved_by = actor.id or actor.kind
+
+
+# --- reacting to a dispatch's pods ----------------------------------------------------------------
+
+def _review_dispatch(run_id, now) -> None:
+    run = db.session.get(AgentRun, run_id)
+    if run is None or run.terminal:
+        return
+    experiment = db.session.get(Experiment, run.scope_id)
+    pods = _pods_of(run.id)
+    if not pods:
+        return
+    if any(p.status == "vanished" for p in pods):
+        return _fail_dispatch(run, experiment, "pod_vanished", "A pod vanished: "
+                              + ", ".join(p.name for p in pods if p.status == "vanished"))
+    failed = [p for p in pods if p.exit_code not in (None, 0)]
+    if failed:
+        pod = failed[0]
+        return _fail_dispatch(run, experiment, "pod_exit_nonzero",
+                              f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
+    if experiment.status == "queued" and all(p.status == "running" for p in pods):
+        lifecycle.transition(experiment, "running", SYSTEM, note="RunPod pod is running.",
+                             metadata={"run_id": str(run.id)})
+    deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
+    if any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
+        from services.dispatch.provisioner import PARTIAL_NOTE
+        up = sum(1 for p in pods if p.status == "running")
+        note = PARTIAL_NOTE.format(up=up, total=len(pods)) if len(pods) > 1 else None
+        return _fail_dispatch(run, experiment, "start_deadline",
+                              f"Not every pod was running {deadline.seconds // 60} minutes after dispatch.",
+                              block_note=note, stop_all=True)
+    for pod in pods:
+        silence = timedelta(minutes=(pod.metadata_ or {}).get("bootstrap_silence_minutes", 10))
+        if pod.status == "running" and pod.last_progress_at is None and pod.last_started_at \
+                and now - pod.last_started_at > silence:
+            return _fail_dispatch(run, experiment, "bootstrap_silence",
+                                  f"{pod.name} has been running for {silence.seconds // 60} minutes without a "
+                                  "progress post; its bootstrap may be stuck.", stop_all=True)
+    if all(p.exit_code == 0 for p in pods):
+        _dispatch_finished(run, experiment)
+
+
+def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
+    runs.set_status(run, "completed")
+    runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
+    if run.parent_run_id:
+        db.session.commit()
+        from services.agents.loop import wake_parent_if_ready
+        wake_parent_if_ready(run.parent_run_id)
+        return
+    # No orchestrator: the system moves the experiment on and checks the uploads (SPEC §6.10).
+    from services.dispatch import verify
+    if experiment.status == "running":
+        lifecycle.transition(experiment, "uploading", SYSTEM, note="All pods finished; collecting artifacts.")
+        lifecycle.transition(experiment, "verifying", SYSTEM, note="Checking the uploaded artifacts.")
+        verify.verify_uploads(experiment, run, SYSTEM)
+
+
+def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
+                   block_note: str | None = None, stop_all: bool = False) -> None:
+    from services import recovery
+    from services.dispatch.provisioner import stop_pod
+    if stop_all:
+        for pod in _pods_of(run.id):
+            if pod.status in ("deploying", "running", "retrying"):
+                stop_pod(pod, "failure")
+    outcome = recovery.fail(run, reason, message, block_note=block_note)
+    db.session.commit()
+    lifecycle.run_side_effects(outcome.effects)
+    if run.parent_run_id:
+        from services.agents.loop import wake_parent_if_ready
+        wake_parent_if_ready(run.parent_run_id)
+
+
+# --- immediate reactions to a progress post ----------------------------------------------------------
+
+def after_progress(pod_id, post) -> None:
+    """A post arrived: a non-zero exit wakes the orchestrator now; repeated bootstraps are a crash loop."""
+    pod = db.session.get(Pod, pod_id)
+    if pod is None or pod.agent_run_id is None:
+        return
+    run = db.session.get(AgentRun, pod.agent_run_id)
+    if run is None or run.terminal:
+        return
+    experiment = db.session.get(Experiment, run.scope_id)
+    now = utcnow()
+    if post.milestone == "bootstrap" or "bootstrap complete" in post.message.lower():
+        recent = db.session.scalar(sa.select(sa.func.count(PodProgressPost.id)).where(
+            PodProgressPost.pod_id == pod.id, PodProgressPost.created_at >= now - CRASH_LOOP_WINDOW,
+            sa.or_(PodProgressPost.milestone == "bootstrap", PodProgressPost.message.ilike("%bootstrap complete%"))))
+        if recent >= CRASH_LOOP_POSTS:
+            tail = _last_stderr(pod)
+            _fail_dispatch(run, experiment, "crash_loop",
+                           f"{pod.name} restarted {recent} times in 10 minutes (crash loop). Last stderr: {tail}",
+                           block_note=f"Crash loop: {pod.name} restarted {recent} times in 10 minutes; pods stopped. "
+                                      f"Last stderr: {tail}"[:1900], stop_all=True)
+            return
+    if post.exit_code is not None:
+        if pod.status in ("running", "deploying"):
+            pod.status = "exited"
+        db.session.commit()
+        _review_dispatch(run.id, now)
+        db.session.commit()
+
+
+def _last_stderr(pod: Pod) -> str:
+    message = db.session.scalar(sa.select(PodProgressPost.message).where(
+        PodProgressPost.pod_id == pod.id, PodProgressPost.message.ilike("%err:%"))
+        .order_by(PodProgressPost.created_at.desc()).limit(1)) or pod.progress_message or ""
+    return message.split("err:", 1)[-1].strip()[:1200] or "(no stderr reported)"
+
+
+# --- caps and orphans ----------------------------------------------------------------------------------
+
+def _enforce_caps(now) -> None:
+    """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""
+    from services import settings
+    from services.dispatch.provisioner import stop_pod
+    live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(("deploying", "running", "retrying")))))
+    by_experiment: dict = {}
+    for pod in live:
+        by_experiment.setdefault(pod.experiment_id, []).append(pod)
+    daily = settings.get("daily_cap_usd")
+    over_daily = bool(daily) and spend.spend_today() >= float(daily)
+    for experiment_id, pods in by_experiment.items():
+        experiment = db.session.get(Experiment, experiment_id)
+        spent = spend.experiment_spend(experiment_id)
+        cap = experiment.cost_cap_usd
+        if (cap is not None and spent >= cap) or over_daily:
+            for pod in pods:
+                stop_pod(pod, "cost_cap")
+            figures = (f"spent ${spent:.2f} of the ${cap:.2f} cap" if cap is not None and spent >= cap
+                       else f"today's spend reached the daily cap of ${float(daily):.2f}")
+            if not experiment.terminal and experiment.status != "blocked":
+                effects = lifecycle.transition(experiment, "blocked", SYSTEM,
+                                               note=f"Cost cap reached: {figures}; pods stopped (volumes kept).",
+                                               metadata={"reason": "cost_cap", "spent_usd": round(spent, 2),
+                                                         "cap_usd": cap})
+                db.session.commit()
+                lifecycle.run_side_effects(effects)
+
+
+def orphan_sweep() -> list[str]:
+    """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan)."""
+    stopped = []
+    for account in ("team", "personal", "local"):
+        try:
+            backend = backend_for(account)
+            listed = backend.list_all("sagan-")
+        except BackendError:
+            continue  # an account without a key, or local pods off
+        for provider_pod in listed:
+            if provider_pod.status in ("EXITED", "TERMINATED"):
+                continue
+            row = db.session.scalar(sa.select(Pod).where(sa.or_(Pod.provider_pod_id == provider_pod.id,
+                                                                Pod.name == provider_pod.name)))
+            if row is not None and row.status in ("deploying", "running", "retrying", "exited", "stop_requested"):
+                continue
+            try:
+                backend.stop(provider_pod.id)
+            except BackendError as exc:
+                log.warning("orphan %s could not be stopped: %s", provider_pod.name, exc)
+                continue
+            if row is not None:
+                row.stop_reason = "orphan"
+            stopped.append(provider_pod.name)
+            log.warning("stopped orphan pod %s on %s", provider_pod.name, account)
+    db.session.commit()
+    return stopped
+
+
+def stop_from_owner(pod: Pod, actor: Actor) -> list:
+    """The owner's Stop button: the volume is kept and the experiment is blocked, never ended."""
+    from services.dispatch.provisioner import stop_pod
+    stop_pod(pod, "owner", actor=actor)
+    experiment = db.session.get(Experiment, pod.experiment_id)
+    if experiment is None or experiment.terminal or experiment.status == "blocked":
+        return []
+    return lifecycle.transition(experiment, "blocked", actor,
+                                note=f"RunPod pod stopped; volume preserved. Stopped by {actor.label or actor.kind}.",
+                                metadata={"pod_id": str(pod.id), "stop_reason": "owner"})
+
+
+def is_stale(pod: Pod) -> bool:
+    """No heartbeat for the stale window: shown on the page, never a failure by itself."""
+    if pod.status != "running" or pod.last_heartbeat_at is None:
+        return False
+    return utcnow() - pod.last_heartbeat_at > timedelta(seconds=current_app.config["POD_STALE_SECONDS"])

@@ -1,0 +1,426 @@
+"""A loopback fake of RunPod's REST v2 pod API, speaking its wire format (shared reference
+`runpod-api.md`): create, get, list by name, actions, delete, problem+json errors, 429
+with `RateLimit` headers.
+
+Time inside the fake is its own: `advance(seconds)` moves it, nothing sleeps. A new pod is
+PROVISIONING for `provisioning_seconds`, STARTING for `starting_seconds`, then RUNNING
+with a `cost` and `runtime.uptime`. Tests script trouble:
+
+- `no_capacity("NVIDIA H100 80GB HBM3", status=500)` — creates for that GPU answer
+  RunPod's "no longer any instances available" problem (`cloud=` narrows it);
+- `fail_after_create(times=1)` — the next create makes the pod, then answers 500;
+- `listing_lag = N` — a new pod is absent from `GET /v2/pods` lists for N seconds;
+- `vanish(pod_id, after=N)` or `vanish_after = N` — the pod answers 404 and leaves lists;
+- `exit_pod(pod_id, error=False)` or `run_seconds = N` — the pod goes EXITED (or ERROR);
+- `rate_limit(k, reset=30)` — the next k requests answer 429 with `RateLimit` headers;
+- `fail_next(k, status=500, method=None)` — the next k requests (of that method) answer 5xx;
+- `delay_next(seconds)` — the next request is answered after a real sleep (for timeouts).
+
+Auth works like RunPod's accounts: `team_key` with the team header carrying `team_id` sees
+the team's pods; `personal_key` sees its own; a team header sent with the personal key is
+refused (403); any other key gets 401. `requests` records every call.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CAPACITY_DETAIL = ("There are no longer any instances available with the requested specifications. "
+                   "Please refresh and try again.")
+KNOWN_GPUS = {  # provider id → USD per GPU-hour the fake bills
+    "NVIDIA H100 80GB HBM3": 2.99, "NVIDIA H200": 3.99, "NVIDIA A100-SXM4-80GB": 1.89,
+    "NVIDIA L40S": 0.86, "NVIDIA GeForce RTX 4090": 0.69,
+}
+ACTIONS = {  # status → actions RunPod allows from it; anything else is 409
+    "PROVISIONING": {"stop", "terminate"}, "STARTING": {"stop", "terminate"},
+    "RUNNING": {"stop", "restart", "terminate"}, "EXITED": {"start", "terminate"},
+    "ERROR": {"start", "terminate"}, "TERMINATED": set(),
+}
+_ids = itertools.count(1)
+
+
+@dataclass
+class FakePod:
+    id: str
+    name: str
+    scope: str
+    body: dict
+    created_at: float
+    started_at: float            # when the current PROVISIONING → RUNNING progression began
+    forced: str | None = None    # EXITED | ERROR | TERMINATED once something put it there
+    vanish_at: float | None = None
+    visible_at: float = 0.0      # lists include it from this time on
+    data_center_id: str = "US-KS-2"
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict
+    headers: dict
+    body: dict | None
+    status: int = 0
+
+
+@dataclass
+class FakeRunPod:
+    """The server; use as a context manager or call start()/stop()."""
+
+    team_key: str = "rpa_TEAMKEY0000000000000000"
+    personal_key: str = "rpa_PERSONALKEY00000000000"
+    team_id: str = "team_fake_001"
+    team_header: str = "X-Team-Id"
+    provisioning_seconds: float = 10.0
+    starting_seconds: float = 20.0
+    run_seconds: float | None = None     # RUNNING pods exit by themselves after this long
+    listing_lag: float = 0.0
+    vanish_after: float | None = None    # new pods vanish this long after creation
+    requests: list[RecordedRequest] = field(default_factory=list)
+    pods: dict[str, FakePod] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._lock = threading.RLock()
+        self._now = 0.0
+        self._capacity: list[dict] = []
+        self._fail_after_create = 0
+        self._fail_after_create_status = 500
+        self._rate_limited: deque = deque()
+        self._failures: deque = deque()
+        self._delays: deque = deque()
+        self._server = None
+
+    # --- time --------------------------------------------------------------------------
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the fake's clock forward (status progression, lag, vanishing, uptime)."""
+        with self._lock:
+            self._now += seconds
+
+    # --- scripting ---------------------------------------------------------------------
+    def no_capacity(self, gpu_id: str, *, status: int = 500, cloud: str | None = None,
+                    times: int | None = None, detail: str = CAPACITY_DETAIL) -> "FakeRunPod":
+        """Creates for this GPU (and cloud) answer RunPod's capacity problem, `times` times or always."""
+        with self._lock:
+            self._capacity.append({"gpu": gpu_id, "cloud": cloud, "status": status,
+                                   "times": times, "detail": detail})
+        return self
+
+    def fail_after_create(self, times: int = 1, status: int = 500) -> "FakeRunPod":
+        """The next `times` creates make the pod, then answer `status` anyway."""
+        with self._lock:
+            self._fail_after_create, self._fail_after_create_status = times, status
+        return self
+
+    def rate_limit(self, count: int, *, reset: int = 30, limit: int = 100,
+                   retry_after: int | None = None) -> "FakeRunPod":
+        """The next `count` requests answer 429 with `RateLimit: limit=…, remaining=0, reset=…`."""
+        with self._lock:
+            self._rate_limited.extend([{"reset": reset, "limit": limit, "retry_after": retry_after}] * count)
+        return self
+
+    def fail_next(self, count: int = 1, status: int = 500, method: str | None = None, *,
+                  title: str = "Internal Server Error", detail: str = "Something went wrong.") -> "FakeRunPod":
+        """The next `count` requests (of `method`, if given) answer `status` with a problem body."""
+        with self._lock:
+            self._failures.extend([{"status": status, "method": method, "title": title,
+                                    "detail": detail}] * count)
+        return self
+
+    def delay_next(self, seconds: float, count: int = 1) -> "FakeRunPod":
+        """Answer the next `count` requests after really sleeping (to trip client timeouts)."""
+        with self._lock:
+            self._delays.extend([seconds] * count)
+        return self
+
+    def vanish(self, pod_id: str, after: float = 0.0) -> None:
+        """The pod answers 404 and leaves lists `after` seconds from now."""
+        with self._lock:
+            self.pods[pod_id].vanish_at = self._now + after
+
+    def exit_pod(self, pod_id: str, *, error: bool = False) -> None:
+        """The pod's container stops: EXITED (or ERROR), no cost, no runtime."""
+        with self._lock:
+            self.pods[pod_id].forced = "ERROR" if error else "EXITED"
+
+    def add_pod(self, name: str, *, scope: str = "team", gpu_id: str = "NVIDIA A100-SXM4-80GB",
+                status: str | None = None) -> str:
+        """A pod that exists at the provider without a create call (e.g. an orphan)."""
+        body = {"name": name, "image": "runpod/pytorch", "gpu": {"id": gpu_id, "count": 1}, "cloud": "SECURE"}
+        with self._lock:
+            pod = self._new_pod(body, scope)
+            pod.visible_at = self._now
+            if status in ("EXITED", "ERROR", "TERMINATED"):
+                pod.forced = status
+            elif status == "RUNNING":
+                pod.started_at = self._now - self.provisioning_seconds - self.starting_seconds
+            return pod.id
+
+    def status_of(self, pod_id: str) -> str:
+        with self._lock:
+            return self._status(self.pods[pod_id])
+
+    def requests_to(self, method: str, path_prefix: str = "/v2/pods") -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == method and r.path.startswith(path_prefix)]
+
+    # --- the model -----------------------------------------------------------------------
+    def _new_pod(self, body: dict, scope: str) -> FakePod:
+        pod_id = f"{secrets.token_hex(4)}{next(_ids):06d}"
+        pod = FakePod(pod_id, body["name"], scope, body, self._now, self._now,
+                      visible_at=self._now + self.listing_lag,
+                      vanish_at=None if self.vanish_after is None else self._now + self.vanish_after)
+        self.pods[pod_id] = pod
+        return pod
+
+    def _gone(self, pod: FakePod) -> bool:
+        return pod.vanish_at is not None and self._now >= pod.vanish_at
+
+    def _status(self, pod: FakePod) -> str:
+        if pod.forced:
+            return pod.forced
+        elapsed = self._now - pod.started_at
+        if elapsed < self.provisioning_seconds:
+            return "PROVISIONING"
+        if elapsed < self.provisioning_seconds + self.starting_seconds:
+            return "STARTING"
+        if self.run_seconds is not None and elapsed >= self.provisioning_seconds + self.starting_seconds + self.run_seconds:
+            pod.forced = "EXITED"
+            return "EXITED"
+        return "RUNNING"
+
+    def _view(self, pod: FakePod) -> dict:
+        status = self._status(pod)
+        gpu = pod.body.get("gpu") or {}
+        price = KNOWN_GPUS.get(gpu.get("id"), 1.0) * int(gpu.get("count") or 1)
+        running = status == "RUNNING"
+        uptime = int(self._now - pod.started_at - self.provisioning_seconds - self.starting_seconds)
+        return {
+            "id": pod.id, "name": pod.name, "status": status,
+            "actions": sorted(ACTIONS[status]),
+            "cost": price if status not in ("EXITED", "TERMINATED") else 0,
+            "dataCenterId": pod.data_center_id, "cudaVersion": "12.4",
+            "createdAt": _iso(pod.created_at), "startedAt": _iso(pod.started_at) if running else None,
+            "image": pod.body.get("image"),
+            "gpu": {"id": gpu.get("id"), "count": gpu.get("count")},
+            "ssh": {"host": "203.0.113.10", "port": 10341} if running else None,
+            "runtime": {"uptime": max(uptime, 0), "gpus": [{"util": 97, "memoryUtil": 61}],
+                        "cpu": 12.5, "memory": 40.1,
+                        "ports": [{"private": 22, "public": 10341, "type": "tcp", "ip": "203.0.113.10"}]}
+            if running else None,
+        }
+
+    def _authorize(self, headers) -> tuple[int, str, str]:
+        """(status, scope or problem title, detail)."""
+        auth = headers.get("Authorization") or ""
+        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        team = headers.get(self.team_header)
+        if key and key == self.personal_key:
+            if team is not None:
+                return 403, "Forbidden", "A team header is not allowed with a personal API key."
+            return 200, "personal", ""
+        if key and key == self.team_key:
+            if team is None:
+                return 200, "team-default", ""  # the key's own scope: silently no team pods
+            if team != self.team_id:
+                return 403, "Forbidden", "The API key is not a member of this team."
+            return 200, "team", ""
+        return 401, "Unauthorized", "Invalid or missing API key."
+
+    def _validate(self, body: dict) -> list[dict]:
+        errors = []
+        if not isinstance(body.get("name"), str) or not body.get("name"):
+            errors.append({"field": "name", "detail": "name is required"})
+        if not isinstance(body.get("image"), str) or not body.get("image"):
+            errors.append({"field": "image", "detail": "image is required"})
+        gpu = body.get("gpu")
+        if not isinstance(gpu, dict) or gpu.get("id") not in KNOWN_GPUS:
+            errors.append({"field": "gpu.id", "detail": f"unknown GPU type {gpu.get('id') if isinstance(gpu, dict) else gpu!r}"})
+        elif not isinstance(gpu.get("count"), int) or gpu["count"] < 1:
+            errors.append({"field": "gpu.count", "detail": "must be an integer >= 1"})
+        if body.get("cloud") not in ("SECURE", "COMMUNITY"):
+            errors.append({"field": "cloud", "detail": "must be SECURE or COMMUNITY"})
+        if "env" in body and not (isinstance(body["env"], dict)
+                                  and all(isinstance(v, str) for v in body["env"].values())):
+            errors.append({"field": "env", "detail": "must map names to strings"})
+        return errors
+
+    def _capacity_for(self, body: dict) -> dict | None:
+        gpu = (body.get("gpu") or {}).get("id")
+        for rule in self._capacity:
+            if rule["gpu"] == gpu and rule["cloud"] in (None, body.get("cloud")):
+                if rule["times"] is not None:
+                    if rule["times"] <= 0:
+                        continue
+                    rule["times"] -= 1
+                return rule
+        return None
+
+    def handle(self, method: str, path: str, query: dict, headers, body) -> tuple[int, dict | None, dict]:
+        """(status, JSON body or None, extra headers) — all of the API's behaviour."""
+        with self._lock:
+            if self._rate_limited:
+                limit = self._rate_limited.popleft()
+                extra = {"RateLimit": f"limit={limit['limit']}, remaining=0, reset={limit['reset']}",
+                         "RateLimit-Policy": f"{limit['limit']};w=60"}
+                if limit["retry_after"] is not None:
+                    extra["Retry-After"] = str(limit["retry_after"])
+                return 429, _problem(429, "Too Many Requests", "Rate limit exceeded."), extra
+            if self._failures and self._failures[0]["method"] in (None, method):
+                failure = self._failures.popleft()
+                return failure["status"], _problem(failure["status"], failure["title"], failure["detail"]), {}
+            status, scope, detail = self._authorize(headers)
+            if status != 200:
+                return status, _problem(status, scope, detail), {}
+
+            parts = [p for p in path.split("/") if p]
+            if parts[:2] != ["v2", "pods"]:
+                return 404, _problem(404, "Not Found", f"No route {path}"), {}
+            if len(parts) == 2 and method == "POST":
+                return self._create(body, scope)
+            if len(parts) == 2 and method == "GET":
+                name = query.get("name")
+                pods = [self._view(p) for p in self.pods.values()
+                        if p.scope == scope and not self._gone(p) and self._now >= p.visible_at
+                        and self._status(p) != "TERMINATED" and (name is None or p.name == name)]
+                return 200, {"pods": pods}, {}
+            pod = self.pods.get(parts[2]) if len(parts) >= 3 else None
+            if pod is None or pod.scope != scope or self._gone(pod):
+                return 404, _problem(404, "Not Found", f"Pod {parts[2] if len(parts) > 2 else ''} not found."), {}
+            if len(parts) == 3 and method == "GET":
+                return 200, self._view(pod), {}
+            if len(parts) == 3 and method == "DELETE":
+                pod.forced = "TERMINATED"
+                return 204, None, {}
+            if len(parts) == 4 and parts[3] == "action" and method == "POST":
+                return self._action(pod, (body or {}).get("action"))
+            return 405, _problem(405, "Method Not Allowed", f"{method} {path}"), {}
+
+    def _create(self, body, scope: str):
+        if not isinstance(body, dict):
+            return 400, _problem(400, "Bad Request", "The body must be a JSON object."), {}
+        errors = self._validate(body)
+        if errors:
+            return 400, _problem(400, "Bad Request", "The request is invalid.", errors), {}
+        rule = self._capacity_for(body)
+        if rule:
+            return rule["status"], _problem(rule["status"], "Could not create pod", rule["detail"]), {}
+        pod = self._new_pod(body, scope)
+        if self._fail_after_create > 0:
+            self._fail_after_create -= 1
+            status = self._fail_after_create_status
+            return status, _problem(status, "Internal Server Error", "upstream request failed"), {}
+        return 201, self._view(pod), {}
+
+    def _action(self, pod: FakePod, action):
+        status = self._status(pod)
+        if action not in ("start", "stop", "restart", "terminate"):
+            return 400, _problem(400, "Bad Request", f"unknown action {action!r}",
+                                 [{"field": "action", "detail": "must be start, stop, restart or terminate"}]), {}
+        if action not in ACTIONS[status]:
+            return 409, _problem(409, "Conflict", f"Cannot {action} a pod that is {status}."), {}
+        if action == "terminate":
+            pod.forced = "TERMINATED"
+            return 204, None, {}
+        if action == "stop":
+            pod.forced = "EXITED"
+        else:  # start, restart: provisioning again
+            pod.forced, pod.started_at = None, self._now
+        return 200, self._view(pod), {}
+
+    # --- serving -------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "FakeRunPod":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _serve(self, method: str):
+                parsed = urllib.parse.urlsplit(self.path)
+                query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = "not json"
+                record = RecordedRequest(method, parsed.path, query, dict(self.headers),
+                                         body if isinstance(body, dict) else None)
+                with fake._lock:
+                    fake.requests.append(record)
+                    delay = fake._delays.popleft() if fake._delays else 0
+                if delay:
+                    time.sleep(delay)
+                if body == "not json":
+                    status, payload, extra = 400, _problem(400, "Bad Request", "The body is not JSON."), {}
+                else:
+                    status, payload, extra = fake.handle(method, parsed.path, query, self.headers, body)
+                record.status = status
+                data = json.dumps(payload).encode() if payload is not None else b""
+                self.send_response(status)
+                if payload is not None:
+                    self.send_header("Content-Type", "application/problem+json" if status >= 400
+                                     else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._serve("GET")
+
+            def do_POST(self):
+                self._serve("POST")
+
+            def do_DELETE(self):
+                self._serve("DELETE")
+
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client that timed out and hung up is part of the script, not an error
+
+
+def _problem(status: int, title: str, detail: str, errors: list | None = None) -> dict:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_767_225_600 + seconds))  # 2026-01-01 + fake time
