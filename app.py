@@ -47,10 +47,11 @@ def create_app(config: Config | type | None = None) -> Flask:
     import cli
     cli.register(app)
 
-    from services import notify
+    from services import notify, results
     from services.agents import orchestration
     orchestration.install()
     notify.install()
+    results.install()
 
     if not app.testing:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

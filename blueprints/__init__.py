@@ -6,12 +6,12 @@ from flask import Flask
 
 
 def register_blueprints(app: Flask) -> None:
-    from blueprints import (access, api, approvals, auth, board, errors, experiments, filters, health, runs,
-                            security_headers, settings, tokens)
+    from blueprints import (access, api, approvals, auth, board, errors, experiments, filters, health, pods,
+                            progress, runs, security_headers, settings, tokens)
 
     access.init_app(app)
     filters.init_app(app)
     errors.init_app(app)
     security_headers.init_app(app)
-    for module in (auth, board, experiments, approvals, runs, settings, tokens, health, api):
+    for module in (auth, board, experiments, approvals, runs, pods, settings, tokens, health, api, progress):
         app.register_blueprint(module.bp)

@@ -362,3 +362,105 @@ def cancel_run(run_id: str):
             "cancelled": run.status == "cancelled",
             "message": (f"Run {run.short_id} cancelled." if run.status == "cancelled"
                         else f"Run {run.short_id} asked to stop; it stops after its current step.")}
+
+
+# --- pods and artifacts (SPEC §6, §9.2) ------------------------------------------------------------
+
+def pod_json(pod) -> dict:
+    from services.dispatch import watcher
+    return {"id": str(pod.id), "name": pod.name, "status": pod.status, "account": pod.account,
+            "runIndex": pod.run_index, "attempt": pod.attempt, "gpuTypeId": pod.gpu_type_id,
+            "gpuCount": pod.gpu_count, "cloudType": pod.cloud_type, "providerPodId": pod.provider_pod_id,
+            "progressPct": pod.progress_pct, "progressMessage": pod.progress_message, "exitCode": pod.exit_code,
+            "costPerHr": pod.cost_per_hr, "uptimeSeconds": pod.uptime_seconds,
+            "spendUsd": round(float(pod.cost_per_hr or 0) * (pod.uptime_seconds or 0) / 3600, 4),
+            "stale": watcher.is_stale(pod), "stopReason": pod.stop_reason, "sshHost": pod.ssh_host,
+            "sshPort": pod.ssh_port, "agentRunId": str(pod.agent_run_id) if pod.agent_run_id else None,
+            "lastProgressAt": pod.last_progress_at.isoformat() if pod.last_progress_at else None}
+
+
+@bp.post("/experiments/<ref>/launch-pods")
+@access.api("dispatch")
+def launch_pods(ref: str):
+    """Start a dispatch of the approved spec; 409 naming the live dispatch if there is one."""
+    from services.dispatch import provisioner
+    experiment = experiments.get_experiment(ref)
+    run, effects = provisioner.launch(experiment, access.actor())
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    if run is None:
+        return {"ok": False, "gated": True, "experiment": {"number": experiment.number,
+                                                           "status": experiment.status}}, 409
+    return {"ok": True, "run": {"id": str(run.id), "status": run.status}}, 202
+
+
+@bp.get("/experiments/<ref>/pods")
+@access.api("read")
+def list_pods(ref: str):
+    """Pods with status, progress and cost."""
+    import sqlalchemy as sa
+
+    from models import Pod
+    from services import spend
+    experiment = experiments.get_experiment(ref)
+    pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id).order_by(Pod.created_at)))
+    return {"pods": [pod_json(p) for p in pods], "spendUsd": round(spend.pods_spend(pods), 4)}
+
+
+@bp.post("/pods/<pod_id>/stop")
+@access.api("dispatch")
+def stop_pod(pod_id: str):
+    """Stop one pod (volume kept); the experiment is blocked, never ended."""
+    import uuid as uuid_lib
+
+    from models import Pod
+    from services.dispatch import watcher
+    from services.errors import NotFound
+    try:
+        pod = db.session.get(Pod, uuid_lib.UUID(pod_id))
+    except ValueError:
+        pod = None
+    if pod is None:
+        raise NotFound("No such pod.")
+    effects = watcher.stop_from_owner(pod, access.actor())
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"ok": True, "pod": pod_json(pod)}
+
+
+@bp.get("/experiments/<ref>/artifacts")
+@access.api("read")
+def list_artifacts(ref: str):
+    """Uploaded artifacts (metadata only)."""
+    import sqlalchemy as sa
+
+    from models import Artifact
+    experiment = experiments.get_experiment(ref)
+    rows = db.session.execute(sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size,
+                                        Artifact.sha256, Artifact.pod_id, Artifact.created_at)
+                              .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name)).all()
+    return {"artifacts": [{"id": str(r.id), "name": r.name, "contentType": r.content_type, "size": r.size,
+                           "sha256": r.sha256, "podId": str(r.pod_id) if r.pod_id else None,
+                           "createdAt": r.created_at.isoformat()} for r in rows]}
+
+
+@bp.get("/artifacts/<artifact_id>")
+@access.api("read")
+def get_artifact(artifact_id: str):
+    """One artifact's content, as a download (never rendered inline)."""
+    import uuid as uuid_lib
+
+    from flask import Response
+
+    from models import Artifact
+    from services.errors import NotFound
+    try:
+        row = db.session.get(Artifact, uuid_lib.UUID(artifact_id))
+    except ValueError:
+        row = None
+    if row is None:
+        raise NotFound("No such artifact.")
+    response = Response(row.content, mimetype=row.content_type)
+    response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response

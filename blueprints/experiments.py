@@ -7,6 +7,7 @@ from blueprints import access
 from blueprints._htmx import render
 from models import db
 from services import approvals, events, experiments, lifecycle, markers, questions, registry
+from services.dispatch import view as pod_view
 from services.errors import SaganError, ValidationError
 
 bp = Blueprint("experiments", __name__)
@@ -65,6 +66,8 @@ def _detail_context(experiment, **extra) -> dict:
             "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
             "filters": _timeline_filters(), "review_loops": markers.review_loops_for(experiment),
             "plans": approvals.plan_overview(experiment), "plan_error": None, "plan_text": None,
+            "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
+            "pod_can_dispatch": pod_view.can_dispatch(experiment), "artifact_views": pod_view.artifacts_for(experiment),
             "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
             "status_error": None, "override_error": None,
             "edit_error": None, **_form_choices(), **extra}

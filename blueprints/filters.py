@@ -59,5 +59,10 @@ def init_app(app: Flask) -> None:
                 return 0
             from services.experiments import owner_turn_count
             return owner_turn_count()
-        return {"your_turn_count": your_turn_count, "registry": registry,
+        def fleet_incident():
+            if not current_user.is_authenticated:
+                return None
+            from services.dispatch.watcher import open_incident
+            return open_incident()
+        return {"your_turn_count": your_turn_count, "registry": registry, "fleet_incident": fleet_incident,
                 "agents_enabled": bool(app.config.get("ANTHROPIC_API_KEY"))}

@@ -6,26 +6,50 @@ scripts nor eval here — its config sets `allowEval: false` and `includeIndicat
 false` (templates/base.html), poll triggers carry no JavaScript filters, and page
 behaviour lives in static/js/sagan.js behind data attributes. Styles come only from our
 stylesheet too, so `style-src` needs no 'unsafe-inline'.
+
+One exception, by hash: a clean result is shown in an `<iframe srcdoc>`, and a srcdoc
+document inherits the policy of the page that embeds it. So a page that embeds results
+lists the SHA-256 of each of their (sanitized) `<style>` elements — exactly those
+stylesheets may apply, in the frames; no other inline style can, in the page or the
+frames. See `allow_styles()` and templates/results/_frame.html.
 """
 from __future__ import annotations
 
-from flask import Flask, Response
+from typing import Iterable
 
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "font-src 'self'",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'self'",
-    "frame-ancestors 'none'",
-    "form-action 'self'",
-])
+from flask import Flask, Response, g
+
+DIRECTIVES = [
+    ("default-src", "'self'"),
+    ("script-src", "'self'"),
+    ("style-src", "'self'"),
+    ("img-src", "'self' data:"),
+    ("font-src", "'self'"),
+    ("connect-src", "'self'"),
+    ("object-src", "'none'"),
+    ("base-uri", "'self'"),
+    ("frame-ancestors", "'none'"),
+    ("form-action", "'self'"),
+]
+
+
+def content_security_policy(style_hashes: Iterable[str] = ()) -> str:
+    extra = " ".join(sorted(set(style_hashes)))
+    return "; ".join(f"{name} {value} {extra}" if name == "style-src" and extra else f"{name} {value}"
+                     for name, value in DIRECTIVES)
+
+
+CONTENT_SECURITY_POLICY = content_security_policy()
+
+# The policy of a result's own document (inside srcdoc as a <meta>, or as the header of a
+# preview frame): nothing loads but inline images, nothing runs, styles only inline.
+FRAME_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src 'none'; "
+                "base-uri 'none'; form-action 'none'")
+# A preview frame is a real response, so it carries the sandbox itself and may be framed by us.
+PREVIEW_FRAME_POLICY = (FRAME_POLICY + "; frame-ancestors 'self'; "
+                        "sandbox allow-same-origin allow-popups allow-popups-to-escape-sandbox")
 
 HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     # For browsers that predate frame-ancestors.
@@ -33,8 +57,16 @@ HEADERS = {
 }
 
 
+def allow_styles(hashes: Iterable[str]) -> None:
+    """Let this response's pages apply these `<style>` hashes (results in srcdoc frames)."""
+    current = g.setdefault("csp_style_hashes", set())
+    current.update(hashes)
+
+
 def add_security_headers(response: Response) -> Response:
     """after_request hook: set each header unless the view chose its own value."""
+    response.headers.setdefault("Content-Security-Policy",
+                                content_security_policy(g.get("csp_style_hashes", ())))
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
     return response

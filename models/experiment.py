@@ -48,6 +48,8 @@ class Experiment(UUIDPrimaryKey, TimestampMixin, db.Model):
     tags: Mapped[list] = mapped_column(JSONType, default=list)
     has_clean_result: Mapped[bool] = mapped_column(default=False)
     auto_approve_plan: Mapped[bool] = mapped_column(default=False)
+    # A follow-up an agent proposed ("proposed by Claude", SPEC §8.6).
+    proposed_by_agent: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     parent_experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="SET NULL"), index=True)
     runpod_account: Mapped[str] = mapped_column(sa.String(16), default="local")

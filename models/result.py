@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
@@ -37,6 +38,8 @@ class CleanResultVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
 
 
 class Comment(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """A discussion post on an experiment or a run (SPEC §8.8)."""
+
     __tablename__ = "comments"
     __table_args__ = (
         one_of("author_kind", registry.COMMENT_AUTHOR_KINDS),
@@ -49,3 +52,14 @@ class Comment(UUIDPrimaryKey, TimestampMixin, db.Model):
     author_name: Mapped[str] = mapped_column(sa.String(120))
     body_md: Mapped[str] = mapped_column(sa.Text)
     body_html: Mapped[str] = mapped_column(sa.Text)  # rendered and sanitized on write
+    # The agent run that wrote this comment (Claude's replies).
+    agent_run_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("agent_runs.id", ondelete="SET NULL"))
+    # The `qa` run asked to answer this comment (an @claude question); its reply goes to
+    # the same thread.
+    qa_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("agent_runs.id", ondelete="SET NULL"), index=True)
+    edited_at: Mapped[datetime | None]
+
+    @property
+    def by_agent(self) -> bool:
+        return self.author_kind == "agent"

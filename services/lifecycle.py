@@ -67,7 +67,7 @@ TRANSITIONS: list[Rule] = [
     _rule(["verifying"], ["interpreting"], [AGENT]),
     _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM], "notify_owner"),
     _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
-    _rule(["clean_result_drafting"], ["awaiting_promotion"], [AGENT], "notify_owner"),
+    _rule(["clean_result_drafting"], ["awaiting_promotion"], [AGENT], "request_promotion"),
     _rule(["awaiting_promotion", "reviewing"], ["followups_running"], [OWNER, AGENT], "propose_follow_ups"),
     _rule(["followups_running"], ["awaiting_promotion", "reviewing"], [SYSTEM]),
     _rule(["awaiting_promotion"], ["shared", "completed"], [OWNER], "promote"),
@@ -143,6 +143,11 @@ def run_side_effects(effects: Iterable[SideEffect]) -> None:
         effect.run()
 
 
+# Owner-only moves that a token holding a scope may make too (SPEC §9.2: promote is
+# "owner session, or write + promote scope"): scope → the side effect naming the move.
+SCOPE_GRANTS = {"promote": "promote"}
+
+
 def describe_refusal(experiment: Experiment, to: str, role: str) -> str:
     options = [m.to for m in allowed_moves(experiment, role)]
     allowed = ", ".join(options) if options else "none"
@@ -152,12 +157,13 @@ def describe_refusal(experiment: Experiment, to: str, role: str) -> str:
 
 def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | None = None,
                metadata: dict | None = None, override: bool = False,
-               expected_status: str | None = None) -> list[SideEffect]:
+               expected_status: str | None = None, scope_grant: str | None = None) -> list[SideEffect]:
     """Move `experiment` to `to` as `actor`; returns side effects to run after commit.
 
     `expected_status` is the status the caller saw (a form's hidden field, an API
     client's view); if the row has moved on since, the caller gets a Conflict instead
-    of silently overwriting someone else's move.
+    of silently overwriting someone else's move. `scope_grant` is a scope the caller
+    checked on the acting token (SCOPE_GRANTS): it opens that one owner move to it.
     """
     if to not in registry.STATUS_BY_NAME:
         raise ValidationError(
@@ -183,6 +189,10 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
             raise ValidationError("An override needs a note saying why.", field="note")
     else:
         rule = rule_for_move(experiment, to, role)
+        if rule is None and scope_grant in SCOPE_GRANTS and actor.kind == "token":
+            owner_rule = rule_for_move(experiment, to, OWNER)
+            if owner_rule is not None and owner_rule.side_effect == SCOPE_GRANTS[scope_grant]:
+                rule = owner_rule
         if rule is None:
             raise Conflict(describe_refusal(experiment, to, role), code="transition_not_allowed",
                            allowed=[m.to for m in allowed_moves(experiment, role)])

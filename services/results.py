@@ -1,38 +1,384 @@
-"""Clean results: the experiment's sanitized HTML write-up, kept in versions (SPEC §8.1).
+"""Clean results (SPEC §8.1–8.4): the experiment's sanitized HTML write-up, its versions,
+lint, figures, previews and promotion.
 
-The clean-results issue adds lint, figures, promotion and the result-grade sanitizer
-(SVG subset, scoped <style>) behind `sanitize_html`.
+The body is sanitized with the result policy (services.sanitize.sanitize_result_html) when
+it is written — by the owner's editor, the API or the analyzer's `write_clean_result`
+tool — and every save keeps a CleanResultVersion. Each save is linted and the report is
+posted as `epm:clean-result-lint`. Promotion (awaiting_promotion → shared | completed) asks
+for confirmation when lint fails and posts `epm:promoted`.
 """
 from __future__ import annotations
+
+import base64
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from flask import current_app
 
-from models import CleanResultVersion, Experiment, db
-from services import events
+from models import Artifact, CleanResultVersion, Experiment, Figure, WorkflowEvent, db
+from services import events, lifecycle, markers, redis_store, registry
 from services.actors import Actor
-from services.errors import TooLarge, ValidationError
+from services.clock import utcnow
+from services.errors import Conflict, NotFound, TooLarge, ValidationError
 from services.redact import redact
-from services.sanitize import sanitize_html
+from services.result_lint import LintReport, confidence_of, lint
+from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
+
+PROMOTION_TARGETS = ("shared", "completed")
+FIGURE_MAX_BYTES = 2 * 1024 * 1024
+DRAFT_TTL_SECONDS = 30 * 60
+IMAGE_SIGNATURES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
 
 
-def save_clean_result(experiment: Experiment, html: str, actor: Actor, *, title: str | None = None) -> int:
-    """Sanitize and store a clean-result body, keeping the previous one as a version."""
+class LintFailed(Conflict):
+    """Promotion refused until the owner confirms a result whose lint fails."""
+
+    code = "lint_failed"
+
+
+@dataclass
+class Saved:
+    version: int
+    changed: bool
+    report: LintReport
+
+
+# --- writing ------------------------------------------------------------------------------
+
+def _check_size(text: str, what: str) -> None:
     limit = current_app.config["BODY_MAX"]
+    size = len(text.encode())
+    if size > limit:
+        raise TooLarge(f"The {what} is {size:,} bytes; the limit is {limit:,}.")
+
+
+def clean_body(html) -> str:
+    """Validate and sanitize a clean-result body (redacted first); never empty."""
     if not isinstance(html, str) or not html.strip():
         raise ValidationError("The clean result is empty.", field="html")
-    if len(html.encode()) > limit:
-        raise TooLarge(f"The clean result is {len(html.encode()):,} bytes; the limit is {limit:,}.")
+    _check_size(html, "clean result")
+    body = sanitize_result_html(redact(html))
+    if not text_of(parse_fragment(body)) and "<svg" not in body and "<img" not in body:
+        raise ValidationError("Nothing is left of the clean result after removing what is not allowed "
+                              "(scripts, frames, remote loads).", field="html")
+    return body
+
+
+def version_count(experiment: Experiment) -> int:
+    return db.session.scalar(sa.select(sa.func.count(CleanResultVersion.id))
+                             .where(CleanResultVersion.experiment_id == experiment.id)) or 0
+
+
+def save_clean_result(experiment: Experiment, html: str | None, actor: Actor, *,
+                      title: str | None = None) -> Saved:
+    """Sanitize and store a clean-result body and/or title as a new version; lint it.
+
+    `html=None` keeps the current body (a title-only change). Saving what is already
+    stored changes nothing and makes no version. The caller commits.
+    """
+    if html is None and title is None:
+        raise ValidationError("Send the clean result's html, its title, or both.", field="html")
+    body = clean_body(html) if html is not None else experiment.body
+    if not body:
+        raise ValidationError("There is no clean result yet; send its html first.", field="html")
+    new_title = experiment.title
     if title is not None:
         from services.experiments import clean_fields
-        experiment.title = clean_fields({"title": title}, partial=True)["title"]
-    body = sanitize_html(redact(html))
+        new_title = clean_fields({"title": title}, partial=True)["title"]
+    report = lint(new_title, body)
+    count = version_count(experiment)
+    if body == experiment.body and new_title == experiment.title and count:
+        return Saved(count, False, report)
+    experiment.title = new_title
     experiment.body = body
     experiment.has_clean_result = True
-    count = db.session.scalar(sa.select(sa.func.count(CleanResultVersion.id))
-                              .where(CleanResultVersion.experiment_id == experiment.id)) or 0
-    db.session.add(CleanResultVersion(experiment_id=experiment.id, title=experiment.title, body=body,
+    experiment.updated_at = utcnow()
+    db.session.add(CleanResultVersion(experiment_id=experiment.id, title=new_title, body=body,
                                       author_kind=actor.kind, author_id=actor.id))
     events.record(experiment, "note", actor, note=f"Clean result saved (version {count + 1}).",
                   metadata={"clean_result_version": count + 1})
-    return count + 1
+    post_lint(experiment, actor, report)
+    return Saved(count + 1, True, report)
+
+
+def post_lint(experiment: Experiment, actor: Actor, report: LintReport | None = None) -> LintReport:
+    """Record the lint report as an `epm:clean-result-lint` marker; the caller commits."""
+    report = report or lint(experiment.title, experiment.body)
+    markers.post_marker(experiment, "epm:clean-result-lint", actor, note=report.summary()[:1900],
+                        metadata=report.as_json())
+    return report
+
+
+def report_for(experiment: Experiment) -> LintReport | None:
+    return lint(experiment.title, experiment.body) if experiment.body else None
+
+
+def versions(experiment: Experiment) -> list[tuple[int, CleanResultVersion]]:
+    """(number, version), newest first."""
+    rows = list(db.session.scalars(sa.select(CleanResultVersion)
+                                   .where(CleanResultVersion.experiment_id == experiment.id)
+                                   .order_by(CleanResultVersion.created_at, CleanResultVersion.id)))
+    return [(i + 1, row) for i, row in enumerate(rows)][::-1]
+
+
+def get_version(experiment: Experiment, number: int) -> CleanResultVersion:
+    for n, row in versions(experiment):
+        if n == number:
+            return row
+    raise NotFound(f"#{experiment.number} has no clean-result version {number}.")
+
+
+def excerpt(experiment: Experiment, limit: int = 200) -> str:
+    """One line for a list: the TL;DR's Results bullet, else the first paragraph."""
+    root = parse_fragment(experiment.body or "")
+    items = [text_of(e) for e in root.iter() if local_name(e.tag) == "li"]
+    line = next((t for t in items if t.lower().startswith("results")), None)
+    if line is None:
+        line = next((text_of(e) for e in root.iter() if local_name(e.tag) == "p" and text_of(e)), "")
+    line = re.sub(r"^results\s*:\s*", "", line, flags=re.I)
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+# --- previews -----------------------------------------------------------------------------
+
+def _draft_key(experiment: Experiment, key: str) -> str:
+    return f"sagan:result-draft:{experiment.id}:{key}"
+
+
+def store_draft(experiment: Experiment, html: str, title: str | None = None) -> tuple[str, str, LintReport]:
+    """Sanitize an unsaved body for the live preview; kept briefly in Redis.
+
+    The preview is shown in a frame loaded from its own URL (not srcdoc): a srcdoc frame
+    inherits the page's CSP, which allows only the styles the page was rendered with.
+    """
+    body = clean_body(html)
+    key = secrets.token_urlsafe(12)
+    redis_store.connection().set(_draft_key(experiment, key), body.encode(), ex=DRAFT_TTL_SECONDS)
+    return key, body, lint(title if title is not None else experiment.title, body)
+
+
+def load_draft(experiment: Experiment, key: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{8,40}", key or ""):
+        raise NotFound("That preview has expired.")
+    raw = redis_store.connection().get(_draft_key(experiment, key))
+    if raw is None:
+        raise NotFound("That preview has expired; type in the editor to make a new one.")
+    return raw.decode()
+
+
+# --- promotion ----------------------------------------------------------------------------
+
+def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool = False,
+            note: str | None = None, expected_status: str | None = None,
+            scope_grant: str | None = None) -> list[lifecycle.SideEffect]:
+    """awaiting_promotion → shared | completed, with `epm:promoted` (SPEC §8.4).
+
+    Refused (LintFailed, nothing changed) when lint fails and the owner has not confirmed.
+    Returns the side effects to run after the caller commits.
+    """
+    if to not in PROMOTION_TARGETS:
+        raise ValidationError("Promote to shared (mentors can see it through share links) or completed.",
+                              field="to")
+    if expected_status and expected_status != experiment.status:
+        raise Conflict(f"#{experiment.number} is now {experiment.status}, not {expected_status}; "
+                       "reload to see the latest state.", code="stale_status", current=experiment.status)
+    if experiment.status != "awaiting_promotion":
+        raise Conflict(f"#{experiment.number} is {experiment.status.replace('_', ' ')}; only a result "
+                       "awaiting promotion can be promoted.", code="transition_not_allowed",
+                       current=experiment.status)
+    if not experiment.body:
+        raise ValidationError(f"#{experiment.number} has no clean result to promote.", field="to")
+    report = lint(experiment.title, experiment.body)
+    if not report.passed and not confirm_lint:
+        raise LintFailed(f"Lint found {len(report.problems)} problem(s): "
+                         + "; ".join(f.message for f in report.problems)
+                         + " Confirm to promote anyway.", findings=report.as_json()["findings"])
+    effects = lifecycle.transition(experiment, to, actor, note=note, metadata={"promoted": True},
+                                   scope_grant=scope_grant)
+    markers.post_marker(experiment, "epm:promoted", actor, note=note or f"Promoted to {to}.",
+                        metadata={"to": to, "lint_passed": report.passed,
+                                  "lint_confirmed": bool(confirm_lint and not report.passed)})
+    return effects
+
+
+def _has_marker_since(experiment_id, marker: str, since) -> bool:
+    return db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id)).where(
+        WorkflowEvent.entity_id == experiment_id, WorkflowEvent.marker == marker,
+        WorkflowEvent.created_at >= since)) > 0
+
+
+def _hook_request_promotion(experiment_id, actor: Actor, metadata: dict) -> None:
+    """clean_result_drafting → awaiting_promotion: lint ran, the owner's turn is marked."""
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is None:
+        return
+    if experiment.body:
+        post_lint(experiment, Actor.system())
+    markers.post_marker(experiment, "epm:awaiting-promotion", Actor.system(),
+                        note="The clean result waits for the owner's promotion.")
+    db.session.commit()
+
+
+def _hook_promote(experiment_id, actor: Actor, metadata: dict) -> None:
+    """A promotion made as a plain status move (board, API status) still gets its marker."""
+    if (metadata or {}).get("promoted"):
+        return
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is None:
+        return
+    markers.post_marker(experiment, "epm:promoted", actor, note=f"Promoted to {experiment.status}.",
+                        metadata={"to": experiment.status, "via": "status move"})
+    db.session.commit()
+
+
+def install() -> None:
+    lifecycle.register_side_effect("request_promotion", _hook_request_promotion)
+    lifecycle.register_side_effect("promote", _hook_promote)
+
+
+# --- figures ------------------------------------------------------------------------------
+
+@dataclass
+class FigureView:
+    """A figure ready to show: images as data URLs, SVG/HTML as sanitized markup for a frame."""
+
+    id: uuid.UUID
+    kind: str
+    title: str
+    data_url: str | None = None
+    html: str | None = None
+
+
+def figures(experiment: Experiment) -> list[FigureView]:
+    rows = list(db.session.scalars(sa.select(Figure).where(Figure.experiment_id == experiment.id)
+                                   .order_by(Figure.created_at, Figure.id)))
+    artifact_ids = [r.artifact_id for r in rows if r.artifact_id]
+    artifacts = {a.id: a for a in db.session.scalars(sa.select(Artifact).where(Artifact.id.in_(artifact_ids)))} \
+        if artifact_ids else {}
+    views = []
+    for row in rows:
+        if row.kind == "image":
+            artifact = artifacts.get(row.artifact_id)
+            if artifact is None or artifact.content_type not in IMAGE_SIGNATURES:
+                continue
+            data = base64.b64encode(artifact.content).decode()
+            views.append(FigureView(row.id, row.kind, row.title, data_url=f"data:{artifact.content_type};base64,{data}"))
+        elif row.content:
+            views.append(FigureView(row.id, row.kind, row.title, html=row.content))
+    return views
+
+
+def _clean_figure_title(title) -> str:
+    title = " ".join(str(title or "").split())
+    if len(title) > 300:
+        raise ValidationError("A figure title has at most 300 characters.", field="title")
+    return redact(title)
+
+
+def _image_type(content: bytes) -> str | None:
+    return next((kind for kind, magic in IMAGE_SIGNATURES.items() if content.startswith(magic)), None)
+
+
+def attach_upload(experiment: Experiment, filename: str, content: bytes, actor: Actor, *, title: str = "") -> Figure:
+    """A figure from an uploaded file: PNG or JPEG (kept as an artifact) or SVG (sanitized)."""
+    if not content:
+        raise ValidationError("Choose a PNG, JPEG or SVG file to attach.", field="file")
+    if len(content) > FIGURE_MAX_BYTES:
+        raise TooLarge(f"The figure is {len(content):,} bytes; the limit is {FIGURE_MAX_BYTES:,}.")
+    title = _clean_figure_title(title or filename)
+    kind = _image_type(content)
+    if kind:
+        artifact = Artifact(id=uuid.uuid4(), experiment_id=experiment.id, pod_id=None,
+                            name=f"figures/{uuid.uuid4().hex[:8]}-{(filename or 'figure')[-200:]}",
+                            content_type=kind, size=len(content),
+                            sha256=__import__("hashlib").sha256(content).hexdigest(), content=content)
+        db.session.add(artifact)
+        db.session.flush()
+        return _add_figure(experiment, "image", title, actor, artifact_id=artifact.id, content_type=kind)
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if "<svg" in text.lower():
+        return attach_markup(experiment, "svg", text, actor, title=title)
+    raise ValidationError("Only PNG, JPEG and SVG files can be attached as figures.", field="file")
+
+
+def attach_markup(experiment: Experiment, kind: str, markup: str, actor: Actor, *, title: str = "") -> Figure:
+    """An inline SVG or HTML figure, sanitized with the result policy."""
+    if kind not in ("svg", "html_artifact"):
+        raise ValidationError("Inline figures are svg or html_artifact.", field="kind")
+    if not isinstance(markup, str) or not markup.strip():
+        raise ValidationError("The figure is empty.", field="content")
+    _check_size(markup, "figure")
+    clean = sanitize_result_html(redact(re.sub(r"<\?xml[^>]*\?>|<!DOCTYPE[^>]*>", "", markup, flags=re.I)))
+    if kind == "svg" and "<svg" not in clean:
+        raise ValidationError("Nothing of the SVG is left after sanitizing (only a subset of SVG is allowed).",
+                              field="content")
+    if not clean.strip():
+        raise ValidationError("Nothing of the figure is left after sanitizing.", field="content")
+    return _add_figure(experiment, kind, _clean_figure_title(title), actor, content=clean,
+                       content_type="image/svg+xml" if kind == "svg" else "text/html")
+
+
+def attach_artifact(experiment: Experiment, artifact_id, actor: Actor, *, title: str = "") -> Figure:
+    """A figure from one of the experiment's uploaded artifacts (image, SVG or HTML)."""
+    try:
+        artifact = db.session.get(Artifact, uuid.UUID(str(artifact_id)))
+    except ValueError:
+        artifact = None
+    if artifact is None or artifact.experiment_id != experiment.id:
+        raise NotFound(f"#{experiment.number} has no such artifact.")
+    title = title or artifact.name
+    if artifact.content_type in IMAGE_SIGNATURES:
+        return _add_figure(experiment, "image", _clean_figure_title(title), actor, artifact_id=artifact.id,
+                           content_type=artifact.content_type)
+    text = artifact.content.decode("utf-8", errors="replace")
+    if artifact.content_type.startswith("image/svg"):
+        return attach_markup(experiment, "svg", text, actor, title=title)
+    if artifact.content_type.startswith("text/html"):
+        return attach_markup(experiment, "html_artifact", text, actor, title=title)
+    raise ValidationError(f"{artifact.name} is {artifact.content_type}; figures are images, SVG or HTML.",
+                          field="artifact")
+
+
+def figure_artifacts(experiment: Experiment) -> list[Artifact]:
+    """Artifacts that could become figures."""
+    return list(db.session.scalars(sa.select(Artifact).where(
+        Artifact.experiment_id == experiment.id,
+        sa.or_(Artifact.content_type.in_(tuple(IMAGE_SIGNATURES)), Artifact.content_type.like("image/svg%"),
+               Artifact.content_type.like("text/html%"))).order_by(Artifact.name)))
+
+
+def _add_figure(experiment: Experiment, kind: str, title: str, actor: Actor, **fields) -> Figure:
+    if kind not in registry.FIGURE_KINDS:
+        raise ValidationError(f"Figure kind must be one of: {', '.join(registry.FIGURE_KINDS)}.", field="kind")
+    figure = Figure(id=uuid.uuid4(), experiment_id=experiment.id, kind=kind, title=title, **fields)
+    db.session.add(figure)
+    events.record(experiment, "note", actor, note=f"Figure attached: {title or kind}.",
+                  metadata={"figure_id": str(figure.id), "kind": kind})
+    return figure
+
+
+def remove_figure(experiment: Experiment, figure_id, actor: Actor) -> None:
+    try:
+        figure = db.session.get(Figure, uuid.UUID(str(figure_id)))
+    except ValueError:
+        figure = None
+    if figure is None or figure.experiment_id != experiment.id:
+        raise NotFound("That figure no longer exists.")
+    db.session.delete(figure)
+    events.record(experiment, "note", actor, note=f"Figure removed: {figure.title or figure.kind}.")
+
+
+# --- page context -------------------------------------------------------------------------
+
+def page_context(experiment: Experiment) -> dict:
+    """Everything the experiment page's clean-result section shows."""
+    return {"lint_report": report_for(experiment), "result_versions": versions(experiment),
+            "result_figures": figures(experiment), "figure_artifacts": figure_artifacts(experiment),
+            "confidence": confidence_of(experiment.title),
+            "can_promote": experiment.status == "awaiting_promotion" and bool(experiment.body)}

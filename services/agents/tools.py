@@ -6,14 +6,14 @@ none can approve a plan, raise a cap or change an approved spec (SPEC §5.5).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Comment, Experiment, WorkflowEvent, db
-from services import (approvals, events, experiments, lifecycle, markers, questions, registry,
-                      runs)
+from models import AgentRun, Artifact, Experiment, WorkflowEvent, db
+from services import approvals, events, lifecycle, markers, questions, registry, runs
 from services.actors import Actor
 from services.errors import SaganError, ValidationError
 from services.redact import redact
@@ -220,53 +220,54 @@ def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
       ["html"])
 def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
     from services import results
-    version = results.save_clean_result(ctx.need_experiment(), data["html"], ctx.actor, title=data.get("title"))
-    return ToolResult(f"Clean result saved (version {version}).")
+    saved = results.save_clean_result(ctx.need_experiment(), data["html"], ctx.actor, title=data.get("title"))
+    lint = saved.report.summary()
+    if not saved.changed:
+        return ToolResult(f"Nothing changed (still version {saved.version}). {lint}")
+    return ToolResult(f"Clean result saved (version {saved.version}). {lint}")
 
 
-@tool("add_comment", "Post a comment (markdown) on the experiment's discussion, labelled as Claude.",
+@tool("add_comment", "Post a comment (markdown) in the discussion you were asked in, labelled as Claude.",
       {"body": {"type": "string", "maxLength": 20_000}}, ["body"])
 def add_comment(ctx: ToolContext, data: dict) -> ToolResult:
-    from services.sanitize import render_markdown
+    from services import discussion
     body = redact(data["body"].strip())
     if not body:
         raise ValidationError("The comment is empty.")
-    if looks_like_leaked_instructions(body):
+    if looks_like_leaked_instructions(body, _prompt_of(ctx.run.agent)):
         raise ValidationError("That text reads like instructions rather than a comment; write only the answer.")
-    experiment = ctx.need_experiment()
-    comment = Comment(entity_kind="experiment", entity_id=experiment.id, author_kind="agent",
-                      author_name="Claude", body_md=body, body_html=render_markdown(body))
-    db.session.add(comment)
-    events.record(experiment, "comment", ctx.actor, note=body[:300], metadata={"by": "Claude"})
+    discussion.post_agent_reply(ctx.run, body, ctx.experiment)
     return ToolResult("Comment posted.")
 
 
-_LEAK_PHRASES = ("return only the comment text", "you are sagan's", "system prompt", "as an ai language model")
+_LEAK_PHRASES = ("return only the comment text", "write only the answer itself", "you are sagan's",
+                 "system prompt", "as an ai language model", "my instructions say", "</instructions>")
 
 
-def looks_like_leaked_instructions(text: str) -> bool:
-    lowered = text.lower()
-    return any(phrase in lowered for phrase in _LEAK_PHRASES)
+def _prompt_of(agent: str) -> str:
+    from services.agents import loader
+    try:
+        return loader.get(agent).prompt
+    except SaganError:
+        return ""
+
+
+def looks_like_leaked_instructions(text: str, prompt: str = "") -> bool:
+    """Known leak phrases, or a sentence of the agent's own prompt repeated verbatim."""
+    lowered = " ".join(text.lower().split())
+    if any(phrase in lowered for phrase in _LEAK_PHRASES):
+        return True
+    sentences = re.split(r"(?<=[.!?:])\s+", " ".join(prompt.lower().split()))
+    return any(len(sentence) >= 40 and sentence in lowered for sentence in sentences)
 
 
 @tool("propose_follow_ups", "Create up to three follow-up experiments from this result.",
       {"experiments": {"type": "array"}}, ["experiments"])
 def propose_follow_ups(ctx: ToolContext, data: dict) -> ToolResult:
+    from services import follow_ups
     parent = ctx.need_experiment()
-    items = data["experiments"]
-    if not items or len(items) > 3:
-        raise ValidationError("Propose one to three follow-ups.")
-    made = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise ValidationError("Each follow-up is an object with title and hypothesis.")
-        child = experiments.create_experiment(
-            {"title": item.get("title"), "hypothesis": item.get("hypothesis"),
-             "tags": ["follow-up", "proposed-by-claude"]}, ctx.actor,
-            note=f"Proposed by Claude as a follow-up of #{parent.number}.")
-        child.parent_experiment_id = parent.id
-        made.append(child.number)
-    return ToolResult("Created follow-ups: " + ", ".join(f"#{n}" for n in made))
+    made = follow_ups.propose(parent, data["experiments"], ctx.actor)
+    return ToolResult("Created follow-ups (proposed by Claude): " + ", ".join(f"#{c.number}" for c in made))
 
 
 # --- pods -----------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 _ALLOWED_PREFIXES = ("LC_", "PYTHON")
 _SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Pods this process started, by directory, so their exits are collected here (a long-lived
+# worker would otherwise keep zombies, which look alive to a pid check).
+_CHILDREN: dict[str, subprocess.Popen] = {}
 
 
 def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir: Path) -> dict[str, str]:
@@ -77,7 +80,6 @@ class LocalBackend:
             except KeyError:
                 raise BackendError("provider_error", f"Local pods should run as {run_as!r}, but this host "
                                                      f"has no such user: set SAGAN_LOCAL_POD_USER.") from None
-        self._children: dict[str, subprocess.Popen] = {}  # reaped here so they do not linger as zombies
 
     # --- the interface ---------------------------------------------------------------
     def create(self, request: PodRequest) -> ProviderPod:
@@ -131,17 +133,14 @@ class LocalBackend:
             raise BackendError("provider_error", f"Could not start local pod {request.name}: {exc}") from None
         finally:
             log.close()
-        self._children[request.name] = process
-        try:
-            created = psutil.Process(process.pid).create_time()
-        except psutil.Error:
-            created = time.time()
-        started = time.time()
+        _CHILDREN[str(pod_dir)] = process
+        identity = _proc_stat(process.pid)
         (pod_dir / "pid").write_text(f"{process.pid}\n")
-        (pod_dir / "started_at").write_text(f"{started}\n")
+        (pod_dir / "started_at").write_text(f"{time.time()}\n")
         # Written last: a pod is known (get, list) once everything get() reads is on disk.
         # No env in it: the env holds the pod's token and named secrets.
-        _write_atomic(pod_dir / "pod.json", json.dumps({**metadata, "create_time": created}))
+        _write_atomic(pod_dir / "pod.json", json.dumps(
+            {**metadata, "start_ticks": identity[1] if identity else None}))
         return self.get(request.name) or ProviderPod(request.name, request.name, "RUNNING")
 
     def get(self, pod_id: str) -> ProviderPod | None:
@@ -195,8 +194,8 @@ class LocalBackend:
             return
         if (pod_dir / "pod.json").exists():
             self.stop(pod_id)
-        shutil.rmtree(pod_dir, ignore_errors=True)
-        self._children.pop(pod_id, None)
+        _remove_tree(pod_dir)
+        _CHILDREN.pop(str(pod_dir), None)
 
     def log_tail(self, pod_id: str, max_bytes: int = 20_000) -> str:
         """The end of the pod's output (stdout and stderr), for pages and diagnostics."""
@@ -212,63 +211,66 @@ class LocalBackend:
     def _dir(self, pod_id: str) -> Path | None:
         return self.root / pod_id if _NAME.match(pod_id or "") and (self.root / pod_id).is_dir() else None
 
-    def _process(self, pod_id: str, pod_dir: Path, metadata: dict) -> psutil.Process | None:
-        """The pod's leader process if it is still the one we started and not a zombie."""
-        child = self._children.get(pod_id)
-        if child is not None and child.poll() is not None:
-            self._children.pop(pod_id, None)  # reaped
+    def _process(self, pod_id: str, pod_dir: Path, metadata: dict) -> int | None:
+        """The pod's leader pid if it still runs and is the process we started (not a zombie)."""
+        if not self._reap(pod_dir):
             return None
         pid = _read_int(pod_dir / "pid")
-        if pid is None:
+        stat_ = _proc_stat(pid) if pid else None
+        if stat_ is None or stat_[2] in ("Z", "X"):
             return None
-        try:
-            process = psutil.Process(pid)
-            if metadata.get("create_time") and abs(process.create_time() - metadata["create_time"]) > 1:
-                return None  # the pid was recycled by an unrelated process
-            if process.status() == psutil.STATUS_ZOMBIE:
-                return None
-            return process
-        except psutil.Error:
-            return None
+        # A pid names our process only with the start time we recorded; otherwise it was recycled.
+        return pid if stat_[1] == metadata.get("start_ticks") else None
 
-    def _members(self, pgid: int, since: float) -> list[psutil.Process]:
+    def _members(self, pgid: int, since_ticks: int) -> list[int]:
         """Live processes of the pod's process group started no earlier than the pod."""
         members = []
-        for process in psutil.process_iter(["pid", "create_time", "status"]):
-            try:
-                if (os.getpgid(process.pid) == pgid and process.info["create_time"] >= since - 1
-                        and process.info["status"] != psutil.STATUS_ZOMBIE):
-                    members.append(process)
-            except (ProcessLookupError, psutil.Error):
-                continue
+        for pid in psutil.pids():
+            stat_ = _proc_stat(pid)
+            if stat_ and stat_[0] == pgid and stat_[1] >= since_ticks and stat_[2] not in ("Z", "X"):
+                members.append(pid)
         return members
 
     def _kill_group(self, pod_id: str, pod_dir: Path) -> None:
-        pgid = _read_int(pod_dir / "pid")  # start_new_session: the leader's pid is the group id
-        metadata = _read_json(pod_dir / "pod.json")
-        since = metadata.get("create_time") or _read_float(pod_dir / "started_at") or 0
-        if pgid is None or pgid <= 1 or not self._members(pgid, since):
+        """SIGTERM, grace, SIGKILL to the pod's group (start_new_session: group id = leader pid).
+
+        Only a group that is provably ours is signalled: if a process holds the leader's pid
+        with another start time the pid was recycled, and the group is someone else's. (While
+        any member of our group lives, the kernel cannot hand its id to a new group.)
+        """
+        pgid = _read_int(pod_dir / "pid")
+        since = _read_json(pod_dir / "pod.json").get("start_ticks")
+        if pgid is None or pgid <= 1 or since is None:
+            return
+        leader = _proc_stat(pgid)
+        if leader is not None and leader[1] != since:
+            return
+        if not self._members(pgid, since):
             return
         _killpg(pgid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_grace_seconds
         while time.monotonic() < deadline:
-            self._reap(pod_id)
+            self._reap(pod_dir)
             if not self._members(pgid, since):
                 return
             time.sleep(0.05)
         if self._members(pgid, since):
             _killpg(pgid, signal.SIGKILL)
             for _ in range(40):  # SIGKILL cannot be ignored; give the kernel a moment
-                self._reap(pod_id)
+                self._reap(pod_dir)
                 if not self._members(pgid, since):
                     break
                 time.sleep(0.05)
-        self._reap(pod_id)
+        self._reap(pod_dir)
 
-    def _reap(self, pod_id: str) -> None:
-        child = self._children.get(pod_id)
+    @staticmethod
+    def _reap(pod_dir: Path) -> bool:
+        """Collect the pod's exit if this process started it; False once it has ended."""
+        child = _CHILDREN.get(str(pod_dir))
         if child is not None and child.poll() is not None:
-            self._children.pop(pod_id, None)
+            _CHILDREN.pop(str(pod_dir), None)
+            return False
+        return True
 
     def _check_reachable(self, pod_dir: Path) -> None:
         """Fail clearly when the unprivileged user cannot reach the pod's directory."""
@@ -281,11 +283,44 @@ class LocalBackend:
                     f"SAGAN_LOCAL_PODS_DIR to a directory others may traverse (chmod o+x)."))
 
 
+def _proc_stat(pid: int) -> tuple[int, int, str] | None:
+    """(process group, start time in clock ticks since boot, state) from /proc/<pid>/stat.
+
+    Start ticks, unlike wall-clock start times, are exact and never shift with the clock,
+    so they tell a recycled pid from ours across processes and restarts of Sagan.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return int(fields[2]), int(fields[19]), fields[0].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _remove_tree(path: Path) -> None:
+    """rmtree that also removes folders the pod made read-only for itself.
+
+    Only needed (and only done) when pods run as our own user; root needs no permission.
+    Symlinks are never chmod-ed: that would change their targets.
+    """
+    if os.geteuid() != 0:
+        for folder, subfolders, _files in os.walk(path):
+            for name in subfolders:
+                child = os.path.join(folder, name)
+                if not os.path.islink(child):
+                    try:
+                        os.chmod(child, 0o700)
+                    except OSError:
+                        pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _write_atomic(path: Path, text: str) -> None:

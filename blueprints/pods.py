@@ -1,0 +1,85 @@
+"""Pods on the pages: dispatch an approved experiment, stop a pod, resolve a fleet incident,
+and read an uploaded artifact."""
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, Response, redirect, request, url_for
+
+from blueprints import access
+from models import Artifact, FleetIncident, Pod, db
+from services import experiments, lifecycle
+from services.dispatch import provisioner, watcher
+from services.errors import NotFound, SaganError
+
+bp = Blueprint("pods", __name__)
+
+
+def _get(model, raw_id: str, what: str):
+    try:
+        row = db.session.get(model, uuid.UUID(raw_id))
+    except ValueError:
+        row = None
+    if row is None:
+        raise NotFound(f"No such {what}.")
+    return row
+
+
+def _back(number: int, message: str | None = None, anchor: str = "pods"):
+    target = url_for("experiments.detail", number=number, pod_message=message) + f"#{anchor}"
+    return redirect(target, code=303)
+
+
+@bp.post("/experiments/<int:number>/dispatch")
+@access.owner
+def dispatch(number: int):
+    """The owner's Dispatch button: launch the approved spec (409 message if one is live)."""
+    experiment = experiments.get_experiment(number)
+    try:
+        run, effects = provisioner.launch(experiment, access.actor())
+    except SaganError as exc:
+        db.session.rollback()
+        return _back(number, exc.message)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return _back(number, f"Dispatch {run.short_id} queued." if run else "Dispatch is gated; see the status.")
+
+
+@bp.post("/pods/<pod_id>/stop")
+@access.owner
+def stop(pod_id: str):
+    """Stop one pod (volume kept); the experiment is blocked with who stopped it."""
+    pod = _get(Pod, pod_id, "pod")
+    experiment = experiments.get_experiment(pod.experiment_id)
+    try:
+        effects = watcher.stop_from_owner(pod, access.actor())
+    except SaganError as exc:
+        db.session.rollback()
+        return _back(experiment.number, exc.message)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return _back(experiment.number, f"{pod.name} stopped; volume preserved.")
+
+
+@bp.post("/fleet-incidents/<incident_id>/resolve")
+@access.owner
+def resolve_incident(incident_id: str):
+    """One click: automatic dispatch and recovery resume."""
+    incident = _get(FleetIncident, incident_id, "fleet incident")
+    if incident.resolved_at is None:
+        watcher.resolve_incident(incident, access.actor())
+        db.session.commit()
+    return redirect(request.referrer if (request.referrer or "").startswith(request.host_url)
+                    else url_for("board.index"), code=303)
+
+
+@bp.get("/artifacts/<artifact_id>")
+@access.owner
+def artifact(artifact_id: str):
+    """The raw file, downloaded (never rendered inline: SVG or HTML from a pod could run script)."""
+    row = _get(Artifact, artifact_id, "artifact")
+    response = Response(row.content, mimetype=row.content_type)
+    response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

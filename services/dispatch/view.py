@@ -1,0 +1,118 @@
+"""What pages show about pods: cards, a small progress chart, artifact previews. Built
+server-side from our own numbers, so the chart SVG needs no sanitizing."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from markupsafe import Markup
+
+from models import AgentRun, Artifact, Experiment, FleetIncident, Pod, PodProgressPost, db
+from services import spend
+from services.dispatch import watcher
+
+CHART_POINTS = 60
+
+
+@dataclass
+class PodCard:
+    pod: Pod
+    stale: bool
+    spend_usd: float
+    chart: Markup | None   # inline SVG polyline of progress over time, or None
+
+
+def pods_for(experiment: Experiment) -> list[PodCard]:
+    pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id)
+                                   .order_by(Pod.created_at.desc())))
+    posts = {}
+    if pods:
+        rows = db.session.execute(sa.select(PodProgressPost.pod_id, PodProgressPost.progress_pct,
+                                            PodProgressPost.created_at)
+                                  .where(PodProgressPost.pod_id.in_([p.id for p in pods]))
+                                  .order_by(PodProgressPost.created_at)).all()
+        for row in rows:
+            posts.setdefault(row.pod_id, []).append((row.created_at, row.progress_pct))
+    return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, []))) for p in pods]
+
+
+def _chart(points) -> Markup | None:
+    """A tiny progress-over-time line (0–100 %), 120 × 32 viewBox.
+
+    Markup we build from our own numbers (floats formatted here), not from pod text, so it
+    is safe without the sanitizer.
+    """
+    if len(points) < 2:
+        return None
+    points = points[-CHART_POINTS:]
+    start, end = points[0][0], points[-1][0]
+    span = max((end - start).total_seconds(), 1)
+    coords = " ".join(f"{(t - start).total_seconds() / span * 120:.1f},{32 - pct / 100 * 30 - 1:.1f}"
+                      for t, pct in points)
+    return Markup(f'<svg class="pod-chart" viewBox="0 0 120 32" role="img" aria-label="progress over time">'
+            f'<polyline points="{coords}" fill="none" stroke="currentColor" stroke-width="1.5"/></svg>')
+
+
+def live_dispatch(experiment: Experiment) -> AgentRun | None:
+    from services.dispatch.provisioner import live_dispatch as find
+    return find(experiment.id)
+
+
+def can_dispatch(experiment: Experiment) -> bool:
+    """Show the Dispatch button: an approved spec exists and the experiment is ready to run."""
+    return bool(experiment.pod_spec) and experiment.status in ("approved", "implementing", "testing")
+
+
+@dataclass
+class ArtifactView:
+    artifact: Artifact
+    table: list[list[str]] | None = None   # JSON objects or CSV rows, first rows only
+
+
+def artifacts_for(experiment: Experiment) -> list[ArtifactView]:
+    rows = list(db.session.scalars(sa.select(Artifact).where(Artifact.experiment_id == experiment.id)
+                                   .order_by(Artifact.name)))
+    return [ArtifactView(a, _table(a)) for a in rows]
+
+
+def _table(artifact: Artifact) -> list[list[str]] | None:
+    if artifact.size > 256 * 1024:
+        return None
+    try:
+        text = artifact.content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if artifact.content_type == "application/json":
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if isinstance(data, dict):
+            return [[str(k), json.dumps(v)[:120]] for k, v in list(data.items())[:30]]
+        return None
+    if artifact.content_type in ("text/csv", "text/tab-separated-values"):
+        dialect = "excel-tab" if artifact.content_type.endswith("values") else "excel"
+        return [row[:12] for row in list(csv.reader(io.StringIO(text), dialect=dialect))[:21]]
+    return None
+
+
+def open_incident() -> FleetIncident | None:
+    return watcher.open_incident()
+
+
+def board_progress(experiment_ids) -> dict:
+    """experiment id → (pct, message, spend) from live pods, in one query (for board cards)."""
+    if not experiment_ids:
+        return {}
+    rows = db.session.scalars(sa.select(Pod).where(Pod.experiment_id.in_(list(experiment_ids)),
+                                                   Pod.status.in_(("deploying", "running", "exited")))).all()
+    result: dict = {}
+    for pod in rows:
+        pct, message, spent = result.get(pod.experiment_id, (None, None, 0.0))
+        pod_pct = pod.progress_pct or 0
+        result[pod.experiment_id] = (pod_pct if pct is None else min(pct, pod_pct),
+                                     message or pod.progress_message, spent + spend.pods_spend([pod]))
+    return result
