@@ -7,6 +7,9 @@ new route cannot be forgotten. Rules:
 - ``owner``    — the logged-in owner's session;
 - ``api(scope)`` — a bearer API token holding `scope`, or the owner's session;
 - ``owner_api`` — JSON endpoints reserved to the owner's session (no token can);
+- ``share``    — a mentor's share link (`/s/<token>`): the token in the path is checked by
+  the view; no session is read or written there and no owner credential is used;
+- ``api("write+promote")`` — a token needs every scope joined by `+`.
 
 CSRF is enforced here for every state-changing request made with a session; bearer
 requests carry no ambient credential, so they need none.
@@ -36,6 +39,7 @@ def _mark(kind: str, scope: str | None = None) -> Callable:
 public = _mark("public")
 owner = _mark("owner")
 owner_api = _mark("owner_api")
+share = _mark("share")
 # A pod's own `spt_` token: only its progress and artifact posts (SPEC §6.5).
 pod = _mark("pod")
 
@@ -111,12 +115,17 @@ def enforce() -> object | None:
         g.actor = Actor("pod", str(found.id), found.name)
         return None  # bearer requests carry no cookie, so no CSRF check
 
+    if kind == "share":
+        # Stateless: never touch the session or current_user here (blueprints/share.py).
+        return None
+
     if kind == "api" and (secret := _bearer_secret()) is not None:
         token = auth_service.verify_token(secret)
         if token is None:
             return _json_error(401, "invalid_token", "The API token is unknown, expired or revoked.")
-        if scope not in token.scopes:
-            return _json_error(403, "missing_scope", f"This token lacks the {scope!r} scope.")
+        missing = [needed for needed in scope.split("+") if needed not in token.scopes]
+        if missing:
+            return _json_error(403, "missing_scope", f"This token lacks the {missing[0]!r} scope.")
         g.token = token
         g.actor = Actor.token(token)
         return None  # bearer requests carry no cookie, so no CSRF check

@@ -70,7 +70,16 @@ def _detail_context(experiment, **extra) -> dict:
             "pod_can_dispatch": pod_view.can_dispatch(experiment), "artifact_views": pod_view.artifacts_for(experiment),
             "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
             "status_error": None, "override_error": None,
-            "edit_error": None, **_form_choices(), **extra}
+            "edit_error": None, **_result_context(experiment), **_form_choices(), **extra}
+
+
+def _result_context(experiment) -> dict:
+    """The clean result, its figures and versions, follow-ups (blueprints/results.py)."""
+    from services import follow_ups, results
+    return {**results.page_context(experiment), "children": follow_ups.children(experiment),
+            "result_error": None, "draft_html": None, "draft_title": None, "preview_error": None,
+            "preview_url": None, "preview_report": None, "promote_error": None, "figure_error": None,
+            "follow_up_error": None, "follow_up_form": None}
 
 
 @bp.get("/experiments/<int:number>")

@@ -1,6 +1,8 @@
 """What pods post: progress and artifacts, authenticated by the pod's own token."""
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from flask import Blueprint, current_app, g, request
 
 from blueprints import access
@@ -36,7 +38,9 @@ def post_artifact():
     if request.content_length is not None and request.content_length > limit:
         raise TooLarge(f"The file is {request.content_length:,} bytes; the limit per file is {limit:,}.")
     content = request.get_data(cache=False)
-    artifact = progress.store_artifact(g.pod, request.headers.get("X-Sagan-Artifact-Name"), content,
+    # The bootstrap percent-encodes names with non-ASCII characters or '%'.
+    name = unquote(request.headers.get("X-Sagan-Artifact-Name") or "")
+    artifact = progress.store_artifact(g.pod, name, content,
                                        request.content_type)
     db.session.commit()
     return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,

@@ -24,7 +24,7 @@ from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, TooLarge, ValidationError
 from services.redact import redact
-from services.result_lint import LintReport, confidence_of, lint
+from services.result_lint import LintReport, confidence_of, lint, title_without_confidence
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
 
 PROMOTION_TARGETS = ("shared", "completed")
@@ -381,4 +381,28 @@ def page_context(experiment: Experiment) -> dict:
     return {"lint_report": report_for(experiment), "result_versions": versions(experiment),
             "result_figures": figures(experiment), "figure_artifacts": figure_artifacts(experiment),
             "confidence": confidence_of(experiment.title),
+            "result_title": title_without_confidence(experiment.title), "skeleton": SKELETON,
             "can_promote": experiment.status == "awaiting_promotion" and bool(experiment.body)}
+
+
+# A starting point for the editor: the three parts of SPEC §8.1.
+SKELETON = """<section id="tldr">
+  <h2>TL;DR</h2>
+  <ul>
+    <li><strong>Motivation:</strong> …</li>
+    <li><strong>What I ran:</strong> …</li>
+    <li><strong>Results:</strong> … (<a href="#figure">figure</a>)</li>
+    <li><strong>Next steps:</strong> …</li>
+  </ul>
+</section>
+<figure id="figure">
+  <svg viewBox="0 0 320 200" role="img" aria-label="…">
+    <circle cx="60" cy="100" r="5"><title>…</title></circle>
+  </svg>
+  <figcaption>…</figcaption>
+</figure>
+<details>
+  <summary>Experimental design</summary>
+  <p>…</p>
+</details>
+"""

@@ -1,0 +1,115 @@
+"""Discussion threads on experiment and run pages (SPEC §8.8), through htmx.
+
+Each view answers htmx with the thread's section (templates/discussion/_section.html)
+and plain browsers with a redirect to the page's #discussion. The run page includes the
+same section with one line, so this blueprint owns every discussion route.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, redirect, render_template, request, url_for
+
+from blueprints import access
+from blueprints._htmx import is_fragment_request
+from models import db
+from services import discussion, experiments, jobs, runs
+from services.errors import SaganError
+
+bp = Blueprint("discussion", __name__)
+
+
+def init_app(app) -> None:
+    @app.template_global()
+    def discussion_thread(entity_kind: str, entity):
+        return discussion.thread(entity_kind, entity.id)
+
+
+def _page_url(entity_kind: str, entity) -> str:
+    if entity_kind == "experiment":
+        return url_for("experiments.detail", number=entity.number) + "#discussion"
+    return url_for("runs.detail", run_id=entity.id) + "#discussion"
+
+
+def _answer(entity_kind: str, entity, *, notice=None, error=None, draft=None, editing=None, edit_error=None):
+    """The section for htmx; a redirect (or, on an error, a small page) for plain browsers."""
+    context = {"entity_kind": entity_kind, "entity": entity, "notice": notice, "comment_error": error,
+               "draft": draft, "editing": editing, "edit_error": edit_error}
+    if is_fragment_request():
+        response = render_template("discussion/_section.html", **context)
+        return response, 200, {"Vary": "HX-Request"}
+    if error or edit_error:
+        return render_template("discussion/page.html", back=_page_url(entity_kind, entity), **context)
+    return redirect(_page_url(entity_kind, entity), code=303)
+
+
+def _post(entity_kind: str, entity):
+    try:
+        posted = discussion.post_comment(entity_kind, entity, request.form.get("body"), access.actor())
+    except SaganError as exc:
+        db.session.rollback()
+        return _answer(entity_kind, entity, error=exc.message, draft=request.form.get("body"))
+    db.session.commit()
+    if posted.run is not None:
+        jobs.enqueue_run(posted.run.id)
+    return _answer(entity_kind, entity, notice=posted.notice)
+
+
+@bp.post("/experiments/<int:number>/comments")
+@access.owner
+def post_experiment(number: int):
+    """Post a comment on an experiment; @claude asks Claude."""
+    return _post("experiment", experiments.get_experiment(number))
+
+
+@bp.post("/runs/<run_id>/comments")
+@access.owner
+def post_run(run_id: str):
+    """Post a comment on a run; @claude asks Claude."""
+    return _post("run", runs.get_run(run_id))
+
+
+@bp.get("/experiments/<int:number>/comments")
+@access.owner
+def experiment_thread(number: int):
+    """The experiment's comments (polled while Claude is answering)."""
+    experiment = experiments.get_experiment(number)
+    if not is_fragment_request():
+        return redirect(_page_url("experiment", experiment), code=303)
+    return render_template("discussion/_comments.html", entity_kind="experiment", entity=experiment), 200, \
+        {"Vary": "HX-Request"}
+
+
+@bp.get("/runs/<run_id>/comments")
+@access.owner
+def run_thread(run_id: str):
+    """The run's comments (polled while Claude is answering)."""
+    run = runs.get_run(run_id)
+    if not is_fragment_request():
+        return redirect(_page_url("run", run), code=303)
+    return render_template("discussion/_comments.html", entity_kind="run", entity=run), 200, \
+        {"Vary": "HX-Request"}
+
+
+@bp.post("/comments/<comment_id>/edit")
+@access.owner
+def edit(comment_id: str):
+    """Edit one of your own comments."""
+    comment = discussion.get_comment(comment_id)
+    entity = discussion.entity_for(comment)
+    try:
+        discussion.edit_comment(comment, request.form.get("body"), access.actor())
+    except SaganError as exc:
+        db.session.rollback()
+        return _answer(comment.entity_kind, entity, editing=comment.id, edit_error=exc.message)
+    db.session.commit()
+    return _answer(comment.entity_kind, entity)
+
+
+@bp.post("/comments/<comment_id>/delete")
+@access.owner
+def delete(comment_id: str):
+    """Delete a comment (the form asks for confirmation first)."""
+    comment = discussion.get_comment(comment_id)
+    entity_kind, entity = comment.entity_kind, discussion.entity_for(comment)
+    discussion.delete_comment(comment, access.actor())
+    db.session.commit()
+    return _answer(entity_kind, entity)

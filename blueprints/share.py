@@ -1,0 +1,106 @@
+"""The mentor's read-only view behind a share link: `/s/<token>` (SPEC §8.5).
+
+Stateless: no session cookie is read or set on these paths (StatelessShareSessions), the
+templates have their own base (no csrf_token(), no current_user, no dashboard links, no
+forms) and every answer — 404 and 429 included — carries noindex, no-referrer and no-store.
+Unknown, revoked and expired tokens all get the same 404 page.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, Flask, make_response, render_template, request
+from flask.sessions import SecureCookieSessionInterface
+
+from blueprints import access
+from services import discussion, results, shares
+from services.errors import RateLimited
+from services.result_lint import confidence_of, title_without_confidence
+
+bp = Blueprint("share", __name__, url_prefix="/s")
+
+PREFIX = "/s/"
+SHARE_HEADERS = {
+    "X-Robots-Tag": "noindex, nofollow, noarchive",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store, private",
+}
+
+
+class StatelessShareSessions(SecureCookieSessionInterface):
+    """The normal cookie session everywhere but under /s/, where none is read or written."""
+
+    def open_session(self, app, request):
+        if request.path.startswith(PREFIX):
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app, session, response):
+        from flask import request as current_request
+        if current_request.path.startswith(PREFIX):
+            return None
+        return super().save_session(app, session, response)
+
+
+def init_app(app: Flask) -> None:
+    app.session_interface = StatelessShareSessions()
+
+
+@bp.after_request
+def share_headers(response):
+    for name, value in SHARE_HEADERS.items():
+        response.headers[name] = value
+    return response
+
+
+def _not_found():
+    return make_response(render_template("share/not_found.html"), 404)
+
+
+def _open(token: str):
+    """(link, None) for a live link, else (None, the response to send)."""
+    try:
+        shares.check_rate(request.remote_addr)
+    except RateLimited as exc:
+        return None, make_response(render_template("share/message.html", title="Slow down",
+                                                   message=exc.message), 429, {"Retry-After": "60"})
+    link = shares.resolve(token)
+    if link is None:
+        return None, _not_found()
+    shares.record_view(link)
+    return link, None
+
+
+def _result_context(link, experiment) -> dict:
+    return {"link": link, "experiment": experiment, "result_title": title_without_confidence(experiment.title),
+            "confidence": confidence_of(experiment.title), "figures": results.figures(experiment),
+            "comments": discussion.thread("experiment", experiment.id).comments if link.include_comments else []}
+
+
+@bp.get("/<token>")
+@access.share
+def view(token: str):
+    """The results behind a link: one result, or the list of promoted results."""
+    link, refusal = _open(token)
+    if refusal is not None:
+        return refusal
+    found = shares.shared_results(link)
+    if link.scope == "experiment":
+        if not found:
+            return _not_found()
+        return render_template("share/result.html", token=token, listed=False, **_result_context(link, found[0]))
+    items = [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
+              "excerpt": results.excerpt(e)} for e in found]
+    return render_template("share/index.html", token=token, link=link, items=items)
+
+
+@bp.get("/<token>/<int:number>")
+@access.share
+def result(token: str, number: int):
+    """One promoted result from an "all promoted results" link."""
+    link, refusal = _open(token)
+    if refusal is not None:
+        return refusal
+    experiment = shares.shared_result(link, number)
+    if experiment is None:
+        return _not_found()
+    return render_template("share/result.html", token=token, listed=link.scope != "experiment",
+                           **_result_context(link, experiment))

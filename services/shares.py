@@ -1,0 +1,144 @@
+"""Mentor share links (SPEC §8.5): opaque, hashed, revocable, expiring, rate limited.
+
+A link shows one experiment's clean result, or every result promoted to `shared`,
+newest first. Nothing else is reachable from it. A revoked, expired or unknown token
+resolves to None, and callers answer all three the same way (404, no hint).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from datetime import timedelta
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import Experiment, ShareLink, WorkflowEvent, db
+from services import registry, redis_store
+from services.clock import utcnow
+from services.errors import NotFound, RateLimited, ValidationError
+
+TOKEN_BYTES = 32
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
+MAX_EXPIRY_DAYS = 3650
+OWNER_SCOPES = ("experiment", "all_promoted")  # "project" waits for projects (SPEC §1)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_link(*, scope: str, experiment: Experiment | None = None, label: str = "",
+                expires_in_days=None, include_comments: bool = False) -> tuple[ShareLink, str]:
+    """Mint a link; returns the row and the token, which is never shown again."""
+    if scope not in OWNER_SCOPES:
+        raise ValidationError("Share one experiment or all promoted results.", field="scope")
+    if scope == "experiment" and experiment is None:
+        raise ValidationError("Choose the experiment to share.", field="experiment")
+    label = " ".join((label or "").split())
+    if len(label) > 200:
+        raise ValidationError("The label has at most 200 characters.", field="label")
+    expires_at = None
+    if expires_in_days not in (None, ""):
+        try:
+            days = int(str(expires_in_days).strip())
+        except ValueError:
+            days = 0
+        if not 1 <= days <= MAX_EXPIRY_DAYS:
+            raise ValidationError(f"Expiry must be a whole number of days from 1 to {MAX_EXPIRY_DAYS}, "
+                                  "or empty for a link that does not expire.", field="expires_in_days")
+        expires_at = utcnow() + timedelta(days=days)
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    link = ShareLink(id=uuid.uuid4(), token_hash=_digest(token), scope=scope,
+                     experiment_id=experiment.id if scope == "experiment" else None,
+                     label=label or (f"#{experiment.number}" if experiment is not None and scope == "experiment"
+                                     else "All promoted results"),
+                     include_comments=bool(include_comments), expires_at=expires_at, use_count=0)
+    db.session.add(link)
+    db.session.flush()
+    return link, token
+
+
+def list_links() -> list[ShareLink]:
+    return list(db.session.scalars(sa.select(ShareLink).order_by(
+        ShareLink.revoked_at.is_not(None), ShareLink.created_at.desc())))
+
+
+def experiment_numbers(links: list[ShareLink]) -> dict:
+    ids = [link.experiment_id for link in links if link.experiment_id]
+    if not ids:
+        return {}
+    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+
+
+def revoke(link_id) -> ShareLink:
+    try:
+        link = db.session.get(ShareLink, uuid.UUID(str(link_id)))
+    except ValueError:
+        link = None
+    if link is None:
+        raise NotFound("No such share link.")
+    if link.revoked_at is None:
+        link.revoked_at = utcnow()
+    return link
+
+
+def resolve(token: str) -> ShareLink | None:
+    """The live link for a token, or None (unknown, revoked or expired alike)."""
+    if not token or not _TOKEN_SHAPE.fullmatch(token):
+        return None
+    link = db.session.scalar(sa.select(ShareLink).where(ShareLink.token_hash == _digest(token)))
+    if link is None or link.revoked_at is not None or (link.expires_at and link.expires_at <= utcnow()):
+        return None
+    return link
+
+
+def record_view(link: ShareLink) -> None:
+    """Count one view (an atomic increment, so concurrent views are all counted); commits."""
+    db.session.execute(sa.update(ShareLink).where(ShareLink.id == link.id)
+                       .values(use_count=ShareLink.use_count + 1, last_used_at=utcnow())
+                       .execution_options(synchronize_session=False))
+    db.session.commit()
+
+
+def check_rate(address: str | None) -> None:
+    """At most SHARE_RATE_LIMIT share requests a minute per address (RateLimited otherwise)."""
+    limit = current_app.config.get("SHARE_RATE_LIMIT", 60)
+    key = f"sagan:share-rate:{address or 'unknown'}"
+    conn = redis_store.connection()
+    pipe = conn.pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 60, nx=True)
+    count, _ = pipe.execute()
+    if int(count) > limit:
+        raise RateLimited("Too many requests; wait a minute and try again.")
+
+
+def _promoted_at():
+    """When each experiment was last promoted (its latest epm:promoted marker)."""
+    return (sa.select(WorkflowEvent.entity_id.label("experiment_id"),
+                      sa.func.max(WorkflowEvent.created_at).label("promoted_at"))
+            .where(WorkflowEvent.marker == "epm:promoted").group_by(WorkflowEvent.entity_id).subquery())
+
+
+def shared_results(link: ShareLink) -> list[Experiment]:
+    """The experiments this link shows: newest first, only those with a clean result."""
+    if link.scope == "experiment":
+        experiment = db.session.get(Experiment, link.experiment_id) if link.experiment_id else None
+        return [experiment] if experiment is not None and experiment.has_clean_result and experiment.body else []
+    promoted = _promoted_at()
+    query = (sa.select(Experiment).outerjoin(promoted, promoted.c.experiment_id == Experiment.id)
+             .where(Experiment.status == "shared", Experiment.has_clean_result.is_(True))
+             .order_by(sa.func.coalesce(promoted.c.promoted_at, Experiment.updated_at).desc(), Experiment.number.desc()))
+    return list(db.session.scalars(query))
+
+
+def shared_result(link: ShareLink, number: int) -> Experiment | None:
+    return next((e for e in shared_results(link) if e.number == number), None)
+
+
+SCOPE_LABELS = {"experiment": "one experiment", "all_promoted": "all promoted results",
+                "project": "a project"}
+assert set(SCOPE_LABELS) == set(registry.SHARE_SCOPES)

@@ -1,0 +1,169 @@
+"""POST /api/progress and /api/artifacts: the pod token, idempotency, caps, every bad form."""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from services import clock, runs
+from services.dispatch import tokens
+
+
+@pytest.fixture
+def pod(app, make_experiment):
+    """A running pod with its token: returns (pod id, secret, experiment number)."""
+    number = make_experiment("Ingest", status="running")
+    with app.app_context():
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
+        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                              status="waiting")
+        secret, digest = tokens.new_token()
+        row = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                  name=f"sagan-{number}-x-0-1", status="running", progress_token_hash=digest)
+        db.session.add(row)
+        db.session.commit()
+        return row.id, secret, number
+
+
+def post(client, secret, body=None, **kwargs):
+    return client.post("/api/progress", headers={"Authorization": f"Bearer {secret}"}, json=body, **kwargs)
+
+
+def test_progress_updates_pod_timeline_and_run(app, client, pod):
+    """A post updates the pod, appears as "<pct>% · <message>" and as a pod_progress run event."""
+    pod_id, secret, number = pod
+    response = post(client, secret, {"progressPct": 42.5, "message": "epoch 4/10", "seq": 1,
+                                     "metrics": {"loss": 0.31}})
+    assert response.status_code == 200 and response.get_json()["ok"] is True
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        assert row.progress_pct == 42.5 and row.progress_message == "epoch 4/10" and row.last_heartbeat_at
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.event_type == "progress"))
+        assert event.note == "42.5% · epoch 4/10" and event.actor_kind == "pod"
+        assert runs.events_after(row.agent_run_id)[-1].event_type == "pod_progress"
+
+
+def test_same_seq_is_stored_once(app, client, pod):
+    """Retries with the same (pod, seq) store one post; a post without seq is always kept."""
+    pod_id, secret, _ = pod
+    for _ in range(3):
+        assert post(client, secret, {"progressPct": 10, "message": "x", "seq": 7}).status_code == 200
+    assert post(client, secret, {"progressPct": 10, "message": "x", "seq": 7}).get_json()["duplicate"] is True
+    post(client, secret, {"progressPct": 11, "message": "no seq"})
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(PodProgressPost.id))) == 2
+        assert db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id)).where(
+            WorkflowEvent.event_type == "progress")) == 2
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"message": "no pct"}, "progressPct"), ({"progressPct": 101}, "progressPct"),
+    ({"progressPct": -1}, "progressPct"), ({"progressPct": "50"}, "progressPct"),
+    ({"progressPct": True}, "progressPct"), ({"progressPct": 5, "message": "x" * 2001}, "message"),
+    ({"progressPct": 5, "seq": -1}, "seq"), ({"progressPct": 5, "seq": "1"}, "seq"),
+    ({"progressPct": 5, "exitCode": 1.5}, "exitCode"),
+    ({"progressPct": 5, "metrics": {f"m{i}": i for i in range(51)}}, "metrics"),
+    ({"progressPct": 5, "metrics": {"loss": "low"}}, "metrics"), ({"progressPct": 5, "colour": "red"}, "colour"),
+])
+def test_bad_progress_bodies_are_400_and_change_nothing(app, client, pod, body, field):
+    """Each malformed post gets a 400 naming the field; nothing is stored."""
+    _, secret, _ = pod
+    response = post(client, secret, body)
+    assert response.status_code == 400
+    assert response.get_json()["field"] == field
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(PodProgressPost.id))) == 0
+
+
+def test_invalid_json_and_missing_or_wrong_tokens(app, client, pod):
+    """Invalid JSON is 400; no token, an API token, an unknown token are 401."""
+    _, secret, _ = pod
+    bad = client.post("/api/progress", data="{nope", headers={"Authorization": f"Bearer {secret}",
+                                                               "Content-Type": "application/json"})
+    assert bad.status_code == 400 and bad.get_json()["error"] == "invalid_json"
+    assert client.post("/api/progress", json={"progressPct": 1}).status_code == 401
+    assert post(client, "spt_unknown0000000000000000", {"progressPct": 1}).status_code == 401
+    assert post(client, "sk_not_a_pod_token_000000000", {"progressPct": 1}).status_code == 401
+
+
+def test_token_expires_fifteen_minutes_after_the_pod_stops(app, client, pod):
+    """A stopped pod's token works within the grace period and is refused after it."""
+    pod_id, secret, _ = pod
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        row.status, row.stopped_at = "stopped", clock.utcnow()
+        db.session.commit()
+    assert post(client, secret, {"progressPct": 100, "message": "late", "seq": 1}).status_code == 200
+    clock.advance(timedelta(minutes=16))
+    response = post(client, secret, {"progressPct": 100, "message": "too late", "seq": 2})
+    assert response.status_code == 401 and response.get_json()["error"] == "invalid_pod_token"
+
+
+def test_a_pod_token_reaches_nothing_else(client, pod):
+    """A pod token opens only its progress and artifact posts."""
+    _, secret, number = pod
+    auth = {"Authorization": f"Bearer {secret}"}
+    assert client.get(f"/api/experiments/{number}", headers=auth).status_code == 401
+    assert client.get("/api/runs", headers=auth).status_code == 401
+    assert client.get("/", headers=auth).status_code == 302
+
+
+def upload(client, secret, name, data, content_type="application/json"):
+    return client.post("/api/artifacts", data=data, headers={
+        "Authorization": f"Bearer {secret}", "X-Sagan-Artifact-Name": name, "Content-Type": content_type})
+
+
+def test_artifact_upload_stored_and_replaced(app, client, pod):
+    """An upload is stored with size and hash; the same name again replaces it."""
+    _, secret, _ = pod
+    first = upload(client, secret, "results/metrics.json", b'{"a": 1}')
+    assert first.status_code == 201 and first.get_json()["size"] == 8
+    upload(client, secret, "results/metrics.json", b'{"a": 2}')
+    with app.app_context():
+        rows = list(db.session.scalars(sa.select(Artifact)))
+        assert len(rows) == 1 and rows[0].content == b'{"a": 2}'
+
+
+@pytest.mark.parametrize("name,status", [
+    ("../etc/passwd.txt", 400), ("/abs/path.json", 400), ("a//b.json", 400), ("", 400),
+    ("model.bin", 400), ("noextension", 400), ("x" * 501 + ".txt", 400),
+])
+def test_bad_artifact_names_and_types(app, client, pod, name, status):
+    """Traversal, absolute paths, unknown types and over-long names are refused, nothing stored."""
+    _, secret, _ = pod
+    assert upload(client, secret, name, b"data", "text/plain").status_code == status
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Artifact.id))) == 0
+
+
+def test_artifact_size_caps(app, client, pod, monkeypatch):
+    """A file over the per-file cap, or over the pod's total, is a 413; others still upload."""
+    _, secret, _ = pod
+    monkeypatch.setitem(app.config, "ARTIFACT_MAX_BYTES", 1000)
+    monkeypatch.setitem(app.config, "ARTIFACT_POD_MAX_BYTES", 1500)
+    assert upload(client, secret, "big.txt", b"x" * 1001, "text/plain").status_code == 413
+    assert upload(client, secret, "a.txt", b"x" * 900, "text/plain").status_code == 201
+    assert upload(client, secret, "b.txt", b"x" * 900, "text/plain").status_code == 413
+    assert upload(client, secret, "a.txt", b"x" * 950, "text/plain").status_code == 201  # replacing fits
+
+
+def test_secrets_in_uploaded_text_are_redacted(app, client, pod):
+    """A log that echoes a token is stored without it."""
+    _, secret, _ = pod
+    upload(client, secret, "train.log", b"starting\nRUNPOD_API_KEY=rpa_ABCDEFGHIJKLMNOPQRSTUV\n", "text/plain")
+    with app.app_context():
+        stored = db.session.scalar(sa.select(Artifact.content))
+        assert b"rpa_ABCDEFGHIJKLMNOPQRSTUV" not in stored and b"[REDACTED]" in stored
+
+
+def test_run_record_still_has_no_dispatch_duplicates(app, pod):
+    """The partial unique index refuses a second live dispatch run for one experiment."""
+    from sqlalchemy.exc import IntegrityError
+    with app.app_context():
+        run = db.session.scalar(sa.select(AgentRun))
+        with pytest.raises(IntegrityError):
+            runs.create_run(kind="experiment", agent="provisioner", request="again", scope_id=run.scope_id)
+        db.session.rollback()
