@@ -464,3 +464,60 @@ def get_artifact(artifact_id: str):
     response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+# --- clean results and promotion (SPEC §8.1–8.4, §9.2) ----------------------------------
+
+def _lint_json(report) -> dict | None:
+    return report.as_json() if report is not None else None
+
+
+@bp.patch("/clean-results/<ref>")
+@access.api("write")
+def patch_clean_result(ref: str):
+    """Set the clean result's body (`html`, alias `body`) and/or `title`: sanitized, versioned, linted."""
+    from services import results
+    experiment = experiments.get_experiment(ref)
+    data = json_body()
+    unknown = set(data) - {"html", "body", "title"}
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}; send html and/or title.",
+                              field=sorted(unknown)[0])
+    html = data.get("html", data.get("body"))
+    if html is not None and not isinstance(html, str):
+        raise ValidationError("html must be a string of HTML.", field="html")
+    if "title" in data and not isinstance(data["title"], str):
+        raise ValidationError("title must be a string.", field="title")
+    saved = results.save_clean_result(experiment, html, access.actor(), title=data.get("title"))
+    db.session.commit()
+    return {"ok": True, "version": saved.version, "changed": saved.changed, "lint": _lint_json(saved.report),
+            "experiment": {"id": str(experiment.id), "number": experiment.number, "title": experiment.title,
+                           "status": experiment.status, "hasCleanResult": experiment.has_clean_result}}
+
+
+@bp.post("/experiments/<ref>/promote")
+@access.api("write+promote")
+def promote_experiment(ref: str):
+    """Promote the clean result (`to`: shared | completed); 409 lint_failed unless `confirm_lint`."""
+    from services import results
+    experiment = experiments.get_experiment(ref)
+    data = json_body() if request.data else {}
+    confirm = data.get("confirm_lint", data.get("confirmLint", False))
+    if not isinstance(confirm, bool):
+        raise ValidationError("confirm_lint must be true or false.", field="confirm_lint")
+    note = data.get("note")
+    if note is not None and not isinstance(note, str):
+        raise ValidationError("note must be text.", field="note")
+    to = data.get("to", "shared")
+    if not isinstance(to, str):
+        raise ValidationError("to must be shared or completed.", field="to")
+    actor = access.actor()
+    effects = results.promote(experiment, to, actor, confirm_lint=confirm, note=note,
+                              expected_status=data.get("expected_status"),
+                              scope_grant="promote" if actor.kind == "token" else None)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return {"ok": True, "experiment": {"id": str(experiment.id), "number": experiment.number,
+                                       "title": experiment.title, "status": experiment.status,
+                                       "turn": experiment.turn},
+            "lint": _lint_json(results.report_for(experiment))}

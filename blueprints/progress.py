@@ -21,10 +21,11 @@ def post_progress():
     if data is None:
         raise ValidationError("The body is not valid JSON.", code="invalid_json")
     post = progress.parse_progress(data)
+    pod_id = g.pod.id
     event_id, created = progress.record_progress(g.pod, post)
     db.session.commit()
     if created:
-        watcher.after_progress(g.pod.id, post)
+        watcher.after_progress(pod_id, post)
     return {"ok": True, "id": str(event_id) if event_id else None, "duplicate": not created}
 
 

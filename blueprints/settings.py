@@ -5,18 +5,23 @@ from flask import Blueprint, redirect, render_template, request, url_for
 
 from blueprints import access
 from models import db
-from services import settings
+from services import experiments, settings, shares
 from services.dispatch.spec import GPUS
-from services.errors import ValidationError
+from services.errors import SaganError, ValidationError
 
 bp = Blueprint("settings", __name__)
 
 
-def _page(error=None, form=None, saved=False, webhook_error=None):
+def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
+          new_share=None):
     stored = settings.get("gpu_prices") or {}
+    links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
                            limit=settings.get("auto_approve_max_usd"), saved=saved,
-                           webhook_url=settings.get("webhook_url") or "", webhook_error=webhook_error)
+                           webhook_url=settings.get("webhook_url") or "", webhook_error=webhook_error,
+                           share_links=links, share_numbers=shares.experiment_numbers(links),
+                           share_error=share_error, share_form=share_form or {}, new_share=new_share,
+                           scope_labels=shares.SCOPE_LABELS)
 
 
 @bp.get("/settings")
@@ -50,3 +55,31 @@ def webhook():
         return _page(webhook_error=exc.message)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1), code=303)
+
+
+@bp.post("/settings/share-links")
+@access.owner
+def create_share_link():
+    """Create a mentor share link; its URL is shown once (only a hash is kept)."""
+    form = request.form
+    try:
+        experiment = experiments.get_experiment(form["experiment"]) if form.get("experiment", "").strip() else None
+        link, token = shares.create_link(scope=form.get("scope", ""), experiment=experiment,
+                                         label=form.get("label", ""), expires_in_days=form.get("expires_in_days"),
+                                         include_comments=form.get("include_comments") == "1")
+    except SaganError as exc:
+        db.session.rollback()
+        return _page(share_error=exc.message, share_form=form)
+    db.session.commit()
+    url = url_for("share.view", token=token, _external=True)
+    # The page carries the link's secret: never cache it.
+    return _page(new_share={"link": link, "url": url}), 200, {"Cache-Control": "no-store"}
+
+
+@bp.post("/settings/share-links/<link_id>/revoke")
+@access.owner
+def revoke_share_link(link_id: str):
+    """Revoke a share link: it answers 404 from now on."""
+    shares.revoke(link_id)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1) + "#share-links", code=303)

@@ -11,6 +11,8 @@ Agents, pods and scripts use it to read and move experiments:
     sagan_state.py events 192 --marker epm:code-review
     sagan_state.py runs --experiment 192 --status running
     sagan_state.py runs show 3f2a9c1e-… --after 40
+    sagan_state.py clean-result 192 --file result.html --title "… (MODERATE confidence)"
+    sagan_state.py promote 192 --to shared
 
 Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
 Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
@@ -276,6 +278,52 @@ def cmd_run_cancel(client: Client, args) -> int:
     return 0
 
 
+def cmd_promote(client: Client, args) -> int:
+    body: dict = {"to": args.to}
+    if args.note:
+        body["note"] = args.note
+    if args.confirm_lint:
+        body["confirm_lint"] = True
+    try:
+        data = client.request("POST", f"/api/experiments/{args.experiment}/promote", body)
+    except ApiError as exc:
+        if exc.code == "lint_failed":
+            print(f"error {exc.status} lint_failed: {exc.message}", file=sys.stderr)
+            for finding in exc.body.get("findings") or []:
+                if not finding.get("ok"):
+                    print(f"  ✗ {finding.get('message')}", file=sys.stderr)
+            print("Fix the result, or pass --confirm-lint to promote anyway.", file=sys.stderr)
+            return 1
+        raise
+    e = data["experiment"]
+    print(f"#{e['number']} promoted: now {e['status']}")
+    return 0
+
+
+def cmd_clean_result(client: Client, args) -> int:
+    body: dict = {}
+    if args.file:
+        try:
+            body["html"] = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+        except OSError as exc:
+            print(f"cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+            return 2
+    if args.title is not None:
+        body["title"] = args.title
+    if not body:
+        print("Nothing to send: give --file PATH (or - for stdin) and/or --title.", file=sys.stderr)
+        return 2
+    data = client.request("PATCH", f"/api/clean-results/{args.experiment}", body)
+    lint = data.get("lint") or {}
+    problems = [f for f in lint.get("findings") or [] if not f.get("ok")]
+    state = f"version {data['version']}" if data.get("changed") else f"unchanged (version {data['version']})"
+    print(f"#{data['experiment']['number']} clean result {state}; lint "
+          + ("passed" if not problems else f"found {len(problems)} problem(s)"))
+    for finding in problems:
+        print(f"  ✗ {finding.get('message')}")
+    return 0
+
+
 def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sagan_state.py", description="Sagan command-line client.")
     parser.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL),
@@ -341,6 +389,19 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     p.add_argument("--before", help="cursor from a previous page")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("promote", help="promote a clean result (awaiting_promotion → shared | completed)")
+    p.add_argument("experiment")
+    p.add_argument("--to", choices=["shared", "completed"], default="shared")
+    p.add_argument("--note")
+    p.add_argument("--confirm-lint", action="store_true", help="promote even though lint fails")
+    p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("clean-result", help="set an experiment's clean result (HTML, sanitized and versioned)")
+    p.add_argument("experiment")
+    p.add_argument("--file", help="HTML file to send, or - for standard input")
+    p.add_argument("--title", help="the finding, ending with (LOW|MODERATE|HIGH confidence)")
+    p.set_defaults(func=cmd_clean_result)
 
     p = sub.add_parser(
         "runs", help="list agent runs; `runs show RUN_ID` for one run and its events, `runs cancel RUN_ID`",

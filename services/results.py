@@ -139,6 +139,7 @@ def excerpt(experiment: Experiment, limit: int = 200) -> str:
     if line is None:
         line = next((text_of(e) for e in root.iter() if local_name(e.tag) == "p" and text_of(e)), "")
     line = re.sub(r"^results\s*:\s*", "", line, flags=re.I)
+    line = line[:1].upper() + line[1:]
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 

@@ -11,10 +11,10 @@ import math
 import posixpath
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 import sqlalchemy as sa
 from flask import current_app
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
 from services import runs
@@ -27,6 +27,7 @@ MESSAGE_MAX = 2_000
 METRICS_MAX = 50
 MILESTONE_MAX = 80
 BOOTSTRAP_MARK = "bootstrap complete"
+LAST_EVENT_TOUCH = timedelta(seconds=5)
 ALLOWED_TYPES = {
     "json": "application/json", "csv": "text/csv", "tsv": "text/tab-separated-values",
     "txt": "text/plain", "log": "text/plain", "svg": "image/svg+xml", "png": "image/png",
@@ -87,18 +88,80 @@ def parse_progress(data) -> ProgressPost:
                         seq, exit_code, metrics)
 
 
-def record_progress(pod: Pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
+# PostgreSQL does the whole post in one round trip: every write hangs off the insert of the
+# post, so a duplicate (pod, seq) — the insert does nothing — writes nothing else either.
+_PG_RECORD = sa.text("""
+WITH post AS (
+  INSERT INTO pod_progress_posts (id, pod_id, seq, progress_pct, message, milestone, exit_code, metrics, created_at)
+  VALUES (:post_id, :pod_id, CAST(:seq AS BIGINT), :pct, :message, :milestone, CAST(:exit_code AS INTEGER),
+          CAST(:metrics AS JSONB), :now)
+  ON CONFLICT ON CONSTRAINT uq_pod_progress_posts_pod_seq DO NOTHING
+  RETURNING id
+), pod AS (
+  UPDATE pods SET progress_pct = :pct, progress_message = :message, last_progress_at = :now,
+         last_heartbeat_at = :now, updated_at = :now, bootstrap_count = bootstrap_count + :bootstrap_inc,
+         exit_code = COALESCE(CAST(:exit_code AS INTEGER), exit_code),
+         exited_at = CASE WHEN CAST(:exit_code AS INTEGER) IS NULL THEN exited_at ELSE :now END
+  WHERE id = :pod_id AND EXISTS (SELECT 1 FROM post)
+), event AS (
+  INSERT INTO workflow_events (id, entity_kind, entity_id, experiment_id, event_type, actor_kind, actor_id,
+                               note, metadata, created_at, updated_at)
+  SELECT :event_id, 'experiment', :experiment_id, :experiment_id, 'progress', 'pod', :actor_id,
+         :note, CAST(:event_meta AS JSONB), :now, :now
+  WHERE EXISTS (SELECT 1 FROM post)
+), touch AS (
+  UPDATE experiments SET last_event_at = :now
+  WHERE id = :experiment_id AND EXISTS (SELECT 1 FROM post)
+    AND (last_event_at IS NULL OR last_event_at < :touch_before)
+), seq AS (
+  UPDATE agent_runs SET last_seq = last_seq + 1
+  WHERE id = :run_id AND EXISTS (SELECT 1 FROM post)
+  RETURNING last_seq
+), run_event AS (
+  INSERT INTO run_events (id, run_id, seq, event_type, body, metadata, created_at, updated_at)
+  SELECT :run_event_id, :run_id, seq.last_seq, 'pod_progress', :note, CAST(:run_meta AS JSONB), :now, :now
+  FROM seq
+)
+SELECT id FROM post
+""")
+
+
+def record_progress(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
     """Store one post; returns (event id, created). A repeated (pod, seq) changes nothing."""
+    if db.engine.dialect.name == "postgresql":
+        return _record_postgres(pod, post)
+    return _record_portable(pod, post)
+
+
+def _record_postgres(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
+    import json
+    now = utcnow()
+    event_id = uuid.uuid4()
+    note = f"{post.pct:g}% · {post.message}"[:2000]
+    is_bootstrap = post.milestone == "bootstrap" or BOOTSTRAP_MARK in post.message.lower()
+    created = db.session.execute(_PG_RECORD, {
+        "post_id": uuid.uuid4(), "pod_id": pod.id, "seq": post.seq, "pct": post.pct, "message": post.message,
+        "milestone": post.milestone, "exit_code": post.exit_code,
+        "metrics": json.dumps(post.metrics) if post.metrics is not None else None, "now": now,
+        "bootstrap_inc": 1 if is_bootstrap else 0, "event_id": event_id, "experiment_id": pod.experiment_id,
+        "actor_id": str(pod.id), "note": note,
+        "event_meta": json.dumps({"pod": pod.name, "run_index": pod.run_index, "seq": post.seq,
+                                  "milestone": post.milestone, "verdict": post.verdict,
+                                  "exitCode": post.exit_code, "metrics": post.metrics}),
+        "touch_before": now - LAST_EVENT_TOUCH, "run_id": pod.agent_run_id, "run_event_id": uuid.uuid4(),
+        "run_meta": json.dumps({"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code}),
+    }).scalar()
+    return (event_id, True) if created else (None, False)
+
+
+def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
+    """The same writes statement by statement (SQLite, the embedded default)."""
     now = utcnow()
     post_id = uuid.uuid4()
     values = dict(id=post_id, pod_id=pod.id, seq=post.seq, progress_pct=post.pct, message=post.message,
                   milestone=post.milestone, exit_code=post.exit_code, metrics=post.metrics, created_at=now)
     if post.seq is not None:
-        if db.engine.dialect.name == "postgresql":
-            stmt = pg_insert(PodProgressPost).values(**values).on_conflict_do_nothing(
-                constraint="uq_pod_progress_posts_pod_seq").returning(PodProgressPost.id)
-        else:
-            stmt = sa.insert(PodProgressPost).values(**values).prefix_with("OR IGNORE").returning(PodProgressPost.id)
+        stmt = sa.insert(PodProgressPost).values(**values).prefix_with("OR IGNORE").returning(PodProgressPost.id)
         if db.session.execute(stmt).scalar() is None:
             return None, False
     else:
@@ -121,8 +184,12 @@ def record_progress(pod: Pod, post: ProgressPost) -> tuple[uuid.UUID | None, boo
         metadata_={"pod": pod.name, "run_index": pod.run_index, "seq": post.seq, "milestone": post.milestone,
                    "verdict": post.verdict, "exitCode": post.exit_code, "metrics": post.metrics},
         created_at=now, updated_at=now))
-    db.session.execute(sa.update(Experiment).where(Experiment.id == pod.experiment_id)
-                       .values(last_event_at=now).execution_options(synchronize_session=False))
+    # Every pod of an experiment posts here: touching the experiment row at most every few
+    # seconds keeps its "last event" age right without making that row a lock hot spot.
+    db.session.execute(sa.update(Experiment).where(
+        Experiment.id == pod.experiment_id,
+        sa.or_(Experiment.last_event_at.is_(None), Experiment.last_event_at < now - LAST_EVENT_TOUCH))
+        .values(last_event_at=now).execution_options(synchronize_session=False))
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_progress", note,
                           {"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code})

@@ -26,11 +26,17 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def pod_for_token(secret: str | None) -> Pod | None:
-    """The pod a bearer token belongs to, if the token is still valid."""
+def pod_for_token(secret: str | None):
+    """The pod a bearer token belongs to, if the token is still valid.
+
+    Returns a light row (id, name, experiment_id, agent_run_id, run_index, status): the
+    progress endpoint is a hot path and needs no full ORM object.
+    """
     if not secret or not secret.startswith(PREFIX) or len(secret) > 200:
         return None
-    pod = db.session.scalar(sa.select(Pod).where(Pod.progress_token_hash == digest(secret)))
+    pod = db.session.execute(sa.select(
+        Pod.id, Pod.name, Pod.experiment_id, Pod.agent_run_id, Pod.run_index, Pod.status,
+        Pod.stopped_at, Pod.terminated_at, Pod.updated_at).where(Pod.progress_token_hash == digest(secret))).first()
     if pod is None:
         return None
     if pod.status in ENDED:

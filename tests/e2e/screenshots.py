@@ -21,6 +21,23 @@ from pathlib import Path
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844), "narrow": (360, 740)}
 
 
+def _results_demo(number_of: dict) -> tuple[str, int]:
+    """The realistic clean result on the promoted and the awaiting experiments, a comment
+    thread, and a share link for all promoted results; returns (token, shared number)."""
+    from models import Experiment, db
+    from services import discussion, results, shares
+    from services.actors import Actor
+    html = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()
+    owner = Actor("owner", None, "Owner")
+    for status in ("awaiting_promotion", "shared"):
+        experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number_of[status]))
+        results.save_clean_result(experiment, html, Actor("agent", None, "analyzer"))
+        discussion.post_comment("experiment", experiment, "Is the 0.6% gap inside the seed spread at 350M too?", owner)
+    link, token = shares.create_link(scope="all_promoted", label="Results for Dr. Ada", include_comments=True)
+    db.session.commit()
+    return token, number_of["shared"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
@@ -71,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         with_plan = planned.number
         number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))
                      if e.number != with_plan}
+        share_token, shared_number = _results_demo(number_of)
     pages = {
         "login": "/login",
         "board": "/",
@@ -87,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         "new-experiment": "/experiments/new",
         "api-tokens-created": "/api-tokens",  # after creating one: the secret shown once
         "board-csrf-toast": "/",  # a move refused by an expired CSRF token
+        "clean-result": f"/experiments/{number_of['awaiting_promotion']}#clean-result",
+        "share-list": f"/s/{share_token}",
+        "share-result": f"/s/{share_token}/{shared_number}",
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
@@ -131,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
                     page.wait_for_load_state("networkidle")
                     file = out / f"{name}-{width_name}-{scheme}.png"
                     page.screenshot(path=str(file), full_page=True)
+                    if name == "clean-result":
+                        # The section itself, frame sized by result_frame.js, design block opened.
+                        section = page.locator("#clean-result")
+                        section.locator("iframe").first.content_frame.locator("summary").first.click()
+                        page.wait_for_timeout(300)
+                        section.screenshot(path=str(file.with_name(f"{file.stem}.section.png")))
                     if args.slices:
                         total = page.evaluate("document.documentElement.scrollHeight")
                         for part, top in enumerate(range(0, total, height)):

@@ -1,0 +1,155 @@
+"""Progress ingest throughput (ARCHITECTURE §5): POST /api/progress under wrk on loopback,
+2 threads, 8 connections, many distinct pods, against gunicorn on PostgreSQL.
+
+Budget: at least 500 posts/s sustained on the 2-core machine; goal 1,000.
+Prints one JSON document on stdout and a short line on stderr.
+
+Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 4]
+Needs: PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, created if
+missing), Redis (BENCH_REDIS_URL), and `wrk` (Debian package wrk).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/sagan_bench")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+LUA = r"""
+-- Each request posts for the next pod in turn, with that pod's next seq (no duplicates).
+local tokens = {}
+for line in io.lines(os.getenv("TOKENS_FILE")) do tokens[#tokens + 1] = line end
+local counter = 0
+local thread_id = 0
+local id = 0
+function setup(thread) thread:set("id", id); id = id + 1 end
+function init(args) thread_id = id end
+request = function()
+  counter = counter + 1
+  local token = tokens[(counter % #tokens) + 1]
+  local seq = counter * 10 + thread_id
+  local body = string.format('{"progressPct": %d, "message": "step %d", "seq": %d, "metrics": {"loss": 0.5}}',
+                             counter % 100, counter, seq)
+  return wrk.format("POST", "/api/progress", {["Authorization"] = "Bearer " .. token,
+                                              ["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prepare(pods: int) -> list[str]:
+    """A fresh schema and `pods` running pods with tokens; returns the tokens."""
+    import sqlalchemy as sa
+
+    from app import create_app
+    from config import Config
+    from models import AgentRun, Pod, db
+    from services import experiments
+    from services.actors import Actor
+    from services.dispatch import tokens as pod_tokens
+
+    base = sa.engine.make_url(DB_URL)
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{base.database}" WITH (FORCE)'))
+        conn.execute(sa.text(f'CREATE DATABASE "{base.database}"'))
+    admin.dispose()
+
+    class BenchConfig(Config):
+        SQLALCHEMY_DATABASE_URI = DB_URL
+        REDIS_URL = REDIS_URL
+
+    app = create_app(BenchConfig)
+    secrets_ = []
+    with app.app_context():
+        import flask_migrate
+        flask_migrate.upgrade(directory=str(ROOT / "migrations"))
+        experiment = experiments.create_experiment({"title": "Ingest bench"}, Actor("owner"))
+        db.session.flush()
+        bench_runs = [AgentRun(id=uuid.uuid4(), kind="apply", agent="bench", request="", scope_id=experiment.id,
+                               status="waiting") for _ in range(pods)]
+        db.session.add_all(bench_runs)
+        db.session.flush()  # runs first: pods reference them
+        for i, run in enumerate(bench_runs):
+            secret, digest = pod_tokens.new_token()
+            db.session.add(Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                               name=f"sagan-bench-{i}", status="running", progress_token_hash=digest))
+            secrets_.append(secret)
+        db.session.commit()
+        db.engine.dispose()
+    return secrets_
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=5, help="gunicorn workers (2 × cores + 1)")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is not installed (apt-get install wrk); cannot measure ingest throughput.")
+    tokens = prepare(args.pods)
+    workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
+    (workdir / "tokens").write_text("\n".join(tokens) + "\n")
+    (workdir / "post.lua").write_text(LUA)
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL, "SECRET_KEY": "bench",
+           "SAGAN_INSTANCE_DIR": str(workdir)}
+    server = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "gunicorn"), "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
+         "--no-control-socket", "--log-level", "warning", "app:create_app()"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        subprocess.run(["wrk", "-t2", "-c8", "-d3s", "-s", str(workdir / "post.lua"), f"http://127.0.0.1:{port}"],
+                       env={**os.environ, "TOKENS_FILE": str(workdir / "tokens")}, capture_output=True)  # warm-up
+        out = subprocess.run(["wrk", "-t2", "-c8", f"-d{args.seconds}s", "--latency", "-s",
+                              str(workdir / "post.lua"), f"http://127.0.0.1:{port}"],
+                             env={**os.environ, "TOKENS_FILE": str(workdir / "tokens")},
+                             capture_output=True, text=True, check=True).stdout
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+        shutil.rmtree(workdir, ignore_errors=True)
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    p50 = re.search(r"50%\s+([\d.]+\w+)", out)
+    p99 = re.search(r"99%\s+([\d.]+\w+)", out)
+    result = {"bench": "progress_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
+              "wrk": "2 threads, 8 connections", "seconds": args.seconds, "pods": args.pods,
+              "posts_per_second": round(rate, 1), "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
+              "latency_p50": p50.group(1) if p50 else None, "latency_p99": p99.group(1) if p99 else None,
+              "budget_posts_per_second": 500, "goal_posts_per_second": 1000, "meets_budget": rate >= 500}
+    print(json.dumps(result))
+    print(f"progress ingest: {rate:.0f} posts/s ({result['non_2xx']} non-2xx), p50 {result['latency_p50']}, "
+          f"p99 {result['latency_p99']} — budget 500, goal 1000", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
