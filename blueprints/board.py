@@ -7,14 +7,19 @@ from blueprints import access
 from blueprints._htmx import render
 from models import db
 from services import board_moves, experiments, lifecycle, registry
+from services.dispatch.view import board_progress
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)
 
 
 def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
+    columns = experiments.board(filters)
+    with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards]
     return {
-        "columns": experiments.board(filters),
+        "columns": columns,
+        # Live pod progress and spend for the cards that can have pods: one query for all.
+        "pod_progress": board_progress(with_pods),
         "filters": filters,
         "tags": experiments.all_tags(),
         "kinds": registry.EXPERIMENT_KINDS,

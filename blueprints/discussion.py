@@ -12,7 +12,7 @@ from blueprints import access
 from blueprints._htmx import is_fragment_request
 from models import db
 from services import discussion, experiments, jobs, runs
-from services.errors import SaganError
+from services.errors import SaganError, ValidationError
 
 bp = Blueprint("discussion", __name__)
 
@@ -97,7 +97,7 @@ def edit(comment_id: str):
     entity = discussion.entity_for(comment)
     try:
         discussion.edit_comment(comment, request.form.get("body"), access.actor())
-    except SaganError as exc:
+    except ValidationError as exc:  # a refusal (not yours) answers 403 and its toast
         db.session.rollback()
         return _answer(comment.entity_kind, entity, editing=comment.id, edit_error=exc.message)
     db.session.commit()

@@ -278,6 +278,24 @@ def cmd_run_cancel(client: Client, args) -> int:
     return 0
 
 
+def cmd_launch_pod(client: Client, args) -> int:
+    data = client.request("POST", f"/api/experiments/{args.experiment}/launch-pods", {})
+    print(f"dispatch {data['run']['id'][:8]} queued for #{args.experiment}")
+    return 0
+
+
+def cmd_pods(client: Client, args) -> int:
+    data = client.request("GET", f"/api/experiments/{args.experiment}/pods")
+    if args.json or not sys.stdout.isatty():
+        emit(data, True)
+        return 0
+    for pod in data["pods"]:
+        pct = "—" if pod["progressPct"] is None else f"{pod['progressPct']:g}%"
+        print(f"{pod['name']:<40} {pod['status']:<12} {pct:>5}  ${pod['spendUsd']:.2f}  {pod['progressMessage'] or ''}"[:160])
+    print(f"total spend ${data['spendUsd']:.2f}")
+    return 0
+
+
 def cmd_promote(client: Client, args) -> int:
     body: dict = {"to": args.to}
     if args.note:
@@ -389,6 +407,15 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     p.add_argument("--before", help="cursor from a previous page")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser("launch-pod", help="dispatch the approved pod spec (needs a dispatch-scoped token)")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_launch_pod)
+
+    p = sub.add_parser("pods", help="an experiment's pods with status, progress and spend")
+    p.add_argument("experiment")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_pods)
 
     p = sub.add_parser("promote", help="promote a clean result (awaiting_promotion → shared | completed)")
     p.add_argument("experiment")

@@ -347,3 +347,33 @@ def test_owner_stop_keeps_volume_and_blocks(app, runpod, approved, client, owner
         assert experiment.status == "blocked"
         assert notes(experiment.id)[-1].startswith("RunPod pod stopped; volume preserved. Stopped by")
         assert db.session.get(Pod, pod_id).stop_reason == "owner"
+
+
+def test_pods_api_and_cli(app, runpod, approved, live_server, api_client):
+    """launch-pods (dispatch scope), a second launch is 409 naming the live dispatch; pods lists them;
+    the CLI's launch-pod and pods speak the same API."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    number = approved(pod_spec())
+    reader = api_client("read")
+    assert reader.post(f"/api/experiments/{number}/launch-pods").status_code == 403
+    dispatcher = api_client("read,dispatch")
+    cli = Path(__file__).resolve().parents[2] / "scripts" / "sagan_state.py"
+    env = {**os.environ, "SAGAN_BASE_URL": live_server.url, "SAGAN_API_TOKEN": dispatcher.secret}
+    out = subprocess.run([sys.executable, "-I", str(cli), "launch-pod", str(number)], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert out.returncode == 0 and "queued" in out.stdout, out.stderr
+    again = dispatcher.post(f"/api/experiments/{number}/launch-pods")
+    assert again.status_code == 409 and again.get_json()["error"] == "dispatch_active"
+    with app.app_context():
+        run = provisioner.live_dispatch(experiments.get_experiment(number).id)
+        provisioner.run_dispatch(run.id)
+    pods = reader.get(f"/api/experiments/{number}/pods").get_json()["pods"]
+    assert len(pods) == 1 and pods[0]["status"] == "deploying" and pods[0]["account"] == "team"
+    listed = subprocess.run([sys.executable, "-I", str(cli), "pods", str(number)], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["pods"][0]["name"].startswith(f"sagan-{number}-")
+    assert reader.get("/api/experiments/99999/pods").status_code == 404
+    assert dispatcher.post("/api/pods/not-a-uuid/stop").status_code == 404
