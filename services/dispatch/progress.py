@@ -249,7 +249,31 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
     else:
         existing.content, existing.size, existing.sha256, existing.content_type = \
             content, len(content), digest, content_type
+    db.session.flush()
+    _figure_for(existing)
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "artifact_uploaded", name,
                           {"pod_id": str(pod.id), "size": len(content), "sha256": digest})
     return existing
+
+
+FIGURE_KINDS = {"image/svg+xml": "svg", "image/png": "image", "image/jpeg": "image", "text/html": "html_artifact"}
+
+
+def _figure_for(artifact: Artifact) -> None:
+    """SVG, images and HTML become figures; SVG and HTML are sanitized now, on write (SPEC §8.2)."""
+    from models import Figure
+    from services.sanitize import sanitize_result_html
+    kind = FIGURE_KINDS.get(artifact.content_type)
+    if kind is None:
+        return
+    content = None
+    if kind in ("svg", "html_artifact"):
+        content = sanitize_result_html(artifact.content.decode("utf-8", errors="replace"))
+    figure = db.session.scalar(sa.select(Figure).where(Figure.artifact_id == artifact.id))
+    if figure is None:
+        db.session.add(Figure(id=uuid.uuid4(), experiment_id=artifact.experiment_id, kind=kind,
+                              title=artifact.name, artifact_id=artifact.id, content=content,
+                              content_type=artifact.content_type))
+    else:
+        figure.content = content

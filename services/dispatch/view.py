@@ -70,12 +70,28 @@ def can_dispatch(experiment: Experiment) -> bool:
 class ArtifactView:
     artifact: Artifact
     table: list[list[str]] | None = None   # JSON objects or CSV rows, first rows only
+    svg_html: str | None = None            # the figure's sanitized SVG (stored sanitized at upload)
+    image_uri: str | None = None           # a data: URI for PNG/JPEG figures
 
 
 def artifacts_for(experiment: Experiment) -> list[ArtifactView]:
+    import base64
+
+    from models import Figure
     rows = list(db.session.scalars(sa.select(Artifact).where(Artifact.experiment_id == experiment.id)
                                    .order_by(Artifact.name)))
-    return [ArtifactView(a, _table(a)) for a in rows]
+    figures = {f.artifact_id: f for f in db.session.scalars(
+        sa.select(Figure).where(Figure.experiment_id == experiment.id, Figure.artifact_id.is_not(None)))}
+    views = []
+    for artifact in rows:
+        view = ArtifactView(artifact, _table(artifact))
+        figure = figures.get(artifact.id)
+        if figure is not None and figure.kind == "svg":
+            view.svg_html = figure.content
+        elif figure is not None and figure.kind == "image" and artifact.size <= 2 * 1024 * 1024:
+            view.image_uri = f"data:{artifact.content_type};base64,{base64.b64encode(artifact.content).decode()}"
+        views.append(view)
+    return views
 
 
 def _table(artifact: Artifact) -> list[list[str]] | None:

@@ -64,6 +64,18 @@ def test_the_known_pages_have_the_expected_rules(app):
         assert rule_of[endpoint] == ("owner", None), endpoint
     assert rule_of["api.statuses"] == ("api", "read")
     assert rule_of["api.list_experiments"] == ("api", "read")
+    assert rule_of["share.view"] == ("share", None) and rule_of["share.result"] == ("share", None)
+    assert rule_of["api.promote_experiment"] == ("api", "write+promote")
+    assert rule_of["api.patch_clean_result"] == ("api", "write")
+    for endpoint in ("results.save", "results.preview", "results.draft", "results.promote",
+                     "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
+                     "discussion.edit", "discussion.delete", "settings.create_share_link",
+                     "settings.revoke_share_link"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    # Share links are the only rule besides public that needs no credential, and only under /s/.
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "share":
+            assert rule.rule.startswith("/s/") and rule.methods <= {"GET", "HEAD", "OPTIONS"}, rule.rule
 
 
 def test_owner_routes_redirect_to_login_without_a_session(app, client):
@@ -136,3 +148,17 @@ def test_a_route_without_a_rule_is_denied():
 def test_owner_pages_work_with_a_session(client, owner, path):
     """With the owner's session, do the main pages answer 200?"""
     assert client.get(path).status_code == 200
+
+
+def test_share_routes_answer_404_for_a_bad_token_and_stay_stateless(app, client, owner):
+    """Does every share route answer an unknown token with 404, set no cookie, and send noindex
+    and no-referrer — even to a browser that holds the owner's session?"""
+    routes = list(_routes(app, {"share"}))
+    assert len(routes) >= 2
+    for method, url, rule in routes:
+        response = client.open(url, method=method)
+        assert response.status_code == 404, (method, url, response.status_code)
+        assert "Set-Cookie" not in response.headers, url
+        assert response.headers["X-Robots-Tag"].startswith("noindex")
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert "Log out" not in response.text  # the owner's session is not even read there

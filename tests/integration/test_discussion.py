@@ -32,7 +32,8 @@ def test_owner_posts_markdown_and_gets_the_fragment(app, htmx_client, make_exper
                                 data={"body": "**Why** 0.6%? <script>alert(1)</script> [x](javascript:alert(1))"})
     assert response.status_code == 200 and "<html" not in response.text
     assert 'id="discussion"' in response.text and "<strong>Why</strong>" in response.text
-    assert "<script" not in response.text and "javascript:" not in response.text
+    rendered = response.text.split('class="prose comment-body">')[1].split("</div>")[0]
+    assert "<script" not in response.text and "javascript:" not in rendered and "alert" not in rendered
     [comment] = _comments(app)
     assert comment.author_kind == "owner" and "<strong>Why</strong>" in comment.body_html
     with app.app_context():
@@ -88,7 +89,8 @@ def test_claude_comments_cannot_be_edited(app, htmx_client, make_experiment):
         db.session.commit()
     [comment] = _comments(app)
     headers = {"X-CSRFToken": htmx_client.csrf}
-    assert htmx_client.post(f"/comments/{comment.id}/edit", headers=headers, data={"body": "x"}).status_code == 403
+    refused = htmx_client.post(f"/comments/{comment.id}/edit", headers=headers, data={"body": "x"})
+    assert refused.status_code == 403 and "only your own comments" in refused.headers["X-Sagan-Message"]
     htmx_client.post(f"/comments/{comment.id}/delete", headers=headers)
     assert _comments(app) == []
 

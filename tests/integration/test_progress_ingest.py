@@ -167,3 +167,18 @@ def test_run_record_still_has_no_dispatch_duplicates(app, pod):
         with pytest.raises(IntegrityError):
             runs.create_run(kind="experiment", agent="provisioner", request="again", scope_id=run.scope_id)
         db.session.rollback()
+
+
+def test_svg_upload_becomes_a_sanitized_figure(app, client, pod, owner):
+    """An uploaded SVG is stored as a figure with scripts and handlers removed, shown on the page."""
+    from models import Figure
+    _, secret, number = pod
+    svg = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10" onload="alert(1)">'
+           b'<script>alert(2)</script><circle cx="5" cy="5" r="4"><title>acc 0.93</title></circle></svg>')
+    assert upload(client, secret, "figures/acc.svg", svg, "image/svg+xml").status_code == 201
+    with app.app_context():
+        figure = db.session.scalar(sa.select(Figure))
+        assert figure.kind == "svg" and "<circle" in figure.content and "<title>acc 0.93</title>" in figure.content
+        assert "script" not in figure.content and "onload" not in figure.content
+    page = client.get(f"/experiments/{number}").text
+    assert "<title>acc 0.93</title>" in page and "alert(" not in page
