@@ -170,8 +170,8 @@ def create_follow_up(number: int):
     parent = experiments.get_experiment(number)
     data = {"title": request.form.get("title", ""), "hypothesis": request.form.get("hypothesis", "")}
     try:
-        child = follow_ups.create_follow_up(parent, data, access.actor(),
-                                            auto_approve=request.form.get("auto_approve") == "1")
+        follow_ups.create_follow_up(parent, data, access.actor(),
+                                    auto_approve=request.form.get("auto_approve") == "1")
     except SaganError as exc:
         db.session.rollback()
         parent = experiments.get_experiment(number)

@@ -13,7 +13,7 @@ bp = Blueprint("settings", __name__)
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
-          new_share=None):
+          new_share=None, repo_error=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -21,7 +21,11 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            webhook_url=settings.get("webhook_url") or "", webhook_error=webhook_error,
                            share_links=links, share_numbers=shares.experiment_numbers(links),
                            share_error=share_error, share_form=share_form or {}, new_share=new_share,
-                           scope_labels=shares.SCOPE_LABELS)
+                           scope_labels=shares.SCOPE_LABELS,
+                           repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
+                                                                      "research_repo_test_command",
+                                                                      "research_repo_lint_command")},
+                           repo_error=repo_error)
 
 
 @bp.get("/settings")
@@ -83,3 +87,16 @@ def revoke_share_link(link_id: str):
     shares.revoke(link_id)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1) + "#share-links", code=303)
+
+
+@bp.post("/settings/research-repository")
+@access.owner
+def research_repository():
+    """Save the repository pods check out (https/ssh), its default branch and commands."""
+    try:
+        settings.update_research_repo(request.form)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(repo_error=exc.message)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1), code=303)

@@ -82,3 +82,47 @@ def update_pricing(form: dict) -> None:
                               field="auto_approve_max_usd")
     put("gpu_prices", prices)
     put("auto_approve_max_usd", limit)
+
+
+def check_repo_url(url: str) -> str:
+    """The research repository (SPEC §6.11): https or ssh only; a local path or file:// only
+    with SAGAN_ALLOW_LOCAL_REPO=1 (tests use a local git fixture)."""
+    import re
+
+    from services.errors import ValidationError
+    from services.notify import check_outbound_url
+    url = (url or "").strip()
+    if not url:
+        raise ValidationError("Give the repository's git URL.", field="research_repo_url")
+    if url.startswith("file://") or url.startswith("/"):
+        if current_app.config.get("SAGAN_ALLOW_LOCAL_REPO"):
+            return url
+        raise ValidationError("A local repository path needs SAGAN_ALLOW_LOCAL_REPO=1; use an https or ssh URL.",
+                              field="research_repo_url")
+    if url.startswith("https://"):
+        return check_outbound_url(url)
+    if re.fullmatch(r"(ssh://)?[\w.-]+@[\w.-]+(:\d+)?[:/][\w./~-]+", url):
+        return url
+    raise ValidationError("The repository URL must be https://… or ssh (git@host:org/repo.git).",
+                          field="research_repo_url")
+
+
+def update_research_repo(form: dict) -> None:
+    """Store the research repository settings after checking them; the caller commits."""
+    import re
+
+    from services.errors import ValidationError
+    url = check_repo_url(form.get("research_repo_url", ""))
+    branch = (form.get("research_repo_branch") or "main").strip()
+    if not re.fullmatch(r"[A-Za-z0-9._/-]{1,200}", branch) or ".." in branch or branch.startswith(("-", "/")):
+        raise ValidationError("The default branch is not a valid git branch name.", field="research_repo_branch")
+    commands = {}
+    for name in ("research_repo_test_command", "research_repo_lint_command"):
+        value = (form.get(name) or "").strip()
+        if len(value) > 500 or "\n" in value:
+            raise ValidationError("A command is one line of at most 500 characters.", field=name)
+        commands[name] = value or None
+    put("research_repo_url", url)
+    put("research_repo_branch", branch)
+    for name, value in commands.items():
+        put(name, value)

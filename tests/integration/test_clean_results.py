@@ -31,7 +31,10 @@ def _markers(app, number, marker):
             .order_by(WorkflowEvent.created_at)))
 
 
-def _save(app, number, html=HTML, title=TITLE, actor=Actor("agent", None, "analyzer")):
+ANALYZER = Actor("agent", None, "analyzer")
+
+
+def _save(app, number, html=HTML, title=TITLE, actor=ANALYZER):
     with app.app_context():
         saved = results.save_clean_result(_experiment(app, number), html, actor, title=title)
         db.session.commit()

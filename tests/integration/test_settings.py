@@ -37,3 +37,29 @@ def test_unknown_price_is_never_invented(app):
         estimate = costs.estimate([{"gpuType": "L40S", "estimatedMinutes": 60}], settings.gpu_prices())
         assert estimate.total_usd is None and estimate.unknown_prices == ["L40S"]
         assert estimate.as_json()["note"] == "price unknown — set it in settings"
+
+
+def test_research_repository_setting(app, client, owner, monkeypatch):
+    """https and ssh URLs are kept; file paths only with SAGAN_ALLOW_LOCAL_REPO; bad input changes nothing."""
+    csrf = owner.csrf()
+    monkeypatch.setitem(app.config, "SAGAN_ALLOW_LOCAL_REPO", False)
+    for bad in ("file:///srv/repo", "/srv/repo", "ftp://x/repo.git", "not a url", ""):
+        page = client.post("/settings/research-repository", data={"research_repo_url": bad, "csrf_token": csrf})
+        assert 'class="error"' in page.text, bad
+    bad_branch = client.post("/settings/research-repository", data={
+        "research_repo_url": "git@github.com:org/research.git", "research_repo_branch": "../main", "csrf_token": csrf})
+    assert "not a valid git branch" in bad_branch.text
+    with app.app_context():
+        assert settings.get("research_repo_url") is None
+    ok = client.post("/settings/research-repository", data={
+        "research_repo_url": "git@github.com:org/research.git", "research_repo_branch": "main",
+        "research_repo_test_command": "pytest -q", "csrf_token": csrf})
+    assert ok.status_code == 303
+    monkeypatch.setitem(app.config, "SAGAN_ALLOW_LOCAL_REPO", True)
+    local = client.post("/settings/research-repository", data={"research_repo_url": "/srv/repo",
+                                                               "research_repo_test_command": "pytest -q",
+                                                               "csrf_token": csrf})
+    assert local.status_code == 303
+    with app.app_context():
+        assert settings.get("research_repo_url") == "/srv/repo"
+        assert settings.get("research_repo_test_command") == "pytest -q"
