@@ -214,6 +214,8 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
     repo = settings.get("research_repo_url")
     if repo:
         env["SAGAN_REPO_URL"] = repo
+    if not local:
+        env["SAGAN_WORKDIR"] = "/workspace"  # the persistent volume: the checkout survives a restart
     for secret_name in pod_spec.get("secrets") or []:
         if os.environ.get(secret_name):
             env[secret_name] = os.environ[secret_name]  # injected at create, never stored
