@@ -83,6 +83,8 @@ class Config:
     SAGAN_OWNER_PASSWORD = os.environ.get("SAGAN_OWNER_PASSWORD", "")
     LOGIN_MAX_FAILURES = _env_int("SAGAN_LOGIN_MAX_FAILURES", 5)
     LOGIN_FAILURE_WINDOW = _env_int("SAGAN_LOGIN_FAILURE_WINDOW", 60)
+    # Mentor share pages (/s/<token>) per address per minute, tokens guessed or real.
+    SHARE_RATE_LIMIT = _env_int("SAGAN_SHARE_RATE_LIMIT", 60)
 
     # --- experiments ---------------------------------------------------------------
     SAGAN_FIRST_EXPERIMENT_NUMBER = _env_int("SAGAN_FIRST_EXPERIMENT_NUMBER", 1)

@@ -84,7 +84,7 @@ def parse_progress(data) -> ProgressPost:
                     or not math.isfinite(value):
                 raise ValidationError(f"Metric {key[:40]!r} must be a finite number (names up to 80 characters).",
                                       field="metrics")
-    return ProgressPost(float(pct), redact(message) or "", data.get("milestone"), data.get("verdict"),
+    return ProgressPost(float(pct), redact(message) or "", redact(data.get("milestone")), redact(data.get("verdict")),
                         seq, exit_code, metrics)
 
 
