@@ -11,10 +11,11 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
 PIP_FLAGS := --disable-pip-version-check --progress-bar off -q
 PYTEST_ARGS ?=
 
-.PHONY: help run test bench lint
+.PHONY: help run demo test bench lint
 
 help:
 	@echo "make run        start Sagan on this machine (SQLite + embedded Redis); DEMO=1 loads demo data, PORT=N"
+	@echo "make demo       make run with demo data and scripted agents: watch one experiment travel the board"
 	@echo "make test       run the test suite (starts PostgreSQL/Redis if installed; PYTEST_ARGS=... to narrow)"
 	@echo "make bench      run the benchmarks in bench/"
 	@echo "make lint       ruff, if installed"
@@ -27,6 +28,9 @@ $(PY):
 $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements.txt
 	@touch $@
+
+demo: $(STAMP)
+	$(PY) scripts/run_embedded.py --demo --demo-agents $(if $(PORT),--port $(PORT))
 
 run: $(STAMP)
 	$(PY) scripts/run_embedded.py $(if $(filter 1 true yes on,$(DEMO)),--demo) $(if $(PORT),--port $(PORT))

@@ -118,6 +118,14 @@ def import_old_sagan(files: tuple[str, ...]) -> None:
         click.echo(f"Total: {total.experiments_created} created, {total.events_created} events.")
 
 
+@demo_cli.command("journey")
+def demo_journey() -> None:
+    """Create the "Demo journey" experiment that `make demo` walks through (once)."""
+    from services import demo
+    number = demo.ensure_journey_experiment()
+    click.echo(f"Demo journey experiment: #{number}")
+
+
 def register(app: Flask) -> None:
     for group in (users_cli, tokens_cli, demo_cli, import_cli):
         app.cli.add_command(group)

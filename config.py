@@ -159,6 +159,7 @@ class Config:
 
     # --- demo ----------------------------------------------------------------------
     SAGAN_DEMO = _env_bool("SAGAN_DEMO", False)
+    SAGAN_DEMO_AGENTS = _env_bool("SAGAN_DEMO_AGENTS", False)  # set by `make demo`: agents are scripted
 
     def __init__(self) -> None:
         # Read lazily so importing config never writes files.

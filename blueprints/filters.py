@@ -65,4 +65,5 @@ def init_app(app: Flask) -> None:
             from services.dispatch.watcher import open_incident
             return open_incident()
         return {"your_turn_count": your_turn_count, "registry": registry, "fleet_incident": fleet_incident,
-                "agents_enabled": bool(app.config.get("ANTHROPIC_API_KEY"))}
+                "agents_enabled": bool(app.config.get("ANTHROPIC_API_KEY")),
+                "demo_agents": bool(app.config.get("SAGAN_DEMO_AGENTS"))}

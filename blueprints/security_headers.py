@@ -42,8 +42,10 @@ def content_security_policy(style_hashes: Iterable[str] = ()) -> str:
 CONTENT_SECURITY_POLICY = content_security_policy()
 
 # The policy of a result's own document (inside srcdoc as a <meta>, or as the header of a
-# preview frame): nothing loads but inline images, nothing runs, styles only inline.
-FRAME_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src 'none'; "
+# preview frame): nothing loads but inline images and our frame stylesheet, nothing runs.
+# 'self' is for static/css/result_frame.css, the frame's base stylesheet; 'unsafe-inline' is
+# narrowed to the result's own hashed <style> by the embedding page's inherited policy.
+FRAME_POLICY = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src data:; font-src 'none'; "
                 "base-uri 'none'; form-action 'none'")
 # A preview frame is a real response, so it carries the sandbox itself and may be framed by us.
 PREVIEW_FRAME_POLICY = (FRAME_POLICY + "; frame-ancestors 'self'; "

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+DEMO_KEY = "demo-scripted-agents"  # marks the scripted demo; never a real key
 TRUTHY = {"1", "true", "yes", "on"}
 
 # Unix socket paths are limited to about 107 bytes; past this we use a short temp dir.
@@ -82,6 +83,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--demo", action="store_true",
                         default=os.environ.get("DEMO", "").strip().lower() in TRUTHY,
                         help="load the demo experiments (also DEMO=1)")
+    parser.add_argument("--demo-agents", action="store_true",
+                        default=os.environ.get("DEMO_AGENTS", "").strip().lower() in TRUTHY,
+                        help="scripted demo agents instead of Claude when no ANTHROPIC_API_KEY is set (make demo)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 5000),
                         help="web port (also PORT; default 5000)")
     parser.add_argument("--host", default="127.0.0.1",
@@ -136,6 +140,8 @@ class Stack:
         env.setdefault("SAGAN_LOCAL_PODS", "1")  # the embedded default runs pods on this machine
         env.setdefault("SAGAN_BASE_URL", self.url)
         env["PYTHONUNBUFFERED"] = "1"
+        if self.args.demo_agents:
+            self._start_demo_agents(env)
         self.env = env
 
         self._flask("db", "upgrade")
@@ -143,6 +149,8 @@ class Stack:
         self.owner_lines = [line for line in owner.splitlines() if line.strip()]
         if self.args.demo:
             self._flask("demo", "load")
+        if getattr(self, "demo_agents", None):
+            self._flask("demo", "journey")
 
         self._spawn("web", [PYTHON, "-m", "gunicorn", "--workers", str(self.args.web_workers),
                             "--bind", f"{self.args.host}:{self.args.port}", "--chdir", str(ROOT),
@@ -150,6 +158,18 @@ class Stack:
         self._spawn("worker", [PYTHON, "-m", "workers.launcher"])
         health = self._wait_until_ready()
         self._banner(health)
+
+    def _start_demo_agents(self, env: dict) -> None:
+        """Scripted agents on a loopback port, unless a real API key is configured."""
+        if env.get("ANTHROPIC_API_KEY") and env.get("ANTHROPIC_API_KEY") != DEMO_KEY:
+            say("ANTHROPIC_API_KEY is set: the demo uses the real Claude agents, not the scripted ones.")
+            return
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from demo_agents import MODEL, DemoAgents
+        self.demo_agents = DemoAgents().start()
+        env.update({"ANTHROPIC_API_KEY": DEMO_KEY, "ANTHROPIC_BASE_URL": self.demo_agents.url,
+                    "SAGAN_AGENT_MODEL": MODEL, "SAGAN_DEMO_AGENTS": "1", "SAGAN_SCHEDULER_TICK_SECONDS": "3"})
+        say(f"Demo agents: scripted (model {MODEL}) at {self.demo_agents.url} — no API key needed, nothing real.")
 
     def _check_port_free(self) -> None:
         family = socket.AF_INET6 if ":" in self.args.host else socket.AF_INET
@@ -284,6 +304,9 @@ class Stack:
             say("Log in with the owner account made on the first run; forgot the password? "
                 "`.venv/bin/flask --app app users set-password --email EMAIL`"
                 + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ else ""))
+        if getattr(self, "demo_agents", None):
+            say("Demo: open the board, move \"Demo journey\" to Clarifying, answer the planner's questions, "
+                "approve the plan, and watch the pods, the analysis and the clean result arrive.")
         say("Press Ctrl-C to stop.")
         print(flush=True)
 

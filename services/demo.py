@@ -138,3 +138,19 @@ def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,
         db.session.commit()
         made += len(rows)
     return made
+
+
+JOURNEY_TITLE = "Demo journey: do two seeds of the probe agree?"
+
+
+def ensure_journey_experiment() -> int:
+    """The idea `make demo` starts from: proposed, on the local pod account."""
+    existing = db.session.scalar(sa.select(Experiment).where(Experiment.title == JOURNEY_TITLE))
+    if existing is not None:
+        return existing.number
+    experiment = experiments.create_experiment(
+        {"title": JOURNEY_TITLE, "kind": "experiment", "runpod_account": "local", "priority": "high",
+         "tags": ["demo"], "hypothesis": "Two seeds of the probe land within two points of accuracy."},
+        DEMO_OWNER, note="Demo journey created: move it to Clarifying to start the scripted agents.")
+    db.session.commit()
+    return experiment.number

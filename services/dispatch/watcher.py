@@ -183,19 +183,19 @@ def _review_dispatch(run_id, now) -> None:
 
 
 def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
+    """Every pod exited 0: the system collects and checks the uploads (SPEC §6.10), then
+    wakes the orchestrator waiting on this dispatch, if there is one."""
     runs.set_status(run, "completed")
     runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
-    if run.parent_run_id:
-        db.session.commit()
-        from services.agents.loop import wake_parent_if_ready
-        wake_parent_if_ready(run.parent_run_id)
-        return
-    # No orchestrator: the system moves the experiment on and checks the uploads (SPEC §6.10).
     from services.dispatch import verify
     if experiment.status == "running":
         lifecycle.transition(experiment, "uploading", SYSTEM, note="All pods finished; collecting artifacts.")
         lifecycle.transition(experiment, "verifying", SYSTEM, note="Checking the uploaded artifacts.")
         verify.verify_uploads(experiment, run, SYSTEM)
+    db.session.commit()
+    if run.parent_run_id:
+        from services.agents.loop import wake_parent_if_ready
+        wake_parent_if_ready(run.parent_run_id)
 
 
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,

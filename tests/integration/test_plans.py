@@ -275,3 +275,12 @@ def test_questions_and_answers(app, api_client, make_experiment):
         note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.to_status == "clarifying")
                                  .order_by(WorkflowEvent.created_at.desc()).limit(1))
         assert note == "Owner re-dispatched the planner from awaiting_clarifications."
+
+
+def test_local_pods_are_estimated_at_zero(app_ctx, make_experiment):
+    """Pods on the local backend cost nothing: the estimate is $0, not "price unknown"."""
+    number = make_experiment("Local", status="planning", runpod_account="local")
+    spec_plan = TWO_POD.replace('"account": {"prefer": "personal", "allowed": ["personal", "team"]}',
+                                '"account": {"prefer": "local", "allowed": ["local"]}')
+    submission = approvals.submit_plan(experiments.get_experiment(number), spec_plan, OWNER, source="owner")
+    assert submission.estimate["total_usd"] == 0 and submission.estimate["unknown_prices"] == []

@@ -167,22 +167,18 @@ def test_comments_are_shown_only_when_the_link_includes_them(app, make_experimen
     assert "Is the gap real at 350M?" in page.text and "<form" not in page.text
 
 
-def test_share_views_are_rate_limited_per_address(app, make_experiment):
+def test_share_views_are_rate_limited_per_address(app, make_experiment, monkeypatch):
     """After the per-minute limit, does the same address get 429 (also for made-up tokens)?"""
     number = _result(app, make_experiment, "Shared (HIGH confidence)")
     _id, token = _link(app, scope="experiment", number=number)
-    app.config["SHARE_RATE_LIMIT"] = 3
-    try:
-        mentor = app.test_client()
-        codes = [mentor.get(f"/s/{token}").status_code for _ in range(3)]
-        assert codes == [200, 200, 200]
-        limited = mentor.get(f"/s/{'y' * 43}")
-        assert limited.status_code == 429 and limited.headers["Retry-After"] == "60"
-        assert "Set-Cookie" not in limited.headers
-        other = app.test_client().get(f"/s/{token}", environ_base={"REMOTE_ADDR": "10.0.0.9"})
-        assert other.status_code == 200
-    finally:
-        app.config.pop("SHARE_RATE_LIMIT")
+    monkeypatch.setitem(app.config, "SHARE_RATE_LIMIT", 3)
+    mentor = app.test_client()
+    assert [mentor.get(f"/s/{token}").status_code for _ in range(3)] == [200, 200, 200]
+    limited = mentor.get(f"/s/{'y' * 43}")
+    assert limited.status_code == 429 and limited.headers["Retry-After"] == "60"
+    assert "Set-Cookie" not in limited.headers and limited.headers["X-Robots-Tag"].startswith("noindex")
+    other = app.test_client().get(f"/s/{token}", environ_base={"REMOTE_ADDR": "10.0.0.9"})
+    assert other.status_code == 200
 
 
 def test_only_the_owner_manages_links(app, client, api_client, owner, make_experiment):

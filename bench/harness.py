@@ -1,0 +1,215 @@
+"""What the benchmarks share: a fresh database, gunicorn on the bench app, wrk, timings.
+
+Not a benchmark itself (`make bench` runs bench/bench_*.py). Every bench measures on
+PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, dropped and
+created anew) and Redis (BENCH_REDIS_URL, default db 14, flushed), with the production
+server: gunicorn serving `bench/wsgi.py`, which is the product's app plus a bare hello
+endpoint and two response headers giving each request's server time and SQL query count.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/sagan_bench")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+OWNER_EMAIL = "bench@example.com"
+OWNER_PASSWORD = "bench-password-0000"
+GUNICORN = str(Path(sys.executable).parent / "gunicorn")
+WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "5"))  # 2 × cores + 1 on the 2-core machine
+
+
+def fresh_database():
+    """Drop and create the bench database, build the schema with the migrations, flush
+    the bench Redis; returns an app on it (for seeding; the server is another process)."""
+    import flask_migrate
+    import redis
+    import sqlalchemy as sa
+
+    from app import create_app
+    from config import Config
+
+    base = sa.engine.make_url(DB_URL)
+    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{base.database}" WITH (FORCE)'))
+        conn.execute(sa.text(f'CREATE DATABASE "{base.database}"'))
+    admin.dispose()
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+    class BenchConfig(Config):
+        SQLALCHEMY_DATABASE_URI = DB_URL
+        REDIS_URL = REDIS_URL  # noqa: F811 - the class attribute, from the module constant
+
+    os.environ.setdefault("SECRET_KEY", "bench")
+    app = create_app(BenchConfig)
+    with app.app_context():
+        flask_migrate.upgrade(directory=str(ROOT / "migrations"))
+    return app
+
+
+def create_owner(app) -> None:
+    from models import db
+    from services.auth import create_owner as make
+    with app.app_context():
+        make(OWNER_EMAIL, OWNER_PASSWORD)
+        db.session.commit()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(workdir: Path, **extra) -> dict:
+    return {**os.environ, "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL, "SECRET_KEY": "bench",
+            "SAGAN_INSTANCE_DIR": str(workdir), **extra}
+
+
+class Server:
+    """gunicorn on the bench app; `url`, `pid` and `worker_pids()`."""
+
+    def __init__(self, workers: int = WORKERS, **env):
+        self.workers = workers
+        self.env = env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Server":
+        self.process = subprocess.Popen(
+            [GUNICORN, "-w", str(self.workers), "-b", f"127.0.0.1:{self.port}", "--no-control-socket",
+             "--log-level", "warning", "bench.wsgi:create_bench_app()"],
+            cwd=ROOT, env=server_env(self.workdir, **self.env), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit("gunicorn exited at start:\n" + self.process.stderr.read().decode()[-3000:])
+            try:
+                urllib.request.urlopen(f"{self.url}/bench/hello", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise SystemExit("gunicorn did not answer within 30 s")
+        # Every worker answers once before anything is measured (imports, first connections).
+        for _ in range(self.workers * 4):
+            urllib.request.urlopen(f"{self.url}/bench/hello", timeout=5).read()
+        return self
+
+    def worker_pids(self) -> list[int]:
+        import psutil
+        return [child.pid for child in psutil.Process(self.process.pid).children()]
+
+    def __exit__(self, *exc) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def login(base_url: str):
+    """An httpx client holding the owner's session cookie (through the real login form)."""
+    import httpx
+    client = httpx.Client(base_url=base_url, timeout=30)
+    page = client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    answer = client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD, "csrf_token": token})
+    if answer.status_code != 302:
+        raise SystemExit(f"bench login failed: {answer.status_code}")
+    return client
+
+
+def sample(client, path: str, count: int, *, headers: dict | None = None, expect: int = 200,
+           warmup: int = 5) -> dict:
+    """`count` sequential requests: server time (from the bench header) and queries per request."""
+    for _ in range(warmup):
+        client.get(path, headers=headers)
+    server_ms, wall_ms, queries, size = [], [], set(), 0
+    for _ in range(count):
+        start = time.perf_counter()
+        response = client.get(path, headers=headers)
+        wall_ms.append((time.perf_counter() - start) * 1000)
+        if response.status_code != expect:
+            raise SystemExit(f"GET {path} answered {response.status_code}, expected {expect}")
+        server_ms.append(float(response.headers["X-Bench-Server-Ms"]))
+        queries.add(int(response.headers["X-Bench-Queries"]))
+        size = len(response.content)
+    return {"requests": count, "server_p50_ms": pct(server_ms, 50), "server_p95_ms": pct(server_ms, 95),
+            "wall_p50_ms": pct(wall_ms, 50), "queries": sorted(queries), "bytes": size}
+
+
+def pct(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    if p == 50:
+        return round(statistics.median(ordered), 2)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 2)
+
+
+def wrk(url: str, *, seconds: int = 8, threads: int = 2, connections: int = 8, headers: dict | None = None,
+        script: str | None = None, env: dict | None = None) -> dict:
+    """Run wrk; requests/s, non-2xx/3xx count and latency percentiles."""
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (Debian/Ubuntu: apt-get install wrk).")
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    for name, value in (headers or {}).items():
+        argv += ["-H", f"{name}: {value}"]
+    if script:
+        argv += ["-s", script]
+    out = subprocess.run(argv + [url], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})}).stdout
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors:.*", out)
+    return {"requests_per_second": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),
+            "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
+            "socket_errors": errors.group(0) if errors else None,
+            "latency_p50": _latency(out, "50%"), "latency_p99": _latency(out, "99%")}
+
+
+def _latency(out: str, label: str) -> str | None:
+    found = re.search(rf"{label}\s+([\d.]+\w+)", out)
+    return found.group(1) if found else None
+
+
+def rss_mb(pid: int) -> float:
+    import psutil
+    return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
+
+
+def report(result: dict, rows: list[tuple]) -> None:
+    """One JSON document on stdout; a short table (what, figure, budget, ok) on stderr."""
+    print(json.dumps(result), flush=True)
+    width = max(len(str(r[0])) for r in rows) if rows else 10
+    for what, figure, budget, ok in rows:
+        mark = "" if ok is None else ("  ok" if ok else "  MISSES")
+        print(f"  {what:<{width}}  {figure:>14}  {budget:<28}{mark}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def timed(label: str):
+    start = time.monotonic()
+    yield
+    print(f"  ({label}: {time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
