@@ -76,10 +76,9 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     estimate = None
     if parsed.data["spec"] is not None and not parsed.data["spec_error"]:
         from services.dispatch.spec import as_pods
-        # Pods on the local backend run on this machine: no GPU bill to estimate.
-        prices = ({name: 0.0 for name in settings.gpu_prices()} if experiment.runpod_account == "local"
-                  else settings.gpu_prices())
-        estimate = costs.estimate(as_pods(parsed.data["spec"]), prices).as_json()
+        # Pods on the local backend run on this machine: no bill to estimate.
+        estimate = costs.estimate(as_pods(parsed.data["spec"]), settings.gpu_prices(),
+                                  local=experiment.runpod_account == "local").as_json()
     plan_json = plans.render_html(parsed.data)
     plan_version = PlanVersion(
         id=uuid.uuid4(), experiment_id=experiment.id, version=version, markdown=markdown,

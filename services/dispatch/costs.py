@@ -75,8 +75,13 @@ def _pod_cost(gpu_short: str, count: int, hours: float, disk_gb: int,
     return price, gpu_usd, storage
 
 
-def estimate(pods: list[dict], prices: dict[str, float | None] | None = None) -> Estimate:
-    """Per-pod and total estimate for validated pods; unknown prices stay unknown."""
+def estimate(pods: list[dict], prices: dict[str, float | None] | None = None, *, local: bool = False) -> Estimate:
+    """Per-pod and total estimate for validated pods; unknown prices stay unknown.
+
+    `local`: the pods run on the Sagan host (the local backend), which bills nothing.
+    """
+    if local:
+        prices = {g.short: 0.0 for g in specs.GPUS}
     prices = prices if prices is not None else gpu_prices()
     result = Estimate()
     for index, pod in enumerate(pods):
@@ -87,6 +92,7 @@ def estimate(pods: list[dict], prices: dict[str, float | None] | None = None) ->
         hours = (pod.get("estimatedMinutes") or 60) / 60.0
         disk = (pod.get("volumeGb") or 0) + (pod.get("containerDiskGb") or 0)
         price, gpu_usd, storage = _pod_cost(gpu.short, count, hours, disk, prices)
+        storage = 0.0 if local else storage
         total = None if gpu_usd is None else gpu_usd + storage
         pod_estimate = PodEstimate(index, pod.get("name") or f"pod {index}", gpu.short, count, hours,
                                    price, gpu_usd, storage, total)

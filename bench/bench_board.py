@@ -1,0 +1,66 @@
+"""Board render (ARCHITECTURE §5): server time p50/p95 and SQL queries per render of `/`
+at 100, 2,000 and 10,000 experiments (about 10% active: 200 active cards at 2,000),
+gunicorn on PostgreSQL. Also the polled columns fragment, and its 304 when nothing changed.
+
+Budget: at 2,000 experiments (200 active) p50 under 50 ms; a constant number of queries
+whatever the number of cards.
+Prints one JSON document on stdout and a short table on stderr.
+
+Run: .venv/bin/python bench/bench_board.py [--requests 40]
+"""
+from __future__ import annotations
+
+import argparse
+
+import harness
+
+SCALES = (100, 2_000, 10_000)
+BUDGET_MS = 50
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=40)
+    args = parser.parse_args()
+    app = harness.fresh_database()
+    harness.create_owner(app)
+    import sqlalchemy as sa
+
+    from models import Experiment, db
+    from services import demo, registry
+
+    results, rows = [], []
+    loaded = 0
+    with harness.Server() as server:
+        client = harness.login(server.url)
+        for scale in SCALES:
+            with app.app_context():
+                loaded += demo.load_scale(scale - loaded, seed=scale)
+                db.session.execute(db.text("ANALYZE"))
+                db.session.commit()
+                active = db.session.scalar(sa.select(sa.func.count(Experiment.id)).where(
+                    Experiment.status.not_in(registry.TERMINAL_STATUSES)))
+            board = harness.sample(client, "/", args.requests)
+            columns = harness.sample(client, "/board/columns", args.requests)
+            etag = client.get("/board/columns").headers["ETag"]
+            unchanged = harness.sample(client, "/board/columns", args.requests,
+                                       headers={"If-None-Match": etag}, expect=304)
+            results.append({"experiments": scale, "active": active, "board": board, "columns": columns,
+                            "columns_unchanged_304": unchanged})
+            ok = board["server_p50_ms"] < BUDGET_MS if scale == 2_000 else None
+            rows.append((f"board at {scale:,} ({active} active) p50 / p95",
+                         f"{board['server_p50_ms']} / {board['server_p95_ms']} ms",
+                         f"p50 < {BUDGET_MS} ms at 2,000" if scale == 2_000 else "(no budget)", ok))
+        client.close()
+    query_counts = sorted({q for r in results for q in r["board"]["queries"]})
+    constant = len(query_counts) == 1
+    rows.append(("board SQL queries per render", ", ".join(map(str, query_counts)), "constant", constant))
+    at_2000 = next(r for r in results if r["experiments"] == 2_000)
+    harness.report({"bench": "board", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+                    "scales": results, "budget_p50_ms_at_2000": BUDGET_MS,
+                    "queries_constant": constant, "queries": query_counts,
+                    "meets_budget": at_2000["board"]["server_p50_ms"] < BUDGET_MS and constant}, rows)
+
+
+if __name__ == "__main__":
+    main()
