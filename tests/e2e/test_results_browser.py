@@ -28,11 +28,14 @@ TITLE = "Curriculum ordering changes final loss by <1% (MODERATE confidence)"
 # Elements and attributes that must not exist in a rendered result frame.
 FORBIDDEN_IN_FRAME = """(doc) => {
   const bad = [];
-  doc.querySelectorAll("script, iframe, frame, object, embed, link, meta:not([charset]):not([name]), base, form, "
+  // The head is the frame document's own (templates/results/_frame_document.html).
+  const head = Array.from(doc.head.children).map((el) => el.outerHTML);
+  if (head.length !== 5 || !head[4].includes("/static/css/result_frame.css")) bad.push("head: " + head.join(" "));
+  doc.body.querySelectorAll("script, iframe, frame, object, embed, link, meta, base, form, "
                        + "use, animate, set, animateMotion, animateTransform, foreignObject, image, feImage, "
                        + "input, button, textarea, select, video, audio, portal")
-     .forEach((el) => { if (!(el.tagName === "META" && el.httpEquiv === "Content-Security-Policy")) bad.push(el.outerHTML.slice(0, 80)); });
-  doc.querySelectorAll("*").forEach((el) => {
+     .forEach((el) => bad.push(el.outerHTML.slice(0, 80)));
+  doc.body.querySelectorAll("*").forEach((el) => {
     for (const attr of el.attributes) {
       const name = attr.name.toLowerCase();
       if (name.startsWith("on") || name.startsWith("hx-") || name.startsWith("data-hx-") || name === "style"

@@ -1,0 +1,133 @@
+"""The whole journey (issue: end to end): one experiment from an idea on the board to a
+shared clean result that a mentor reads — PostgreSQL, Redis, a real RQ worker process with
+the scheduler, the scripted agents of `make demo` speaking the Anthropic wire format, two
+real local pods, the owner in a browser (approving on a 390 px phone)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from config import TestConfig
+from models import AgentRun, Experiment, Pod, RunEvent, WorkflowEvent, db
+from tests.e2e.actions import PHONE, move_card, open_board
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from demo_agents import MODEL, DemoAgents  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+HAPPY_STATUSES = ["proposed", "clarifying", "awaiting_clarifications", "clarifying", "plan_pending", "approved",
+                  "implementing", "queued", "running", "uploading", "verifying", "interpreting",
+                  "clean_result_drafting", "awaiting_promotion", "shared"]
+
+
+@pytest.fixture
+def journey_stack(app, live_server, monkeypatch, tmp_path):
+    """Scripted agents, and a real worker process (with the scheduler) on the test database."""
+    agents = DemoAgents().start()
+    pods_dir = tempfile.mkdtemp(prefix="sagan-journey-pods-", dir="/tmp")
+    os.chmod(pods_dir, 0o711)
+    settings = {"ANTHROPIC_API_KEY": "demo-scripted-agents", "ANTHROPIC_BASE_URL": agents.url,
+                "SAGAN_AGENT_MODEL": MODEL, "SAGAN_BASE_URL": live_server.url, "SAGAN_LOCAL_PODS_DIR": pods_dir}
+    for key, value in settings.items():
+        monkeypatch.setitem(app.config, key, value)
+    env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
+           "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
+           "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_INSTANCE_DIR": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-m", "workers.launcher"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    yield
+    os.killpg(worker.pid, 15)
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, 9)
+    agents.stop()
+
+
+def _status(app, number) -> str:
+    with app.app_context():
+        db.session.remove()
+        return db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number))
+
+
+def _wait_for(app, number, wanted: set[str], seconds: int = 90) -> str:
+    deadline = time.monotonic() + seconds
+    status = _status(app, number)
+    while status not in wanted and time.monotonic() < deadline:
+        time.sleep(0.5)
+        status = _status(app, number)
+    assert status in wanted, f"#{number} is {status}, expected {wanted}"
+    return status
+
+
+def test_idea_to_shared_result(app, browser_session, owner_account, journey_stack):
+    """Board → clarifying → questions answered → plan approved on a phone → pods → analysis →
+    clean result → promoted → a mentor reads it through a share link."""
+    desk = browser_session()
+    page = open_board(desk)
+    page.get_by_role("link", name="New experiment").click()
+    page.get_by_label("Title").fill("Do two seeds of the probe agree?")
+    page.get_by_role("button", name="Create").click()
+    number = int(re.search(r"/experiments/(\d+)", page.url).group(1))
+    page.goto("/")
+    move_card(page, number, "clarifying")
+    _wait_for(app, number, {"awaiting_clarifications"})
+
+    page.goto(f"/experiments/{number}")
+    page.get_by_label("How many seeds should the demo run?").fill("Two.")
+    page.get_by_label("Which metric matters most?").fill("Accuracy.")
+    page.get_by_role("button", name="Send answers to the planner").click()
+    _wait_for(app, number, {"plan_pending"})
+
+    phone = browser_session(PHONE)
+    mobile = phone.login()
+    mobile.goto("/approvals")
+    mobile.locator(".queue-item a").first.click()
+    assert mobile.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    mobile.get_by_label("Anything else").fill("Keep it small.")
+    mobile.get_by_role("button", name="Approve", exact=True).click()
+    mobile.get_by_role("button", name="Approve anyway").click()
+    mobile.get_by_text("This request is").wait_for()
+
+    _wait_for(app, number, {"awaiting_promotion"}, seconds=150)
+    page.goto(f"/experiments/{number}")
+    page.get_by_role("button", name=re.compile("Promote", re.I)).first.click()
+    _wait_for(app, number, {"shared", "completed"})
+
+    with app.app_context():
+        from services import shares
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
+        assert experiment.status == "shared", experiment.status
+        _, token = shares.create_link(scope="experiment", experiment=experiment, label="mentor")
+        db.session.commit()
+        moves = [e.to_status for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at))]
+        assert moves == HAPPY_STATUSES[1:], moves
+        markers = [e.marker for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "marker")
+            .order_by(WorkflowEvent.created_at))]
+        for marker in ("epm:clarify", "epm:clarify-answers", "epm:textbox-answers", "epm:upload-verification",
+                       "epm:interpretation", "epm:clean-result-critique", "epm:awaiting-promotion", "epm:promoted"):
+            assert marker in markers, (marker, markers)
+        pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id)))
+        assert len(pods) == 2 and all(p.exit_code == 0 for p in pods)
+        assert sum(float(p.cost_per_hr or 0) for p in pods) == 0.0  # local pods cost nothing
+        run_kinds = {r.kind for r in db.session.scalars(sa.select(AgentRun).where(AgentRun.scope_id == experiment.id))}
+        assert run_kinds == {"plan", "apply", "experiment"}
+        assert db.session.scalar(sa.select(sa.func.count(RunEvent.id))) > 20
+
+    mentor = browser_session(PHONE).page
+    mentor.goto(f"/s/{token}")
+    assert "Two seeds of the probe agree" in mentor.content()
+    assert mentor.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
