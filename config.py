@@ -153,6 +153,22 @@ class Config:
     ARTIFACT_MAX_BYTES = _env_int("SAGAN_ARTIFACT_MAX_BYTES", 20 * 1024 * 1024)
     ARTIFACT_POD_MAX_BYTES = _env_int("SAGAN_ARTIFACT_POD_MAX_BYTES", 200 * 1024 * 1024)
 
+    # --- code-writing agents (SPEC §5.7): worktrees and the sandbox ------------------
+    # Worktrees live on the host that serves the `local` queue; the folder must be
+    # traversable (o+x) by SAGAN_SANDBOX_USER, who runs agent-written code and tests.
+    SAGAN_WORKSPACES_DIR = os.environ.get("SAGAN_WORKSPACES_DIR", str(INSTANCE_DIR / "workspaces"))
+    SAGAN_WORKSPACE_LOCK_WAIT_SECONDS = _env_int("SAGAN_WORKSPACE_LOCK_WAIT_SECONDS", 60)
+    SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "nobody")
+    SAGAN_SANDBOX_TIMEOUT_SECONDS = _env_int("SAGAN_SANDBOX_TIMEOUT_SECONDS", 600)
+    SAGAN_SANDBOX_CPU_SECONDS = _env_int("SAGAN_SANDBOX_CPU_SECONDS", 600)
+    SAGAN_SANDBOX_MEMORY_MB = _env_int("SAGAN_SANDBOX_MEMORY_MB", 4096)
+    SAGAN_SANDBOX_OUTPUT_BYTES = _env_int("SAGAN_SANDBOX_OUTPUT_BYTES", 1024 * 1024)
+    SAGAN_SANDBOX_TMP_MB = _env_int("SAGAN_SANDBOX_TMP_MB", 512)
+    SAGAN_SANDBOX_COMMANDS = os.environ.get(
+        "SAGAN_SANDBOX_COMMANDS",
+        "python3,python,pytest,ruff,flake8,mypy,ls,cat,head,tail,wc,grep,diff,sort,uniq,echo,true,false")
+    SAGAN_SANDBOX_READONLY_PATHS = os.environ.get("SAGAN_SANDBOX_READONLY_PATHS", "")
+
     # --- outbound URLs -------------------------------------------------------------
     SAGAN_ALLOW_LOCAL_REPO = _env_bool("SAGAN_ALLOW_LOCAL_REPO", False)
     SAGAN_ALLOW_PRIVATE_URLS = _env_bool("SAGAN_ALLOW_PRIVATE_URLS", False)

@@ -9,6 +9,7 @@ endpoint and two response headers giving each request's server time and SQL quer
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -59,6 +60,7 @@ def fresh_database():
 
     os.environ.setdefault("SECRET_KEY", "bench")
     app = create_app(BenchConfig)
+    logging.getLogger().setLevel(logging.WARNING)  # the app logs at INFO outside tests
     with app.app_context():
         flask_migrate.upgrade(directory=str(ROOT / "migrations"))
     return app
@@ -213,3 +215,57 @@ def timed(label: str):
     start = time.monotonic()
     yield
     print(f"  ({label}: {time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
+
+
+def seed_run(app, events: int, *, status: str = "running") -> tuple[str, int]:
+    """One experiment and one agent run with `events` events of realistic sizes (tool calls
+    with their input, tool results of a few KB, assistant text); returns (run id, last seq)."""
+    import uuid
+    from datetime import timedelta
+
+    import sqlalchemy as sa
+
+    from models import AgentRun, RunEvent, db
+    from services import experiments
+    from services.actors import Actor
+    from services.clock import utcnow
+
+    kinds = ("assistant_text", "tool_call", "tool_result", "pod_progress")
+    with app.app_context():
+        experiment = experiments.create_experiment({"title": "Run page bench"}, Actor("owner", None, "bench"))
+        run = AgentRun(id=uuid.uuid4(), kind="apply", agent="experiment-orchestrator", request="Bench the run page.",
+                       scope_id=experiment.id, status=status, model="claude-bench", last_seq=events,
+                       heartbeat_at=utcnow())
+        db.session.add(run)
+        db.session.flush()
+        start = utcnow() - timedelta(seconds=events)
+        rows = []
+        for seq in range(1, events + 1):
+            kind = kinds[seq % len(kinds)]
+            body, metadata = {
+                "assistant_text": (f"Step {seq}: the loss curve flattens after warmup; checking the next shard. " * 4,
+                                   None),
+                "tool_call": ("read_file", {"tool": "read_file", "input": {"path": f"src/train_{seq % 50}.py"}}),
+                "tool_result": ("\n".join(f"{i:4d}  x = layer_{i}(x)  # shard {seq}" for i in range(60)),
+                                {"tool": "read_file", "is_error": False}),
+                "pod_progress": (f"{seq % 100}% · step {seq}", {"seq": seq}),
+            }[kind]
+            rows.append({"id": uuid.uuid4(), "run_id": run.id, "seq": seq, "event_type": kind, "body": body,
+                         "metadata_": metadata, "created_at": start + timedelta(seconds=seq),
+                         "updated_at": start + timedelta(seconds=seq)})
+            if len(rows) == 2000:
+                db.session.execute(sa.insert(RunEvent), rows)
+                rows = []
+        if rows:
+            db.session.execute(sa.insert(RunEvent), rows)
+        db.session.commit()
+        db.session.execute(sa.text("ANALYZE"))
+        db.session.commit()
+        return str(run.id), events
+
+
+def machine() -> dict:
+    """What the figures were measured on, and how busy it was."""
+    import platform
+    return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version()}

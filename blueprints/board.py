@@ -13,8 +13,32 @@ from services.errors import SaganError
 bp = Blueprint("board", __name__)
 
 
+def _per_status_memo():
+    """What a card's move menu needs depends on its status (and the status before a block)
+    only: compute each status's moves, and render each of its menu parts, once per board.
+
+    `card_part(key, macro, *args)` returns the macro's output for `key`, calling the
+    macro the first time; the output is Jinja's own (escaped) markup, kept as it is."""
+    moves: dict = {}
+    parts: dict = {}
+
+    def allowed_moves(experiment, role: str = "owner"):
+        key = (experiment.status, experiment.status_before_block, role)
+        if key not in moves:
+            moves[key] = board_moves.options(experiment, role)
+        return moves[key]
+
+    def card_part(key: str, macro, *args):
+        if key not in parts:
+            parts[key] = macro(*args)
+        return parts[key]
+
+    return allowed_moves, card_part
+
+
 def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
     columns = experiments.board(filters)
+    allowed_moves, card_part = _per_status_memo()
     with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards]
     return {
         "columns": columns,
@@ -26,7 +50,8 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "card_errors": card_errors or {},
         "version": experiments.board_version(),
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
-        "allowed_moves": board_moves.options,
+        "allowed_moves": allowed_moves,
+        "card_part": card_part,
     }
 
 

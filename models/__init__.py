@@ -92,3 +92,4 @@ from models.pod import Pod, Artifact, FleetIncident, PodProgressPost  # noqa: E4
 from models.result import Figure, CleanResultVersion, Comment  # noqa: E402,F401
 from models.share import ShareLink  # noqa: E402,F401
 from models.setting import Setting  # noqa: E402,F401
+from models.code import CodeCommit  # noqa: E402,F401

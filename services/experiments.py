@@ -259,17 +259,25 @@ def _has_tag(tag: str):
     return sa.exists(sa.select(1).select_from(each).where(each.c.value == tag))
 
 
+# Cards never show these long text and JSON columns; loading them for every card made up
+# most of the rows' bytes. Deferred, they load only if something asks (the bench's
+# constant query count would show it).
+CARD_DEFERRED = (Experiment.hypothesis, Experiment.body, Experiment.plan_md, Experiment.plan_json,
+                 Experiment.pod_spec, Experiment.config_yaml)
+
+
 def board(filters: BoardFilters) -> list[BoardColumn]:
     """Board columns with their cards, in two queries whatever the number of cards.
 
     Active experiments are all shown; finished ones only the most recent few per
     column (the table view has the rest), so the board stays fast at 10,000 rows.
     """
+    card_columns = [sa.orm.defer(column) for column in CARD_DEFERRED]
     columns = {key: BoardColumn(key, title, key in registry.COLLAPSED_COLUMNS)
                for key, title in registry.BOARD_COLUMNS}
     order = (Experiment.priority == "urgent").desc(), (Experiment.priority == "high").desc(), \
         sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()
-    active = _apply_filters(sa.select(Experiment).where(
+    active = _apply_filters(sa.select(Experiment).options(*card_columns).where(
         Experiment.status.not_in(registry.TERMINAL_STATUSES)), filters).order_by(*order)
     for experiment in db.session.scalars(active):
         columns[experiment.status_info.column].cards.append(experiment)
@@ -283,7 +291,7 @@ def board(filters: BoardFilters) -> list[BoardColumn]:
                                   order_by=Experiment.updated_at.desc()).label("rank"),
         sa.func.count().over(partition_by=column_of).label("total"),
     ).where(Experiment.status.in_(registry.TERMINAL_STATUSES)), filters).subquery()
-    finished = (sa.select(Experiment, ranked.c.total).join(ranked, ranked.c.id == Experiment.id)
+    finished = (sa.select(Experiment, ranked.c.total).options(*card_columns).join(ranked, ranked.c.id == Experiment.id)
                 .where(ranked.c.rank <= limit).order_by(Experiment.updated_at.desc()))
     for experiment, total in db.session.execute(finished):
         column = columns[experiment.status_info.column]

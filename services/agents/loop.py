@@ -244,7 +244,7 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
             return _finish_completed(run, final, response.stop_reason)
 
         ctx = tools.ToolContext(run, experiment)
-        results, effects, enqueue, park = [], [], [], None
+        results, effects, enqueue, park, finish = [], [], [], None, False
         for block in tool_uses:
             result = tools.call(ctx, block["name"], block["input"])
             runs.append_event(run.id, "tool_result", result.content,
@@ -254,8 +254,13 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
             effects += result.effects
             enqueue += result.enqueue
             park = park or result.park
+            finish = finish or result.finish
         conversation.append({"role": "user", "content": results})
         run.conversation = conversation
+        if finish:
+            outcome = _finish_completed(run, "Finished with the tool call above.", "tool_use")
+            lifecycle.run_side_effects(effects)
+            return outcome
         if park:
             run.status = "waiting"
             run.waiting_for = park

@@ -28,6 +28,9 @@ class ToolResult:
     park: dict | None = None          # e.g. {"children": [...]}, {"until": iso}, {"dispatch": "…"}
     effects: list = field(default_factory=list)  # side effects to run after commit
     enqueue: list = field(default_factory=list)  # run ids to enqueue after commit
+    # The run ends with this tool call, in the same commit: nothing that reacts to the
+    # tool (an owner answering the questions) can find the run still "running".
+    finish: bool = False
 
 
 @dataclass
@@ -190,8 +193,8 @@ def post_marker(ctx: ToolContext, data: dict) -> ToolResult:
       {"questions": {"type": "array"}}, ["questions"])
 def ask_questions(ctx: ToolContext, data: dict) -> ToolResult:
     effects = questions.ask(ctx.need_experiment(), data["questions"], ctx.actor)
-    return ToolResult("Questions sent to the owner. Stop now; their answers start a new planning run.",
-                      effects=effects)
+    return ToolResult("Questions sent to the owner; their answers start a new planning run.",
+                      effects=effects, finish=True)
 
 
 @tool("submit_plan", "Submit plan markdown (11 sections, checklist, optional runpod-spec block).",

@@ -130,4 +130,43 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
     mentor = browser_session(PHONE).page
     mentor.goto(f"/s/{token}")
     assert "Two seeds of the probe agree" in mentor.content()
-    assert mentor.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    mentor.wait_for_load_state()
+    assert mentor.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), mentor.url
+
+
+def test_rejected_plan_is_revised_then_approved(app, client, owner_account, journey_stack):
+    """The owner rejects the plan with a note; the planner revises it; the new version is approved."""
+    owner_account.login()
+    csrf = owner_account.csrf()
+    with app.app_context():
+        from services import experiments
+        from services.actors import Actor
+        experiment = experiments.create_experiment({"title": "Reject me first", "runpod_account": "local"},
+                                                   Actor("owner"))
+        db.session.commit()
+        number = experiment.number
+    client.post(f"/board/move/{number}", data={"to": "planning", "expected": "proposed", "csrf_token": csrf})
+    _wait_for(app, number, {"awaiting_clarifications", "plan_pending"})
+    if _status(app, number) == "awaiting_clarifications":
+        client.post(f"/experiments/{number}/answers", data={"answer-seeds": "Two.", "answer-metric": "Accuracy.",
+                                                            "csrf_token": csrf})
+        _wait_for(app, number, {"plan_pending"})
+    with app.app_context():
+        from models import ApprovalRequest
+        first = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+    client.post(f"/approvals/{first.id}/resolve", data={"decision": "reject", "note": "Use three seeds.",
+                                                        "csrf_token": csrf})
+    _wait_for(app, number, {"plan_pending"})
+    with app.app_context():
+        from models import ApprovalRequest, PlanVersion
+        second = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+        assert second.id != first.id
+        assert db.session.scalar(sa.select(sa.func.count(PlanVersion.id))) == 2
+        rejected = db.session.get(ApprovalRequest, first.id)
+        assert rejected.status == "rejected"
+        runs = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.kind == "plan").order_by(AgentRun.created_at)))
+        assert "Use three seeds." in runs[-1].request
+    client.post(f"/approvals/{second.id}/resolve", data={"decision": "approve", "confirm_unchecked": "1",
+                                                         "csrf_token": csrf})
+    _wait_for(app, number, {"implementing", "queued", "running", "uploading", "verifying", "interpreting",
+                            "clean_result_drafting", "awaiting_promotion"})

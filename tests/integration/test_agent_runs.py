@@ -39,21 +39,21 @@ def test_planner_asks_questions(app, fake_anthropic, worker, make_experiment):
     fake_anthropic.script(
         reply(text("I need two answers first."), tool_use("ask_questions", {"questions": [
             {"key": "base-model", "text": "Which base model?"}, {"key": "budget", "text": "What budget?"}]})),
-        reply(text("Asked the owner; stopping.")))
+        reply(text("never asked for: the run ends with the questions")))
     run_id = _start_planner(app, number)
     worker()
     with app.app_context():
         run = _run(run_id)
-        assert run.status == "completed" and run.turns == 2
-        assert run.input_tokens == 240 and run.output_tokens == 80
+        # ask_questions ends the run in the same commit as the questions (no second model call).
+        assert run.status == "completed" and run.turns == 1
+        assert run.input_tokens == 120 and run.output_tokens == 40
         assert experiments.get_experiment(number).status == "awaiting_clarifications"
         kinds = [k for k, _ in _events(run_id)]
-        assert kinds == ["started", "assistant_text", "tool_call", "tool_result", "assistant_text",
-                         "sdk_result", "completed"]
+        assert kinds == ["started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed"]
     first = fake_anthropic.requests[0].body
     assert "Vague idea" in first["messages"][0]["content"]
     assert {t["name"] for t in first["tools"]} >= {"ask_questions", "submit_plan"}
-    assert fake_anthropic.requests[1].body["messages"][-1]["content"][0]["type"] == "tool_result"
+    assert len(fake_anthropic.requests) == 1 and fake_anthropic.remaining() == 1
 
 
 def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, worker, make_experiment):

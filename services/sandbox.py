@@ -1,0 +1,312 @@
+"""The sandbox for code Sagan did not write (SPEC §5.7, §10).
+
+Agent-written code and the research repository's tests run here, never in Sagan's own
+process or environment. One command = one bubblewrap sandbox:
+
+- **who**: when Sagan runs as root, bwrap itself is started as SAGAN_SANDBOX_USER (an
+  unprivileged user), so even a sandbox escape lands in an account that owns nothing but
+  the worktree; otherwise it runs as Sagan's own user, confined by the namespaces below.
+- **what it sees**: `/usr` (and the /bin, /lib… links into it) read-only, a few harmless
+  files of `/etc` (the loader cache, time zone, a synthetic passwd), a fresh `/proc` and
+  minimal `/dev`, a private size-capped `/tmp`, any SAGAN_SANDBOX_READONLY_PATHS, and the
+  worktree at `/worktree` — writable only when the caller says so. Nothing else of the
+  host: no home folders, no instance folder, no Sagan code or virtualenv, no sockets.
+- **no network**: a new, empty network namespace (only a loopback that is down).
+- **environment**: built from scratch (PATH, HOME=/tmp, locale); none of Sagan's or the
+  providers' secrets, whatever the server's environment holds.
+- **limits**: CPU time, address space, file size and process count per process (prlimit),
+  a wall-clock timeout for the whole sandbox, and an output cap; past the timeout or the
+  cap the whole sandbox is killed. Killing bwrap is enough: the sandbox has its own pid
+  namespace and bwrap runs with --die-with-parent, so no background process outlives it.
+
+Limits of this design (say them, don't hide them): rlimits are per process, not a cgroup
+total, so a command may use N × the memory limit with N processes (the process limit
+bounds N); the sandbox user is shared by every sandbox (and, if left at `nobody`, by local
+pods): use a dedicated account in production; `/usr` is readable; there is no seccomp
+filter beyond bubblewrap's defaults.
+
+Where bubblewrap is missing, nothing runs: every call raises SandboxUnavailable with
+what to install.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from flask import current_app
+
+from services.errors import SaganError
+
+MOUNT_POINT = "/worktree"
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A fork bomb stops here; a test suite with a worker pool does not (threads count too).
+PROCESS_LIMIT = 1024
+INSTALL_HINT = ("bubblewrap (bwrap) is not installed, so Sagan will not run agent-written code or tests. "
+                "Install it on the host that serves the `local` queue: Debian/Ubuntu `apt-get install "
+                "bubblewrap`, Fedora `dnf install bubblewrap`.")
+PRLIMIT_HINT = ("prlimit is not installed, so Sagan cannot limit sandboxed commands. Install util-linux "
+                "(Debian/Ubuntu: `apt-get install util-linux`).")
+# Top-level entries that are links into /usr on merged-/usr systems, or folders otherwise.
+_SYSTEM_ROOTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# Harmless files of /etc that programs expect (dynamic loader, time zone, alternatives links).
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "mime.types")
+_LOCALE_ENV = ("LANG", "LANGUAGE", "TZ")
+
+
+class SandboxUnavailable(SaganError):
+    """bubblewrap (or prlimit) is missing: refuse rather than run code unconfined."""
+
+    status_code = 503
+    code = "sandbox_unavailable"
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float
+    cpu_seconds: int
+    memory_mb: int
+    output_bytes: int
+    tmp_mb: int
+
+    @classmethod
+    def from_config(cls, config=None, **overrides) -> "Limits":
+        config = current_app.config if config is None else config
+        values = {"timeout": float(config["SAGAN_SANDBOX_TIMEOUT_SECONDS"]),
+                  "cpu_seconds": int(config["SAGAN_SANDBOX_CPU_SECONDS"]),
+                  "memory_mb": int(config["SAGAN_SANDBOX_MEMORY_MB"]),
+                  "output_bytes": int(config["SAGAN_SANDBOX_OUTPUT_BYTES"]),
+                  "tmp_mb": int(config["SAGAN_SANDBOX_TMP_MB"])}
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclass
+class Outcome:
+    """What a sandboxed command did: exit code, output (capped), and why it was stopped."""
+
+    command: str
+    exit_code: int | None
+    output: str
+    seconds: float
+    timed_out: bool = False
+    output_capped: bool = False
+    limits: Limits | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.output_capped
+
+    def status_line(self) -> str:
+        if self.timed_out:
+            return f"[stopped: still running after the {self.limits.timeout:g} s timeout; the sandbox was killed]"
+        if self.output_capped:
+            return (f"[stopped: output passed the cap of {self.limits.output_bytes:,} bytes; the sandbox was "
+                    "killed and the output is shown up to the cap]")
+        signal_number = None
+        if self.exit_code is not None and self.exit_code < 0:
+            signal_number = -self.exit_code
+        elif self.exit_code is not None and 128 < self.exit_code < 160:
+            signal_number = self.exit_code - 128  # bwrap reports a signalled child as 128 + signal
+        if signal_number:
+            name = _signal_name(signal_number)
+            hint = " (the CPU-time limit)" if name == "SIGXCPU" else ""
+            return f"[exit {self.exit_code}: killed by {name}{hint} after {self.seconds:.1f} s]"
+        return f"[exit {self.exit_code} after {self.seconds:.1f} s]"
+
+    def describe(self) -> str:
+        """The command, its output and how it ended, as a tool result or run event shows it."""
+        body = self.output if self.output.endswith("\n") or not self.output else self.output + "\n"
+        return f"$ {self.command}\n{body}{self.status_line()}"
+
+    def tail(self, limit: int = 4000) -> str:
+        text = self.output[-limit:]
+        return ("…" + text) if len(self.output) > limit else text
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap binary, or None when it is not installed."""
+    return shutil.which("bwrap")
+
+
+def prlimit_path() -> str | None:
+    return shutil.which("prlimit")
+
+
+def check_available() -> tuple[str, str]:
+    """(bwrap, prlimit) paths; raises SandboxUnavailable saying what to install."""
+    bwrap, prlimit = bwrap_path(), prlimit_path()
+    if not bwrap:
+        raise SandboxUnavailable(INSTALL_HINT)
+    if not prlimit:
+        raise SandboxUnavailable(PRLIMIT_HINT)
+    return bwrap, prlimit
+
+
+def sandbox_user(config=None) -> pwd.struct_passwd | None:
+    """The account sandboxes run as: SAGAN_SANDBOX_USER when we are root, else None (ourselves)."""
+    if os.geteuid() != 0:
+        return None
+    config = current_app.config if config is None else config
+    name = config.get("SAGAN_SANDBOX_USER") or "nobody"
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxUnavailable(f"Sandboxed commands should run as {name!r}, but this host has no such user: "
+                                 "create it or set SAGAN_SANDBOX_USER.") from None
+
+
+def environment(config=None) -> dict[str, str]:
+    """The sandbox's whole environment: built from nothing, plus the locale of ours."""
+    env = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox", "LOGNAME": "sandbox",
+           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
+           "TERM": "dumb", "CI": "true"}
+    for name, value in os.environ.items():
+        if name in _LOCALE_ENV or name.startswith("LC_"):
+            env[name] = value
+    return env
+
+
+def readonly_paths(config=None) -> list[str]:
+    config = current_app.config if config is None else config
+    raw = config.get("SAGAN_SANDBOX_READONLY_PATHS") or ""
+    return [p.strip() for p in raw.split(",") if p.strip().startswith("/") and os.path.exists(p.strip())]
+
+
+def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, extra_ro: list[str],
+                passwd_fd: int, group_fd: int) -> list[str]:
+    args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_ROOTS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in _ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--perms", "0444", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
+             "--perms", "0444", "--ro-bind-data", str(group_fd), "/etc/group",
+             "--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    for path in extra_ro:
+        args += ["--ro-bind", path, path]
+    args += ["--bind" if writable else "--ro-bind", str(worktree), MOUNT_POINT, "--chdir", MOUNT_POINT]
+    return args
+
+
+def _prlimit_args(prlimit: str, limits: Limits) -> list[str]:
+    memory = limits.memory_mb * 1024 * 1024
+    fsize = limits.tmp_mb * 1024 * 1024
+    # Soft CPU limit sends SIGXCPU; the hard one, a few seconds later, SIGKILL.
+    return [prlimit, f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 5}", f"--as={memory}:{memory}",
+            f"--fsize={fsize}:{fsize}", f"--nproc={PROCESS_LIMIT}:{PROCESS_LIMIT}", "--core=0:0", "--"]
+
+
+def _data_pipe(text: str) -> int:
+    """A pipe's read end holding `text` (small: it fits the pipe buffer), for --ro-bind-data."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, text.encode())
+    os.close(write_fd)
+    return read_fd
+
+
+def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits: Limits | None = None,
+        shown_as: str | None = None) -> Outcome:
+    """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it.
+
+    `argv[0]` is looked up on the sandbox's PATH. The caller decides what may run (the
+    allowlist lives with the code tools); this function decides how.
+    """
+    bwrap, prlimit = check_available()
+    limits = limits or Limits.from_config()
+    worktree = Path(worktree).resolve()
+    user = sandbox_user()
+    uid = user.pw_uid if user else os.geteuid()
+    gid = user.pw_gid if user else os.getegid()
+    passwd_fd = _data_pipe(f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n")
+    group_fd = _data_pipe(f"sandbox:x:{gid}:\n")
+    command = [*_prlimit_args(prlimit, limits),
+               *_bwrap_args(bwrap, worktree, writable=writable, limits=limits, extra_ro=readonly_paths(),
+                            passwd_fd=passwd_fd, group_fd=group_fd),
+               "--", *argv]
+    started = time.monotonic()
+    try:
+        # user=/group= drop privileges between fork and exec without running Python in the
+        # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=environment(), cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
+            **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
+    except OSError as exc:
+        raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
+    finally:
+        os.close(passwd_fd)
+        os.close(group_fd)
+    output, timed_out, capped = _collect(process, limits, started)
+    return Outcome(command=shown_as or " ".join(argv), exit_code=process.returncode, output=output,
+                   seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits)
+
+
+def _collect(process: subprocess.Popen, limits: Limits, started: float) -> tuple[str, bool, bool]:
+    """Read the merged output until EOF, the timeout or the cap; kill the sandbox on the latter two."""
+    deadline = started + limits.timeout
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = capped = False
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    fd = process.stdout.fileno()
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            if not selector.select(min(remaining, 0.5)):
+                continue
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            room = limits.output_bytes - size
+            chunks.append(data[:max(room, 0)])
+            size += len(data)
+            if size > limits.output_bytes:
+                capped = True
+                break
+        if not (timed_out or capped):
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        selector.close()
+        if timed_out or capped or process.poll() is None:
+            _kill(process)
+        process.stdout.close()
+    return b"".join(chunks).decode("utf-8", errors="replace"), timed_out, capped
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """SIGKILL bwrap's process group; the sandbox's pid namespace dies with it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
