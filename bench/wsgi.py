@@ -46,7 +46,12 @@ def create_bench_app():
     from app import create_app
     from blueprints import access
 
-    app = create_app()
+    import os
+    from config import Config
+    config = Config()
+    if os.environ.get("XP_NO_PREPING"):
+        config.SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": False}
+    app = create_app(config)
 
     @access.public
     def hello():

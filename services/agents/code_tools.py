@@ -1,0 +1,500 @@
+"""Code tools for code-writing agents (SPEC §5.7): files, search, commands and git in the
+experiment's own worktree, and nowhere else.
+
+Every call takes the worktree's lock (services.workspaces.locked) for its whole duration,
+so two agents never write one worktree at once. Paths are relative to the repository
+root; absolute paths, `..`, anything under `.git` and symbolic links that lead out of the
+worktree are refused before any file is touched. Commands run only in the sandbox
+(services.sandbox): the repository's configured test and lint commands, or one program
+from SAGAN_SANDBOX_COMMANDS, without a shell. Agents that cannot write files (reviewers)
+get the worktree read-only inside the sandbox too.
+
+An agent whose definition lists any of these tools runs on the `local` queue, the host
+that has the worktrees (services.agents.implementation.job_for).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+from flask import current_app
+
+from models import CodeCommit, db
+from services import events, sandbox, settings, workspaces
+from services.agents.tools import ToolContext, ToolResult, tool
+from services.clock import utcnow
+from services.errors import Conflict, ValidationError
+
+CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
+              "git_diff", "git_commit", "git_push")
+WRITE_TOOLS = ("write_file", "apply_patch", "git_commit", "git_push")
+OUTPUT_SHOWN = 60_000        # characters of command output or diff an agent sees per call
+WRITE_MAX = 1_000_000        # bytes per write_file
+READ_MAX_BYTES = 5_000_000   # files larger than this are not read whole
+LIST_MAX = 1000
+SEARCH_MAX_MATCHES = 200
+SEARCH_TIMEOUT = 30
+DIFF_STORED_MAX = 400_000    # bytes of the branch diff kept with each commit
+_NO_SHELL = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
+
+
+class PathRefused(ValidationError):
+    code = "path_refused"
+
+
+class CommandRefused(ValidationError):
+    code = "command_refused"
+
+
+# --- plumbing --------------------------------------------------------------------------------
+
+def _in_worktree(ctx: ToolContext, work):
+    """Run `work(ws)` holding the experiment's worktree; OS errors become readable results."""
+    experiment = ctx.need_experiment()
+    with workspaces.locked(experiment):
+        ws = workspaces.ensure(experiment)
+        try:
+            return work(ws)
+        except OSError as exc:
+            raise workspaces.WorkspaceError(f"{exc.strerror or exc} ({exc.filename and _relative(ws, exc.filename)})") \
+                from None
+
+
+def _relative(ws: workspaces.Workspace, path) -> str:
+    try:
+        return os.path.relpath(os.path.realpath(path), os.path.realpath(ws.path))
+    except ValueError:
+        return "?"
+
+
+def resolve(ws: workspaces.Workspace, raw: str, *, allow_root: bool = False) -> Path:
+    """The real path of `raw` inside the worktree, or PathRefused saying why not."""
+    text = (raw or "").strip()
+    if "\x00" in text:
+        raise PathRefused("Paths cannot contain NUL characters.", field="path")
+    if text in ("", ".", "./"):
+        if allow_root:
+            return Path(os.path.realpath(ws.path))
+        raise PathRefused("Give a file path relative to the repository root, e.g. src/train.py.", field="path")
+    if text.startswith(("/", "~", "\\")):
+        raise PathRefused(f"{raw!r} is an absolute path; paths are relative to the repository root "
+                          "(e.g. src/train.py) and cannot leave the worktree.", field="path")
+    parts = PurePosixPath(text).parts
+    if ".." in parts:
+        raise PathRefused(f"{raw!r} contains '..'; paths cannot leave the worktree.", field="path")
+    if ".git" in parts:
+        raise PathRefused(f"{raw!r} is git metadata, which agents cannot touch; use git_diff, git_commit "
+                          "and git_push.", field="path")
+    root = Path(os.path.realpath(ws.path))
+    real = Path(os.path.realpath(ws.path / Path(*parts)))
+    if real != root and root not in real.parents:
+        raise PathRefused(f"{raw!r} is (or passes through) a symbolic link that points outside the worktree; "
+                          "refused.", field="path")
+    if ".git" in real.relative_to(root).parts:
+        raise PathRefused(f"{raw!r} leads into git metadata through a symbolic link; refused.", field="path")
+    return real
+
+
+def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
+    """Head and tail of a long text, so both the start and the end (the verdict) show."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit:,} characters cut] …\n{text[-half:]}"
+
+
+def _can_write(ctx: ToolContext) -> bool:
+    from services.agents import loader
+    try:
+        definition = loader.get(ctx.run.agent)
+    except Exception:  # noqa: BLE001 - an unknown agent gets the safer answer
+        return False
+    return any(name in definition.tools for name in ("write_file", "apply_patch", "git_commit"))
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+@tool("list_files", "List files and folders of the experiment's worktree (paths relative to the repository root).",
+      {"path": {"type": "string", "maxLength": 1000, "description": "folder to list; default the root"}})
+def list_files(ctx: ToolContext, data: dict) -> ToolResult:
+    def work(ws):
+        start = resolve(ws, data.get("path") or ".", allow_root=True)
+        if not start.is_dir():
+            raise PathRefused(f"{data.get('path')!r} is not a folder.", field="path")
+        root = Path(os.path.realpath(ws.path))
+        lines: list[str] = []
+        for folder, dirs, files in os.walk(start):  # never follows symbolic links
+            dirs[:] = sorted(d for d in dirs if d != ".git")
+            here = Path(folder)
+            for name in sorted(dirs) + sorted(f for f in files if not (here == root and f == ".git")):
+                path = here / name
+                rel = path.relative_to(root).as_posix()
+                if path.is_symlink():
+                    lines.append(f"{rel} -> {os.readlink(path)}")
+                elif path.is_dir():
+                    lines.append(rel + "/")
+                else:
+                    lines.append(rel)
+                if len(lines) >= LIST_MAX:
+                    lines.append(f"… (stopped at {LIST_MAX} entries; list a subfolder)")
+                    return ToolResult("\n".join(lines))
+        return ToolResult("\n".join(lines) or "(empty)")
+    return _in_worktree(ctx, work)
+
+
+@tool("read_file", "Read a text file of the worktree, with line numbers; optionally only lines start..end.",
+      {"path": {"type": "string", "maxLength": 1000}, "start_line": {"type": "integer"},
+       "end_line": {"type": "integer"}}, ["path"])
+def read_file(ctx: ToolContext, data: dict) -> ToolResult:
+    def work(ws):
+        path = resolve(ws, data["path"])
+        if not path.is_file():
+            raise PathRefused(f"{data['path']!r} is not a file in the worktree.", field="path")
+        if path.stat().st_size > READ_MAX_BYTES:
+            raise ValidationError(f"{data['path']} is {path.stat().st_size:,} bytes; read it in line ranges "
+                                  "after finding the lines with search.", field="path")
+        raw = path.read_bytes()
+        if b"\x00" in raw[:8192]:
+            return ToolResult(f"{data['path']} is a binary file ({len(raw):,} bytes); not shown.")
+        lines = raw.decode("utf-8", errors="replace").splitlines()
+        start = max(int(data.get("start_line") or 1), 1)
+        end = min(int(data.get("end_line") or len(lines)), len(lines))
+        if lines and start > len(lines):
+            raise ValidationError(f"{data['path']} has {len(lines)} lines; start_line {start} is past the end.",
+                                  field="start_line")
+        width = len(str(end or 1))
+        body = "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(start, end + 1))
+        header = f"{data['path']} (lines {start}-{end} of {len(lines)})" if lines else f"{data['path']} (empty)"
+        return ToolResult(_clip(f"{header}\n{body}"))
+    return _in_worktree(ctx, work)
+
+
+# The search runs in a child process of Sagan's own interpreter so a pathological regex
+# (catastrophic backtracking holds the GIL) can be stopped by a timeout. It never follows
+# symbolic links, so it cannot read outside the worktree.
+_SEARCH_SCRIPT = r"""
+import fnmatch, os, re, sys
+root, start, pattern, glob, flags, limit = sys.argv[1:7]
+regex = re.compile(pattern, re.IGNORECASE if flags == "i" else 0)
+found = 0
+for folder, dirs, files in os.walk(start):
+    dirs[:] = sorted(d for d in dirs if d != ".git")
+    for name in sorted(files):
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, root)
+        if name == ".git" or os.path.islink(path) or (glob and not fnmatch.fnmatch(rel, glob)
+                                                         and not fnmatch.fnmatch(name, glob)):
+            continue
+        try:
+            if os.path.getsize(path) > 2_000_000:
+                continue
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if regex.search(line):
+                print(f"{rel}:{number}: {line[:300]}")
+                found += 1
+                if found >= int(limit):
+                    print(f"… (stopped at {limit} matches; narrow the search)")
+                    sys.exit(0)
+"""
+
+
+@tool("search", "Search the worktree's text files with a Python regular expression; lists file:line: text.",
+      {"pattern": {"type": "string", "maxLength": 500}, "path": {"type": "string", "maxLength": 1000},
+       "glob": {"type": "string", "maxLength": 200, "description": "only files matching, e.g. *.py"},
+       "ignore_case": {"type": "boolean"}}, ["pattern"])
+def search(ctx: ToolContext, data: dict) -> ToolResult:
+    import re
+    try:
+        re.compile(data["pattern"])
+    except re.error as exc:
+        raise ValidationError(f"The pattern is not a valid regular expression: {exc}.", field="pattern") from None
+
+    def work(ws):
+        start = resolve(ws, data.get("path") or ".", allow_root=True)
+        try:
+            result = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", _SEARCH_SCRIPT, os.path.realpath(ws.path), str(start),
+                 data["pattern"], data.get("glob") or "", "i" if data.get("ignore_case") else "",
+                 str(SEARCH_MAX_MATCHES)], capture_output=True, text=True, errors="replace",
+                timeout=SEARCH_TIMEOUT, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        except subprocess.TimeoutExpired:
+            raise ValidationError(f"The search took longer than {SEARCH_TIMEOUT} s and was stopped; simplify the "
+                                  "pattern or narrow the path.", field="pattern") from None
+        if result.returncode != 0:
+            raise ValidationError(f"The search failed: {result.stderr.strip()[-500:]}", field="pattern")
+        return ToolResult(_clip(result.stdout) or "No matches.")
+    return _in_worktree(ctx, work)
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _make_parents(ws: workspaces.Workspace, path: Path) -> None:
+    root = Path(os.path.realpath(ws.path))
+    missing = []
+    for parent in path.parents:
+        if parent == root or root not in parent.parents:
+            break
+        if parent.exists() or parent.is_symlink():
+            if parent.is_symlink() or not parent.is_dir():
+                raise PathRefused(f"{parent.relative_to(root)} is not a folder.", field="path")
+            break
+        missing.append(parent)
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o755)
+        workspaces.hand_over(folder)
+
+
+@tool("write_file", "Create or replace a text file in the worktree with the given content.",
+      {"path": {"type": "string", "maxLength": 1000}, "content": {"type": "string", "maxLength": WRITE_MAX}},
+      ["path", "content"])
+def write_file(ctx: ToolContext, data: dict) -> ToolResult:
+    content = data["content"].encode()
+    if len(content) > WRITE_MAX:
+        raise ValidationError(f"The content is {len(content):,} bytes; the limit is {WRITE_MAX:,}.", field="content")
+
+    def work(ws):
+        path = resolve(ws, data["path"])
+        if path.is_dir():
+            raise PathRefused(f"{data['path']!r} is a folder.", field="path")
+        existed = path.exists()
+        _make_parents(ws, path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+        workspaces.hand_over(path)
+        verb = "Replaced" if existed else "Created"
+        return ToolResult(f"{verb} {path.relative_to(os.path.realpath(ws.path)).as_posix()} "
+                          f"({len(content):,} bytes, {data['content'].count(chr(10)) + 1} lines).")
+    return _in_worktree(ctx, work)
+
+
+def _patch_paths(patch: str) -> tuple[list[str], int]:
+    """The file paths a unified diff names, and the -p level that strips its a/ b/ prefixes."""
+    raw = []
+    for line in patch.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            raw.append(line[4:].split("\t")[0].strip())
+        elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            raw.append("b/" + line.split(" ", 2)[2].strip())
+    named = [p for p in raw if p != "/dev/null"]
+    if not named:
+        raise ValidationError("That is not a unified diff: it has no '--- a/file' / '+++ b/file' headers.",
+                              field="patch")
+    strip = 1 if all(p.startswith(("a/", "b/")) for p in named) else 0
+    return [p[2:] if strip else p for p in named], strip
+
+
+@tool("apply_patch", "Apply a unified diff (git diff format) to the worktree; all hunks apply or nothing changes.",
+      {"patch": {"type": "string", "maxLength": WRITE_MAX}}, ["patch"])
+def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
+    patch = data["patch"] if data["patch"].endswith("\n") else data["patch"] + "\n"
+    paths, strip = _patch_paths(patch)
+
+    def work(ws):
+        for path in paths:
+            resolve(ws, path)  # refuses absolute paths, '..', .git and links out of the worktree
+        flags = [f"-p{strip}", "--whitespace=nowarn", "--recount"]
+        check = workspaces.git(ws, "apply", "--check", "--verbose", *flags, input=patch, check=False)
+        if check.returncode != 0:
+            raise ValidationError("The patch does not apply, so nothing was changed. Read the current lines "
+                                  "with read_file and send a patch whose context matches them:\n"
+                                  + (check.stderr or check.stdout).strip()[-3000:], field="patch",
+                                  code="patch_does_not_apply")
+        workspaces.git(ws, "apply", *flags, input=patch, what="git apply")
+        touched = []
+        for path in dict.fromkeys(paths):
+            real = resolve(ws, path)
+            if real.exists():
+                _hand_over_with_parents(ws, real)
+                touched.append(path)
+        return ToolResult(f"Applied the patch to {len(touched)} file(s): {', '.join(touched) or '(files removed)'}.")
+    return _in_worktree(ctx, work)
+
+
+def _hand_over_with_parents(ws: workspaces.Workspace, path: Path) -> None:
+    root = Path(os.path.realpath(ws.path))
+    workspaces.hand_over(path)
+    for parent in path.parents:
+        if parent == root or root not in parent.parents:
+            break
+        workspaces.hand_over(parent)
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+def configured_commands() -> dict[str, str]:
+    """The repository's test and lint commands (SPEC §6.11), by their role."""
+    commands = {}
+    for role, key in (("test", "research_repo_test_command"), ("lint", "research_repo_lint_command")):
+        value = (settings.get(key) or "").strip()
+        if value:
+            commands[role] = value
+    return commands
+
+
+def allowed_programs() -> list[str]:
+    raw = current_app.config.get("SAGAN_SANDBOX_COMMANDS") or ""
+    return [p.strip() for p in raw.split(",") if p.strip()]
+
+
+def command_argv(command: str) -> list[str]:
+    """What `command` runs as: a configured command through sh, or one allowlisted program.
+
+    Raises CommandRefused with the reason and what is allowed.
+    """
+    command = command.strip()
+    if not command:
+        raise CommandRefused("Give a command to run.", field="command")
+    configured = configured_commands()
+    if command in configured.values():
+        return ["sh", "-c", command]  # the owner's own command line (SPEC §6.11); may use a shell
+    allowed = allowed_programs()
+    described = "; ".join([f"the repository's {role} command `{c}`" for role, c in configured.items()]
+                          + [f"one of these programs: {', '.join(allowed)}"])
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise CommandRefused(f"Could not read that command line ({exc}).", field="command") from None
+    program = argv[0]
+    if "/" in program:
+        raise CommandRefused(f"Name the program without a path ({program!r}). Allowed: {described}.",
+                             field="command")
+    if program not in allowed:
+        raise CommandRefused(f"{program!r} is not an allowed command. Allowed: {described}.", field="command")
+    if any(arg in _NO_SHELL or arg.startswith(("$(", "`")) for arg in argv[1:]):
+        raise CommandRefused("Commands run without a shell, so pipes, redirections and && do nothing; run one "
+                             "program at a time.", field="command")
+    for arg in argv[1:]:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if value.startswith("/") or ".." in PurePosixPath(value).parts:
+            raise CommandRefused(f"The argument {arg!r} names a path outside the worktree; commands may only "
+                                 "use paths inside it (relative, without '..').", field="command")
+    return argv
+
+
+@tool("run_command", "Run the repository's test or lint command, or an allowed program, in the sandboxed worktree "
+                     "(no network, time- and output-limited).",
+      {"command": {"type": "string", "maxLength": 2000},
+       "timeout_seconds": {"type": "integer", "description": "shorter than the configured limit, if you like"}},
+      ["command"])
+def run_command(ctx: ToolContext, data: dict) -> ToolResult:
+    argv = command_argv(data["command"])
+    limits = sandbox.Limits.from_config()
+    if data.get("timeout_seconds"):
+        limits = sandbox.Limits.from_config(timeout=float(max(1, min(int(data["timeout_seconds"]), limits.timeout))))
+    writable = _can_write(ctx)
+
+    def work(ws):
+        outcome = sandbox.run(ws.path, argv, writable=writable, limits=limits, shown_as=data["command"].strip())
+        text = outcome.describe()
+        if not writable:
+            text += "\n(The worktree was read-only for this command: reviewers do not change the code.)"
+        return ToolResult(_clip(text), is_error=outcome.timed_out or outcome.output_capped)
+    return _in_worktree(ctx, work)
+
+
+# --- git ------------------------------------------------------------------------------------------
+
+@tool("git_diff", "Show what this experiment's branch changes: against the default branch (base, the default) "
+                  "or only the uncommitted changes (head).",
+      {"against": {"type": "string", "enum": ["base", "head"]}, "path": {"type": "string", "maxLength": 1000}})
+def git_diff(ctx: ToolContext, data: dict) -> ToolResult:
+    def work(ws):
+        workspaces.check_no_nested_git(ws)
+        paths = ()
+        if data.get("path"):
+            real = resolve(ws, data["path"])
+            paths = (real.relative_to(os.path.realpath(ws.path)).as_posix(),)
+        against = data.get("against") or "base"
+        revision = workspaces.base_commit(ws) if against == "base" else "HEAD"
+        text = workspaces.diff(ws, revision, paths=paths)
+        header = (f"## git status\n{workspaces.status(ws)}\n## diff against "
+                  f"{'the default branch (' + ws.base_branch + ')' if against == 'base' else 'HEAD'}\n")
+        return ToolResult(_clip(header + (text or "(no changes to tracked files)")))
+    return _in_worktree(ctx, work)
+
+
+@tool("git_commit", "Commit every change in the worktree to the experiment's branch with a message.",
+      {"message": {"type": "string", "maxLength": 5000}}, ["message"])
+def git_commit(ctx: ToolContext, data: dict) -> ToolResult:
+    message = data["message"].strip()
+    if not message:
+        raise ValidationError("A commit needs a message saying what changed and why.", field="message")
+    experiment = ctx.need_experiment()
+
+    def work(ws):
+        sha = workspaces.commit(ws, message + f"\n\nSagan-Run: {ctx.run.id}\n", author=f"Sagan {ctx.run.agent}")
+        if sha is None:
+            return ToolResult("Nothing to commit: the worktree has no changes.", is_error=True)
+        row = record_commit(ws, experiment, sha, agent=ctx.run.agent, run_id=ctx.run.id)
+        events.record(experiment, "note", ctx.actor,
+                      note=f"Committed {row.short_sha} on {ws.branch}: {message.splitlines()[0][:200]}",
+                      metadata={"commit": sha, "branch": ws.branch, "round": row.round, "run_id": str(ctx.run.id)})
+        return ToolResult(f"Committed {row.short_sha} on {ws.branch} ({row.files_changed} file(s), "
+                          f"+{row.insertions} −{row.deletions} against {ws.base_branch}). "
+                          "Push it with git_push when the work is ready.")
+    return _in_worktree(ctx, work)
+
+
+def record_commit(ws: workspaces.Workspace, experiment, sha: str, *, agent: str | None, run_id=None) -> CodeCommit:
+    """Keep a commit (and the branch's diff at it) where every process can read it."""
+    from services.agents import implementation
+    existing = db.session.scalar(db.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id,
+                                                              CodeCommit.sha == sha))
+    if existing is not None:
+        return existing
+    base = workspaces.base_commit(ws)
+    parent = workspaces.git(ws, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False).stdout.strip() or None
+    text = workspaces.diff(ws, base, sha)
+    encoded = text.encode()
+    truncated_from = None
+    if len(encoded) > DIFF_STORED_MAX:
+        truncated_from = len(encoded)
+        text = encoded[:DIFF_STORED_MAX].decode(errors="ignore")
+    files, insertions, deletions = workspaces.diff_stats(ws, base, sha)
+    message = workspaces.git(ws, "log", "-1", "--format=%B", sha).stdout.strip()
+    row = CodeCommit(experiment_id=experiment.id, agent_run_id=run_id, agent=agent, branch=ws.branch, sha=sha,
+                     parent_sha=parent, base_sha=base, message=message[:20_000],
+                     round=implementation.current_round(experiment), files_changed=files, insertions=insertions,
+                     deletions=deletions, diff=text, diff_truncated_from=truncated_from)
+    db.session.add(row)
+    db.session.flush()
+    return row
+
+
+def mark_pushed(experiment, branch: str) -> None:
+    now = utcnow()
+    for row in db.session.scalars(db.select(CodeCommit).where(
+            CodeCommit.experiment_id == experiment.id, CodeCommit.branch == branch, CodeCommit.pushed_at.is_(None))):
+        row.pushed_at = now
+
+
+@tool("git_push", "Push the experiment's branch to the research repository (fast-forward only; never forced).",
+      {"force": {"type": "boolean", "description": "never allowed; here so a forced push is refused clearly"}})
+def git_push(ctx: ToolContext, data: dict) -> ToolResult:
+    if data.get("force"):
+        raise Conflict("Force pushes are never allowed: Sagan only pushes the experiment's branch as a "
+                       "fast-forward, so no reviewed commit can disappear from the remote. Nothing was pushed.",
+                       code="force_push_refused")
+    experiment = ctx.need_experiment()
+
+    def work(ws):
+        sha = workspaces.push(ws)
+        mark_pushed(experiment, ws.branch)
+        return ToolResult(f"Pushed {ws.branch} at {sha[:12]} to the research repository.")
+    return _in_worktree(ctx, work)
+
+
+def is_code_agent(tools: tuple[str, ...] | list[str]) -> bool:
+    """Does an agent with these tools need the host that has the worktrees?"""
+    return any(name in CODE_TOOLS for name in tools)
+
