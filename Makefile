@@ -17,7 +17,7 @@ help:
 	@echo "make run        start Sagan on this machine (SQLite + embedded Redis); DEMO=1 loads demo data, PORT=N"
 	@echo "make demo       make run with demo data and scripted agents: watch one experiment travel the board"
 	@echo "make test       run the test suite (starts PostgreSQL/Redis if installed; PYTEST_ARGS=... to narrow)"
-	@echo "make bench      run the benchmarks in bench/"
+	@echo "make bench      run the benchmarks in bench/ (figures: docs/performance.md)"
 	@echo "make lint       ruff, if installed"
 
 $(PY):
@@ -39,9 +39,11 @@ test: $(STAMP)
 	$(PY) scripts/test_services.py
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Each bench prints one JSON document and a short table; docs/performance.md has the figures.
+# They need PostgreSQL and Redis (BENCH_DATABASE_URL, BENCH_REDIS_URL) and wrk.
 bench: $(STAMP)
-	@shopt -s nullglob; files=(bench/*.py); \
-	if [ $${#files[@]} -eq 0 ]; then echo "No benchmarks yet (bench/*.py)."; exit 0; fi; \
+	@shopt -s nullglob; files=(bench/bench_*.py); \
+	if [ $${#files[@]} -eq 0 ]; then echo "No benchmarks yet (bench/bench_*.py)."; exit 0; fi; \
 	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f" || exit 1; done
 
 lint:

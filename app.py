@@ -48,8 +48,9 @@ def create_app(config: Config | type | None = None) -> Flask:
     cli.register(app)
 
     from services import notify, results
-    from services.agents import orchestration
+    from services.agents import implementation, orchestration
     orchestration.install()
+    implementation.install()
     notify.install()
     results.install()
 

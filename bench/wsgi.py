@@ -46,12 +46,7 @@ def create_bench_app():
     from app import create_app
     from blueprints import access
 
-    import os
-    from config import Config
-    config = Config()
-    if os.environ.get("XP_NO_PREPING"):
-        config.SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": False}
-    app = create_app(config)
+    app = create_app()
 
     @access.public
     def hello():

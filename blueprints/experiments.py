@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from blueprints import access
 from blueprints._htmx import render
 from models import db
-from services import approvals, events, experiments, lifecycle, markers, questions, registry
+from services import approvals, code_view, events, experiments, lifecycle, markers, questions, registry
 from services.dispatch import view as pod_view
 from services.errors import SaganError, ValidationError
 
@@ -70,7 +70,8 @@ def _detail_context(experiment, **extra) -> dict:
             "pod_can_dispatch": pod_view.can_dispatch(experiment), "artifact_views": pod_view.artifacts_for(experiment),
             "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
             "status_error": None, "override_error": None,
-            "edit_error": None, **_result_context(experiment), **_form_choices(), **extra}
+            "edit_error": None, **_result_context(experiment), **code_view.page_context(experiment),
+            **_form_choices(), **extra}
 
 
 def _result_context(experiment) -> dict:

@@ -10,6 +10,9 @@
 - Chromium for the browser tests (SAGAN_CHROMIUM, default /usr/bin/chromium): installed with
   apt-get when missing and we are root on a Debian-like system; otherwise a warning — and a
   failure under CI=true, where nothing the suite needs may be missing.
+- bubblewrap (`bwrap`) for the code-agent sandbox tests: installed the same way when missing;
+  otherwise a warning (a failure under CI=true). Sagan refuses to run agent-written code
+  without it, so those tests cannot pass without it either.
 
 Exit status 0 when pytest can run, 1 with a message otherwise. The suite itself builds its
 schema through the migrations.
@@ -183,12 +186,32 @@ def ensure_chromium() -> None:
     say(f"WARNING: {message} To run everything else: make test PYTEST_ARGS='-m \"not browser\"'")
 
 
+def ensure_bubblewrap() -> None:
+    """bwrap sandboxes agent-written code and tests (services/sandbox.py); prlimit limits them."""
+    if shutil.which("bwrap") and shutil.which("prlimit"):
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        say("bubblewrap is missing; installing Debian's bubblewrap package for the sandbox tests.")
+        env_prefix = ["env", "DEBIAN_FRONTEND=noninteractive"]
+        if not run(env_prefix + ["apt-get", "install", "-y", "bubblewrap", "util-linux"], timeout=600):
+            run(env_prefix + ["apt-get", "update"], timeout=600)
+            run(env_prefix + ["apt-get", "install", "-y", "bubblewrap", "util-linux"], timeout=600)
+        if shutil.which("bwrap") and shutil.which("prlimit"):
+            return
+    message = ("bubblewrap (bwrap) or prlimit is not installed; the code-agent sandbox tests need them. Install "
+               "them (Debian/Ubuntu: `apt-get install bubblewrap util-linux`; Fedora: `dnf install bubblewrap`).")
+    if CI:
+        fail(message)
+    say(f"WARNING: {message}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-chromium", action="store_true", help="skip the Chromium check")
     args = parser.parse_args(argv)
     ensure_redis()
     ensure_postgres()
+    ensure_bubblewrap()
     if not args.no_chromium:
         ensure_chromium()
     return 0

@@ -78,14 +78,18 @@ def enqueue_run(run_id) -> str:
     from rq import get_current_job
 
     from models import AgentRun, db
+    from services.agents.implementation import job_for
     run_id = uuid_lib.UUID(str(run_id))
     current = get_current_job()
-    existing = db.session.scalar(sa.select(AgentRun.rq_job_id).where(AgentRun.id == run_id))
+    existing, agent = db.session.execute(sa.select(AgentRun.rq_job_id, AgentRun.agent)
+                                         .where(AgentRun.id == run_id)).one_or_none() or (None, "")
     if existing and job_is_live(existing) and not (current and current.id == existing):
         return existing
     job_id = f"agent-run-{run_id}-{uuid_lib.uuid4().hex[:8]}"
-    queue(AGENTS).enqueue("workers.agents.run_agent", args=(str(run_id),), job_id=job_id,
-                          failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    # Agents with code tools, and the test step, run where the worktrees are (the `local` queue).
+    queue_name, func = job_for(agent)
+    queue(queue_name).enqueue(func, args=(str(run_id),), job_id=job_id,
+                              failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
     with db.engine.begin() as conn:  # recorded at once, whatever the caller's transaction does
         conn.execute(sa.update(AgentRun.__table__).where(AgentRun.__table__.c.id == run_id)
                      .values(rq_job_id=job_id))

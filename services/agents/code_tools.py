@@ -26,7 +26,7 @@ from models import CodeCommit, db
 from services import events, sandbox, settings, workspaces
 from services.agents.tools import ToolContext, ToolResult, tool
 from services.clock import utcnow
-from services.errors import Conflict, ValidationError
+from services.errors import Conflict, Forbidden, SaganError, ValidationError
 
 CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
               "git_diff", "git_commit", "git_push")
@@ -51,8 +51,24 @@ class CommandRefused(ValidationError):
 
 # --- plumbing --------------------------------------------------------------------------------
 
-def _in_worktree(ctx: ToolContext, work):
+def _definition_tools(ctx: ToolContext) -> tuple[str, ...]:
+    from services.agents import loader
+    try:
+        return loader.get(ctx.run.agent).tools
+    except SaganError:
+        return ()
+
+
+def require_tool(ctx: ToolContext, name: str) -> None:
+    """Only agents whose definition lists a code tool may call it (a reviewer cannot write)."""
+    if name not in _definition_tools(ctx):
+        raise Forbidden(f"{name} is not allowed for {ctx.run.agent}: it is not one of its tools.",
+                        code="tool_not_allowed")
+
+
+def _in_worktree(ctx: ToolContext, work, name: str):
     """Run `work(ws)` holding the experiment's worktree; OS errors become readable results."""
+    require_tool(ctx, name)
     experiment = ctx.need_experiment()
     with workspaces.locked(experiment):
         ws = workspaces.ensure(experiment)
@@ -107,12 +123,7 @@ def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
 
 
 def _can_write(ctx: ToolContext) -> bool:
-    from services.agents import loader
-    try:
-        definition = loader.get(ctx.run.agent)
-    except Exception:  # noqa: BLE001 - an unknown agent gets the safer answer
-        return False
-    return any(name in definition.tools for name in ("write_file", "apply_patch", "git_commit"))
+    return any(name in _definition_tools(ctx) for name in ("write_file", "apply_patch", "git_commit"))
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -142,7 +153,7 @@ def list_files(ctx: ToolContext, data: dict) -> ToolResult:
                     lines.append(f"… (stopped at {LIST_MAX} entries; list a subfolder)")
                     return ToolResult("\n".join(lines))
         return ToolResult("\n".join(lines) or "(empty)")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "list_files")
 
 
 @tool("read_file", "Read a text file of the worktree, with line numbers; optionally only lines start..end.",
@@ -169,7 +180,7 @@ def read_file(ctx: ToolContext, data: dict) -> ToolResult:
         body = "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(start, end + 1))
         header = f"{data['path']} (lines {start}-{end} of {len(lines)})" if lines else f"{data['path']} (empty)"
         return ToolResult(_clip(f"{header}\n{body}"))
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "read_file")
 
 
 # The search runs in a child process of Sagan's own interpreter so a pathological regex
@@ -232,7 +243,7 @@ def search(ctx: ToolContext, data: dict) -> ToolResult:
         if result.returncode != 0:
             raise ValidationError(f"The search failed: {result.stderr.strip()[-500:]}", field="pattern")
         return ToolResult(_clip(result.stdout) or "No matches.")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "search")
 
 
 # --- writing -----------------------------------------------------------------------------------
@@ -274,7 +285,7 @@ def write_file(ctx: ToolContext, data: dict) -> ToolResult:
         verb = "Replaced" if existed else "Created"
         return ToolResult(f"{verb} {path.relative_to(os.path.realpath(ws.path)).as_posix()} "
                           f"({len(content):,} bytes, {data['content'].count(chr(10)) + 1} lines).")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "write_file")
 
 
 def _patch_paths(patch: str) -> tuple[list[str], int]:
@@ -317,7 +328,7 @@ def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
                 _hand_over_with_parents(ws, real)
                 touched.append(path)
         return ToolResult(f"Applied the patch to {len(touched)} file(s): {', '.join(touched) or '(files removed)'}.")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "apply_patch")
 
 
 def _hand_over_with_parents(ws: workspaces.Workspace, path: Path) -> None:
@@ -399,7 +410,7 @@ def run_command(ctx: ToolContext, data: dict) -> ToolResult:
         if not writable:
             text += "\n(The worktree was read-only for this command: reviewers do not change the code.)"
         return ToolResult(_clip(text), is_error=outcome.timed_out or outcome.output_capped)
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "run_command")
 
 
 # --- git ------------------------------------------------------------------------------------------
@@ -420,7 +431,7 @@ def git_diff(ctx: ToolContext, data: dict) -> ToolResult:
         header = (f"## git status\n{workspaces.status(ws)}\n## diff against "
                   f"{'the default branch (' + ws.base_branch + ')' if against == 'base' else 'HEAD'}\n")
         return ToolResult(_clip(header + (text or "(no changes to tracked files)")))
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "git_diff")
 
 
 @tool("git_commit", "Commit every change in the worktree to the experiment's branch with a message.",
@@ -442,7 +453,7 @@ def git_commit(ctx: ToolContext, data: dict) -> ToolResult:
         return ToolResult(f"Committed {row.short_sha} on {ws.branch} ({row.files_changed} file(s), "
                           f"+{row.insertions} −{row.deletions} against {ws.base_branch}). "
                           "Push it with git_push when the work is ready.")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "git_commit")
 
 
 def record_commit(ws: workspaces.Workspace, experiment, sha: str, *, agent: str | None, run_id=None) -> CodeCommit:
@@ -481,6 +492,7 @@ def mark_pushed(experiment, branch: str) -> None:
 @tool("git_push", "Push the experiment's branch to the research repository (fast-forward only; never forced).",
       {"force": {"type": "boolean", "description": "never allowed; here so a forced push is refused clearly"}})
 def git_push(ctx: ToolContext, data: dict) -> ToolResult:
+    require_tool(ctx, "git_push")
     if data.get("force"):
         raise Conflict("Force pushes are never allowed: Sagan only pushes the experiment's branch as a "
                        "fast-forward, so no reviewed commit can disappear from the remote. Nothing was pushed.",
@@ -491,7 +503,7 @@ def git_push(ctx: ToolContext, data: dict) -> ToolResult:
         sha = workspaces.push(ws)
         mark_pushed(experiment, ws.branch)
         return ToolResult(f"Pushed {ws.branch} at {sha[:12]} to the research repository.")
-    return _in_worktree(ctx, work)
+    return _in_worktree(ctx, work, "git_push")
 
 
 def is_code_agent(tools: tuple[str, ...] | list[str]) -> bool:

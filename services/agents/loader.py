@@ -48,24 +48,26 @@ def parse(text: str, source: str = "<agent>") -> AgentDefinition:
                            meta["max_turns"], tuple(meta["tools"]), body.strip())
 
 
-@lru_cache(maxsize=1)
-def _all() -> dict[str, AgentDefinition]:
-    definitions = {}
-    for path in sorted(AGENTS_DIR.glob("*.md")):
-        definition = parse(path.read_text(encoding="utf-8"), path.name)
-        definitions[definition.name] = definition
-    return definitions
+@lru_cache(maxsize=64)
+def _load(name: str) -> AgentDefinition:
+    # One file per agent, loaded on its own: a broken definition breaks only that agent.
+    path = AGENTS_DIR / f"{name}.md"
+    if not path.is_file() or path.parent != AGENTS_DIR:
+        raise NotFound(f"No agent named {name!r}; known: {', '.join(names())}.")
+    definition = parse(path.read_text(encoding="utf-8"), path.name)
+    if definition.name != name:
+        raise ValidationError(f"{path.name}: its frontmatter names it {definition.name!r}.")
+    return definition
 
 
 def names() -> list[str]:
-    return sorted(_all())
+    return sorted(path.stem for path in AGENTS_DIR.glob("*.md"))
 
 
 def get(name: str) -> AgentDefinition:
-    try:
-        return _all()[name]
-    except KeyError:
-        raise NotFound(f"No agent named {name!r}; known: {', '.join(names())}.") from None
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        raise NotFound(f"No agent named {name!r}.")
+    return _load(name)
 
 
 def model_for(definition: AgentDefinition) -> str:

@@ -23,6 +23,7 @@ from services import jobs, lifecycle, recovery, runs
 from services.actors import Actor
 from services.agents import loader, tools
 from services.clock import utcnow
+from services.errors import SaganError
 from services.redact import redact, redact_data
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,10 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
     if not api_key_configured():
         return _finish_failed(run, "model_api_error", "No ANTHROPIC_API_KEY is configured; agents cannot run.")
 
-    definition = loader.get(run.agent)
+    try:
+        definition = loader.get(run.agent)
+    except SaganError as exc:  # a missing or broken agent definition fails this run, clearly
+        return _finish_failed(run, "agent_error", f"Agent {run.agent!r} cannot start: {exc.message}")
     resuming = run.conversation is not None
     was_waiting = run.status == "waiting"
     # Claim the run: if two jobs exist for it (a retry, the reconciler), only one proceeds.
@@ -243,6 +247,10 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
             final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
             return _finish_completed(run, final, response.stop_reason)
 
+        # Commit what the model asked before doing it: recording events locks the run's row,
+        # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
+        # heartbeat thread's update would wait behind it and the run would look dead.
+        db.session.commit()
         ctx = tools.ToolContext(run, experiment)
         results, effects, enqueue, park, finish = [], [], [], None, False
         for block in tool_uses:

@@ -347,3 +347,7 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
                             parent_run_id=ctx.run.id, model=loader.model_for(definition))
     return ToolResult(f"Started {definition.name} as run {child.short_id}; waiting for it to finish.",
                       park={"children": [str(child.id)]}, enqueue=[child.id])
+
+
+# Code tools (worktree, sandbox, git) and the code loop's `code_step` register themselves here.
+from services.agents import code_tools, implementation  # noqa: E402,F401

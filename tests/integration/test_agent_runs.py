@@ -314,3 +314,21 @@ def test_pages_say_when_agents_are_off(app, client, owner, make_experiment):
         assert "Agents are off" not in client.get("/").text
     finally:
         app.config["ANTHROPIC_API_KEY"] = ""
+
+
+def test_a_missing_agent_definition_fails_the_run_once(app, fake_anthropic, worker, make_experiment):
+    """A run naming an agent that does not exist fails with agent_error instead of retrying forever."""
+    number = make_experiment("Bad agent", status="implementing")
+    with app.app_context():
+        run = runs.create_run(kind="apply", agent="no-such-agent", request="Go.",
+                              scope_id=experiments.get_experiment(number).id)
+        db.session.commit()
+        run_id = run.id
+        from services import jobs
+        jobs.enqueue_run(run_id)
+    worker()
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "failed" and run.failure_reason == "agent_error"
+        assert "no-such-agent" in run.last_error
+    assert fake_anthropic.requests == []

@@ -1,0 +1,584 @@
+"""The code loop of an approved experiment (SPEC §2.2, §3, §5.7):
+
+    approved → implementing → code_reviewing (⇄ implementing, ≤ 3 rounds) → testing → dispatch
+
+The orchestrator drives it with one tool, `code_step`, called again each time it is woken.
+The tool reads where the experiment stands from the database — its status, the code round
+stamped on the loop's own status changes (`code_round`), and the markers the sub-agents
+posted since — and does the next thing: starts the implementer, the reviewer pair, the
+reconciler or the test step as child runs and parks the orchestrator on them, or moves
+the status on. Because the state is read, never remembered, an orchestrator that starts
+mid-way (a recovery, a restart) continues where the last one stopped instead of redoing
+work: a finished review is not asked for again, a running sub-agent is waited for rather
+than started twice.
+
+Rules (SPEC §3): both reviewers pass → the tests; a reviewer asks for a targeted fix in
+round 1 or 2 → the implementer's next round; a reviewer asks for the owner or says the
+work is not worth continuing, or round 3 ends without two passes → the reconciler decides.
+After round 3 disagreement alone cannot block: the reconciler's minimal fix is applied and
+the code goes to the tests without another review. The test step (no model: Sagan runs
+the repository's test and lint commands in the sandbox) posts `epm:test-verdict`, pushes
+the tested commit, and on a pass the loop splices the branch and commit into the pod spec
+and hands dispatch to the pod-provisioner.
+
+Sub-agents with code tools, and the test step, run on the `local` queue: the host with
+the worktrees (`job_for`).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import AgentRun, CodeCommit, Experiment, WorkflowEvent, db
+from services import events, jobs, lifecycle, markers, registry, runs, settings
+from services.actors import Actor
+from services.agents.tools import ToolContext, ToolResult, tool
+from services.clock import utcnow
+from services.errors import SaganError
+
+IMPLEMENTER = "experiment-implementer"
+REVIEWERS = {"code-reviewer": "epm:code-review", "code-plan-reviewer": "epm:code-review-codex"}
+RECONCILER = "reconciler"
+TEST_STEP = "code-tests"
+PROVISIONER = "pod-provisioner"
+IMPLEMENTATION_MARKER = "epm:experiment-implementation"
+RECONCILE_MARKER = "epm:code-review-reconcile"
+TEST_MARKER = "epm:test-verdict"
+MAX_ROUNDS = registry.REVIEW_MAX_ROUNDS
+ATTEMPTS = 2  # a sub-agent that ends twice without its marker blocks the experiment
+ACTIVE = ("queued", "running", "waiting")
+SERIOUS = ("blocked_needs_user_decision", "fail_not_worth_continuing")
+CODE_STATUSES = ("approved", "implementing", "code_reviewing", "testing")
+
+
+# --- where the loop stands ---------------------------------------------------------------------
+
+@dataclass
+class CodeState:
+    experiment: Experiment
+    round: int
+    reconciled: bool                  # round 3's reconciler fix: no further review
+    phase_start: WorkflowEvent | None  # the status change into the current status
+    since_phase: list[WorkflowEvent] = field(default_factory=list)
+
+    def markers(self, name: str) -> list[WorkflowEvent]:
+        return [e for e in self.since_phase if e.marker == name]
+
+    def review(self, marker: str, round_: int) -> WorkflowEvent | None:
+        found = [e for e in self.markers(marker) if _review(e).get("review_pair") == "code_review"
+                 and int(_review(e).get("round") or 0) == round_]
+        return found[-1] if found else None
+
+
+def _review(event: WorkflowEvent) -> dict:
+    return (event.metadata_ or {}).get("review") or {}
+
+
+def _cycle(experiment: Experiment) -> list[WorkflowEvent]:
+    """The experiment's events since its latest approval (a re-approval starts over), oldest first."""
+    approved_at = db.session.scalar(sa.select(sa.func.max(WorkflowEvent.created_at)).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
+        WorkflowEvent.to_status == "approved"))
+    query = sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id,
+                                           WorkflowEvent.event_type.in_(("state_changed", "marker")))
+    if approved_at is not None:
+        query = query.where(WorkflowEvent.created_at >= approved_at)
+    return list(db.session.scalars(query.order_by(WorkflowEvent.created_at, WorkflowEvent.id)))
+
+
+def _round_of(cycle: list[WorkflowEvent]) -> int:
+    for event in reversed(cycle):
+        if event.event_type == "state_changed" and (event.metadata_ or {}).get("code_round"):
+            return int(event.metadata_["code_round"])
+    return 1
+
+
+def current_round(experiment: Experiment) -> int:
+    """The code round the experiment is in (1 until the loop starts a later one)."""
+    return _round_of(_cycle(experiment))
+
+
+def read_state(experiment: Experiment) -> CodeState:
+    cycle = _cycle(experiment)
+    phase_start = next((e for e in reversed(cycle) if e.event_type == "state_changed"
+                        and e.to_status == experiment.status), None)
+    since = cycle
+    if phase_start is not None:
+        since = [e for e in cycle if e.created_at >= phase_start.created_at and e.id != phase_start.id]
+    reconciled = bool(((phase_start.metadata_ if phase_start else None) or {}).get("reconciled"))
+    return CodeState(experiment, _round_of(cycle), reconciled, phase_start, since)
+
+
+def latest_commit(experiment: Experiment) -> CodeCommit | None:
+    return db.session.scalar(sa.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id)
+                             .order_by(CodeCommit.created_at.desc()).limit(1))
+
+
+# --- sub-agent runs ------------------------------------------------------------------------------
+
+def _runs_of(experiment: Experiment, agent: str, *, since=None, active: bool | None = None) -> list[AgentRun]:
+    query = sa.select(AgentRun).where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id,
+                                      AgentRun.agent == agent)
+    if since is not None:
+        query = query.where(AgentRun.created_at >= since)
+    if active is True:
+        query = query.where(AgentRun.status.in_(ACTIVE))
+    elif active is False:
+        query = query.where(AgentRun.status.not_in(ACTIVE))
+    return list(db.session.scalars(query.order_by(AgentRun.created_at)))
+
+
+@dataclass
+class Step:
+    """What one `code_step` call did: notes for the model, runs to wait for, effects."""
+
+    ctx: ToolContext
+    notes: list[str] = field(default_factory=list)
+    waiting_on: list[AgentRun] = field(default_factory=list)
+    enqueue: list = field(default_factory=list)
+    effects: list = field(default_factory=list)
+
+    def move(self, to: str, note: str, **metadata) -> None:
+        experiment = self.ctx.need_experiment()
+        self.effects += lifecycle.transition(experiment, to, self.ctx.actor, note=note,
+                                             metadata={"run_id": str(self.ctx.run.id), **metadata})
+        self.notes.append(note)
+
+    def start(self, agent: str, request: str, *, provider: str | None = None) -> AgentRun:
+        """A child run of the orchestrator, or the one already working on the same thing."""
+        from services.agents import loader
+        experiment = self.ctx.need_experiment()
+        live = _runs_of(experiment, agent, active=True)
+        if live:
+            self.waiting_on += live
+            self.notes.append(f"{agent} is already working (run {live[0].short_id}); waiting for it.")
+            return live[0]
+        model = None if provider else loader.model_for(loader.get(agent))
+        child = runs.create_run(kind=self.ctx.run.kind, agent=agent, request=request, scope_id=experiment.id,
+                                parent_run_id=self.ctx.run.id, model=model, runpod_account=experiment.runpod_account)
+        if provider:
+            child.provider = provider
+        self.waiting_on.append(child)
+        self.enqueue.append(child.id)
+        self.notes.append(f"Started {agent} as run {child.short_id}.")
+        return child
+
+    def block(self, note: str) -> None:
+        self.move("blocked", note[:1900])
+
+    def result(self) -> ToolResult:
+        text = "\n".join(self.notes) or "Nothing to do."
+        if self.waiting_on:
+            text += "\nYou are parked until they finish; call code_step again when you are woken."
+            return ToolResult(text, park={"children": [str(r.id) for r in self.waiting_on]},
+                              enqueue=self.enqueue, effects=self.effects)
+        return ToolResult(text, effects=self.effects)
+
+
+def _attempts_exhausted(step: Step, state: CodeState, agent: str, marker: str) -> bool:
+    """Block when `agent` ended ATTEMPTS times in this phase without posting its marker."""
+    since = state.phase_start.created_at if state.phase_start else None
+    ended = _runs_of(state.experiment, agent, since=since, active=False)
+    if len(ended) < ATTEMPTS:
+        return False
+    step.block(f"{agent} ended {len(ended)} times in code round {state.round} without posting {marker} "
+               f"(runs {', '.join(r.short_id for r in ended)}); read their transcripts, then unblock.")
+    return True
+
+
+# --- requests for the sub-agents ---------------------------------------------------------------------
+
+def _findings(state: CodeState, experiment: Experiment) -> str:
+    """What the previous round asked for: reviewers' fixes, the reconciler's decision, or failing tests."""
+    cycle = _cycle(experiment)
+    previous = state.round - 1 if not state.reconciled else state.round
+    lines = []
+    for agent, marker in REVIEWERS.items():
+        found = [e for e in cycle if e.marker == marker and int(_review(e).get("round") or 0) == previous
+                 and _review(e).get("review_pair") == "code_review"]
+        if found and _review(found[-1]).get("verdict") != "pass":
+            review = _review(found[-1])
+            lines.append(f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or found[-1].note or ''}")
+    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and int(_review(e).get("round") or 0) == previous]
+    if reconcile:
+        lines.append(f"- reconciler decided: {_review(reconcile[-1]).get('reconciler_decision') or reconcile[-1].note}")
+    tests = [e for e in cycle if e.marker == TEST_MARKER and (e.metadata_ or {}).get("round") == previous
+             and (e.metadata_ or {}).get("verdict") != "pass"]
+    if tests:
+        meta = tests[-1].metadata_ or {}
+        lines.append(f"- the tests failed on {str(meta.get('commit'))[:12]}:\n```\n{meta.get('output_tail', '')}\n```")
+    return "\n".join(lines)
+
+
+def _implementer_request(state: CodeState, experiment: Experiment) -> str:
+    test = settings.get("research_repo_test_command") or "(none configured)"
+    head = (f"Code round {state.round} of #{experiment.number}. Your worktree is branch experiment-"
+            f"{experiment.number} of the research repository. The repository's test command: `{test}`.")
+    if state.reconciled:
+        task = ("After round 3 the reconciler picked one minimal fix; apply exactly that, nothing else:\n"
+                + _findings(state, experiment))
+    elif state.round == 1:
+        task = "Implement the approved plan (get_plan): the code and tests the plan's runs need."
+    else:
+        task = f"Fix what round {state.round - 1} found, and only that:\n{_findings(state, experiment)}"
+    return (f"{head}\n\n{task}\n\nRun the tests with run_command, commit with git_commit, push with git_push, "
+            f"then post {IMPLEMENTATION_MARKER} (note: what you changed; metadata: {{\"round\": {state.round}}}).")
+
+
+LENSES = {
+    "code-reviewer": "Your lens: correctness, the repository's tests and lint, and code that will run unattended "
+                     "on a pod (paths, seeds, artifacts written to $SAGAN_ARTIFACT_DIR).",
+    "code-plan-reviewer": "Your lens: statistics and plan fidelity: does the code measure what the approved plan "
+                          "says (metric, baseline, seeds, sample sizes, the kill criterion), without leaks?",
+}
+
+
+def _reviewer_request(agent: str, state: CodeState, experiment: Experiment) -> str:
+    commit = latest_commit(experiment)
+    summary = next((e.note for e in reversed(_cycle(experiment)) if e.marker == IMPLEMENTATION_MARKER), "") or ""
+    earlier = _findings(CodeState(experiment, state.round, False, None), experiment) if state.round > 1 else ""
+    return (f"Review code round {state.round} of #{experiment.number}: branch experiment-{experiment.number} at "
+            f"{commit.short_sha if commit else 'HEAD'}. The implementer says: {summary[:2000]}\n{LENSES[agent]}\n"
+            + (f"Round {state.round - 1} asked for:\n{earlier}\n" if earlier else "")
+            + f"Read the plan (get_plan) and the change (git_diff). Post exactly one {REVIEWERS[agent]} marker with "
+              f"review_pair code_review, round {state.round}, reviewer {agent}, a verdict and, unless you pass, the "
+              "smallest required_fix that would change your verdict.")
+
+
+def _reconciler_request(state: CodeState, experiment: Experiment) -> str:
+    lines = []
+    for agent, marker in REVIEWERS.items():
+        event = state.review(marker, state.round)
+        review = _review(event) if event else {}
+        lines.append(f"- {agent}: {review.get('verdict')} — {review.get('required_fix') or (event.note if event else '')}")
+    rule = ("This is round 3: disagreement alone cannot block. Pick the minimal necessary fix (verdict "
+            "needs_targeted_fix with reconciler_decision) or pass; block only for a decision only the owner can make."
+            if state.round >= MAX_ROUNDS else "Decide whether the code passes, needs a targeted fix, or needs the owner.")
+    return (f"Settle code review round {state.round} of #{experiment.number}:\n" + "\n".join(lines)
+            + f"\n{rule}\nPost {RECONCILE_MARKER} with review_pair code_review, round {state.round}, reviewer "
+              "reconciler, a verdict and reconciler_decision.")
+
+
+# --- the tool -------------------------------------------------------------------------------------
+
+@tool("code_step", "Advance the experiment's code loop (implement → review pair → tests → dispatch) by one step; "
+                   "it starts the right sub-agent and parks you, or tells you what happened.")
+def code_step(ctx: ToolContext, data: dict) -> ToolResult:
+    from services.agents.code_tools import require_tool
+    require_tool(ctx, "code_step")
+    experiment = ctx.need_experiment()
+    if not settings.get("research_repo_url"):
+        return ToolResult("No research repository is configured, so there is no code loop: run the branch and "
+                          "commit given in the approved spec's env or set by the owner, or stop with a blocker "
+                          "asking for one.", is_error=True)
+    step = Step(ctx)
+    for _ in range(6):  # a call may make a few moves (e.g. implementing → code_reviewing → spawn)
+        if step.waiting_on or experiment.status == "blocked":
+            break
+        status = experiment.status
+        if status == "approved":
+            step.move("implementing", "Code round 1: dispatching the implementer.", code_round=1)
+            continue
+        state = read_state(experiment)
+        if status == "implementing":
+            if not _implementing(step, state, experiment):
+                break
+        elif status == "code_reviewing":
+            if not _code_reviewing(step, state, experiment):
+                break
+        elif status == "testing":
+            if not _testing(step, state, experiment):
+                break
+        else:
+            step.notes.append(_done_or_elsewhere(experiment))
+            break
+    return step.result()
+
+
+def _done_or_elsewhere(experiment: Experiment) -> str:
+    if experiment.git_commit and experiment.status not in CODE_STATUSES:
+        return (f"The code step is done: {experiment.git_branch} at {experiment.git_commit[:12]} is in the pod spec; "
+                f"#{experiment.number} is {experiment.status}.")
+    return f"#{experiment.number} is {experiment.status}; the code step only runs while it is approved, implementing, " \
+           "code_reviewing or testing."
+
+
+def _implementing(step: Step, state: CodeState, experiment: Experiment) -> bool:
+    """True when the status moved on (look again), False when parked or stopped."""
+    if state.markers(IMPLEMENTATION_MARKER):
+        commit = latest_commit(experiment)
+        if commit is None:
+            if _attempts_exhausted(step, state, IMPLEMENTER, "a commit"):
+                return False
+            step.notes.append(f"The implementer posted {IMPLEMENTATION_MARKER} but committed nothing; asking again.")
+            step.start(IMPLEMENTER, _implementer_request(state, experiment) + "\nYour last run committed nothing: "
+                       "commit (git_commit) and push (git_push) before posting the marker.")
+            return False
+        note = f"Implementation round {state.round} landed ({commit.short_sha}); dispatching the code-review pair."
+        if state.reconciled:
+            note = f"Round {state.round} reconciler's fix landed ({commit.short_sha}); no further review after round 3."
+        step.move("code_reviewing", note, code_round=state.round, commit=commit.sha, reconciled=state.reconciled)
+        return True
+    if _runs_of(experiment, IMPLEMENTER, active=True):
+        step.start(IMPLEMENTER, "")  # waits for the one already working
+        return False
+    if _attempts_exhausted(step, state, IMPLEMENTER, IMPLEMENTATION_MARKER):
+        return False
+    step.start(IMPLEMENTER, _implementer_request(state, experiment))
+    return False
+
+
+def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> bool:
+    n = state.round
+    commit = latest_commit(experiment)
+    sha12 = commit.short_sha if commit else "HEAD"
+    if state.reconciled:
+        step.move("testing", f"Running the repository's tests on {sha12} (round {n}, reconciled).", code_round=n)
+        return True
+    reviews = {agent: state.review(marker, n) for agent, marker in REVIEWERS.items()}
+    missing = [agent for agent, event in reviews.items() if event is None]
+    if missing:
+        for agent in missing:
+            if not _runs_of(experiment, agent, active=True) and \
+                    _attempts_exhausted(step, state, agent, REVIEWERS[agent]):
+                return False
+            step.start(agent, _reviewer_request(agent, state, experiment))
+        return False
+    verdicts = {agent: _review(event).get("verdict") for agent, event in reviews.items()}
+    if all(v == "pass" for v in verdicts.values()):
+        step.move("testing", f"Code review pair passed round {n}; running the repository's tests on {sha12}.",
+                  code_round=n)
+        return True
+    needs_reconciler = any(v in SERIOUS for v in verdicts.values()) or n >= MAX_ROUNDS
+    if not needs_reconciler:
+        step.move("implementing", f"Round {n} reviewer pair landed needs_targeted_fix; dispatching implementer "
+                                  f"for round {n + 1} fixes", code_round=n + 1, verdicts=verdicts)
+        return True
+    reconcile = state.review(RECONCILE_MARKER, n)
+    if reconcile is None:
+        if not _runs_of(experiment, RECONCILER, active=True) and \
+                _attempts_exhausted(step, state, RECONCILER, RECONCILE_MARKER):
+            return False
+        step.start(RECONCILER, _reconciler_request(state, experiment))
+        return False
+    decision = _review(reconcile).get("verdict")
+    text = _review(reconcile).get("reconciler_decision") or reconcile.note or ""
+    if decision == "pass":
+        step.move("testing", f"Round {n} reconciler settled the review pair: pass. Running the tests on {sha12}.",
+                  code_round=n)
+        return True
+    if decision == "needs_targeted_fix":
+        if n < MAX_ROUNDS:
+            step.move("implementing", f"Round {n} reconciler settled on a targeted fix; dispatching implementer "
+                                      f"for round {n + 1} fixes", code_round=n + 1)
+        else:
+            step.move("implementing", f"Round {n} reconciler picked the minimal fix; dispatching implementer to "
+                                      "apply it (no review rounds after round 3)", code_round=n, reconciled=True)
+        return True
+    step.block(f"Code review round {n}: the reconciler says {decision}: {text}")
+    return False
+
+
+def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
+    n = state.round
+    verdicts = state.markers(TEST_MARKER)
+    if not verdicts:
+        if not _runs_of(experiment, TEST_STEP, active=True) and \
+                _attempts_exhausted(step, state, TEST_STEP, TEST_MARKER):
+            return False
+        step.start(TEST_STEP, f"Run the repository's tests and lint on experiment-{experiment.number} (round {n}).",
+                   provider="sagan")
+        return False
+    meta = verdicts[-1].metadata_ or {}
+    sha, branch = meta.get("commit") or "", meta.get("branch") or f"experiment-{experiment.number}"
+    if meta.get("verdict") == "error":
+        step.block(f"The test step could not run: {meta.get('error')}")
+        return False
+    if meta.get("verdict") != "pass":
+        if n < MAX_ROUNDS:
+            step.move("implementing", f"Tests failed on {sha[:12]} in round {n}; dispatching implementer for round "
+                                      f"{n + 1} fixes", code_round=n + 1)
+            return True
+        step.block(f"Tests still fail after round {n} on {sha[:12]}; the code needs the owner's look:\n"
+                   f"{str(meta.get('output_tail') or '')[-1200:]}")
+        return False
+    if not meta.get("pushed"):
+        step.block(f"Tests passed on {sha[:12]} but the branch could not be pushed, so pods could not check it "
+                   f"out: {meta.get('push_error')}")
+        return False
+    if (experiment.git_branch, experiment.git_commit) != (branch, sha):
+        splice(experiment, branch, sha)
+        note = f"Code review pair passed round {n}; pod_spec branch/sha spliced; dispatching pod-provisioner"
+        events.record(experiment, "note", step.ctx.actor, note=note,
+                      metadata={"branch": branch, "commit": sha, "round": n, "run_id": str(step.ctx.run.id)})
+        step.notes.append(note)
+    else:
+        since = verdicts[-1].created_at
+        if not _runs_of(experiment, PROVISIONER, active=True) and \
+                len(_runs_of(experiment, PROVISIONER, since=since, active=False)) >= ATTEMPTS:
+            step.notes.append(f"{branch} at {sha[:12]} is spliced, but the pod-provisioner ended {ATTEMPTS} times "
+                              "without dispatching; check list_pods and the events, or stop with a blocker.")
+            return False
+    step.start(PROVISIONER, f"Dispatch the approved pod spec of #{experiment.number}. The code is {branch} at "
+                            f"commit {sha}, spliced into every pod's env (SAGAN_GIT_BRANCH, SAGAN_GIT_COMMIT). "
+                            "Call launch_pods once, post epm:pod-dispatched, then wait_for_pods.")
+    return False
+
+
+# --- splicing ---------------------------------------------------------------------------------------
+
+GIT_ENV_NAMES = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
+
+
+def splice(experiment: Experiment, branch: str, sha: str) -> None:
+    """Put the tested branch and commit on the experiment and into every pod's env (SPEC §5.7).
+
+    These four env names are the only change to an approved spec that needs no new
+    approval (services.dispatch.provisioner.approved_spec ignores them).
+    """
+    experiment.git_branch = branch
+    experiment.git_commit = sha
+    spec = experiment.pod_spec
+    if not spec:
+        return
+    pods = spec if isinstance(spec, list) else [spec]
+    spliced = []
+    for pod in pods:
+        pod = dict(pod)
+        pod["env"] = {**(pod.get("env") or {}), "SAGAN_GIT_BRANCH": branch, "SAGAN_GIT_COMMIT": sha,
+                      "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": sha}
+        spliced.append(pod)
+    experiment.pod_spec = spliced if isinstance(spec, list) else spliced[0]
+
+
+# --- the test step (no model; runs on the `local` queue) -----------------------------------------------
+
+def run_test_step(run_id) -> str:
+    """Run the repository's test and lint commands in the sandbox, push, post epm:test-verdict."""
+    from services.agents.loop import Heartbeat, wake_parent_if_ready
+    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
+    if run is None or run.terminal:
+        return "skipped"
+    claimed = db.session.execute(
+        sa.update(AgentRun).where(AgentRun.id == run.id, AgentRun.status.in_(("queued", "waiting")))
+        .values(status="running", heartbeat_at=utcnow()).execution_options(synchronize_session=False)).rowcount
+    if not claimed:
+        db.session.rollback()
+        return "skipped"
+    db.session.refresh(run)
+    if run.cancel_requested_at is not None:
+        effects = runs.finish_cancel(run, Actor.owner_like())
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return "cancelled"
+    runs.set_status(run, "running")
+    runs.append_event(run.id, "started", f"kind={run.kind}", {"agent": TEST_STEP, "model": None})
+    experiment = db.session.get(Experiment, run.scope_id)
+    db.session.commit()
+    app = current_app._get_current_object()
+    with Heartbeat(app, run.id, app.config["HEARTBEAT_SECONDS"]):
+        metadata, summary = _test_and_push(run, experiment)
+    actor = Actor("agent", str(run.id), TEST_STEP)
+    markers.post_marker(experiment, TEST_MARKER, actor, note=summary[:1900], metadata=metadata)
+    runs.set_status(run, "completed")
+    runs.append_event(run.id, "completed", summary)
+    parent_id = run.parent_run_id
+    db.session.commit()
+    if parent_id is not None:
+        wake_parent_if_ready(parent_id)
+    return metadata["verdict"]
+
+
+def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
+    from services import sandbox, workspaces
+    from services.agents import code_tools
+    n = current_round(experiment)
+    base = {"round": n, "run_id": str(run.id), "branch": f"experiment-{experiment.number}"}
+    try:
+        with workspaces.locked(experiment):
+            ws = workspaces.ensure(experiment)
+            workspaces.check_no_nested_git(ws)
+            sha = workspaces.head(ws)
+            base.update(commit=sha, branch=ws.branch)
+            dirty = workspaces.dirty_tracked(ws)
+            if dirty:
+                message = ("Uncommitted changes to tracked files: " + ", ".join(dirty[:20])
+                           + ". Commit or revert them; the tests run on a commit.")
+                return {**base, "verdict": "fail", "output_tail": message, "checks": []}, \
+                    f"Tests not run on {sha[:12]}: {message}"
+            checks, tails = [], []
+            commands = code_tools.configured_commands()
+            for role, command in commands.items():
+                runs.append_event(run.id, "tool_call", "run_command",
+                                  {"tool": "run_command", "input": {"command": command, "role": role}})
+                db.session.commit()  # the page shows what runs while it runs
+                outcome = sandbox.run(ws.path, ["sh", "-c", command], writable=True, shown_as=command)
+                runs.append_event(run.id, "tool_result", outcome.describe(),
+                                  {"tool": "run_command", "is_error": not outcome.ok})
+                db.session.commit()
+                checks.append({"role": role, "command": command, "exit_code": outcome.exit_code,
+                               "timed_out": outcome.timed_out, "output_capped": outcome.output_capped,
+                               "seconds": round(outcome.seconds, 2), "ok": outcome.ok})
+                tails.append(f"$ {command}\n{outcome.tail(3000)}\n{outcome.status_line()}")
+            passed = all(c["ok"] for c in checks)
+            result = {**base, "verdict": "pass" if passed else "fail", "checks": checks,
+                      "output_tail": "\n\n".join(tails)[-6000:], "pushed": False}
+            ran = ", ".join(f"{c['role']} `{c['command']}`: exit {c['exit_code']}"
+                            + (" (timed out)" if c["timed_out"] else "") for c in checks) \
+                or "no test or lint command is configured, so nothing ran"
+            if not passed:
+                return result, f"Tests failed on {sha[:12]} (round {n}): {ran}."
+            try:
+                workspaces.push(ws)
+                if sha != workspaces.base_commit(ws):  # the branch has commits of its own
+                    code_tools.record_commit(ws, experiment, sha, agent=None, run_id=None)
+                code_tools.mark_pushed(experiment, ws.branch)
+                result["pushed"] = True
+            except SaganError as exc:
+                result["push_error"] = exc.message[:2000]
+            pushed = "pushed" if result["pushed"] else f"NOT pushed: {result.get('push_error')}"
+            return result, f"Tests passed on {sha[:12]} (round {n}): {ran}; {ws.branch} {pushed}."
+    except SaganError as exc:
+        return {**base, "verdict": "error", "error": exc.message[:2000], "checks": []}, \
+            f"The test step could not run: {exc.message}"
+
+
+# --- queues, hooks ---------------------------------------------------------------------------------------
+
+def job_for(agent: str) -> tuple[str, str]:
+    """(queue, job) for a run of `agent`: code agents and the test step go to the worktree host."""
+    if agent == TEST_STEP:
+        return jobs.LOCAL, "workers.code.run_test_step"
+    from services.agents import code_tools, loader
+    try:
+        definition = loader.get(agent)
+    except SaganError:
+        return jobs.AGENTS, "workers.agents.run_agent"
+    if code_tools.is_code_agent(definition.tools):
+        return jobs.LOCAL, "workers.agents.run_agent"
+    return jobs.AGENTS, "workers.agents.run_agent"
+
+
+def enqueue_workspace_removal(experiment_id) -> str:
+    return jobs.enqueue_unique(jobs.LOCAL, "workers.code.remove_workspace", str(experiment_id),
+                               job_id=f"workspace-remove-{experiment_id}")
+
+
+def _hook_remove_workspace(experiment_id, actor, metadata):
+    """A closed or promoted experiment's worktree is removed on the host that has it."""
+    if settings.get("research_repo_url"):
+        enqueue_workspace_removal(experiment_id)
+
+
+def remove_workspace(experiment_id) -> bool:
+    from services import workspaces
+    experiment = db.session.get(Experiment, uuid.UUID(str(experiment_id)))
+    return bool(experiment) and workspaces.remove(experiment)
+
+
+def install() -> None:
+    lifecycle.register_side_effect("stop_active_work", _hook_remove_workspace)
+    lifecycle.register_side_effect("promote", _hook_remove_workspace)

@@ -1,0 +1,25 @@
+"""Agent definitions: every shipped file parses, names only known tools, and a broken one
+breaks only itself."""
+import pytest
+
+from services.agents import loader
+from services.errors import ValidationError
+
+
+@pytest.mark.parametrize("name", loader.names())
+def test_every_shipped_agent_parses(name):
+    """Does each agents/*.md parse, with its file name as its name and known tools only?"""
+    definition = loader.get(name)
+    assert definition.name == name and definition.tools and definition.prompt
+
+
+def test_bad_frontmatter_is_refused():
+    """Missing fields, unknown tools and bad turn limits are clear errors."""
+    with pytest.raises(ValidationError, match="frontmatter"):
+        loader.parse("no frontmatter here")
+    with pytest.raises(ValidationError, match="lacks"):
+        loader.parse("---\nname: x\n---\nbody")
+    with pytest.raises(ValidationError, match="unknown tool"):
+        loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [launch_rockets]\n---\nbody")
+    with pytest.raises(ValidationError, match="max_turns"):
+        loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 0\ntools: [get_plan]\n---\nbody")
