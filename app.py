@@ -70,6 +70,16 @@ def _configure_sqlite(app: Flask) -> None:
         def _pragmas(dbapi_connection, _record):
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=10000")
+            cursor.execute("PRAGMA busy_timeout=30000")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
+            # Let SQLAlchemy, not the driver, decide when transactions begin (below).
+            dbapi_connection.isolation_level = None
+
+        @sa.event.listens_for(db.engine, "begin")
+        def _begin_immediate(conn):
+            # Take the write lock when a transaction starts. A deferred transaction that read
+            # first and writes later cannot wait for the lock once another process (the
+            # worker, a heartbeat) committed in between: SQLite answers "database is locked"
+            # at once. BEGIN IMMEDIATE waits (busy_timeout) instead.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -83,6 +83,9 @@ class Config:
     SAGAN_OWNER_PASSWORD = os.environ.get("SAGAN_OWNER_PASSWORD", "")
     LOGIN_MAX_FAILURES = _env_int("SAGAN_LOGIN_MAX_FAILURES", 5)
     LOGIN_FAILURE_WINDOW = _env_int("SAGAN_LOGIN_FAILURE_WINDOW", 60)
+    # Bearer requests (API and pod tokens) with an unknown token, per address (SPEC §10).
+    BEARER_MAX_FAILURES = _env_int("SAGAN_BEARER_MAX_FAILURES", 20)
+    BEARER_FAILURE_WINDOW = _env_int("SAGAN_BEARER_FAILURE_WINDOW", 60)
     # Mentor share pages (/s/<token>) per address per minute, tokens guessed or real.
     SHARE_RATE_LIMIT = _env_int("SAGAN_SHARE_RATE_LIMIT", 60)
 

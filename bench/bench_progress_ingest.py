@@ -81,6 +81,8 @@ def prepare(pods: int) -> list[str]:
         REDIS_URL = REDIS_URL
 
     app = create_app(BenchConfig)
+    import logging
+    logging.getLogger().setLevel(logging.WARNING)  # the app logs at INFO outside tests
     secrets_ = []
     with app.app_context():
         import flask_migrate
@@ -142,6 +144,7 @@ def main() -> None:
     p50 = re.search(r"50%\s+([\d.]+\w+)", out)
     p99 = re.search(r"99%\s+([\d.]+\w+)", out)
     result = {"bench": "progress_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
+              "machine": {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]},
               "wrk": "2 threads, 8 connections", "seconds": args.seconds, "pods": args.pods,
               "posts_per_second": round(rate, 1), "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
               "latency_p50": p50.group(1) if p50 else None, "latency_p99": p99.group(1) if p99 else None,

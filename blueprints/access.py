@@ -12,19 +12,27 @@ new route cannot be forgotten. Rules:
 - ``api("write+promote")`` — a token needs every scope joined by `+`.
 
 CSRF is enforced here for every state-changing request made with a session; bearer
-requests carry no ambient credential, so they need none.
+requests carry no ambient credential, so they need none. Bearer requests with unknown
+tokens are counted per address; past SAGAN_BEARER_MAX_FAILURES a minute, that address's
+bearer requests get 429 before any token is looked up.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 from urllib.parse import urlsplit
 
+import redis
 from flask import Flask, current_app, g, jsonify, redirect, request, url_for
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from services import auth as auth_service
+from services import redis_store
 from services.actors import Actor
+
+log = logging.getLogger(__name__)
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
@@ -46,6 +54,27 @@ pod = _mark("pod")
 
 def api(scope: str) -> Callable:
     return _mark("api", scope)
+
+
+def body_limit(setting: str) -> Callable:
+    """Let this view accept bodies up to the `setting` config value instead of
+    MAX_CONTENT_LENGTH (artifact uploads)."""
+    def decorator(view: Callable) -> Callable:
+        view.body_limit_setting = setting
+        return view
+    return decorator
+
+
+def _refuse_oversized_body() -> None:
+    """413 before any work when the declared body is over the view's cap (a view that never
+    reads its body would otherwise answer 404 or 200 to a 50 MB request)."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    setting = getattr(view, "body_limit_setting", None)
+    if setting:
+        request.max_content_length = current_app.config[setting]
+    limit = request.max_content_length
+    if limit is not None and request.content_length is not None and request.content_length > limit:
+        raise RequestEntityTooLarge()
 
 
 def rule_for(endpoint: str | None) -> tuple[str, str | None] | None:
@@ -94,10 +123,39 @@ def _bearer_secret() -> str | None:
     return None
 
 
+def _bearer_failures_key() -> str:
+    return f"sagan:bearer-failures:{request.remote_addr or 'unknown'}"
+
+
+def _bearer_throttled():
+    """429 when this address sent too many unknown tokens lately (checked before any token
+    is looked up, so guessing gains nothing), else None. Redis being down does not block
+    pods and scripts: this limit is a brake on guessing, and the tokens are 256 bits."""
+    try:
+        failures = redis_store.connection().get(_bearer_failures_key())
+    except redis.RedisError:
+        log.warning("bearer throttle skipped: Redis is unavailable")
+        return None
+    if failures and int(failures) >= current_app.config["BEARER_MAX_FAILURES"]:
+        response = _json_error(429, "rate_limited", "Too many requests with an unknown or expired token from your "
+                               "address; wait a minute, and check the token you send.")
+        response.headers["Retry-After"] = str(current_app.config["BEARER_FAILURE_WINDOW"])
+        return response
+    return None
+
+
+def _bearer_failed() -> None:
+    try:
+        redis_store.count_in_window(_bearer_failures_key(), current_app.config["BEARER_FAILURE_WINDOW"])
+    except redis.RedisError:
+        log.warning("bearer failure not counted: Redis is unavailable")
+
+
 def enforce() -> object | None:
     """before_request hook: apply the endpoint's access rule and CSRF."""
     if request.endpoint is None:
         return None  # 404/405 are answered by the router
+    _refuse_oversized_body()
     rule = rule_for(request.endpoint)
     if rule is None:
         return _json_error(403, "no_access_rule", "This route declares no access rule.")
@@ -107,8 +165,11 @@ def enforce() -> object | None:
 
     if kind == "pod":
         from services.dispatch.tokens import pod_for_token
+        if (throttled := _bearer_throttled()) is not None:
+            return throttled
         found = pod_for_token(_bearer_secret())
         if found is None:
+            _bearer_failed()
             return _json_error(401, "invalid_pod_token", "The pod token is unknown or expired "
                                "(a pod's token ends 15 minutes after the pod stops).")
         g.pod = found
@@ -120,8 +181,11 @@ def enforce() -> object | None:
         return None
 
     if kind == "api" and (secret := _bearer_secret()) is not None:
+        if (throttled := _bearer_throttled()) is not None:
+            return throttled
         token = auth_service.verify_token(secret)
         if token is None:
+            _bearer_failed()
             return _json_error(401, "invalid_token", "The API token is unknown, expired or revoked.")
         missing = [needed for needed in scope.split("+") if needed not in token.scopes]
         if missing:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
-from flask import Flask, make_response, render_template
+from flask import Flask, current_app, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from blueprints.access import wants_json
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
          405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "unprocessable",
-         429: "rate_limited"}
+         429: "rate_limited", 503: "unavailable"}
 
 MESSAGE_HEADER = "X-Sagan-Message"
 CODE_HEADER = "X-Sagan-Error"
@@ -43,6 +43,18 @@ def error_response(status: int, code: str, message: str, title: str, json_body: 
     return with_message(response, code, message)
 
 
+def _service_down(error: Exception) -> bool:
+    """A lost or refused connection to PostgreSQL or Redis (not a bad query)."""
+    import redis
+    import sqlalchemy as sa
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
+        return True
+    if isinstance(error, sa.exc.DBAPIError):
+        return bool(error.connection_invalidated) or isinstance(error, (sa.exc.OperationalError,
+                                                                       sa.exc.InterfaceError))
+    return False
+
+
 def init_app(app: Flask) -> None:
     @app.errorhandler(SaganError)
     def domain_error(error: SaganError):
@@ -60,6 +72,20 @@ def init_app(app: Flask) -> None:
     def unexpected(error: Exception):
         if isinstance(error, HTTPException):
             return http_error(error)
+        if _service_down(error):
+            # PostgreSQL or Redis is restarting or unreachable: say so, and let the client
+            # retry. The pool drops broken connections, so the next request reconnects.
+            log.warning("a backing service is unavailable: %s", error.__class__.__name__)
+            message = "Sagan cannot reach its database or queue right now; try again in a moment."
+            if wants_json():
+                response = make_response({"error": "unavailable", "message": message}, 503)
+            else:
+                # Straight from Jinja: render_template's context processors would load the
+                # session's user from the very database that is down.
+                page = current_app.jinja_env.get_template("errors/unavailable.html")
+                response = make_response(page.render(message=message, path=request.path), 503)
+            response.headers["Retry-After"] = "5"
+            return with_message(response, "unavailable", message)
         log.exception("unhandled error")
         return error_response(500, "internal_error",
                               "Something went wrong on our side; it has been logged.", "Server error")

@@ -31,6 +31,7 @@ def post_progress():
 
 @bp.post("/artifacts")
 @access.pod
+@access.body_limit("ARTIFACT_MAX_BYTES")
 def post_artifact():
     """One file from the pod's artifact folder, as the raw request body."""
     limit = current_app.config["ARTIFACT_MAX_BYTES"]

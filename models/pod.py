@@ -52,6 +52,9 @@ class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
     bootstrap_count: Mapped[int] = mapped_column(default=0)
     progress_pct: Mapped[float | None]
     progress_message: Mapped[str | None] = mapped_column(sa.String(2000))
+    # The seq of the post that progress_pct/message come from: an older post arriving late
+    # (a pod's retry) updates the heartbeat but not the progress shown.
+    progress_seq: Mapped[int | None] = mapped_column(sa.BigInteger)
     stopped_at: Mapped[datetime | None]
     terminated_at: Mapped[datetime | None]
     stop_reason: Mapped[str | None] = mapped_column(sa.String(16))

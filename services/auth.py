@@ -98,12 +98,7 @@ def authenticate(email: str, password: str, address: str) -> User:
     except (VerificationError, InvalidHashError):
         ok = False
     if not ok:
-        conn = redis_store.connection()
-        key = _throttle_key(address)
-        pipe = conn.pipeline()
-        pipe.incr(key)
-        pipe.expire(key, current_app.config["LOGIN_FAILURE_WINDOW"], nx=True)
-        pipe.execute()
+        redis_store.count_in_window(_throttle_key(address), current_app.config["LOGIN_FAILURE_WINDOW"])
         raise ValidationError("Wrong email or password.", field="password")
     if _hasher.check_needs_rehash(user.password_hash):
         user.password_hash = hash_password(password)

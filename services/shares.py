@@ -107,12 +107,7 @@ def check_rate(address: str | None) -> None:
     """At most SHARE_RATE_LIMIT share requests a minute per address (RateLimited otherwise)."""
     limit = current_app.config.get("SHARE_RATE_LIMIT", 60)
     key = f"sagan:share-rate:{address or 'unknown'}"
-    conn = redis_store.connection()
-    pipe = conn.pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 60, nx=True)
-    count, _ = pipe.execute()
-    if int(count) > limit:
+    if redis_store.count_in_window(key, 60) > limit:
         raise RateLimited("Too many requests; wait a minute and try again.")
 
 

@@ -27,10 +27,11 @@ from services import events, sandbox, settings, workspaces
 from services.agents.tools import ToolContext, ToolResult, tool
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, SaganError, ValidationError
+from services.redact import redact
 
 CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
               "git_diff", "git_commit", "git_push")
-WRITE_TOOLS = ("write_file", "apply_patch", "git_commit", "git_push")
+WRITE_TOOLS = ("write_file", "apply_patch", "git_commit")  # an agent with any of these may change code
 OUTPUT_SHOWN = 60_000        # characters of command output or diff an agent sees per call
 WRITE_MAX = 1_000_000        # bytes per write_file
 READ_MAX_BYTES = 5_000_000   # files larger than this are not read whole
@@ -123,7 +124,7 @@ def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
 
 
 def _can_write(ctx: ToolContext) -> bool:
-    return any(name in _definition_tools(ctx) for name in ("write_file", "apply_patch", "git_commit"))
+    return any(name in _definition_tools(ctx) for name in WRITE_TOOLS)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -313,8 +314,15 @@ def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
     def work(ws):
         for path in paths:
             resolve(ws, path)  # refuses absolute paths, '..', .git and links out of the worktree
-        flags = [f"-p{strip}", "--whitespace=nowarn", "--recount"]
+        # Models often miscount hunk lengths; --recount forgives that, but misreads a patch of
+        # several files without `diff --git` lines. Take the patch as written first.
+        flags = [f"-p{strip}", "--whitespace=nowarn"]
         check = workspaces.git(ws, "apply", "--check", "--verbose", *flags, input=patch, check=False)
+        if check.returncode != 0:
+            recounted = workspaces.git(ws, "apply", "--check", *flags, "--recount", input=patch, check=False)
+            if recounted.returncode == 0:
+                flags.append("--recount")
+                check = recounted
         if check.returncode != 0:
             raise ValidationError("The patch does not apply, so nothing was changed. Read the current lines "
                                   "with read_file and send a patch whose context matches them:\n"
@@ -465,14 +473,15 @@ def record_commit(ws: workspaces.Workspace, experiment, sha: str, *, agent: str 
         return existing
     base = workspaces.base_commit(ws)
     parent = workspaces.git(ws, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False).stdout.strip() or None
-    text = workspaces.diff(ws, base, sha)
+    # Stored text passes the redactor like everything else (SPEC §5.4); git keeps the real code.
+    text = redact(workspaces.diff(ws, base, sha))
     encoded = text.encode()
     truncated_from = None
     if len(encoded) > DIFF_STORED_MAX:
         truncated_from = len(encoded)
         text = encoded[:DIFF_STORED_MAX].decode(errors="ignore")
     files, insertions, deletions = workspaces.diff_stats(ws, base, sha)
-    message = workspaces.git(ws, "log", "-1", "--format=%B", sha).stdout.strip()
+    message = redact(workspaces.git(ws, "log", "-1", "--format=%B", sha).stdout.strip())
     row = CodeCommit(experiment_id=experiment.id, agent_run_id=run_id, agent=agent, branch=ws.branch, sha=sha,
                      parent_sha=parent, base_sha=base, message=message[:20_000],
                      round=implementation.current_round(experiment), files_changed=files, insertions=insertions,

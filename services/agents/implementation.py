@@ -78,10 +78,15 @@ def _review(event: WorkflowEvent) -> dict:
 
 
 def _cycle(experiment: Experiment) -> list[WorkflowEvent]:
-    """The experiment's events since its latest approval (a re-approval starts over), oldest first."""
+    """The experiment's events since its plan was last approved, oldest first.
+
+    Approving a (new) plan starts the code loop over; coming back to `approved` from a
+    dispatch gate or a block does not: the reviewed, tested code is still the code.
+    """
     approved_at = db.session.scalar(sa.select(sa.func.max(WorkflowEvent.created_at)).where(
         WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
-        WorkflowEvent.to_status == "approved"))
+        WorkflowEvent.to_status == "approved",
+        WorkflowEvent.from_status.in_(("plan_pending", "awaiting_approval"))))
     query = sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id,
                                            WorkflowEvent.event_type.in_(("state_changed", "marker")))
     if approved_at is not None:
@@ -112,9 +117,11 @@ def read_state(experiment: Experiment) -> CodeState:
     return CodeState(experiment, _round_of(cycle), reconciled, phase_start, since)
 
 
-def latest_commit(experiment: Experiment) -> CodeCommit | None:
-    return db.session.scalar(sa.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id)
-                             .order_by(CodeCommit.created_at.desc()).limit(1))
+def latest_commit(experiment: Experiment, *, since=None) -> CodeCommit | None:
+    query = sa.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id)
+    if since is not None:
+        query = query.where(CodeCommit.created_at >= since)
+    return db.session.scalar(query.order_by(CodeCommit.created_at.desc()).limit(1))
 
 
 # --- sub-agent runs ------------------------------------------------------------------------------
@@ -280,7 +287,8 @@ def code_step(ctx: ToolContext, data: dict) -> ToolResult:
             break
         status = experiment.status
         if status == "approved":
-            step.move("implementing", "Code round 1: dispatching the implementer.", code_round=1)
+            if not _approved(step, experiment):
+                break
             continue
         state = read_state(experiment)
         if status == "implementing":
@@ -306,14 +314,45 @@ def _done_or_elsewhere(experiment: Experiment) -> str:
            "code_reviewing or testing."
 
 
+def _passed_tests(experiment: Experiment) -> WorkflowEvent | None:
+    """This cycle's passing, pushed test verdict for the commit the pods are set to run."""
+    for event in reversed(_cycle(experiment)):
+        meta = event.metadata_ or {}
+        if event.marker == TEST_MARKER and meta.get("verdict") == "pass" and meta.get("pushed") \
+                and meta.get("commit") == experiment.git_commit:
+            return event
+    return None
+
+
+def _approved(step: Step, experiment: Experiment) -> bool:
+    """Back at `approved` after a gate or a block with tested code: dispatch it; otherwise
+    (a fresh approval, or a loop stopped mid-way) implement, continuing the current round."""
+    if experiment.git_commit and _passed_tests(experiment) is not None:
+        step.notes.append(f"{experiment.git_branch} at {experiment.git_commit[:12]} already passed review and tests; "
+                          "dispatching pod-provisioner")
+        _start_provisioner(step, experiment, experiment.git_branch, experiment.git_commit)
+        return False
+    round_ = current_round(experiment)
+    step.move("implementing", f"Code round {round_}: dispatching the implementer.", code_round=round_)
+    return True
+
+
+def _start_provisioner(step: Step, experiment: Experiment, branch: str, sha: str) -> None:
+    step.start(PROVISIONER, f"Dispatch the approved pod spec of #{experiment.number}. The code is {branch} at "
+                            f"commit {sha}, spliced into every pod's env (SAGAN_GIT_BRANCH, SAGAN_GIT_COMMIT). "
+                            "Call launch_pods once, post epm:pod-dispatched, then wait_for_pods.")
+
+
 def _implementing(step: Step, state: CodeState, experiment: Experiment) -> bool:
     """True when the status moved on (look again), False when parked or stopped."""
     if state.markers(IMPLEMENTATION_MARKER):
-        commit = latest_commit(experiment)
+        # The round's work is a commit made in this round; an unchanged branch fixed nothing.
+        commit = latest_commit(experiment, since=state.phase_start.created_at if state.phase_start else None)
         if commit is None:
             if _attempts_exhausted(step, state, IMPLEMENTER, "a commit"):
                 return False
-            step.notes.append(f"The implementer posted {IMPLEMENTATION_MARKER} but committed nothing; asking again.")
+            step.notes.append(f"The implementer posted {IMPLEMENTATION_MARKER} but committed nothing in round "
+                              f"{state.round}; asking again.")
             step.start(IMPLEMENTER, _implementer_request(state, experiment) + "\nYour last run committed nothing: "
                        "commit (git_commit) and push (git_push) before posting the marker.")
             return False
@@ -422,9 +461,7 @@ def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
             step.notes.append(f"{branch} at {sha[:12]} is spliced, but the pod-provisioner ended {ATTEMPTS} times "
                               "without dispatching; check list_pods and the events, or stop with a blocker.")
             return False
-    step.start(PROVISIONER, f"Dispatch the approved pod spec of #{experiment.number}. The code is {branch} at "
-                            f"commit {sha}, spliced into every pod's env (SAGAN_GIT_BRANCH, SAGAN_GIT_COMMIT). "
-                            "Call launch_pods once, post epm:pod-dispatched, then wait_for_pods.")
+    _start_provisioner(step, experiment, branch, sha)
     return False
 
 
@@ -483,8 +520,10 @@ def run_test_step(run_id) -> str:
         metadata, summary = _test_and_push(run, experiment)
     actor = Actor("agent", str(run.id), TEST_STEP)
     markers.post_marker(experiment, TEST_MARKER, actor, note=summary[:1900], metadata=metadata)
-    runs.set_status(run, "completed")
-    runs.append_event(run.id, "completed", summary)
+    db.session.refresh(run)
+    if run.status == "running":  # not cancelled while the tests ran (the verdict is a fact either way)
+        runs.set_status(run, "completed")
+        runs.append_event(run.id, "completed", summary)
     parent_id = run.parent_run_id
     db.session.commit()
     if parent_id is not None:

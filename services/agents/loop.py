@@ -220,9 +220,13 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
             raise ShutdownRequested()
         if run.turns >= definition.max_turns:
             return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
+        model, messages = run.model, run.conversation
+        # No transaction stays open across the model call (it can take minutes): on SQLite
+        # an open transaction holds the write lock, and on PostgreSQL a connection.
+        db.session.commit()
         try:
-            response = client.messages.create(model=run.model, max_tokens=MAX_TOKENS, system=definition.prompt,
-                                              messages=run.conversation, tools=api_tools)
+            response = client.messages.create(model=model, max_tokens=MAX_TOKENS, system=definition.prompt,
+                                              messages=messages, tools=api_tools)
         except anthropic.APIStatusError as exc:
             return _finish_failed(run, "model_api_error",
                                   f"The model API answered {exc.status_code} after retries: {_api_message(exc)}")
@@ -414,11 +418,20 @@ def wake_ready_runs(limit: int = 50) -> list:
 
 
 def reconcile_runs(limit: int = 200) -> dict:
-    """Scheduler: re-enqueue queued runs whose job vanished; fail running runs gone stale."""
+    """Scheduler: re-enqueue queued runs whose job vanished; fail running runs gone stale
+    (a dispatch whose worker died resumes its saga once instead: provisioner.recover_lost)."""
+    from services.dispatch import provisioner
     cfg = current_app.config
-    requeued, lost = [], []
-    for run in db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)):
-        if not jobs.job_is_live(run.rq_job_id):
+    requeued, lost, resumed = [], [], []
+    # A list, not a streaming result: enqueueing commits the session as it goes.
+    queued = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)))
+    for run in queued:
+        if provisioner.is_dispatch(run):
+            # A dispatch's job has a fixed id on the dispatch queue, never an agent-run job.
+            if not jobs.job_is_live(provisioner.dispatch_job_id(run.id)):
+                provisioner.enqueue_dispatch(run.id)
+                requeued.append(run.id)
+        elif not jobs.job_is_live(run.rq_job_id):
             jobs.enqueue_run(run.id)
             requeued.append(run.id)
     stale_before = utcnow() - timedelta(seconds=cfg["RUN_STALE_SECONDS"])
@@ -426,6 +439,13 @@ def reconcile_runs(limit: int = 200) -> dict:
         AgentRun.status == "running",
         sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))).limit(limit)))
     for run in stale:
+        if provisioner.is_dispatch(run):
+            outcome = provisioner.recover_lost(run, stale_before)
+            if outcome == "resumed":
+                resumed.append(run.id)
+            elif outcome == "failed":
+                lost.append(run.id)
+            continue
         # Claim it with a compare-and-set so two schedulers cannot both fail it.
         claimed = db.session.execute(sa.update(AgentRun).where(
             AgentRun.id == run.id, AgentRun.status == "running",
@@ -440,7 +460,7 @@ def reconcile_runs(limit: int = 200) -> dict:
         db.session.commit()
         lifecycle.run_side_effects(outcome.effects)
         lost.append(run.id)
-    return {"requeued": requeued, "lost": lost}
+    return {"requeued": requeued, "lost": lost, "resumed": resumed}
 
 
 def hard_stop_cancelled() -> list:

@@ -98,7 +98,15 @@ WITH post AS (
   ON CONFLICT ON CONSTRAINT uq_pod_progress_posts_pod_seq DO NOTHING
   RETURNING id
 ), pod AS (
-  UPDATE pods SET progress_pct = :pct, progress_message = :message, last_progress_at = :now,
+  -- Posts may arrive out of order (a pod retries a failed post later): the progress shown
+  -- is the newest seq's. Re-checked against the latest row version under concurrency.
+  UPDATE pods SET
+         progress_pct = CASE WHEN CAST(:seq AS BIGINT) IS NULL OR progress_seq IS NULL
+                                  OR CAST(:seq AS BIGINT) >= progress_seq THEN :pct ELSE progress_pct END,
+         progress_message = CASE WHEN CAST(:seq AS BIGINT) IS NULL OR progress_seq IS NULL
+                                  OR CAST(:seq AS BIGINT) >= progress_seq THEN :message ELSE progress_message END,
+         progress_seq = GREATEST(progress_seq, CAST(:seq AS BIGINT)),
+         last_progress_at = :now,
          last_heartbeat_at = :now, updated_at = :now, bootstrap_count = bootstrap_count + :bootstrap_inc,
          exit_code = COALESCE(CAST(:exit_code AS INTEGER), exit_code),
          exited_at = CASE WHEN CAST(:exit_code AS INTEGER) IS NULL THEN exited_at ELSE :now END
@@ -168,8 +176,12 @@ def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
         db.session.execute(sa.insert(PodProgressPost).values(**values))
 
     is_bootstrap = post.milestone == "bootstrap" or BOOTSTRAP_MARK in post.message.lower()
-    changes = dict(progress_pct=post.pct, progress_message=post.message, last_progress_at=now,
-                   last_heartbeat_at=now, updated_at=now)
+    changes = dict(last_progress_at=now, last_heartbeat_at=now, updated_at=now)
+    shown_seq = db.session.scalar(sa.select(Pod.progress_seq).where(Pod.id == pod.id))
+    if post.seq is None or shown_seq is None or post.seq >= shown_seq:  # a late, older post: heartbeat only
+        changes.update(progress_pct=post.pct, progress_message=post.message)
+        if post.seq is not None:
+            changes["progress_seq"] = post.seq
     if is_bootstrap:
         changes["bootstrap_count"] = Pod.bootstrap_count + 1
     if post.exit_code is not None:

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
-from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, db
+from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, RunEvent, db
 from services import events, jobs, lifecycle, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
@@ -186,9 +186,18 @@ def _gate_reason(experiment: Experiment) -> str | None:
     return None
 
 
+def dispatch_job_id(run_id) -> str:
+    return f"dispatch-{run_id}"
+
+
+def is_dispatch(run: AgentRun) -> bool:
+    """A dispatch run (the provisioner's saga), as opposed to an agent run."""
+    return run.kind == "experiment" and run.agent == PROVISIONER
+
+
 def enqueue_dispatch(run_id) -> str:
     return jobs.enqueue_unique(jobs.DISPATCH, "workers.dispatch.run_dispatch", str(run_id),
-                               job_id=f"dispatch-{run_id}")
+                               job_id=dispatch_job_id(run_id))
 
 
 # --- the saga -------------------------------------------------------------------------------------
@@ -232,23 +241,51 @@ def _container_command(docker_args: str, *, local: bool) -> str:
 
 
 def run_dispatch(run_id) -> str:
-    """The saga for one dispatch run (a job on the dispatch queue)."""
-    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
-    if run is None or run.status != "queued":
+    """The saga for one dispatch run (a job on the dispatch queue).
+
+    The run is claimed with a compare-and-set (two jobs for one run: one proceeds) and
+    heartbeats while the saga runs, like an agent run, so the reconciler can tell a saga
+    that is waiting out a slow provider from one whose worker died (`recover_lost`).
+    """
+    run_uuid = uuid.UUID(str(run_id))
+    now = utcnow()
+    claimed = db.session.execute(
+        sa.update(AgentRun).where(AgentRun.id == run_uuid, AgentRun.status == "queued")
+        .values(status="running", heartbeat_at=now, started_at=sa.func.coalesce(AgentRun.started_at, now))
+        .execution_options(synchronize_session=False)).rowcount
+    if not claimed:
+        db.session.rollback()
         return "skipped"
+    db.session.commit()
+    run = db.session.get(AgentRun, run_uuid)
     experiment = db.session.get(Experiment, run.scope_id)
-    runs.set_status(run, "running")
+    from services.agents.loop import Heartbeat
+    app = current_app._get_current_object()
+    with Heartbeat(app, run.id, app.config["HEARTBEAT_SECONDS"]):
+        return _saga(run, experiment)
+
+
+def _saga(run: AgentRun, experiment: Experiment) -> str:
     try:
         pods_spec = specs.as_pods(approved_spec(experiment))
     except Conflict as exc:
         return _fail(run, experiment, "spec_invalid", exc.message, created=[])
-    runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
+    # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
+    # and creates only the missing ones, so no pod is ever created twice.
+    earlier = _pods_by_index(run.id)
+    if not earlier:
+        runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
     db.session.commit()
 
     prices = settings.gpu_prices()
     created: list[Pod] = []
     for index, pod_spec in enumerate(pods_spec):
-        pod, failure = _provision_one(run, experiment, index, pod_spec, prices)
+        attempts = earlier.get(index, [])
+        pod = _adopt(run, attempts)
+        failure = None
+        if pod is None:
+            pod, failure = _provision_one(run, experiment, index, pod_spec, prices,
+                                          first_attempt=len(attempts) + 1)
         if pod is None:
             reason, message = failure
             if len(pods_spec) > 1:
@@ -267,12 +304,100 @@ def run_dispatch(run_id) -> str:
     return "dispatched"
 
 
-def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, prices: dict):
+def _pods_by_index(run_id) -> dict[int, list[Pod]]:
+    """The run's Pod rows so far, by run index, oldest attempt first."""
+    found: dict[int, list[Pod]] = {}
+    for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id)
+                                  .order_by(Pod.run_index, Pod.attempt)):
+        found.setdefault(pod.run_index, []).append(pod)
+    return found
+
+
+def _adopt(run: AgentRun, attempts: list[Pod]) -> Pod | None:
+    """The pod an earlier pass of this saga already made for this index, if any.
+
+    A row with a provider id was created (its `deploy_pod_started` event was committed
+    with it). A row still `deploying` without one was interrupted during its create call:
+    the provider may have made it, so look it up by name after the listing lag, as after
+    a 5xx; found, it is kept; not found, that attempt is marked failed.
+    """
+    for pod in attempts:
+        if pod.provider_pod_id and pod.status in ("deploying", "running"):
+            return pod
+        if pod.provider_pod_id is None and pod.status == "deploying":
+            lag = current_app.config["POD_LISTING_LAG_SECONDS"]
+            waited = (utcnow() - pod.created_at).total_seconds() if pod.created_at else 0
+            if waited < lag:
+                sleep(lag - waited)
+            try:
+                found = backend_for(pod.account).list_by_name(pod.name)
+            except BackendError:
+                found = []
+            if not found:
+                pod.status = "failed"
+                pod.last_error = "The worker stopped during the create call; the provider has no pod of this name."
+                db.session.commit()
+                continue
+            made = found[0]
+            pod.provider_pod_id = made.id
+            pod.status = "running" if made.status == "RUNNING" else "deploying"
+            pod.cost_per_hr = made.cost_per_hr or None
+            pod.last_started_at = utcnow()
+            runs.append_event(run.id, "deploy_pod_started", str(pod.id),
+                              {"pod": pod.name, "provider_pod_id": made.id, "gpu": pod.gpu_type_id,
+                               "account": pod.account, "cloud": pod.cloud_type, "found_after_restart": True})
+            db.session.commit()
+            return pod
+    return None
+
+
+def recover_lost(run: AgentRun, stale_before) -> str | None:
+    """The reconciler found this dispatch `running` with a stale heartbeat: its worker died.
+
+    The first time, the saga resumes (the run goes back to `queued` and its job is queued
+    again; `_adopt` keeps the pods it made). A saga lost a second time fails `worker_lost`,
+    and its pods are stopped (all or nothing); a dispatch is never retried by recovery.
+    Returns "resumed", "failed", or None when another reconciler got there first.
+    """
+    resumed = db.session.scalar(sa.select(sa.func.count()).select_from(RunEvent).where(
+        RunEvent.run_id == run.id, RunEvent.event_type == "woken")) or 0
+    stale = sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))
+    since = run.heartbeat_at.isoformat() if run.heartbeat_at else "start"
+    if resumed == 0:
+        claimed = db.session.execute(sa.update(AgentRun).where(
+            AgentRun.id == run.id, AgentRun.status == "running", stale).values(status="queued")
+            .execution_options(synchronize_session=False)).rowcount
+        if not claimed:
+            db.session.rollback()
+            return None
+        runs.append_event(run.id, "woken", f"No heartbeat since {since}: the worker was lost mid-dispatch. "
+                          "Resuming the saga; pods already created are kept and none is created twice.",
+                          {"reason": "worker_lost"})
+        db.session.commit()
+        jobs.forget(dispatch_job_id(run.id))  # the dead worker's job still reads "started"
+        enqueue_dispatch(run.id)
+        return "resumed"
+    claimed = db.session.execute(sa.update(AgentRun).where(
+        AgentRun.id == run.id, AgentRun.status == "running", stale).values(status="failed")
+        .execution_options(synchronize_session=False)).rowcount
+    if not claimed:
+        db.session.rollback()
+        return None
+    db.session.refresh(run)
+    experiment = db.session.get(Experiment, run.scope_id)
+    made = [p for p in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id)) if p.provider_pod_id]
+    _fail(run, experiment, "worker_lost", f"No heartbeat since {since}; the dispatch's worker was lost "
+          "again after resuming once.", created=made)
+    return "failed"
+
+
+def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, prices: dict,
+                   *, first_attempt: int = 1):
     """Try the pod's candidates in order; returns (Pod, None) or (None, (reason, message))."""
     options = candidates(pod_spec, experiment.runpod_account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
-    for attempt, candidate in enumerate(options, start=1):
+    for attempt, candidate in enumerate(options, start=first_attempt):
         if candidate != wanted:
             runs.append_event(run.id, "pod_substitution",
                               f"asked {wanted.describe()}, trying {candidate.describe()}: {last[1]}"[:2000],

@@ -14,7 +14,9 @@ with a `cost` and `runtime.uptime`. Tests script trouble:
 - `exit_pod(pod_id, error=False)` or `run_seconds = N` — the pod goes EXITED (or ERROR);
 - `rate_limit(k, reset=30)` — the next k requests answer 429 with `RateLimit` headers;
 - `fail_next(k, status=500, method=None)` — the next k requests (of that method) answer 5xx;
-- `delay_next(seconds)` — the next request is answered after a real sleep (for timeouts).
+- `delay_next(seconds)` — the next request is answered after a real sleep (for timeouts);
+- `hold_after_create(seconds, skip=0)` — a create (after `skip` more) makes the pod, then
+  really sleeps before answering (a worker killed meanwhile never learns the pod's id).
 
 Auth works like RunPod's accounts: `team_key` with the team header carrying `team_id` sees
 the team's pods; `personal_key` sees its own; a team header sent with the personal key is
@@ -95,6 +97,7 @@ class FakeRunPod:
         self._rate_limited: deque = deque()
         self._failures: deque = deque()
         self._delays: deque = deque()
+        self._holds: deque = deque()  # per coming create: seconds to hold its answer (0: none)
         self._server = None
 
     # --- time --------------------------------------------------------------------------
@@ -141,6 +144,12 @@ class FakeRunPod:
         """Answer the next `count` requests after really sleeping (to trip client timeouts)."""
         with self._lock:
             self._delays.extend([seconds] * count)
+        return self
+
+    def hold_after_create(self, seconds: float, *, skip: int = 0) -> "FakeRunPod":
+        """The create after the next `skip` ones makes its pod, then sleeps `seconds` before answering."""
+        with self._lock:
+            self._holds.extend([0.0] * skip + [seconds])
         return self
 
     def vanish(self, pod_id: str, after: float = 0.0) -> None:
@@ -373,6 +382,11 @@ class FakeRunPod:
                 else:
                     status, payload, extra = fake.handle(method, parsed.path, query, self.headers, body)
                 record.status = status
+                if method == "POST" and parsed.path.rstrip("/") == "/v2/pods":
+                    with fake._lock:
+                        hold = fake._holds.popleft() if fake._holds else 0
+                    if hold:
+                        time.sleep(hold)
                 data = json.dumps(payload).encode() if payload is not None else b""
                 self.send_response(status)
                 if payload is not None:

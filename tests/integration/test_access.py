@@ -2,6 +2,7 @@
 (SPEC §10: "a test walks the URL map")."""
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -162,3 +163,162 @@ def test_share_routes_answer_404_for_a_bad_token_and_stay_stateless(app, client,
         assert response.headers["X-Robots-Tag"].startswith("noindex")
         assert response.headers["Referrer-Policy"] == "no-referrer"
         assert "Log out" not in response.text  # the owner's session is not even read there
+
+
+# --- each credential reaches exactly its rule (SPEC §10) ---------------------------------------
+
+def _all_routes(app):
+    """(method, url, kind, scope) for every route but static."""
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        kind, scope = app.view_functions[rule.endpoint].access_rule
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            yield method, _sample_url(rule), kind, scope
+
+
+def _pod_secret(app, make_experiment) -> str:
+    """A live pod's progress token."""
+    from models import Pod, db
+    from services import experiments, runs
+    from services.dispatch import tokens
+    number = make_experiment("Pod token sweep", status="running")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                              status="waiting")
+        secret, digest = tokens.new_token()
+        db.session.add(Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                           name=f"sagan-{number}-sweep-0-1", status="running", progress_token_hash=digest))
+        db.session.commit()
+    return secret
+
+
+def _share_token(app) -> str:
+    """A live link to all promoted results."""
+    from models import db
+    from services import shares
+    with app.app_context():
+        _link, token = shares.create_link(scope="all_promoted")
+        db.session.commit()
+    return token
+
+
+@pytest.mark.parametrize("scope", ["read", "write", "dispatch", "promote"])
+def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_client, scope):
+    """Walk every route with a one-scope token: API routes needing another scope answer 403
+    missing_scope, owner-only ones 403 or a login redirect, and the rest pass the access check."""
+    from app import csrf  # noqa: F401 - the app module is imported for its extensions
+    scripted = api_client(scope)
+    checked = 0
+    for method, url, kind, rule_scope in _all_routes(app):
+        response = scripted.open(url, method=method, json={})
+        body = response.get_json(silent=True) or {}
+        if kind == "api":
+            if set(rule_scope.split("+")) <= {scope}:
+                assert response.status_code not in (401, 403), (method, url, response.status_code)
+            else:
+                assert response.status_code == 403 and body.get("error") == "missing_scope", (method, url)
+            checked += 1
+        elif kind == "owner_api":
+            assert response.status_code == 403 and body.get("error") == "owner_session_required", (method, url)
+        elif kind == "owner":
+            assert response.status_code in (302, 401), (method, url, response.status_code)
+        elif kind == "pod":
+            assert response.status_code == 401 and body.get("error") == "invalid_pod_token", (method, url)
+    assert checked > 20
+
+
+def test_a_pod_token_reaches_only_its_progress_and_artifact_posts(app, client, make_experiment, monkeypatch):
+    """A pod's own token, sent to every route that is not a pod route, opens nothing."""
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)  # the sweep itself is many bad tokens
+    secret = _pod_secret(app, make_experiment)
+    headers = {"Authorization": f"Bearer {secret}"}
+    routes = [(m, u, k) for m, u, k, _s in _all_routes(app) if k not in ("pod", "public", "share")]
+    assert len(routes) > 40
+    for method, url, kind in routes:
+        response = client.open(url, method=method, headers=headers, json={})
+        assert not 200 <= response.status_code < 300, (method, url, response.status_code)
+        assert response.status_code in (302, 401, 403), (method, url, response.status_code)
+    ok = client.post("/api/progress", headers=headers, json={"progressPct": 1, "message": "still mine", "seq": 1})
+    assert ok.status_code == 200  # …while its own post still works
+
+
+def test_a_share_link_reaches_nothing_but_its_own_page(app, client, make_experiment, monkeypatch):
+    """A live share token opens its /s/ page and nothing else: not as a bearer token, not in
+    another route's path, and visiting it leaves no session behind."""
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)  # the sweep itself is many bad tokens
+    token = _share_token(app)
+    assert client.get(f"/s/{token}").status_code == 200
+    for method, url, kind, _scope in _all_routes(app):
+        if kind in ("public", "share"):
+            continue
+        as_bearer = client.open(url, method=method, headers={"Authorization": f"Bearer {token}"}, json={})
+        assert not 200 <= as_bearer.status_code < 300, (method, url, as_bearer.status_code)
+        assert as_bearer.status_code in (302, 401, 403), (method, url, as_bearer.status_code)
+    for url in ("/", "/experiments", "/api-tokens", "/settings", "/runs"):
+        assert client.get(url).status_code == 302  # no session was made by the share page
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint != "static" and "<" in rule.rule and rule.rule.startswith("/api/"):
+            kind = app.view_functions[rule.endpoint].access_rule[0]
+            if kind not in ("public", "share"):
+                url = re.sub(r"<[^>]+>", token, rule.rule)
+                for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+                    answer = client.open(url, method=method, json={})
+                    assert answer.status_code in (401, 403, 404, 405), (method, url, answer.status_code)
+
+
+# --- CSRF on every state change made with a session -------------------------------------------
+
+def _row_counts(app) -> dict:
+    import sqlalchemy as sa
+
+    from models import db
+    with app.app_context():
+        return {table.name: db.session.scalar(sa.select(sa.func.count()).select_from(table))
+                for table in db.metadata.sorted_tables}
+
+
+def test_every_state_changing_route_refuses_a_session_request_without_csrf(app, client, owner, make_experiment):
+    """POST/PUT/PATCH/DELETE on every owner and session-API route, with the owner's session
+    and no CSRF token, as a form and as htmx: 400 csrf_failed, and no row anywhere changed."""
+    number = make_experiment("CSRF target", status="proposed")
+    before = _row_counts(app)
+    routes = [(m, u) for m, u, k, _s in _all_routes(app) if m in UNSAFE and k in ("owner", "api", "owner_api")]
+    assert len(routes) > 30
+    for method, url in routes:
+        url = url.replace("/1", f"/{number}", 1) if "/1" in url else url
+        for headers in ({}, {"HX-Request": "true"}):
+            response = client.open(url, method=method, data={"title": "x", "to": "planning"}, headers=headers)
+            assert response.status_code == 400, (method, url, response.status_code)
+            assert response.headers.get("X-Sagan-Error") == "csrf_failed", (method, url)
+        response = client.open(url, method=method, json={"title": "x"}, headers={"X-CSRFToken": "forged"})
+        assert response.status_code == 400, (method, url, response.status_code)
+    assert _row_counts(app) == before
+
+
+# --- repeated bad bearer tokens are rate limited ---------------------------------------------------
+
+def test_repeated_bad_bearer_tokens_from_one_address_get_429(app, api_client, make_experiment):
+    """After SAGAN_BEARER_MAX_FAILURES unknown tokens in a window, that address gets 429 with a
+    clear message — API and pod routes alike, even with a valid token — while another address
+    is unaffected; the window passing lifts it."""
+    import redis as redis_lib
+    good = api_client("read")
+    limit = app.config["BEARER_MAX_FAILURES"]
+    bad = app.test_client()
+    for i in range(limit):
+        answer = bad.get("/api/statuses", headers={"Authorization": f"Bearer sk_wrong{i}"})
+        assert answer.status_code == 401
+    for path, method in (("/api/statuses", "GET"), ("/api/progress", "POST")):
+        refused = bad.open(path, method=method, headers={"Authorization": "Bearer sk_wrong-again"}, json={})
+        assert refused.status_code == 429, path
+        assert refused.get_json()["error"] == "rate_limited" and "wait a minute" in refused.get_json()["message"]
+        assert refused.headers["Retry-After"] == str(app.config["BEARER_FAILURE_WINDOW"])
+    # Guessing gains nothing once limited: even a valid token is refused from that address.
+    assert bad.get("/api/statuses", headers={"Authorization": f"Bearer {good.secret}"}).status_code == 429
+    other = good.get("/api/statuses", environ_base={"REMOTE_ADDR": "10.0.0.9",
+                                                    "HTTP_AUTHORIZATION": f"Bearer {good.secret}"})
+    assert other.status_code == 200
+    redis_lib.Redis.from_url(app.config["REDIS_URL"]).delete("sagan:bearer-failures:127.0.0.1")
+    assert bad.get("/api/statuses", headers={"Authorization": f"Bearer {good.secret}"}).status_code == 200

@@ -16,8 +16,10 @@ from models import CodeCommit, WorkflowEvent, db
 from services import experiments, sandbox, workspaces
 from tests.integration.code_fixtures import call, git, research_repo, tool_context  # noqa: F401
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="bubblewrap is not installed (make test installs it)")
+# Without bubblewrap the code tools refuse to run anything; `make test` installs it. Under CI
+# nothing may be missing, so there these tests run (and fail, saying what to install).
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "") not in ("1", "true"),
+                                reason="bubblewrap is not installed (make test installs it on Debian)")
 
 
 @pytest.fixture
@@ -126,6 +128,17 @@ def test_a_patch_whose_hunks_do_not_apply_changes_nothing(implementer, research_
     assert outside.is_error and "contains '..'" in outside.content
 
 
+def test_a_patch_with_miscounted_hunks_still_applies(implementer, research_repo):  # noqa: F811
+    """Models miscount hunk lengths: is such a patch recounted rather than refused?"""
+    patch = ("--- a/stats.py\n+++ b/stats.py\n@@ -5,9 +5,9 @@\n"
+             '     """The arithmetic mean of a sequence of numbers."""\n'
+             "-    return sum(values) / (len(values) + 1)\n+    return sum(values) / len(values)\n")
+    result = call(implementer, "apply_patch", patch=patch)
+    assert not result.is_error, result.content
+    assert "return sum(values) / len(values)" in (research_repo.worktree(implementer.experiment.number)
+                                                  / "stats.py").read_text()
+
+
 def test_search_finds_lines_and_rejects_bad_patterns(implementer):
     """Does search list file:line: text, and refuse an invalid regex?"""
     result = call(implementer, "search", pattern=r"def \w+", glob="*.py")
@@ -166,13 +179,13 @@ def test_a_command_past_its_timeout_is_killed(implementer, app, monkeypatch):
     monkeypatch.setitem(app.config, "SAGAN_SANDBOX_TIMEOUT_SECONDS", 2)
     started = time.monotonic()
     result = call(implementer, "run_command",
-                  command="python3 -c \"import subprocess, time; subprocess.Popen(['sleep', '60']); "
+                  command="python3 -c \"import subprocess, time; subprocess.Popen(['sleep', '73.25']); "
                           "print('started', flush=True); time.sleep(60)\"")
     assert time.monotonic() - started < 15
     assert result.is_error and "still running after the 2 s timeout; the sandbox was killed" in result.content
     assert "started" in result.content
     time.sleep(0.3)
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 60"]
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 73.25"]
     assert leftovers == []
 
 

@@ -104,3 +104,154 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
         kinds = [e.event_type for e in db.session.scalars(
             sa.select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.seq))]
         assert kinds.count("started") == 1 and "waiting" in kinds
+
+
+# --- a dispatch interrupted by a dead worker ---------------------------------------------
+
+def _approved_dispatch(app, make_experiment, specs: list[dict], title: str) -> tuple[int, object]:
+    """An experiment at `implementing` with an approved two-pod spec, and its dispatch launched
+    (the run queued, its job enqueued); returns (number, run id)."""
+    from services import approvals, lifecycle
+    from services.actors import Actor
+    from services.dispatch import provisioner
+    from tests.integration.test_dispatch import plan_with
+    owner = Actor("owner", "owner-1", "Owner")
+    number = make_experiment(title, status="planning", runpod_account="team")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        submission = approvals.submit_plan(experiment, plan_with(specs), owner, source="owner")
+        assert submission.approval is not None, submission.problems
+        approvals.approve(submission.approval, owner)
+        lifecycle.transition(experiment, "implementing", Actor.system())
+        db.session.commit()
+        run, effects = provisioner.launch(experiment, owner)
+        db.session.commit()
+        lifecycle.run_side_effects(effects)  # enqueues the dispatch job
+        return number, run.id
+
+
+def _run_events(run_id) -> list[str]:
+    return [e.event_type for e in db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.seq))]
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
+        app, fake_runpod, worker, make_experiment, monkeypatch, tmp_path):
+    """SIGKILL the worker while pod 2's create call is in flight (the provider made it): the
+    reconciler resumes the saga once; it keeps pod 1, finds pod 2 by name, creates nothing twice,
+    and every event written before the kill is still there."""
+    from models import Experiment, Pod
+    from services.dispatch import provisioner
+    from tests.integration.test_dispatch import pod_spec
+    monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
+    fake_runpod.hold_after_create(60, skip=1)  # the second create makes its pod, then hangs
+    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
+    env = {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
+           "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), "RUNPOD_API_URL": fake_runpod.url,
+           "RUNPOD_API_KEY_TEAM": fake_runpod.team_key, "RUNPOD_TEAM_ID": fake_runpod.team_id,
+           "RUNPOD_API_KEY_PERSONAL": fake_runpod.personal_key, "SAGAN_POD_LISTING_LAG_SECONDS": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "dispatch"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(fake_runpod.pods) < 2:
+            time.sleep(0.1)
+        assert len(fake_runpod.pods) == 2, "the worker never made the second create call"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    with app.app_context():
+        db.session.expire_all()
+        assert db.session.get(AgentRun, run_id).status == "running"  # nobody knows yet
+        pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id).order_by(Pod.run_index)))
+        assert [(p.run_index, p.status, bool(p.provider_pod_id)) for p in pods] == \
+            [(0, "deploying", True), (1, "deploying", False)]
+        before_kill = _run_events(run_id)
+        assert before_kill == ["deploy_started", "deploy_pod_started"]
+
+        clock.advance(timedelta(seconds=app.config["RUN_STALE_SECONDS"] + 60))
+        first, second = loop.reconcile_runs(), loop.reconcile_runs()
+        assert first["resumed"] == [run_id] and first["lost"] == []
+        assert second["resumed"] == [] and second["requeued"] == []  # its job is queued: nothing twice
+    worker()
+    with app.app_context():
+        db.session.expire_all()
+        run = db.session.get(AgentRun, run_id)
+        assert run.status == "waiting"
+        assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number)) == "queued"
+        pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id).order_by(Pod.run_index)))
+        assert sorted(p.provider_pod_id for p in pods) == sorted(fake_runpod.pods)  # the two, each once
+        assert [p.attempt for p in pods] == [1, 1]
+        assert len(fake_runpod.requests_to("POST", "/v2/pods")) == 2  # no create was repeated
+        kinds = _run_events(run_id)
+        assert kinds[:2] == before_kill  # nothing written before the kill was lost
+        assert kinds.count("deploy_started") == 1 and kinds.count("deploy_pod_started") == 2
+        assert kinds.count("woken") == 1 and kinds[-1] == "deploy_completed"
+        assert loop.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
+
+
+def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_experiment,
+                                                                   monkeypatch):
+    """A saga that dies again after its one resume is failed worker_lost: its pods are stopped
+    (all or nothing), the experiment is blocked, and no third attempt is made."""
+    from models import Experiment, Pod
+    from services.dispatch import provisioner
+    from tests.integration.test_dispatch import pod_spec
+    monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
+    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Lost twice")
+    stale = app.config["RUN_STALE_SECONDS"] + 60
+    with app.app_context():
+        # The first worker dies right after claiming the run.
+        db.session.execute(sa.update(AgentRun).where(AgentRun.id == run_id).values(status="running"))
+        db.session.commit()
+        clock.advance(timedelta(seconds=stale))
+        assert loop.reconcile_runs()["resumed"] == [run_id]
+    worker()  # the resumed saga makes both pods
+    with app.app_context():
+        db.session.execute(sa.update(AgentRun).where(AgentRun.id == run_id).values(status="running"))
+        db.session.commit()  # …and say its worker died before it could finish
+        clock.advance(timedelta(seconds=stale))
+        outcome = loop.reconcile_runs()
+        assert outcome["lost"] == [run_id] and outcome["resumed"] == []
+        db.session.expire_all()
+        run = db.session.get(AgentRun, run_id)
+        assert run.status == "failed" and run.failure_reason == "worker_lost"
+        assert {p.status for p in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id))} == {"stopped"}
+        assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number)) == "blocked"
+        assert loop.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
+
+
+# --- Redis flushed while runs are queued -------------------------------------------------
+
+def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, fake_runpod, worker,
+                                                           make_experiment, monkeypatch):
+    """FLUSHDB (our own test database) while a planner run and a dispatch are queued: the
+    reconciler puts each back on its own queue, once, and both then run to their end."""
+    from services.dispatch import provisioner
+    from tests.integration.test_dispatch import pod_spec
+    monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
+    fake_anthropic.script(reply(text("A plan will follow.")))
+    planned = make_experiment("Queued planner", status="planning")
+    with monkeypatch.context() as agents_off:  # approving would start an orchestrator otherwise
+        agents_off.setitem(app.config, "ANTHROPIC_API_KEY", "")
+        _number, dispatch_id = _approved_dispatch(app, make_experiment, [pod_spec("a")], "Queued dispatch")
+    with app.app_context():
+        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
+                              scope_id=experiments.get_experiment(planned).id)
+        db.session.commit()
+        plan_id = run.id
+        jobs.enqueue_run(plan_id)
+        from services import redis_store
+        redis_store.connection().flushdb()  # the test Redis database only
+        outcome = loop.reconcile_runs()
+        assert sorted(outcome["requeued"]) == sorted([plan_id, dispatch_id])
+        db.session.expire_all()  # the next scheduler tick reads the rows afresh
+        assert loop.reconcile_runs()["requeued"] == []  # one job each, not two
+    worker()
+    with app.app_context():
+        db.session.expire_all()
+        assert db.session.get(AgentRun, plan_id).status == "completed"
+        assert db.session.get(AgentRun, dispatch_id).status == "waiting"
+        assert len(fake_runpod.pods) == 1
