@@ -13,6 +13,8 @@ from services.errors import SaganError, ValidationError
 bp = Blueprint("experiments", __name__)
 
 FORM_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags")
+# The code pods run (SPEC §5.7): editable on the record, not on the new-experiment form.
+EDIT_FIELDS = FORM_FIELDS + ("git_branch", "git_commit")
 
 
 def _form_choices() -> dict:
@@ -127,7 +129,7 @@ def change_status(number: int):
 def edit(number: int):
     """Save edited record fields."""
     experiment = experiments.get_experiment(number)
-    data = {name: request.form[name] for name in FORM_FIELDS if name in request.form}
+    data = {name: request.form[name] for name in EDIT_FIELDS if name in request.form}
     try:
         experiments.update_experiment(experiment, data, access.actor())
     except ValidationError as exc:

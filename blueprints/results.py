@@ -181,3 +181,10 @@ def create_follow_up(number: int):
         return render("experiments/detail.html", "results/_follow_ups.html", experiment=parent,
                       children=follow_ups.children(parent), follow_up_error=None, follow_up_form=None)
     return _back(number, "follow-ups")
+
+
+@bp.get("/results")
+@access.owner
+def index():
+    """Every clean result, newest first: title, confidence, status, a one-line excerpt."""
+    return render_template("results/index.html", items=results.result_list())

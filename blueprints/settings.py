@@ -25,7 +25,7 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
                                                                       "research_repo_test_command",
                                                                       "research_repo_lint_command")},
-                           repo_error=repo_error)
+                           repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"))
 
 
 @bp.get("/settings")

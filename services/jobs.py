@@ -74,7 +74,7 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
 
 
 def enqueue_run(run_id) -> str:
-    """Queue an agent run's next step on the `agents` queue; returns the job id.
+    """Queue an agent run's next step on `agents` (code agents and the test step: `local`); the job id.
 
     Call it after committing your own transaction: it commits the session. Skips when the
     run already has a live job (other than the one calling). Each

@@ -407,3 +407,16 @@ SKELETON = """<section id="tldr">
   <p>…</p>
 </details>
 """
+
+
+def result_list(limit: int = 200) -> list[dict]:
+    """Experiments with a clean result, newest first, for the /results page (two queries)."""
+    import sqlalchemy as sa
+
+    from models import db as database
+    from services.result_lint import confidence_of, title_without_confidence
+    rows = list(database.session.scalars(
+        sa.select(Experiment).where(Experiment.has_clean_result.is_(True))
+        .order_by(Experiment.updated_at.desc()).limit(limit)))
+    return [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
+             "excerpt": excerpt(e)} for e in rows]

@@ -80,8 +80,19 @@ def update_pricing(form: dict) -> None:
     if not 0 <= limit <= 100_000:
         raise ValidationError("The auto-approve limit must be between 0 and 100,000 dollars.",
                               field="auto_approve_max_usd")
+    raw_daily = (form.get("daily_cap_usd") or "").strip()
+    daily = None
+    if raw_daily:
+        try:
+            daily = float(raw_daily)
+        except ValueError:
+            raise ValidationError("The daily cap must be a number of dollars, or empty for none.",
+                                  field="daily_cap_usd")
+        if not 0 < daily <= 1_000_000:
+            raise ValidationError("The daily cap must be above 0 (or empty for none).", field="daily_cap_usd")
     put("gpu_prices", prices)
     put("auto_approve_max_usd", limit)
+    put("daily_cap_usd", daily)
 
 
 def check_repo_url(url: str) -> str:

@@ -53,6 +53,19 @@ class WorkspaceError(SaganError):
 
 
 @dataclass(frozen=True)
+class Target:
+    """The experiment a worktree belongs to, as plain values: usable after the session
+    committed without reloading the row (which would open a transaction again)."""
+
+    id: object
+    number: int
+
+    @classmethod
+    def of(cls, experiment) -> "Target":
+        return cls(experiment.id, experiment.number)
+
+
+@dataclass(frozen=True)
 class Workspace:
     experiment_id: object
     number: int
@@ -75,7 +88,7 @@ def root(config=None) -> Path:
     return Path(config["SAGAN_WORKSPACES_DIR"])
 
 
-def branch_name(experiment: Experiment) -> str:
+def branch_name(experiment: Experiment | Target) -> str:
     return f"experiment-{experiment.number}"
 
 
@@ -99,7 +112,7 @@ def _local_path(url: str) -> str | None:
     return url if url.startswith("/") else None
 
 
-def _paths(experiment: Experiment, url: str) -> tuple[Path, Path, Path]:
+def _paths(experiment: Experiment | Target, url: str) -> tuple[Path, Path, Path]:
     base = root() / _repo_key(url)
     return base, base / "repo.git", base / f"experiment-{experiment.number}"
 
@@ -111,7 +124,7 @@ def _lock_ttl() -> int:
 
 
 @contextmanager
-def locked(experiment: Experiment, *, wait: float | None = None):
+def locked(experiment: Experiment | Target, *, wait: float | None = None):
     """Hold the experiment's worktree for one code tool call (or the test step).
 
     Another call on the same worktree waits up to SAGAN_WORKSPACE_LOCK_WAIT_SECONDS, then
@@ -259,9 +272,12 @@ def _mkdir(path: Path, mode: int) -> None:
 
 # --- creating and removing --------------------------------------------------------------------
 
-def current(experiment: Experiment) -> Workspace | None:
-    """The experiment's worktree if it exists on this host (no git calls)."""
-    url, base_branch = repo_settings()
+def current(experiment: Experiment | Target, repo: tuple[str, str] | None = None) -> Workspace | None:
+    """The experiment's worktree if it exists on this host (no git calls).
+
+    `repo` is (url, default branch) when the caller read the settings already (then no
+    database access happens here)."""
+    url, base_branch = repo or repo_settings()
     _, mirror, path = _paths(experiment, url)
     gitdir = mirror / "worktrees" / path.name
     if path.is_dir() and gitdir.is_dir():
@@ -270,17 +286,17 @@ def current(experiment: Experiment) -> Workspace | None:
     return None
 
 
-def ensure(experiment: Experiment) -> Workspace:
+def ensure(experiment: Experiment | Target, repo: tuple[str, str] | None = None) -> Workspace:
     """The experiment's worktree, created on first use; call while holding `locked()`.
 
     A new worktree continues the experiment's branch when the clone or the remote already
     has it (a restarted agent, another host picking the work up), else branches from the
     repository's default branch.
     """
-    existing = current(experiment)
+    existing = current(experiment, repo)
     if existing is not None:
         return existing
-    url, base_branch = repo_settings()
+    url, base_branch = repo or repo_settings()
     base, mirror, path = _paths(experiment, url)
     _mkdir(root(), 0o711)
     _mkdir(base, 0o711)

@@ -68,11 +68,18 @@ def require_tool(ctx: ToolContext, name: str) -> None:
 
 
 def _in_worktree(ctx: ToolContext, work, name: str):
-    """Run `work(ws)` holding the experiment's worktree; OS errors become readable results."""
+    """Run `work(ws)` holding the experiment's worktree; OS errors become readable results.
+
+    The session's transaction is committed first, and nothing touches the database until
+    `work` writes its results: a clone, a push or a test suite can take minutes, and on
+    SQLite an open transaction holds the database's write lock (BEGIN IMMEDIATE).
+    """
     require_tool(ctx, name)
-    experiment = ctx.need_experiment()
-    with workspaces.locked(experiment):
-        ws = workspaces.ensure(experiment)
+    target = workspaces.Target.of(ctx.need_experiment())
+    repo = workspaces.repo_settings()
+    db.session.commit()
+    with workspaces.locked(target):
+        ws = workspaces.ensure(target, repo)
         try:
             return work(ws)
         except OSError as exc:
@@ -130,7 +137,7 @@ def _can_write(ctx: ToolContext) -> bool:
 # --- reading ---------------------------------------------------------------------------------
 
 @tool("list_files", "List files and folders of the experiment's worktree (paths relative to the repository root).",
-      {"path": {"type": "string", "maxLength": 1000, "description": "folder to list; default the root"}})
+      {"path": {"type": "string", "maxLength": 1000, "description": "folder to list; default the root"}}, own_transaction=True)
 def list_files(ctx: ToolContext, data: dict) -> ToolResult:
     def work(ws):
         start = resolve(ws, data.get("path") or ".", allow_root=True)
@@ -159,7 +166,7 @@ def list_files(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("read_file", "Read a text file of the worktree, with line numbers; optionally only lines start..end.",
       {"path": {"type": "string", "maxLength": 1000}, "start_line": {"type": "integer"},
-       "end_line": {"type": "integer"}}, ["path"])
+       "end_line": {"type": "integer"}}, ["path"], own_transaction=True)
 def read_file(ctx: ToolContext, data: dict) -> ToolResult:
     def work(ws):
         path = resolve(ws, data["path"])
@@ -222,7 +229,7 @@ for folder, dirs, files in os.walk(start):
 @tool("search", "Search the worktree's text files with a Python regular expression; lists file:line: text.",
       {"pattern": {"type": "string", "maxLength": 500}, "path": {"type": "string", "maxLength": 1000},
        "glob": {"type": "string", "maxLength": 200, "description": "only files matching, e.g. *.py"},
-       "ignore_case": {"type": "boolean"}}, ["pattern"])
+       "ignore_case": {"type": "boolean"}}, ["pattern"], own_transaction=True)
 def search(ctx: ToolContext, data: dict) -> ToolResult:
     import re
     try:
@@ -267,7 +274,7 @@ def _make_parents(ws: workspaces.Workspace, path: Path) -> None:
 
 @tool("write_file", "Create or replace a text file in the worktree with the given content.",
       {"path": {"type": "string", "maxLength": 1000}, "content": {"type": "string", "maxLength": WRITE_MAX}},
-      ["path", "content"])
+      ["path", "content"], own_transaction=True)
 def write_file(ctx: ToolContext, data: dict) -> ToolResult:
     content = data["content"].encode()
     if len(content) > WRITE_MAX:
@@ -306,7 +313,7 @@ def _patch_paths(patch: str) -> tuple[list[str], int]:
 
 
 @tool("apply_patch", "Apply a unified diff (git diff format) to the worktree; all hunks apply or nothing changes.",
-      {"patch": {"type": "string", "maxLength": WRITE_MAX}}, ["patch"])
+      {"patch": {"type": "string", "maxLength": WRITE_MAX}}, ["patch"], own_transaction=True)
 def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
     patch = data["patch"] if data["patch"].endswith("\n") else data["patch"] + "\n"
     paths, strip = _patch_paths(patch)
@@ -404,7 +411,7 @@ def command_argv(command: str) -> list[str]:
                      "(no network, time- and output-limited).",
       {"command": {"type": "string", "maxLength": 2000},
        "timeout_seconds": {"type": "integer", "description": "shorter than the configured limit, if you like"}},
-      ["command"])
+      ["command"], own_transaction=True)
 def run_command(ctx: ToolContext, data: dict) -> ToolResult:
     argv = command_argv(data["command"])
     limits = sandbox.Limits.from_config()
@@ -425,7 +432,7 @@ def run_command(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("git_diff", "Show what this experiment's branch changes: against the default branch (base, the default) "
                   "or only the uncommitted changes (head).",
-      {"against": {"type": "string", "enum": ["base", "head"]}, "path": {"type": "string", "maxLength": 1000}})
+      {"against": {"type": "string", "enum": ["base", "head"]}, "path": {"type": "string", "maxLength": 1000}}, own_transaction=True)
 def git_diff(ctx: ToolContext, data: dict) -> ToolResult:
     def work(ws):
         workspaces.check_no_nested_git(ws)
@@ -443,21 +450,22 @@ def git_diff(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 @tool("git_commit", "Commit every change in the worktree to the experiment's branch with a message.",
-      {"message": {"type": "string", "maxLength": 5000}}, ["message"])
+      {"message": {"type": "string", "maxLength": 5000}}, ["message"], own_transaction=True)
 def git_commit(ctx: ToolContext, data: dict) -> ToolResult:
     message = data["message"].strip()
     if not message:
         raise ValidationError("A commit needs a message saying what changed and why.", field="message")
-    experiment = ctx.need_experiment()
+    experiment, actor, run_id, agent = ctx.need_experiment(), ctx.actor, ctx.run.id, ctx.run.agent
 
     def work(ws):
-        sha = workspaces.commit(ws, message + f"\n\nSagan-Run: {ctx.run.id}\n", author=f"Sagan {ctx.run.agent}")
+        sha = workspaces.commit(ws, message + f"\n\nSagan-Run: {run_id}\n", author=f"Sagan {agent}")
         if sha is None:
             return ToolResult("Nothing to commit: the worktree has no changes.", is_error=True)
-        row = record_commit(ws, experiment, sha, agent=ctx.run.agent, run_id=ctx.run.id)
-        events.record(experiment, "note", ctx.actor,
-                      note=f"Committed {row.short_sha} on {ws.branch}: {message.splitlines()[0][:200]}",
-                      metadata={"commit": sha, "branch": ws.branch, "round": row.round, "run_id": str(ctx.run.id)})
+        with db.session.begin_nested():  # the commit's record and its timeline note land together
+            row = record_commit(ws, experiment, sha, agent=agent, run_id=run_id)
+            events.record(experiment, "note", actor,
+                          note=f"Committed {row.short_sha} on {ws.branch}: {message.splitlines()[0][:200]}",
+                          metadata={"commit": sha, "branch": ws.branch, "round": row.round, "run_id": str(run_id)})
         return ToolResult(f"Committed {row.short_sha} on {ws.branch} ({row.files_changed} file(s), "
                           f"+{row.insertions} −{row.deletions} against {ws.base_branch}). "
                           "Push it with git_push when the work is ready.")
@@ -499,7 +507,7 @@ def mark_pushed(experiment, branch: str) -> None:
 
 
 @tool("git_push", "Push the experiment's branch to the research repository (fast-forward only; never forced).",
-      {"force": {"type": "boolean", "description": "never allowed; here so a forced push is refused clearly"}})
+      {"force": {"type": "boolean", "description": "never allowed; here so a forced push is refused clearly"}}, own_transaction=True)
 def git_push(ctx: ToolContext, data: dict) -> ToolResult:
     require_tool(ctx, "git_push")
     if data.get("force"):
@@ -510,7 +518,8 @@ def git_push(ctx: ToolContext, data: dict) -> ToolResult:
 
     def work(ws):
         sha = workspaces.push(ws)
-        mark_pushed(experiment, ws.branch)
+        with db.session.begin_nested():
+            mark_pushed(experiment, ws.branch)
         return ToolResult(f"Pushed {ws.branch} at {sha[:12]} to the research repository.")
     return _in_worktree(ctx, work, "git_push")
 

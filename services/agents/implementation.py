@@ -536,9 +536,15 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
     from services.agents import code_tools
     n = current_round(experiment)
     base = {"round": n, "run_id": str(run.id), "branch": f"experiment-{experiment.number}"}
+    target = workspaces.Target.of(experiment)
     try:
-        with workspaces.locked(experiment):
-            ws = workspaces.ensure(experiment)
+        repo = workspaces.repo_settings()
+        commands = code_tools.configured_commands()
+        # No transaction while git and the tests run (on SQLite it would hold the write lock);
+        # each command's events are committed before it starts.
+        db.session.commit()
+        with workspaces.locked(target):
+            ws = workspaces.ensure(target, repo)
             workspaces.check_no_nested_git(ws)
             sha = workspaces.head(ws)
             base.update(commit=sha, branch=ws.branch)
@@ -549,7 +555,6 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
                 return {**base, "verdict": "fail", "output_tail": message, "checks": []}, \
                     f"Tests not run on {sha[:12]}: {message}"
             checks, tails = [], []
-            commands = code_tools.configured_commands()
             for role, command in commands.items():
                 runs.append_event(run.id, "tool_call", "run_command",
                                   {"tool": "run_command", "input": {"command": command, "role": role}})
@@ -570,6 +575,7 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
                 or "no test or lint command is configured, so nothing ran"
             if not passed:
                 return result, f"Tests failed on {sha[:12]} (round {n}): {ran}."
+            db.session.commit()
             try:
                 workspaces.push(ws)
                 if sha != workspaces.base_commit(ws):  # the branch has commits of its own

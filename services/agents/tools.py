@@ -54,6 +54,9 @@ class Tool:
     description: str
     schema: dict
     handler: Callable[[ToolContext, dict], ToolResult]
+    # The handler commits its reads and wraps its own writes: for tools that run long work
+    # without the database (git, the sandbox), which must not hold a transaction meanwhile.
+    own_transaction: bool = False
 
     def as_api(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.schema}
@@ -62,12 +65,13 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 
-def tool(name: str, description: str, properties: dict | None = None, required: list | None = None):
+def tool(name: str, description: str, properties: dict | None = None, required: list | None = None, *,
+         own_transaction: bool = False):
     schema = {"type": "object", "properties": properties or {}, "required": required or [],
               "additionalProperties": False}
 
     def register(handler):
-        TOOLS[name] = Tool(name, description, schema, handler)
+        TOOLS[name] = Tool(name, description, schema, handler, own_transaction)
         return handler
     return register
 
@@ -105,8 +109,11 @@ def call(ctx: ToolContext, name: str, data) -> ToolResult:
     if definition is None:
         return ToolResult(f"Unknown tool {name!r}.", is_error=True)
     try:
-        with db.session.begin_nested():  # a failed tool leaves nothing half-written
+        if definition.own_transaction:
             result = definition.handler(ctx, validate_input(definition.schema, data))
+        else:
+            with db.session.begin_nested():  # a failed tool leaves nothing half-written
+                result = definition.handler(ctx, validate_input(definition.schema, data))
     except SaganError as exc:
         return ToolResult(f"{exc.code}: {exc.message}", is_error=True)
     if len(result.content.encode()) > RESULT_MAX:

@@ -349,3 +349,26 @@ def test_worktree_continues_the_pushed_branch_and_is_removed_when_closed(impleme
     lifecycle.run_side_effects(effects)
     worker()
     assert not path.exists()
+
+
+def test_no_database_transaction_is_open_while_git_or_a_command_runs(implementer, monkeypatch):
+    """A test suite can run for minutes: is the session's transaction closed meanwhile (on SQLite
+    an open one would hold the write lock of the whole database)?"""
+    seen = []
+    real_run, real_push = sandbox.run, workspaces.push
+
+    def watching_run(*args, **kwargs):
+        seen.append(("run_command", db.session().in_transaction()))
+        return real_run(*args, **kwargs)
+
+    def watching_push(*args, **kwargs):
+        seen.append(("git_push", db.session().in_transaction()))
+        return real_push(*args, **kwargs)
+    monkeypatch.setattr(sandbox, "run", watching_run)
+    monkeypatch.setattr(workspaces, "push", watching_push)
+    call(implementer, "list_files")  # the worktree exists; the next calls are plain
+    call(implementer, "write_file", path="a.txt", content="a\n")
+    call(implementer, "git_commit", message="A")
+    assert "exit 0" in call(implementer, "run_command", command="python3 -c \"print('hi')\"").content
+    assert not call(implementer, "git_push").is_error
+    assert seen == [("run_command", False), ("git_push", False)]

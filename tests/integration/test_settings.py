@@ -63,3 +63,42 @@ def test_research_repository_setting(app, client, owner, monkeypatch):
     with app.app_context():
         assert settings.get("research_repo_url") == "/srv/repo"
         assert settings.get("research_repo_test_command") == "pytest -q"
+
+
+def test_daily_cap_setting(app, client, owner):
+    """The daily cap is optional, must be positive, and is stored."""
+    csrf = owner.csrf()
+    bad = client.post("/settings/pricing", data={"auto_approve_max_usd": "50", "daily_cap_usd": "-3", "csrf_token": csrf})
+    assert "daily cap must be above 0" in bad.text
+    ok = client.post("/settings/pricing", data={"auto_approve_max_usd": "50", "daily_cap_usd": "25", "csrf_token": csrf})
+    assert ok.status_code == 303
+    with app.app_context():
+        assert settings.get("daily_cap_usd") == 25.0
+
+
+def test_owner_sets_branch_and_commit_on_the_record(app, client, owner, make_experiment):
+    """The code pods run can be set on the experiment page (SPEC §5.7); spaces are refused."""
+    from services import experiments
+    number = make_experiment("Code")
+    csrf = owner.csrf()
+    bad = client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_commit": "abc def", "csrf_token": csrf})
+    assert 'class="error"' in bad.text
+    client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_branch": "experiment-7",
+                                                      "git_commit": "0123abcd", "csrf_token": csrf})
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        assert (experiment.git_branch, experiment.git_commit) == ("experiment-7", "0123abcd")
+
+
+def test_results_page_lists_clean_results(app, client, owner, make_experiment):
+    """/results lists experiments with a clean result, with its confidence; empty state otherwise."""
+    from services import experiments, results
+    from services.actors import Actor
+    assert "No clean results yet" in client.get("/results").text
+    number = make_experiment("Seeds agree (LOW confidence)")
+    with app.app_context():
+        results.save_clean_result(experiments.get_experiment(number), "<p>Both seeds agree.</p>", Actor("owner"))
+        from models import db
+        db.session.commit()
+    page = client.get("/results").text
+    assert "Seeds agree" in page and "LOW confidence" in page
