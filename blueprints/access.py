@@ -13,12 +13,13 @@ new route cannot be forgotten. Rules:
 
 CSRF is enforced here for every state-changing request made with a session; bearer
 requests carry no ambient credential, so they need none. Bearer requests with unknown
-tokens are counted per address; past SAGAN_BEARER_MAX_FAILURES a minute, that address's
-bearer requests get 429 before any token is looked up.
+tokens are counted per address; past SAGAN_BEARER_MAX_FAILURES in the window, that
+address's bearer requests get 429 before any token is looked up.
 """
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -31,6 +32,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from services import auth as auth_service
 from services import redis_store
 from services.actors import Actor
+from services.clock import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -123,32 +125,54 @@ def _bearer_secret() -> str | None:
     return None
 
 
-def _bearer_failures_key() -> str:
-    return f"sagan:bearer-failures:{request.remote_addr or 'unknown'}"
+# Addresses this process knows to be over the bad-token limit, and until when. The count
+# itself is shared in Redis; each process learns of the limit from its own next failure
+# (INCR's answer), so a limited address gets at most one more lookup per process per
+# window, and requests with good tokens never pay a Redis round trip (the ingest path).
+_throttled_until: dict[str, datetime] = {}
 
 
 def _bearer_throttled():
-    """429 when this address sent too many unknown tokens lately (checked before any token
-    is looked up, so guessing gains nothing), else None. Redis being down does not block
-    pods and scripts: this limit is a brake on guessing, and the tokens are 256 bits."""
-    try:
-        failures = redis_store.connection().get(_bearer_failures_key())
-    except redis.RedisError:
-        log.warning("bearer throttle skipped: Redis is unavailable")
+    """429 when this address sent too many unknown tokens lately — answered before any token
+    is looked up, so guessing gains nothing — else None."""
+    address = request.remote_addr or "unknown"
+    until = _throttled_until.get(address)
+    if until is None:
         return None
-    if failures and int(failures) >= current_app.config["BEARER_MAX_FAILURES"]:
-        response = _json_error(429, "rate_limited", "Too many requests with an unknown or expired token from your "
-                               "address; wait a minute, and check the token you send.")
-        response.headers["Retry-After"] = str(current_app.config["BEARER_FAILURE_WINDOW"])
-        return response
-    return None
+    try:  # only limited addresses pay this round trip: is the shared count still over?
+        failures = int(redis_store.connection().get(f"sagan:bearer-failures:{address}") or 0)
+    except redis.RedisError:
+        failures = 0
+    if until <= utcnow() or failures < current_app.config["BEARER_MAX_FAILURES"]:
+        _throttled_until.pop(address, None)
+        return None
+    response = _json_error(429, "rate_limited", "Too many requests with an unknown or expired token from your "
+                           "address; wait a minute, and check the token you send.")
+    response.headers["Retry-After"] = str(max(1, int((until - utcnow()).total_seconds())))
+    return response
 
 
 def _bearer_failed() -> None:
+    """Count a bad token for this address (Redis, shared by every process). Redis being
+    down does not block pods and scripts: this limit is a brake on guessing, and the
+    tokens are 256 bits."""
+    address = request.remote_addr or "unknown"
+    key = f"sagan:bearer-failures:{address}"
+    window = current_app.config["BEARER_FAILURE_WINDOW"]
     try:
-        redis_store.count_in_window(_bearer_failures_key(), current_app.config["BEARER_FAILURE_WINDOW"])
+        pipe = redis_store.connection().pipeline()
+        pipe.incr(key)
+        pipe.expire(key, window, nx=True)
+        pipe.ttl(key)
+        count, _set, ttl = pipe.execute()
     except redis.RedisError:
         log.warning("bearer failure not counted: Redis is unavailable")
+        return
+    if count >= current_app.config["BEARER_MAX_FAILURES"]:
+        now = utcnow()
+        for stale in [a for a, until in _throttled_until.items() if until <= now]:
+            del _throttled_until[stale]
+        _throttled_until[address] = now + timedelta(seconds=ttl if ttl and ttl > 0 else window)
 
 
 def enforce() -> object | None:

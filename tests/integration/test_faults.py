@@ -19,7 +19,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, ApprovalRequest, Experiment, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
+from models import AgentRun, ApprovalRequest, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
 from services import approvals, experiments, runs
 from services.actors import Actor
 from services.clock import utcnow
@@ -162,12 +162,12 @@ def test_two_owner_sessions_approving_and_moving_one_card_at_once(app, auth, liv
             barrier = threading.Barrier(2)
             answers = {}
 
-            def approve():
+            def approve(request_id=request_id, barrier=barrier, answers=answers):
                 barrier.wait()
                 answers["approve"] = approver.post(f"/approvals/{request_id}/resolve", data={
                     "decision": "approve", "confirm_unchecked": "1", "csrf_token": approver_csrf})
 
-            def move():
+            def move(number=number, barrier=barrier, answers=answers):
                 barrier.wait()
                 answers["move"] = mover.post(f"/board/move/{number}", data={
                     "to": "archived", "expected": "plan_pending", "note": "Not worth it.",
