@@ -258,7 +258,12 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
         ctx = tools.ToolContext(run, experiment)
         results, effects, enqueue, park, finish = [], [], [], None, False
         for block in tool_uses:
-            result = tools.call(ctx, block["name"], block["input"])
+            if block["name"] in definition.tools:
+                result = tools.call(ctx, block["name"], block["input"])
+            else:
+                # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
+                result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
+                                          f"({', '.join(definition.tools)}).", is_error=True)
             runs.append_event(run.id, "tool_result", result.content,
                               {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
             results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),

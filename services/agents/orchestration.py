@@ -155,6 +155,21 @@ def _hook_stop_run_pods(experiment_id, actor, metadata):
     db.session.commit()
 
 
+def _hook_wake_orchestrator(experiment_id, actor, metadata):
+    """A gate was resolved (gate_pending → approved): the orchestrator carries on."""
+    parked = db.session.scalar(sa.select(AgentRun).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == "apply",
+        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(("waiting", "queued"))).limit(1))
+    if parked is not None:
+        jobs.enqueue_run(parked.id)
+        return
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is not None and experiment.status == "approved":
+        effects = begin_orchestrator(experiment, actor)
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+
+
 def install() -> None:
     lifecycle.register_side_effect("start_planner_clarify", _HOOK_PLANNER_CLARIFY)
     lifecycle.register_side_effect("start_planner_plan", _HOOK_PLANNER_PLAN)
@@ -163,5 +178,6 @@ def install() -> None:
     lifecycle.register_side_effect("enqueue_run", _hook_enqueue_run)
     lifecycle.register_side_effect("start_orchestrator", _hook_reuse_plan)
     lifecycle.register_side_effect("stop_active_work", _hook_stop_active_work)
+    lifecycle.register_side_effect("wake_orchestrator", _hook_wake_orchestrator)
     lifecycle.register_side_effect("enqueue_dispatch", _hook_enqueue_dispatch)
     lifecycle.register_side_effect("stop_run_pods", _hook_stop_run_pods)

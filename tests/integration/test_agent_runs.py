@@ -73,7 +73,7 @@ def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, work
 def test_bad_tool_input_is_an_error_result_not_a_crash(app, fake_anthropic, worker, make_experiment):
     """Does a tool call with bad input come back to the model as is_error, the run going on?"""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
-    fake_anthropic.script(reply(tool_use("set_status", {"status": "shared"})),
+    fake_anthropic.script(reply(tool_use("post_marker", {"marker": "epm:plan", "next_status": "shared"})),
                           reply(tool_use("post_marker", {"marker": "epm:nope"})),
                           reply(text("Giving up.")))
     run_id = _start_planner(app, number, "plan")
@@ -332,3 +332,35 @@ def test_a_missing_agent_definition_fails_the_run_once(app, fake_anthropic, work
         assert run.status == "failed" and run.failure_reason == "agent_error"
         assert "no-such-agent" in run.last_error
     assert fake_anthropic.requests == []
+
+
+def test_a_tool_outside_the_agents_list_is_refused(app, fake_anthropic, worker, make_experiment):
+    """A planner asking for launch_pods (not one of its tools) gets an error result, nothing runs."""
+    number = make_experiment("Sneaky", status="planning")
+    fake_anthropic.script(reply(tool_use("launch_pods", {})), reply(text("ok")))
+    run_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        result = [b for k, b in _events(run_id) if k == "tool_result"][0]
+        assert "launch_pods is not one of this agent's tools" in result
+        from models import AgentRun as Run
+        assert db.session.scalar(sa.select(sa.func.count(Run.id)).where(Run.kind == "experiment")) == 0
+
+
+def test_resolving_a_gate_restarts_the_orchestrator(app, make_experiment):
+    """gate_pending → approved (the owner raised the cap) starts the orchestrator again."""
+    from services import lifecycle
+    number = make_experiment("Gated", status="approved")
+    app.config["ANTHROPIC_API_KEY"] = "sk-ant-test-0000000000000000"
+    try:
+        with app.app_context():
+            experiment = experiments.get_experiment(number)
+            lifecycle.transition(experiment, "gate_pending", Actor.system(), note="cap")
+            effects = lifecycle.transition(experiment, "approved", Actor("owner", "o", "Owner"))
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            experiment = experiments.get_experiment(number)
+            assert experiment.status == "implementing"
+            assert db.session.scalar(sa.select(AgentRun).where(AgentRun.kind == "apply")).status == "queued"
+    finally:
+        app.config["ANTHROPIC_API_KEY"] = ""
