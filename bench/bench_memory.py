@@ -84,8 +84,13 @@ def worker_rss(app) -> dict:
                 time.sleep(0.05)
             done = fake.remaining() == 0
         finally:
+            # The work horse runs in a session of its own: kill it too, not just the group.
+            horses = psutil.Process(process.pid).children(recursive=True) if process.poll() is None else []
+            for horse in horses:
+                horse.kill()
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+            psutil.wait_procs(horses, timeout=10)
             shutil.rmtree(workdir, ignore_errors=True)
     return {"worker_mb": round(parent_mb, 1), "work_horse_mb": round(horse_mb, 1), "agent_runs": AGENT_RUNS,
             "all_model_calls_made": done}

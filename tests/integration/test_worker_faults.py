@@ -21,6 +21,28 @@ from tests.fakes.anthropic_server import reply, slow, text
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def kill_tree(process: subprocess.Popen) -> None:
+    """SIGKILL a worker and its work horse. RQ's horse runs in a session of its own, so
+    killing the worker's process group alone would leave it finishing the job — writing to
+    the test database while later tests run."""
+    import psutil
+    try:
+        horses = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        horses = []
+    for child in horses:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+    psutil.wait_procs(horses, timeout=10)
+
+
 @pytest.mark.slow
 def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_experiment, tmp_path):
     """SIGKILL the worker while a model call is in flight → worker_lost → exactly one recovery."""
@@ -46,7 +68,7 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
         with app.app_context():
             assert db.session.get(AgentRun, run_id).status == "running"
     finally:
-        os.killpg(worker.pid, signal.SIGKILL)  # the worker and its work horse, no goodbye
+        kill_tree(worker)  # the worker and its work horse, no goodbye
         worker.wait(timeout=10)
     with app.app_context():
         db.session.expire_all()
@@ -90,7 +112,7 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
         assert proc.wait(timeout=30) is not None
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc)
     with app.app_context():
         db.session.expire_all()
         parked = db.session.get(AgentRun, run_id)
@@ -160,8 +182,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
             time.sleep(0.1)
         assert len(fake_runpod.pods) == 2, "the worker never made the second create call"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        kill_tree(proc)  # the worker and its work horse: the host died
     with app.app_context():
         db.session.expire_all()
         assert db.session.get(AgentRun, run_id).status == "running"  # nobody knows yet
