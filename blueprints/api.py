@@ -450,8 +450,6 @@ def get_artifact(artifact_id: str):
     """One artifact's content, as a download (never rendered inline)."""
     import uuid as uuid_lib
 
-    from flask import Response
-
     from models import Artifact
     from services.errors import NotFound
     try:
@@ -460,10 +458,8 @@ def get_artifact(artifact_id: str):
         row = None
     if row is None:
         raise NotFound("No such artifact.")
-    response = Response(row.content, mimetype=row.content_type)
-    response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    return response
+    from blueprints.pods import artifact_download
+    return artifact_download(row)
 
 
 # --- clean results and promotion (SPEC §8.1–8.4, §9.2) ----------------------------------

@@ -77,7 +77,11 @@ def resolve_incident(incident_id: str):
 @access.owner
 def artifact(artifact_id: str):
     """The raw file, downloaded (never rendered inline: SVG or HTML from a pod could run script)."""
-    row = _get(Artifact, artifact_id, "artifact")
+    return artifact_download(_get(Artifact, artifact_id, "artifact"))
+
+
+def artifact_download(row: Artifact) -> Response:
+    """An artifact as an attachment, inert even if a browser opened it (nosniff, sandbox CSP)."""
     response = Response(row.content, mimetype=row.content_type)
     response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
     response.headers["X-Content-Type-Options"] = "nosniff"

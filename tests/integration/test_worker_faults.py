@@ -21,6 +21,13 @@ from tests.fakes.anthropic_server import reply, slow, text
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def worker_env(fake_anthropic, tmp_path) -> dict:
+    """The environment of a real worker process on the test database and the fake model API."""
+    return {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
+            "SECRET_KEY": "test", "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
+            "ANTHROPIC_BASE_URL": fake_anthropic.url, "SAGAN_INSTANCE_DIR": str(tmp_path)}
+
+
 def kill_tree(process: subprocess.Popen) -> None:
     """SIGKILL a worker and its work horse. RQ's horse runs in a session of its own, so
     killing the worker's process group alone would leave it finishing the job — writing to
@@ -54,9 +61,7 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
         db.session.commit()
         run_id = run.id
         jobs.enqueue_run(run_id)
-    env = {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-           "SECRET_KEY": "test", "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
-           "ANTHROPIC_BASE_URL": fake_anthropic.url, "SAGAN_INSTANCE_DIR": str(tmp_path)}
+    env = worker_env(fake_anthropic, tmp_path)
     worker = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
@@ -97,9 +102,7 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
         db.session.commit()
         run_id = run.id
         jobs.enqueue_run(run_id)
-    env = {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-           "SECRET_KEY": "test", "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
-           "ANTHROPIC_BASE_URL": fake_anthropic.url, "SAGAN_INSTANCE_DIR": str(tmp_path)}
+    env = worker_env(fake_anthropic, tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
