@@ -183,8 +183,15 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
         runs.append_event(run.id, "started", f"kind={run.kind}", {"agent": run.agent, "model": run.model})
         run.conversation = [{"role": "user", "content": redact(build_brief(run, experiment))}]
     elif was_waiting:
+        failed_dispatch = _failed_dispatch(run)
         wake_message = _resume_message(run)
         runs.append_event(run.id, "woken", wake_message[:2000])
+        if failed_dispatch is not None:
+            # The pods failed: the run fails with the dispatch's reason and evidence, so the
+            # recovery budget decides what happens next (one recovery, or a blocker) — the
+            # same rule for every failure (SPEC §7), not the model's judgement.
+            run.waiting_for = None
+            return _finish_failed(run, *failed_dispatch)
         _answer_parked_tools(run, wake_message)
     run.waiting_for = None
     run.wake_at = None
@@ -338,8 +345,24 @@ def _has_pending_approval(run: AgentRun) -> bool:
         ApprovalRequest.agent_run_id == run.id, ApprovalRequest.status == "pending")) > 0
 
 
-def _finish_failed(run: AgentRun, reason: str, message: str) -> Outcome:
-    outcome = recovery.fail(run, reason, message)
+def _failed_dispatch(run: AgentRun) -> tuple[str, str, str | None] | None:
+    """(reason, message, block note) when the run waited on a dispatch that failed."""
+    park = run.waiting_for or {}
+    if "pods" not in park:
+        return None
+    dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
+    if dispatch is None or dispatch.status != "failed":
+        return None
+    reason = dispatch.failure_reason or "provider_error"
+    evidence = dispatch.last_error or ""
+    block_note = None
+    if reason == "partial_dispatch":
+        block_note = evidence.split(" Last error:")[0]  # the exact partial-dispatch note
+    return reason, f"Dispatch {dispatch.short_id} failed: {evidence}"[:4000], block_note
+
+
+def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | None = None) -> Outcome:
+    outcome = recovery.fail(run, reason, message, block_note=block_note)
     parent_id = run.parent_run_id
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)
