@@ -160,7 +160,8 @@ def _review_dispatch(run_id, now) -> None:
         pod = failed[0]
         return _fail_dispatch(run, experiment, "pod_exit_nonzero",
                               f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
-    if experiment.status == "queued" and all(p.status == "running" for p in pods):
+    # A pod that already exited did run: fast pods can finish between two polls.
+    if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):
         lifecycle.transition(experiment, "running", SYSTEM, note="RunPod pod is running.",
                              metadata={"run_id": str(run.id)})
     deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
@@ -188,6 +189,9 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     runs.set_status(run, "completed")
     runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
     from services.dispatch import verify
+    if experiment.status == "queued":
+        lifecycle.transition(experiment, "running", SYSTEM, note="RunPod pod is running.",
+                             metadata={"run_id": str(run.id)})
     if experiment.status == "running":
         lifecycle.transition(experiment, "uploading", SYSTEM, note="All pods finished; collecting artifacts.")
         lifecycle.transition(experiment, "verifying", SYSTEM, note="Checking the uploaded artifacts.")

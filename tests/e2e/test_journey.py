@@ -290,7 +290,16 @@ def test_idea_to_shared_result_with_code_agents(app, browser_session, owner_acco
         mobile.get_by_role("button", name="Approve anyway").click()
         mobile.get_by_text("This request is").wait_for()
 
-        _wait_for(app, number, {"awaiting_promotion", "blocked"}, seconds=300)
+        try:
+            _wait_for(app, number, {"awaiting_promotion", "blocked"}, seconds=240)
+        except AssertionError:
+            with app.app_context():
+                db.session.remove()
+                for r in db.session.scalars(sa.select(AgentRun).order_by(AgentRun.created_at)):
+                    print("RUN", r.agent, r.kind, r.status, r.failure_reason, (r.last_error or "")[:300], r.waiting_for)
+                for p in db.session.scalars(sa.select(Pod)):
+                    print("POD", p.name, p.status, p.exit_code, p.progress_message, p.last_error)
+            raise
         assert _status(app, number) == "awaiting_promotion"
         page.goto(f"/experiments/{number}")
         page.get_by_role("button", name=re.compile("Promote", re.I)).first.click()

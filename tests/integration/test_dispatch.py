@@ -377,3 +377,22 @@ def test_pods_api_and_cli(app, runpod, approved, live_server, api_client):
     assert listed.returncode == 0 and json.loads(listed.stdout)["pods"][0]["name"].startswith(f"sagan-{number}-")
     assert reader.get("/api/experiments/99999/pods").status_code == 404
     assert dispatcher.post("/api/pods/not-a-uuid/stop").status_code == 404
+
+
+def test_pods_that_finish_between_two_polls_still_count_as_having_run(app, runpod, approved, client):
+    """A fast pod exits before the watcher ever sees it running: the experiment still goes
+    queued → running → uploading → verifying, not stuck at queued."""
+    number = approved(pod_spec())
+    dispatch(app, number)
+    token = runpod.requests_to("POST")[0].body["env"]["SAGAN_POD_PROGRESS_TOKEN"]
+    auth = {"Authorization": f"Bearer {token}"}
+    client.post("/api/artifacts", data=b'{"a": 1}', headers={**auth, "X-Sagan-Artifact-Name": "metrics.json",
+                                                             "Content-Type": "application/json"})
+    client.post("/api/progress", headers=auth, json={"progressPct": 100, "seq": 1, "exitCode": 0,
+                                                     "message": "experiment finished"})
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        moves = [e.to_status for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at))]
+        assert moves[-5:] == ["queued", "running", "uploading", "verifying", "interpreting"]
