@@ -6,13 +6,18 @@ session (with CSRF). The actor is always the credential's. Errors are
 """
 from __future__ import annotations
 
+import uuid
+
 import sqlalchemy as sa
 from flask import Blueprint, request
 
 from blueprints import access
-from models import ApprovalRequest, Experiment, db
-from services import approvals, events, experiments, lifecycle, markers, questions, registry, runs
-from services.errors import Conflict, Forbidden, ValidationError
+from blueprints.pods import artifact_download
+from models import ApprovalRequest, Artifact, Experiment, Pod, db
+from services import (approvals, events, experiments, lifecycle, markers, questions, registry, results, runs,
+                      spend)
+from services.dispatch import provisioner, watcher
+from services.errors import Conflict, Forbidden, NotFound, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -367,7 +372,6 @@ def cancel_run(run_id: str):
 # --- pods and artifacts (SPEC §6, §9.2) ------------------------------------------------------------
 
 def pod_json(pod) -> dict:
-    from services.dispatch import watcher
     return {"id": str(pod.id), "name": pod.name, "status": pod.status, "account": pod.account,
             "runIndex": pod.run_index, "attempt": pod.attempt, "gpuTypeId": pod.gpu_type_id,
             "gpuCount": pod.gpu_count, "cloudType": pod.cloud_type, "providerPodId": pod.provider_pod_id,
@@ -383,7 +387,6 @@ def pod_json(pod) -> dict:
 @access.api("dispatch")
 def launch_pods(ref: str):
     """Start a dispatch of the approved spec; 409 naming the live dispatch if there is one."""
-    from services.dispatch import provisioner
     experiment = experiments.get_experiment(ref)
     run, effects = provisioner.launch(experiment, access.actor())
     db.session.commit()
@@ -398,10 +401,6 @@ def launch_pods(ref: str):
 @access.api("read")
 def list_pods(ref: str):
     """Pods with status, progress and cost."""
-    import sqlalchemy as sa
-
-    from models import Pod
-    from services import spend
     experiment = experiments.get_experiment(ref)
     pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id).order_by(Pod.created_at)))
     return {"pods": [pod_json(p) for p in pods], "spendUsd": round(spend.pods_spend(pods), 4)}
@@ -411,13 +410,8 @@ def list_pods(ref: str):
 @access.api("dispatch")
 def stop_pod(pod_id: str):
     """Stop one pod (volume kept); the experiment is blocked, never ended."""
-    import uuid as uuid_lib
-
-    from models import Pod
-    from services.dispatch import watcher
-    from services.errors import NotFound
     try:
-        pod = db.session.get(Pod, uuid_lib.UUID(pod_id))
+        pod = db.session.get(Pod, uuid.UUID(pod_id))
     except ValueError:
         pod = None
     if pod is None:
@@ -432,9 +426,6 @@ def stop_pod(pod_id: str):
 @access.api("read")
 def list_artifacts(ref: str):
     """Uploaded artifacts (metadata only)."""
-    import sqlalchemy as sa
-
-    from models import Artifact
     experiment = experiments.get_experiment(ref)
     rows = db.session.execute(sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size,
                                         Artifact.sha256, Artifact.pod_id, Artifact.created_at)
@@ -448,17 +439,12 @@ def list_artifacts(ref: str):
 @access.api("read")
 def get_artifact(artifact_id: str):
     """One artifact's content, as a download (never rendered inline)."""
-    import uuid as uuid_lib
-
-    from models import Artifact
-    from services.errors import NotFound
     try:
-        row = db.session.get(Artifact, uuid_lib.UUID(artifact_id))
+        row = db.session.get(Artifact, uuid.UUID(artifact_id))
     except ValueError:
         row = None
     if row is None:
         raise NotFound("No such artifact.")
-    from blueprints.pods import artifact_download
     return artifact_download(row)
 
 
@@ -472,7 +458,6 @@ def _lint_json(report) -> dict | None:
 @access.api("write")
 def patch_clean_result(ref: str):
     """Set the clean result's body (`html`, alias `body`) and/or `title`: sanitized, versioned, linted."""
-    from services import results
     experiment = experiments.get_experiment(ref)
     data = json_body()
     unknown = set(data) - {"html", "body", "title"}
@@ -495,7 +480,6 @@ def patch_clean_result(ref: str):
 @access.api("write+promote")
 def promote_experiment(ref: str):
     """Promote the clean result (`to`: shared | completed); 409 lint_failed unless `confirm_lint`."""
-    from services import results
     experiment = experiments.get_experiment(ref)
     data = json_body() if request.data else {}
     confirm = data.get("confirm_lint", data.get("confirmLint", False))
