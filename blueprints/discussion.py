@@ -71,21 +71,21 @@ def post_run(run_id: str):
 @access.owner
 def experiment_thread(number: int):
     """The experiment's comments (polled while Claude is answering)."""
-    experiment = experiments.get_experiment(number)
-    if not is_fragment_request():
-        return redirect(_page_url("experiment", experiment), code=303)
-    return render_template("discussion/_comments.html", entity_kind="experiment", entity=experiment), 200, \
-        {"Vary": "HX-Request"}
+    return _thread("experiment", experiments.get_experiment(number))
 
 
 @bp.get("/runs/<run_id>/comments")
 @access.owner
 def run_thread(run_id: str):
     """The run's comments (polled while Claude is answering)."""
-    run = runs.get_run(run_id)
+    return _thread("run", runs.get_run(run_id))
+
+
+def _thread(entity_kind: str, entity):
+    """The comments fragment for htmx; a plain visit goes to the page that shows it."""
     if not is_fragment_request():
-        return redirect(_page_url("run", run), code=303)
-    return render_template("discussion/_comments.html", entity_kind="run", entity=run), 200, \
+        return redirect(_page_url(entity_kind, entity), code=303)
+    return render_template("discussion/_comments.html", entity_kind=entity_kind, entity=entity), 200, \
         {"Vary": "HX-Request"}
 
 
