@@ -340,6 +340,8 @@ def test_owner_stop_keeps_volume_and_blocks(app, runpod, approved, client, owner
     run_id = _running(app, runpod, number)
     with app.app_context():
         pod_id = db.session.scalar(sa.select(Pod.id).where(Pod.agent_run_id == run_id))
+    page = client.get(f"/experiments/{number}")
+    assert f'action="/pods/{pod_id}/stop" data-confirm="Stop sagan-{number}-' in page.text
     response = client.post(f"/pods/{pod_id}/stop", data={"csrf_token": owner.csrf()})
     assert response.status_code == 303
     with app.app_context():

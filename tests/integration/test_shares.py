@@ -54,6 +54,9 @@ def test_owner_creates_a_link_on_settings_and_sees_it_once(app, client, owner, m
         assert link.label == "For Ada" and link.expires_at is not None
     listed = client.get("/settings")
     assert token not in listed.text and "For Ada" in listed.text
+    # Revoking asks first, and the form carries its CSRF token.
+    assert f'action="/settings/share-links/{link.id}/revoke" data-confirm="Revoke the share link “For Ada”?' in listed.text
+    assert csrf_from(listed.text)
 
 
 def test_share_link_form_errors(app, client, owner, make_experiment):

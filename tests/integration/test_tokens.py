@@ -49,6 +49,7 @@ def test_page_creates_a_token_and_shows_the_secret_once(app, client, owner):
     assert secret not in listing.text
     assert f"{token.prefix}…" in listing.text
     assert "read, write" in listing.text
+    assert f'action="/api-tokens/{token.id}/revoke" data-confirm="Revoke laptop CLI? Scripts using it stop working' in listing.text
 
 
 def test_page_refuses_a_token_without_name_or_scope(app, client, owner):
