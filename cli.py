@@ -120,10 +120,14 @@ def import_old_sagan(files: tuple[str, ...]) -> None:
 
 @demo_cli.command("journey")
 def demo_journey() -> None:
-    """Create the "Demo journey" experiment that `make demo` walks through (once)."""
-    from services import demo
+    """Create the "Demo journey" experiment that `make demo` walks through (once), and the tiny
+    research repository its scripted code agents work on when this host can sandbox them."""
+    from services import demo, demo_repo
     number = demo.ensure_journey_experiment()
+    stage = demo_repo.ensure()
+    db.session.commit()
     click.echo(f"Demo journey experiment: #{number}")
+    click.echo(stage.line())
 
 
 def register(app: Flask) -> None:

@@ -160,6 +160,8 @@ class Config:
     # Worktrees live on the host that serves the `local` queue; the folder must be
     # traversable (o+x) by SAGAN_SANDBOX_USER, who runs agent-written code and tests.
     SAGAN_WORKSPACES_DIR = os.environ.get("SAGAN_WORKSPACES_DIR", str(INSTANCE_DIR / "workspaces"))
+    # `make demo` keeps the tiny research repository of its scripted code agents here.
+    SAGAN_DEMO_REPO_DIR = os.environ.get("SAGAN_DEMO_REPO_DIR", str(INSTANCE_DIR / "demo-research"))
     SAGAN_WORKSPACE_LOCK_WAIT_SECONDS = _env_int("SAGAN_WORKSPACE_LOCK_WAIT_SECONDS", 60)
     SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "nobody")
     SAGAN_SANDBOX_TIMEOUT_SECONDS = _env_int("SAGAN_SANDBOX_TIMEOUT_SECONDS", 600)

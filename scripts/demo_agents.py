@@ -1,20 +1,38 @@
 """Scripted demo agents: a loopback server that answers Sagan's Anthropic Messages API calls
 with a fixed script per agent, so `make demo` shows a whole experiment — questions, plan,
-pods, analysis, clean result — without an API key.
+code written and reviewed, pods, analysis, clean result — without an API key.
 
 It is clearly a demo: runs record the model `demo-scripted`, and Sagan shows a banner while
 it is in use. `make demo` never starts it when a real ANTHROPIC_API_KEY is configured.
 
 The script reads only what the agent is sent (its system prompt, the brief, tool results),
-the same way a model would, so the product code paths are the real ones.
+the same way a model would, so the product code paths are the real ones. Which agent is
+asking is told by its system prompt, exactly as the definitions in agents/ have it.
+
+With `code_stage` on (`make demo` turns it on when services.demo_repo could set up its tiny
+research repository), the orchestrator drives the code loop with `code_step`: the
+implementer fixes the repository's bug, the code reviewer asks for one targeted fix in
+round 1, both reviewers pass round 2, Sagan runs the tests in the sandbox, and the
+pod-provisioner dispatches two local pods that run that commit. Without it the
+orchestrator dispatches a self-contained script straight away.
 """
 from __future__ import annotations
 
 import base64
 import itertools
 import json
+import re
+import sys
 import threading
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from services import demo_repo  # noqa: E402
 
 MODEL = "demo-scripted"
 _ids = itertools.count(1)
@@ -42,12 +60,23 @@ DOCKER_ARGS = ("python3 -c 'import base64; exec(base64.b64decode(\"%s\"))'"
                % base64.b64encode(_POD_SCRIPT.encode()).decode())
 
 
-def demo_plan() -> str:
-    spec = [{"name": f"demo-seed-{i}", "gpuType": "RTX4090", "gpuCount": 1, "containerDiskGb": 1,
-             "estimatedMinutes": 2, "keepAliveMinutes": 0, "dockerArgs": DOCKER_ARGS,
-             "config": {"command": f"seed {i} of the probe", "artifacts": [
-                 f"/workspace/sagan-artifacts/metrics-{i}.json", f"/workspace/sagan-artifacts/accuracy-{i}.svg"]}}
-            for i in range(2)]
+def _pod_spec(code_stage: bool) -> list[dict]:
+    """Two local pods, one seed each: the repository's probe.py at the reviewed commit, or
+    (without the code stage) the self-contained script above."""
+    spec = []
+    for i in range(2):
+        artifacts = [f"/workspace/sagan-artifacts/metrics-{i}.json", f"/workspace/sagan-artifacts/accuracy-{i}.svg"]
+        spec.append({"name": f"demo-seed-{i}", "gpuType": "RTX4090", "gpuCount": 1, "containerDiskGb": 1,
+                     "estimatedMinutes": 2, "keepAliveMinutes": 0,
+                     "dockerArgs": "python3 probe.py" if code_stage else DOCKER_ARGS,
+                     "config": {"command": f"seed {i} of the probe", "artifacts": artifacts}})
+    return spec
+
+
+def demo_plan(code_stage: bool = False) -> str:
+    code = ("First fix stats.mean(), which divides by n + 1 (its test fails), and have it reviewed and tested; "
+            "then two local pods run probe.py at that commit, one seed each, eight epochs."
+            if code_stage else "Two local pods, one seed each, eight epochs.")
     return f"""The owner answered my questions; here is the plan (demo).
 
 ## Goal
@@ -63,7 +92,7 @@ Accuracy of 0.90–0.94 on both seeds.
 Stop if a seed fails to finish.
 
 ## Experimental Setup
-Two local pods, one seed each, eight epochs.
+{code}
 
 ## Compute and Hardware
 Two local pods for about two minutes (no GPU cost in the demo).
@@ -89,7 +118,7 @@ A bar per seed with its accuracy.
 [TEXTBOX:anything-else]
 
 ```runpod-spec
-{json.dumps(spec, indent=1)}
+{json.dumps(_pod_spec(code_stage), indent=1)}
 ```
 """
 
@@ -104,6 +133,16 @@ CLEAN_RESULT = """<section id="tldr"><h2>TL;DR</h2><ul>
 <title>seed 1: accuracy 0.92</title></rect></svg><figcaption>Accuracy by seed</figcaption></figure>
 <details><summary>Experimental design</summary><p>Two seeds, eight epochs each, on local pods.
 This is Sagan's scripted demo; the numbers are illustrative.</p></details>"""
+
+
+def clean_result(commit: str | None) -> str:
+    """The demo's clean result; it names the reviewed commit the pods ran, when there was one."""
+    if not commit:
+        return CLEAN_RESULT
+    return CLEAN_RESULT.replace(
+        "Two seeds, eight epochs each, on local pods.",
+        f"Two seeds, eight epochs each, on local pods, running commit <code>{commit[:12]}</code> "
+        "(mean() fixed and reviewed).")
 
 
 def reply(*blocks, stop_reason=None) -> dict:
@@ -133,51 +172,168 @@ def _brief(messages) -> str:
     return first if isinstance(first, str) else json.dumps(first)
 
 
-def respond(body: dict) -> dict:
+def _calls(messages) -> list[tuple[str, dict, str]]:
+    """(tool name, input, result text) of every tool call so far, oldest first."""
+    results = {}
+    for message in messages:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            for block in message["content"]:
+                if block.get("type") == "tool_result":
+                    content = block.get("content")
+                    results[block.get("tool_use_id")] = content if isinstance(content, str) else json.dumps(content)
+    return [(b["name"], b.get("input") or {}, results.get(b["id"], ""))
+            for m in messages if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "tool_use"]
+
+
+def _last_update(messages) -> str:
+    """What Sagan told the agent when it was woken last ("Update while you waited: …"), if that is the latest turn."""
+    last = messages[-1] if messages else {}
+    return last.get("content") if last.get("role") == "user" and isinstance(last.get("content"), str) else ""
+
+
+@lru_cache(maxsize=1)
+def _agents_by_prompt() -> dict[str, str]:
+    from services.agents import loader
+    return {loader.get(name).prompt: name for name in loader.names()}
+
+
+def _scripted(script: list[dict], turn: int, done: str) -> dict:
+    return script[turn] if turn < len(script) else reply(text(done))
+
+
+def _planner(brief: str, turn: int, code_stage: bool) -> dict:
+    if "epm:clarify-answers" not in brief:
+        script = [reply(tool("ask_questions", {"questions": [
+            {"key": "seeds", "text": "How many seeds should the demo run?"},
+            {"key": "metric", "text": "Which metric matters most?"}]}))]
+    else:
+        script = [reply(tool("submit_plan", {"markdown": demo_plan(code_stage)}))]
+    return _scripted(script, turn, "Done (demo planner).")
+
+
+_ANALYSIS = [
+    reply(text("Pods finished; asking the analyzer."),
+          tool("spawn_agent", {"agent": "analyzer", "request": "Interpret the results and write the clean result."})),
+    reply(tool("spawn_agent", {"agent": "clean-result-critic", "request": "Review the clean result, round 1."})),
+    reply(tool("post_marker", {"marker": "epm:awaiting-promotion", "note": "Clean result ready for the owner.",
+                               "next_status": "awaiting_promotion"})),
+]
+
+
+def _orchestrator(messages, code_stage: bool) -> dict:
+    calls = _calls(messages)
+    if not code_stage or any(name == "launch_pods" for name, _, _ in calls):
+        # Dispatch the approved spec directly (also when code_step found no repository).
+        script = [reply(text("Dispatching the approved spec (demo)."), tool("launch_pods", {})),
+                  reply(tool("wait_for_pods", {})), *_ANALYSIS]
+        done = sum(1 for name, _, _ in calls if name != "code_step")
+        return _scripted(script, done, "The clean result awaits promotion (demo).")
+    if not calls:
+        return reply(text("Starting the code loop (demo)."), tool("code_step", {}))
+    name, _, result = calls[-1]
+    if name == "code_step":
+        if "No research repository is configured" in result:
+            return reply(text("No code loop here; dispatching the approved spec (demo)."), tool("launch_pods", {}))
+        update = _last_update(messages)
+        if "Sub-agent pod-provisioner" in update:
+            if "ended failed" in update or "ended cancelled" in update:
+                return reply(text("The pods did not finish; the timeline has the evidence (demo)."))
+            return _ANALYSIS[0]
+        if "You are parked" in result:
+            return reply(tool("code_step", {}))
+        return reply(text(f"The code loop stopped here (demo): {result[:500]}"))
+    spawned = sum(1 for call_name, _, _ in calls if call_name in ("spawn_agent", "post_marker"))
+    return _scripted(_ANALYSIS, spawned, "The clean result awaits promotion (demo).")
+
+
+def _implementer(brief: str, turn: int) -> dict:
+    round_ = int((re.search(r"Code round (\d+)", brief) or [None, "1"])[1])
+    if round_ == 1:
+        change = tool("write_file", {"path": "stats.py", "content": demo_repo.FIXED_STATS})
+        message, note = "mean() divides by the number of values, not one more", "Fixed stats.mean(): it divided by n + 1."
+    else:
+        change = tool("apply_patch", {"patch": demo_repo.EMPTY_INPUT_PATCH})
+        message, note = "mean() of no values raises ValueError", "mean([]) now raises ValueError, with a test."
+    script = [
+        reply(text(f"Code round {round_} (demo implementer)."), change),
+        reply(tool("run_command", {"command": demo_repo.TEST_COMMAND})),
+        reply(tool("git_commit", {"message": message})),
+        reply(tool("git_push", {})),
+        reply(tool("post_marker", {"marker": "epm:experiment-implementation", "note": note,
+                                   "metadata": {"round": round_}})),
+    ]
+    return _scripted(script, turn, f"Round {round_} committed and pushed (demo).")
+
+
+def _reviewer(agent: str, brief: str, turn: int) -> dict:
+    round_ = int((re.search(r"Review code round (\d+)", brief) or [None, "1"])[1])
+    marker = "epm:code-review" if agent == "code-reviewer" else "epm:code-review-codex"
+    review = {"marker": marker, "review_pair": "code_review", "round": round_, "reviewer": agent, "verdict": "pass",
+              "note": f"{agent} (demo): the change does what the plan needs."}
+    if agent == "code-reviewer" and round_ == 1:
+        review.update(verdict="needs_targeted_fix", required_fix=demo_repo.REVIEW_FIX,
+                      note=f"{agent} (demo): the division is fixed; one edge case is left.")
+    first = tool("git_diff", {}) if agent == "code-reviewer" else tool("get_plan", {})
+    script = [reply(first), reply(tool("post_marker", review))]
+    return _scripted(script, turn, f"{review['verdict']} (demo {agent}).")
+
+
+def _provisioner(turn: int) -> dict:
+    script = [reply(text("Dispatching the approved spec at the reviewed commit (demo)."), tool("launch_pods", {})),
+              reply(tool("post_marker", {"marker": "epm:pod-dispatched", "note": "Two local pods (demo)."})),
+              reply(tool("wait_for_pods", {}))]
+    return _scripted(script, turn, "Both pods finished (demo provisioner).")
+
+
+def _analyzer(brief: str, turn: int) -> dict:
+    commit = re.search(r"Code: branch \S+ commit ([0-9a-f]{7,40})", brief)
+    script = [
+        reply(tool("post_marker", {"marker": "epm:interpretation",
+                                   "note": "Both seeds land within two points; the prediction held."})),
+        reply(tool("write_clean_result", {
+            "title": "Two seeds of the probe agree within two points (LOW confidence)",
+            "html": clean_result(commit[1] if commit else None)})),
+        reply(tool("set_status", {"status": "clean_result_drafting", "note": "Draft written (demo)."})),
+    ]
+    return _scripted(script, turn, "Interpretation and draft done (demo).")
+
+
+def _critic(turn: int) -> dict:
+    script = [reply(tool("post_marker", {"marker": "epm:clean-result-critique", "review_pair": "clean_result",
+                                         "round": 1, "reviewer": "clean-result-critic", "verdict": "pass"}))]
+    return _scripted(script, turn, "Pass (demo critic).")
+
+
+def respond(body: dict, code_stage: bool = False) -> dict:
     """What the scripted agent answers to one Messages API call."""
-    system = body.get("system") or ""
     messages = body.get("messages") or []
-    turn = _turns(messages)
-    brief = _brief(messages)
-    if "experiment planner" in system:
-        if "epm:clarify-answers" not in brief:
-            script = [reply(tool("ask_questions", {"questions": [
-                {"key": "seeds", "text": "How many seeds should the demo run?"},
-                {"key": "metric", "text": "Which metric matters most?"}]}))]
-        else:
-            script = [reply(tool("submit_plan", {"markdown": demo_plan()}))]
-        return script[turn] if turn < len(script) else reply(text("Done (demo planner)."))
-    if "experiment orchestrator" in system:
-        script = [
-            reply(text("Dispatching the approved spec (demo)."), tool("launch_pods", {})),
-            reply(tool("wait_for_pods", {})),
-            reply(text("Pods finished; asking the analyzer."),
-                  tool("spawn_agent", {"agent": "analyzer", "request": "Interpret the results and write the clean result."})),
-            reply(tool("spawn_agent", {"agent": "clean-result-critic", "request": "Review the clean result, round 1."})),
-            reply(tool("post_marker", {"marker": "epm:awaiting-promotion", "note": "Clean result ready for the owner.",
-                                       "next_status": "awaiting_promotion"})),
-        ]
-        return script[turn] if turn < len(script) else reply(text("The clean result awaits promotion (demo)."))
-    if "analyse the experiment" in system or "analyzer" in system.lower():
-        script = [
-            reply(tool("post_marker", {"marker": "epm:interpretation",
-                                       "note": "Both seeds land within two points; the prediction held."})),
-            reply(tool("write_clean_result", {
-                "title": "Two seeds of the probe agree within two points (LOW confidence)", "html": CLEAN_RESULT})),
-            reply(tool("set_status", {"status": "clean_result_drafting", "note": "Draft written (demo)."})),
-        ]
-        return script[turn] if turn < len(script) else reply(text("Interpretation and draft done (demo)."))
-    if "critic" in system or "You read the clean result" in system or "You check the latest" in system:
-        script = [reply(tool("post_marker", {"marker": "epm:clean-result-critique", "review_pair": "clean_result",
-                                             "round": 1, "reviewer": "clean-result-critic", "verdict": "pass"}))]
-        return script[turn] if turn < len(script) else reply(text("Pass (demo critic)."))
-    return reply(text("This demo agent has no script for that request."))
+    agent = _agents_by_prompt().get(body.get("system") or "", "")
+    turn, brief = _turns(messages), _brief(messages)
+    if agent == "experiment-planner":
+        return _planner(brief, turn, code_stage)
+    if agent == "experiment-orchestrator":
+        return _orchestrator(messages, code_stage)
+    if agent == "experiment-implementer":
+        return _implementer(brief, turn)
+    if agent in ("code-reviewer", "code-plan-reviewer"):
+        return _reviewer(agent, brief, turn)
+    if agent == "pod-provisioner":
+        return _provisioner(turn)
+    if agent == "analyzer":
+        return _analyzer(brief, turn)
+    if agent == "clean-result-critic":
+        return _critic(turn)
+    return reply(text(f"This demo agent has no script for {agent or 'that request'}."))
 
 
 class DemoAgents:
-    """The loopback server; `url` is what ANTHROPIC_BASE_URL points at."""
+    """The loopback server; `url` is what ANTHROPIC_BASE_URL points at. `code_stage` may be
+    turned on after start, once the demo repository is known to be set up."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, code_stage: bool = False):
+        self.code_stage = code_stage
+        agents = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -189,7 +345,7 @@ class DemoAgents:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
-                    payload, status = respond(body), 200
+                    payload, status = respond(body, agents.code_stage), 200
                 except Exception as exc:  # noqa: BLE001 - answer like the API would, never crash
                     payload, status = {"type": "error", "error": {"type": "api_error", "message": str(exc)}}, 500
                 data = json.dumps(payload).encode()

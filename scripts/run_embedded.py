@@ -150,7 +150,9 @@ class Stack:
         if self.args.demo:
             self._flask("demo", "load")
         if getattr(self, "demo_agents", None):
-            self._flask("demo", "journey")
+            journey = self._flask("demo", "journey", capture=True)
+            # The scripted code agents work only on the demo's own repository, once it exists.
+            self.demo_agents.code_stage = "Code-writing stage: on" in journey
 
         self._spawn("web", [PYTHON, "-m", "gunicorn", "--workers", str(self.args.web_workers),
                             "--bind", f"{self.args.host}:{self.args.port}", "--chdir", str(ROOT),
@@ -167,8 +169,10 @@ class Stack:
         sys.path.insert(0, str(ROOT / "scripts"))
         from demo_agents import MODEL, DemoAgents
         self.demo_agents = DemoAgents().start()
+        # The demo's research repository is a local path (services/demo_repo.py); real ones are https/ssh.
         env.update({"ANTHROPIC_API_KEY": DEMO_KEY, "ANTHROPIC_BASE_URL": self.demo_agents.url,
-                    "SAGAN_AGENT_MODEL": MODEL, "SAGAN_DEMO_AGENTS": "1", "SAGAN_SCHEDULER_TICK_SECONDS": "3"})
+                    "SAGAN_AGENT_MODEL": MODEL, "SAGAN_DEMO_AGENTS": "1", "SAGAN_SCHEDULER_TICK_SECONDS": "3",
+                    "SAGAN_ALLOW_LOCAL_REPO": "1"})
         say(f"Demo agents: scripted (model {MODEL}) at {self.demo_agents.url} — no API key needed, nothing real.")
 
     def _check_port_free(self) -> None:
@@ -305,8 +309,9 @@ class Stack:
                 "`.venv/bin/flask --app app users set-password --email EMAIL`"
                 + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ else ""))
         if getattr(self, "demo_agents", None):
+            code = "the code being written and reviewed, " if self.demo_agents.code_stage else ""
             say("Demo: open the board, move \"Demo journey\" to Clarifying, answer the planner's questions, "
-                "approve the plan, and watch the pods, the analysis and the clean result arrive.")
+                f"approve the plan, and watch {code}the pods, the analysis and the clean result arrive.")
         say("Press Ctrl-C to stop.")
         print(flush=True)
 

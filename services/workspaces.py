@@ -254,12 +254,13 @@ def _hand_over_tree(path: Path) -> None:
             os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _check_reachable(path: Path) -> None:
-    """The sandbox user must be able to walk down to the worktree to mount it."""
+def check_reachable(path: Path) -> None:
+    """The sandbox user must be able to walk down to the worktree to mount it (folders not
+    made yet are made traversable when they are)."""
     if _sandbox_account() is None:
         return
     for parent in path.parents:
-        if not parent.stat().st_mode & stat.S_IXOTH:
+        if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH:
             raise WorkspaceError(
                 f"Sandboxed commands run as {current_app.config['SAGAN_SANDBOX_USER']}, who cannot enter {parent}: "
                 "set SAGAN_WORKSPACES_DIR to a folder others may traverse (chmod o+x on it and its parents).")
@@ -300,7 +301,7 @@ def ensure(experiment: Experiment | Target, repo: tuple[str, str] | None = None)
     base, mirror, path = _paths(experiment, url)
     _mkdir(root(), 0o711)
     _mkdir(base, 0o711)
-    _check_reachable(path)
+    check_reachable(path)
     branch = branch_name(experiment)
     with _mirror_locked(mirror):
         if not (mirror / "HEAD").exists():

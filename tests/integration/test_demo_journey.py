@@ -1,0 +1,288 @@
+"""`make demo`'s journey: the tiny research repository (services/demo_repo.py) and the
+scripted agents' decisions (scripts/demo_agents.py). The whole journey through a worker,
+the sandbox, local pods and a browser is tests/e2e/test_journey.py."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from models import db
+from services import demo_repo, plans, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import demo_agents  # noqa: E402
+
+REPO_KEYS = ("research_repo_url", "research_repo_branch", "research_repo_test_command", "research_repo_lint_command")
+
+
+@pytest.fixture
+def demo_dirs(app, monkeypatch):
+    """The demo repository and the worktrees in a /tmp folder `nobody` may walk into."""
+    base = Path(tempfile.mkdtemp(prefix="sagan-demo-", dir="/tmp"))
+    os.chmod(base, 0o711)
+    monkeypatch.setitem(app.config, "SAGAN_DEMO_REPO_DIR", str(base / "demo-research"))
+    monkeypatch.setitem(app.config, "SAGAN_WORKSPACES_DIR", str(base / "workspaces"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _git(*args, cwd) -> str:
+    """git as the test; the origin belongs to `nobody` when the suite runs as root, so every
+    repository is trusted (through a config file: `-c` does not reach a clone's upload-pack)."""
+    config = Path(cwd) / "trust-all.gitconfig"
+    config.write_text("[safe]\n\tdirectory = *\n")
+    result = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                            capture_output=True, text=True, env={**os.environ, "GIT_CONFIG_GLOBAL": str(config)})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def _unittest(folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=folder, capture_output=True, text=True)
+
+
+def _repo_settings() -> dict:
+    return {key: settings.get(key) for key in REPO_KEYS}
+
+
+# --- the repository ------------------------------------------------------------------------------
+
+def test_ensure_builds_the_repository_and_configures_it(app_ctx, demo_dirs):
+    """Does ensure() make a bare origin with one commit and point every research-repository setting at it?"""
+    stage = demo_repo.ensure()
+    db.session.commit()
+    assert stage.on, stage.reason
+    assert stage.line().startswith("Code-writing stage: on")
+    origin = demo_dirs / "demo-research" / "origin.git"
+    assert _repo_settings() == {"research_repo_url": str(origin), "research_repo_branch": "main",
+                                "research_repo_test_command": demo_repo.TEST_COMMAND,
+                                "research_repo_lint_command": demo_repo.LINT_COMMAND}
+    files = _git(f"--git-dir={origin}", "ls-tree", "--name-only", "main", cwd=demo_dirs).split()
+    assert sorted(files) == sorted(demo_repo.FILES)
+
+
+def test_ensure_twice_keeps_the_repository(app_ctx, demo_dirs):
+    """Is a second ensure() (the next `make demo`) a no-op that keeps the branches pushed since?"""
+    demo_repo.ensure()
+    origin = demo_dirs / "demo-research" / "origin.git"
+    _git(f"--git-dir={origin}", "branch", "experiment-1", "main", cwd=demo_dirs)
+    stage = demo_repo.ensure()
+    assert stage.on
+    assert "experiment-1" in _git(f"--git-dir={origin}", "branch", "--list", cwd=demo_dirs)
+
+
+def test_the_bug_the_fix_and_the_reviewers_patch(demo_dirs, app_ctx):
+    """Does the repository's test fail on main, pass with the implementer's fix, and does the
+    reviewer's patch apply on top with its new test passing too?"""
+    demo_repo.ensure()
+    work = demo_dirs / "clone"
+    _git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    assert _unittest(work).returncode != 0  # mean() divides by n + 1
+    (work / "stats.py").write_text(demo_repo.FIXED_STATS)
+    assert _unittest(work).returncode == 0
+    patch = subprocess.run(["git", "apply", "-"], cwd=work, input=demo_repo.EMPTY_INPUT_PATCH, text=True,
+                           capture_output=True)
+    assert patch.returncode == 0, patch.stderr
+    result = _unittest(work)
+    assert result.returncode == 0, result.stderr
+    assert "Ran 3 tests" in result.stderr
+
+
+def test_the_probe_writes_metrics_and_a_chart(demo_dirs, app_ctx, tmp_path):
+    """Does probe.py, run as a pod would (fixed mean, no progress URL), write its metrics JSON and SVG?"""
+    import json
+    demo_repo.ensure()
+    work = demo_dirs / "clone"
+    _git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    (work / "stats.py").write_text(demo_repo.FIXED_STATS)
+    probe = (work / "probe.py").read_text().replace("SECONDS_PER_EPOCH = 1.5", "SECONDS_PER_EPOCH = 0")
+    (work / "probe.py").write_text(probe)
+    out = tmp_path / "artifacts"
+    env = {"PATH": os.environ["PATH"], "SAGAN_RUN_INDEX": "1", "SAGAN_ARTIFACT_DIR": str(out),
+           "SAGAN_GIT_COMMIT": "abc123"}
+    result = subprocess.run([sys.executable, "probe.py"], cwd=work, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((out / "metrics-1.json").read_text())
+    assert metrics["seed"] == 1 and metrics["commit"] == "abc123" and len(metrics["epochs"]) == 8
+    assert 0.88 < metrics["accuracy"] < 0.95
+    assert (out / "accuracy-1.svg").read_text().count("<title>") == 8
+
+
+def test_another_configured_repository_is_left_alone(app_ctx, demo_dirs):
+    """With the owner's own repository configured, is the code stage off, said why, and nothing changed?"""
+    settings.put("research_repo_url", "https://git.example.org/lab/real.git")
+    db.session.commit()
+    before = _repo_settings()
+    stage = demo_repo.ensure()
+    assert not stage.on
+    assert "https://git.example.org/lab/real.git" in stage.reason
+    assert _repo_settings() == before
+    assert not (demo_dirs / "demo-research").exists()
+
+
+def test_without_bubblewrap_the_code_stage_is_off(app_ctx, demo_dirs, monkeypatch):
+    """Without bwrap, is the stage off with what to install, and no repository made or configured?"""
+    from services import sandbox
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    stage = demo_repo.ensure()
+    assert not stage.on
+    assert "bubblewrap" in stage.reason and "apt-get install bubblewrap" in stage.reason
+    assert stage.line().startswith("Code-writing stage: off")
+    assert settings.get("research_repo_url") in (None, "")
+    assert not (demo_dirs / "demo-research").exists()
+
+
+def test_demo_journey_command_says_whether_code_runs(app, runner, demo_dirs):
+    """Does `flask demo journey` create the experiment and print the code stage line `make demo` reads?"""
+    result = runner.invoke(args=["demo", "journey"])
+    assert result.exit_code == 0, result.output
+    assert "Demo journey experiment: #1" in result.output
+    assert "Code-writing stage: on" in result.output
+    again = runner.invoke(args=["demo", "journey"])
+    assert "Demo journey experiment: #1" in again.output and "Code-writing stage: on" in again.output
+
+
+# --- the scripted agents ---------------------------------------------------------------------------
+
+def _prompt(name: str) -> str:
+    from services.agents import loader
+    return loader.get(name).prompt
+
+
+def _ask(agent: str, messages: list, code_stage: bool = True) -> dict:
+    return demo_agents.respond({"system": _prompt(agent), "messages": messages}, code_stage)
+
+
+def _tool_calls(answer: dict) -> list[tuple[str, dict]]:
+    return [(b["name"], b["input"]) for b in answer["content"] if b["type"] == "tool_use"]
+
+
+def _after(messages: list, answer: dict, result: str, update: str | None = None) -> list:
+    """The conversation after `answer`'s tool ran with `result` (and, if parked, a wake update)."""
+    block = next(b for b in answer["content"] if b["type"] == "tool_use")
+    messages = messages + [{"role": "assistant", "content": answer["content"]},
+                           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"],
+                                                         "content": result}]}]
+    if update:
+        messages += [{"role": "assistant", "content": [{"type": "text", "text": "(waiting)"}]},
+                     {"role": "user", "content": f"Update while you waited:\n{update}"}]
+    return messages
+
+
+BRIEF = [{"role": "user", "content": "# Experiment #1: Demo\n\n## Your task\nCarry it."}]
+
+
+def test_plans_are_valid_with_and_without_the_code_stage(app_ctx):
+    """Does the planner's plan parse cleanly both ways, with the pods running probe.py only with code?"""
+    for code_stage, command in ((True, "python3 probe.py"), (False, demo_agents.DOCKER_ARGS)):
+        parsed = plans.parse(demo_agents.demo_plan(code_stage), account="local")
+        assert parsed.problems == [], parsed.problems
+        assert [pod["dockerArgs"] for pod in parsed.data["spec"]] == [command, command]
+        assert parsed.data["textboxes"] == ["anything-else"] and len(parsed.data["checklist"]) == 2
+
+
+def test_orchestrator_without_the_code_stage_dispatches_at_once(app_ctx):
+    """With the code stage off, does the orchestrator launch the pods first and never call code_step?"""
+    first = _ask("experiment-orchestrator", BRIEF, code_stage=False)
+    assert _tool_calls(first) == [("launch_pods", {})]
+    second = _ask("experiment-orchestrator", _after(BRIEF, first, "Dispatched 2 pods."), code_stage=False)
+    assert _tool_calls(second) == [("wait_for_pods", {})]
+
+
+def test_orchestrator_drives_the_code_loop_then_the_analysis(app_ctx):
+    """code_step until the pod-provisioner reports back, then the analyzer, the critic, awaiting promotion."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    assert _tool_calls(first) == [("code_step", {})]
+    parked = "Started experiment-implementer as run ab12.\nYou are parked until they finish; call code_step again."
+    messages = _after(BRIEF, first, parked, update="Sub-agent experiment-implementer (ab12) ended completed: done")
+    again = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(again) == [("code_step", {})]
+    messages = _after(messages, again, "Code review pair passed round 2; pod_spec branch/sha spliced; dispatching "
+                                       "pod-provisioner\nStarted pod-provisioner as run cd34.\nYou are parked until "
+                                       "they finish; call code_step again when you are woken.",
+                      update="Sub-agent pod-provisioner (cd34) ended completed: Both pods finished (demo provisioner).")
+    analysis = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(analysis)[0][0] == "spawn_agent" and _tool_calls(analysis)[0][1]["agent"] == "analyzer"
+    messages = _after(messages, analysis, "Started analyzer.")
+    critic = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(critic)[0][1]["agent"] == "clean-result-critic"
+    messages = _after(messages, critic, "Started clean-result-critic.")
+    assert _tool_calls(_ask("experiment-orchestrator", messages))[0][1]["next_status"] == "awaiting_promotion"
+
+
+def test_orchestrator_stops_when_the_code_loop_stops(app_ctx):
+    """A code_step that neither parks nor finishes (e.g. the loop blocked) ends the run: no code_step loop."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "Tests still fail after round 3 on 0123456789ab; the code needs the owner's look")
+    answer = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(answer) == [] and answer["stop_reason"] == "end_turn"
+    failed = _after(BRIEF, first, "Started pod-provisioner as run cd34.\nYou are parked until they finish.",
+                    update="Sub-agent pod-provisioner (cd34) ended failed: pods exited 1")
+    assert _tool_calls(_ask("experiment-orchestrator", failed)) == []
+
+
+def test_orchestrator_falls_back_when_no_repository_is_configured(app_ctx):
+    """If code_step says there is no repository, does the orchestrator dispatch directly, then wait?"""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "No research repository is configured, so there is no code loop: …")
+    launch = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(launch) == [("launch_pods", {})]
+    assert _tool_calls(_ask("experiment-orchestrator", _after(messages, launch, "Dispatched."))) == \
+        [("wait_for_pods", {})]
+
+
+def _walk(agent: str, brief: str) -> list[tuple[str, dict]]:
+    """Every tool call the scripted agent makes for `brief`, feeding each an "ok" result."""
+    messages, calls = [{"role": "user", "content": brief}], []
+    for _ in range(10):
+        answer = _ask(agent, messages)
+        if not _tool_calls(answer):
+            return calls
+        calls += _tool_calls(answer)
+        messages = _after(messages, answer, "ok")
+    raise AssertionError(f"{agent} never stopped")
+
+
+def test_implementer_fixes_then_applies_the_reviewers_fix(app_ctx):
+    """Round 1 writes the fixed stats.py; round 2 applies the patch; both test, commit, push and post the marker."""
+    one = _walk("experiment-implementer", "## Your task\nCode round 1 of #1. Implement the approved plan.")
+    assert [name for name, _ in one] == ["write_file", "run_command", "git_commit", "git_push", "post_marker"]
+    assert one[0][1] == {"path": "stats.py", "content": demo_repo.FIXED_STATS}
+    assert one[-1][1]["marker"] == "epm:experiment-implementation" and one[-1][1]["metadata"] == {"round": 1}
+    two = _walk("experiment-implementer", "## Your task\nCode round 2 of #1. Fix what round 1 found.")
+    assert two[0] == ("apply_patch", {"patch": demo_repo.EMPTY_INPUT_PATCH})
+    assert two[-1][1]["metadata"] == {"round": 2}
+
+
+def test_reviewers_ask_for_one_fix_then_pass(app_ctx):
+    """Round 1: the code reviewer needs a targeted fix, the plan reviewer passes; round 2: both pass."""
+    def verdict(agent, round_):
+        marker = _walk(agent, f"## Your task\nReview code round {round_} of #1: branch experiment-1.")[-1][1]
+        assert marker["review_pair"] == "code_review" and marker["round"] == round_ and marker["reviewer"] == agent
+        return marker["verdict"], marker.get("required_fix")
+    assert verdict("code-reviewer", 1) == ("needs_targeted_fix", demo_repo.REVIEW_FIX)
+    assert verdict("code-plan-reviewer", 1) == ("pass", None)
+    assert verdict("code-reviewer", 2) == ("pass", None)
+    assert verdict("code-plan-reviewer", 2) == ("pass", None)
+
+
+def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
+    """Does the clean result name the commit from the brief, and stay the plain one without code?"""
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    calls = _walk("analyzer", f"# Experiment #1\nCode: branch experiment-1 commit {sha}\n\n## Your task\nGo.")
+    html = next(data["html"] for name, data in calls if name == "write_clean_result")
+    assert "<code>0123456789ab</code>" in html
+    plain = _walk("analyzer", "# Experiment #1\n\n## Your task\nGo.")
+    assert next(data["html"] for name, data in plain if name == "write_clean_result") == demo_agents.CLEAN_RESULT
+
+
+def test_an_unknown_system_prompt_gets_a_plain_answer(app_ctx):
+    """A request from no known agent gets text, never a tool call."""
+    answer = demo_agents.respond({"system": "You are someone else.", "messages": BRIEF}, True)
+    assert _tool_calls(answer) == [] and "no script" in answer["content"][0]["text"]
