@@ -128,8 +128,8 @@ CLEAN_RESULT = """<section id="tldr"><h2>TL;DR</h2><ul>
 <li><strong>What I ran:</strong> two seeds of the probe on two local pods.</li>
 <li><strong>Results:</strong> both seeds land within two points (<a href="#figure">figure</a>).</li>
 <li><strong>Next steps:</strong> run ten seeds before trusting a single number.</li></ul></section>
-<figure id="figure"><svg viewBox="0 0 120 40" role="img"><rect x="10" y="10" width="90" height="8">
-<title>seed 0: accuracy 0.90</title></rect><rect x="10" y="24" width="92" height="8">
+<figure id="figure"><svg viewBox="0 0 120 40" role="img"><rect x="10" y="10" width="90" height="8" fill="#4263eb">
+<title>seed 0: accuracy 0.90</title></rect><rect x="10" y="24" width="92" height="8" fill="#4263eb">
 <title>seed 1: accuracy 0.92</title></rect></svg><figcaption>Accuracy by seed</figcaption></figure>
 <details><summary>Experimental design</summary><p>Two seeds, eight epochs each, on local pods.
 This is Sagan's scripted demo; the numbers are illustrative.</p></details>"""

@@ -116,7 +116,7 @@ def post_progress(percent, message, seq, metrics):
 
 def chart(seed, accuracies):
     bars = "".join(
-        f'<rect x="{4 + i * 12}" y="{60 - a * 50:.1f}" width="9" height="{a * 50:.1f}">'
+        f'<rect x="{4 + i * 12}" y="{60 - a * 50:.1f}" width="9" height="{a * 50:.1f}" fill="#4263eb">'
         f"<title>seed {seed}, epoch {i + 1}: accuracy {a:.3f}</title></rect>"
         for i, a in enumerate(accuracies))
     return f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 64" role="img">{bars}</svg>'
