@@ -305,6 +305,14 @@ def _critic(turn: int) -> dict:
     return _scripted(script, turn, "Pass (demo critic).")
 
 
+def _proposer(turn: int) -> dict:
+    script = [reply(tool("propose_follow_ups", {"experiments": [{
+                  "title": "Do ten seeds of the probe agree within two points?",
+                  "hypothesis": "With ten seeds the spread stays under two points; two seeds could not show it."}]})),
+              reply(tool("post_marker", {"marker": "epm:follow-ups", "note": "One follow-up: ten seeds (demo)."}))]
+    return _scripted(script, turn, "Proposed one follow-up (demo).")
+
+
 def respond(body: dict, code_stage: bool = False) -> dict:
     """What the scripted agent answers to one Messages API call."""
     messages = body.get("messages") or []
@@ -324,6 +332,8 @@ def respond(body: dict, code_stage: bool = False) -> dict:
         return _analyzer(brief, turn)
     if agent == "clean-result-critic":
         return _critic(turn)
+    if agent == "follow-up-proposer":
+        return _proposer(turn)
     return reply(text(f"This demo agent has no script for {agent or 'that request'}."))
 
 

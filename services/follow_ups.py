@@ -1,15 +1,32 @@
 """Follow-up experiments (SPEC §8.6): children created from a result, by the owner or by
-the follow-up proposer, linked to their parent both ways."""
+the follow-up proposer, linked to their parent both ways.
+
+Asking Claude for follow-ups is a status (SPEC §2.3): moving a result (awaiting_promotion
+or reviewing) to `followups_running` queues the `follow-up-proposer`, and when that run
+has ended — however it ended — the scheduler moves the experiment back to where it was,
+with a note saying what was proposed. The way back is read from the database each tick,
+never remembered in a process, so a worker that dies mid-run cannot strand the result.
+"""
 from __future__ import annotations
+
+from datetime import timedelta
 
 import sqlalchemy as sa
 
-from models import Experiment, db
-from services import events, experiments
+from models import AgentRun, Experiment, WorkflowEvent, db
+from services import events, experiments, jobs, lifecycle, runs
 from services.actors import Actor
-from services.errors import Forbidden, ValidationError
+from services.clock import utcnow
+from services.errors import Conflict, Forbidden, ValidationError
 
 MAX_PER_PROPOSAL = 3
+PROPOSER = "follow-up-proposer"
+PROPOSER_REQUEST = ("Propose the follow-up experiments this result suggests (at most three) with "
+                    "propose_follow_ups, then post epm:follow-ups listing them.")
+# How long an entry into followups_running may go without a proposer run before the scheduler
+# takes it back (the hook that queues the run runs just after the move commits).
+START_GRACE = timedelta(seconds=60)
+ACTIVE = ("queued", "running", "waiting")
 
 
 def create_follow_up(parent: Experiment, data: dict, actor: Actor, *, auto_approve: bool = False) -> Experiment:
@@ -52,3 +69,93 @@ def propose(parent: Experiment, items, actor: Actor) -> list[Experiment]:
 def children(experiment: Experiment) -> list[Experiment]:
     return list(db.session.scalars(sa.select(Experiment).where(Experiment.parent_experiment_id == experiment.id)
                                    .order_by(Experiment.number)))
+
+
+# --- asking the follow-up proposer (the followups_running round trip) -----------------------------
+
+def _entry(experiment: Experiment) -> WorkflowEvent | None:
+    """The state change that put the experiment into followups_running."""
+    return db.session.scalar(sa.select(WorkflowEvent).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
+        WorkflowEvent.to_status == "followups_running").order_by(WorkflowEvent.created_at.desc()).limit(1))
+
+
+def _proposer_runs(experiment: Experiment, since) -> list[AgentRun]:
+    query = sa.select(AgentRun).where(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id,
+                                      AgentRun.agent == PROPOSER)
+    if since is not None:
+        query = query.where(AgentRun.created_at >= since)
+    return list(db.session.scalars(query.order_by(AgentRun.created_at)))
+
+
+def start_proposer(experiment_id, actor: Actor, metadata: dict) -> AgentRun | None:
+    """After the move into followups_running: queue the proposer (one at a time). Without an
+    API key nobody can propose, so the experiment goes straight back, saying why."""
+    from services.agents import loader, orchestration
+    experiment = db.session.get(Experiment, experiment_id)
+    if experiment is None or experiment.status != "followups_running":
+        return None
+    if not orchestration.agents_enabled():
+        effects = _go_back(experiment, "No ANTHROPIC_API_KEY is configured, so Claude cannot propose follow-ups; "
+                                       "add them by hand under Follow-ups.")
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return None
+    entry = _entry(experiment)
+    if any(r.status in ACTIVE for r in _proposer_runs(experiment, entry.created_at if entry else None)):
+        return None
+    run = runs.create_run(kind="qa", agent=PROPOSER, request=PROPOSER_REQUEST, scope_id=experiment.id,
+                          model=loader.model_for(loader.get(PROPOSER)), runpod_account=experiment.runpod_account)
+    events.record(experiment, "note", Actor.system(), note=f"Follow-up proposer {run.short_id} queued.",
+                  metadata={"run_id": str(run.id)})
+    db.session.commit()
+    jobs.enqueue_run(run.id)
+    return run
+
+
+def _go_back(experiment: Experiment, note: str) -> list:
+    """Back to the status the experiment had before followups_running (compare-and-set)."""
+    entry = _entry(experiment)
+    back = entry.from_status if entry and entry.from_status in ("awaiting_promotion", "reviewing") \
+        else "awaiting_promotion"
+    return lifecycle.transition(experiment, back, Actor.system("Sagan"), note=note[:1900],
+                                expected_status="followups_running")
+
+
+def _summary(experiment: Experiment, ended: list[AgentRun], since) -> str:
+    new = [c for c in children(experiment) if since is None or c.created_at >= since]
+    proposed = (f"proposed {', '.join(f'#{c.number}' for c in new)}" if new
+                else "nothing was proposed; add follow-ups by hand under Follow-ups")
+    if not ended:
+        return f"No follow-up proposer started; {proposed}."
+    last = ended[-1]
+    how = last.status if last.status == "completed" else f"{last.status} ({last.failure_reason or 'no reason'})"
+    return f"Follow-up proposer {last.short_id} {how}; {proposed}."
+
+
+def return_when_done(limit: int = 50) -> int:
+    """Scheduler: move experiments whose proposer has ended back to where they were."""
+    moved = 0
+    now = utcnow()
+    for experiment in db.session.scalars(sa.select(Experiment).where(Experiment.status == "followups_running")
+                                         .order_by(Experiment.updated_at).limit(limit)):
+        entry = _entry(experiment)
+        since = entry.created_at if entry else None
+        proposers = _proposer_runs(experiment, since)
+        if any(r.status in ACTIVE for r in proposers):
+            continue
+        if not proposers and since is not None and now - since < START_GRACE:
+            continue  # the hook that queues the proposer may not have run yet
+        try:
+            effects = _go_back(experiment, _summary(experiment, proposers, since))
+        except Conflict:
+            db.session.rollback()  # moved by someone else meanwhile: theirs stands
+            continue
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        moved += 1
+    return moved
+
+
+def install() -> None:
+    lifecycle.register_side_effect("propose_follow_ups", start_proposer)

@@ -41,10 +41,11 @@ def tick(app: Flask) -> None:
 
     Each part is independent; one failing is logged and the others still run.
     """
+    from services import follow_ups
     from services.agents import loop
     from services.dispatch import watcher
     for part in (watcher.watch, loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled,
-                 _orphan_sweep_now_and_then):
+                 follow_ups.return_when_done, _orphan_sweep_now_and_then):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries

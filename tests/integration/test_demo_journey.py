@@ -282,6 +282,13 @@ def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
     assert next(data["html"] for name, data in plain if name == "write_clean_result") == demo_agents.CLEAN_RESULT
 
 
+def test_proposer_proposes_one_follow_up(app_ctx):
+    """Does the demo's follow-up proposer propose one follow-up, post epm:follow-ups, then stop?"""
+    calls = _walk("follow-up-proposer", "# Experiment #1\n\n## Your task\nPropose follow-ups.")
+    assert [name for name, _ in calls] == ["propose_follow_ups", "post_marker"]
+    assert len(calls[0][1]["experiments"]) == 1 and calls[1][1]["marker"] == "epm:follow-ups"
+
+
 def test_an_unknown_system_prompt_gets_a_plain_answer(app_ctx):
     """A request from no known agent gets text, never a tool call."""
     answer = demo_agents.respond({"system": "You are someone else.", "messages": BRIEF}, True)

@@ -2,15 +2,18 @@
 labelled, linked both ways; only the owner may auto-approve their plans."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 import sqlalchemy as sa
 
-from models import Experiment, db
-from services import experiments, follow_ups, runs
+from models import AgentRun, Experiment, WorkflowEvent, db
+from services import clock, experiments, follow_ups, lifecycle, runs
 from services.actors import Actor
 from services.agents import tools
 from services.errors import Forbidden
 from tests.conftest import csrf_from
+from tests.fakes.anthropic_server import reply, text, tool_use
 
 
 def _children(app, number):
@@ -78,3 +81,119 @@ def test_only_the_owner_may_auto_approve_a_follow_up(app, make_experiment):
                                         Actor("agent", None, "proposer"), auto_approve=True)
         db.session.rollback()
         assert db.session.scalar(sa.select(sa.func.count(Experiment.id))) == 1
+
+
+# --- asking Claude for follow-ups: followups_running and back ----------------------------------------
+
+def _ask_for_follow_ups(client, number: int, expected: str = "awaiting_promotion"):
+    page = client.get(f"/experiments/{number}")
+    return client.post(f"/board/move/{number}", data={"to": "followups_running", "expected": expected,
+                                                      "csrf_token": csrf_from(page.text)})
+
+
+def _status_and_notes(app, number: int) -> tuple[str, list[str]]:
+    with app.app_context():
+        db.session.expire_all()
+        experiment = experiments.get_experiment(number)
+        notes = list(db.session.scalars(sa.select(WorkflowEvent.note).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at)))
+        return experiment.status, notes
+
+
+def _return_when_done(app) -> int:
+    with app.app_context():
+        return follow_ups.return_when_done()
+
+
+def test_asking_for_follow_ups_runs_the_proposer_then_comes_back(app, client, owner, make_experiment,
+                                                                 fake_anthropic, worker):
+    """awaiting_promotion → followups_running queues the proposer; the result waits while it works;
+    once it has proposed, the scheduler moves the result back, naming what was proposed."""
+    parent = make_experiment("Curriculum ordering (MODERATE confidence)", status="awaiting_promotion")
+    fake_anthropic.script(
+        reply(tool_use("propose_follow_ups", {"experiments": [
+            {"title": "Does the ordering effect hold at 350M?", "hypothesis": "The gap grows with scale."}]})),
+        reply(tool_use("post_marker", {"marker": "epm:follow-ups", "note": "One follow-up: scale."})),
+        reply(text("Proposed one follow-up.")))
+    response = _ask_for_follow_ups(client, parent)
+    assert response.status_code in (200, 303), response.text
+    with app.app_context():
+        [run] = db.session.scalars(sa.select(AgentRun).where(AgentRun.agent == "follow-up-proposer"))
+        assert run.status == "queued" and run.kind == "qa"
+    assert _return_when_done(app) == 0  # the proposer has not run yet: the result waits
+    assert _status_and_notes(app, parent)[0] == "followups_running"
+
+    worker()
+    assert _return_when_done(app) == 1
+    status, notes = _status_and_notes(app, parent)
+    [child] = _children(app, parent)
+    assert status == "awaiting_promotion"
+    assert notes[-1] == f"Follow-up proposer {run.short_id} completed; proposed #{child.number}."
+    assert child.proposed_by_agent and child.title == "Does the ordering effect hold at 350M?"
+    assert _return_when_done(app) == 0  # nothing left to do: no second move
+
+
+def test_a_failed_proposer_still_returns_the_result(app, client, owner, make_experiment, fake_anthropic):
+    """If the proposer ends without proposing (here: cancelled), does the result come back, saying so?"""
+    parent = make_experiment("Result", status="reviewing")
+    _ask_for_follow_ups(client, parent, expected="reviewing")
+    with app.app_context():
+        run = db.session.scalar(sa.select(AgentRun).where(AgentRun.agent == "follow-up-proposer"))
+        runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="stop")
+        db.session.commit()
+    assert _return_when_done(app) == 1
+    status, notes = _status_and_notes(app, parent)
+    assert status == "reviewing"  # back where it was, not to awaiting_promotion
+    assert "cancelled (cancelled_by_owner); nothing was proposed; add follow-ups by hand" in notes[-1]
+    assert _children(app, parent) == []
+
+
+def test_without_an_api_key_the_result_comes_straight_back(app, client, owner, make_experiment, monkeypatch):
+    """No key: no run is created, and the experiment goes back at once with the reason."""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "")
+    parent = make_experiment("Result", status="awaiting_promotion")
+    _ask_for_follow_ups(client, parent)
+    status, notes = _status_and_notes(app, parent)
+    assert status == "awaiting_promotion"
+    assert notes[-1].startswith("No ANTHROPIC_API_KEY is configured, so Claude cannot propose follow-ups")
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 0
+
+
+def test_a_stranded_entry_goes_back_after_the_grace(app, make_experiment):
+    """An experiment in followups_running with no proposer (the hook never ran) waits out the grace,
+    then goes back instead of sitting there for ever."""
+    parent = make_experiment("Result", status="awaiting_promotion")
+    with app.app_context():
+        experiment = experiments.get_experiment(parent)
+        lifecycle.transition(experiment, "followups_running", Actor("owner"))  # effects deliberately not run
+        db.session.commit()
+    assert _return_when_done(app) == 0
+    clock.advance(follow_ups.START_GRACE + timedelta(seconds=1))
+    assert _return_when_done(app) == 1
+    status, notes = _status_and_notes(app, parent)
+    assert status == "awaiting_promotion" and notes[-1].startswith("No follow-up proposer started")
+
+
+def test_only_results_can_ask_for_follow_ups(app, client, owner, make_experiment):
+    """From `running`, is followups_running refused with nothing changed and no run queued?"""
+    number = make_experiment("Still running", status="running")
+    response = _ask_for_follow_ups(client, number, expected="running")
+    assert "cannot move from running to followups_running" in response.text
+    assert _status_and_notes(app, number)[0] == "running"
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 0
+
+
+def test_the_follow_ups_panel_asks_claude_and_says_it_is_working(app, client, owner, make_experiment, fake_anthropic):
+    """Does the panel offer "Ask Claude for follow-ups" on a result, and say Claude is working after?"""
+    parent = make_experiment("Result", status="awaiting_promotion")
+    page = client.get(f"/experiments/{parent}").text
+    assert "Ask Claude for follow-ups" in page
+    response = client.post(f"/experiments/{parent}/status", data={
+        "to": "followups_running", "expected": "awaiting_promotion", "csrf_token": csrf_from(page)})
+    assert response.status_code == 200
+    after = client.get(f"/experiments/{parent}").text
+    assert "Claude is proposing follow-ups" in after and "Ask Claude for follow-ups" not in after
+    assert "Ask Claude for follow-ups" not in client.get(f"/experiments/{make_experiment('Idea')}").text
