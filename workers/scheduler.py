@@ -37,7 +37,8 @@ return 0
 
 
 def tick(app: Flask) -> None:
-    """One scheduler pass: wake waiting runs, reconcile queued/stale runs, enforce cancels.
+    """One scheduler pass: watch pods, wake waiting runs, reconcile queued/stale runs, enforce
+    cancels, bring results back from followups_running once their proposer has ended.
 
     Each part is independent; one failing is logged and the others still run.
     """
