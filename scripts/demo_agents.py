@@ -215,6 +215,7 @@ def _planner(brief: str, turn: int, code_stage: bool) -> dict:
 _ANALYSIS = [
     reply(text("Pods finished; asking the analyzer."),
           tool("spawn_agent", {"agent": "analyzer", "request": "Interpret the results and write the clean result."})),
+    reply(tool("spawn_agent", {"agent": "interpretation-critic", "request": "Review the interpretation, round 1."})),
     reply(tool("spawn_agent", {"agent": "clean-result-critic", "request": "Review the clean result, round 1."})),
     reply(tool("post_marker", {"marker": "epm:awaiting-promotion", "note": "Clean result ready for the owner.",
                                "next_status": "awaiting_promotion"})),
@@ -299,10 +300,13 @@ def _analyzer(brief: str, turn: int) -> dict:
     return _scripted(script, turn, "Interpretation and draft done (demo).")
 
 
-def _critic(turn: int) -> dict:
-    script = [reply(tool("post_marker", {"marker": "epm:clean-result-critique", "review_pair": "clean_result",
-                                         "round": 1, "reviewer": "clean-result-critic", "verdict": "pass"}))]
-    return _scripted(script, turn, "Pass (demo critic).")
+def _critic(agent: str, turn: int) -> dict:
+    """The critic pair: one pass each, round 1."""
+    marker, pair = (("epm:interp-critique", "interpretation") if agent == "interpretation-critic"
+                    else ("epm:clean-result-critique", "clean_result"))
+    script = [reply(tool("post_marker", {"marker": marker, "review_pair": pair, "round": 1, "reviewer": agent,
+                                         "verdict": "pass", "note": f"{agent} (demo): the claims match the numbers."}))]
+    return _scripted(script, turn, f"Pass (demo {agent}).")
 
 
 def _proposer(turn: int) -> dict:
@@ -330,8 +334,8 @@ def respond(body: dict, code_stage: bool = False) -> dict:
         return _provisioner(turn)
     if agent == "analyzer":
         return _analyzer(brief, turn)
-    if agent == "clean-result-critic":
-        return _critic(turn)
+    if agent in ("interpretation-critic", "clean-result-critic"):
+        return _critic(agent, turn)
     if agent == "follow-up-proposer":
         return _proposer(turn)
     return reply(text(f"This demo agent has no script for {agent or 'that request'}."))

@@ -136,7 +136,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
             WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "marker")
             .order_by(WorkflowEvent.created_at))]
         for marker in ("epm:clarify", "epm:clarify-answers", "epm:textbox-answers", "epm:test-verdict",
-                       "epm:pod-dispatched", "epm:upload-verification", "epm:interpretation",
+                       "epm:pod-dispatched", "epm:upload-verification", "epm:interpretation", "epm:interp-critique",
                        "epm:clean-result-critique", "epm:awaiting-promotion", "epm:promoted"):
             assert marker in markers, (marker, markers)
         assert markers.count("epm:experiment-implementation") == 2
@@ -159,8 +159,17 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
         assert sum(float(p.cost_per_hr or 0) for p in pods) == 0.0  # local pods cost nothing
         agents = {r.agent for r in db.session.scalars(sa.select(AgentRun).where(AgentRun.scope_id == experiment.id))}
         assert {"experiment-planner", "experiment-orchestrator", "experiment-implementer", "code-reviewer",
-                "code-plan-reviewer", "code-tests", "pod-provisioner", "analyzer", "clean-result-critic"} <= agents
+                "code-plan-reviewer", "code-tests", "pod-provisioner", "analyzer", "interpretation-critic",
+                "clean-result-critic"} <= agents
         assert db.session.scalar(sa.select(sa.func.count(RunEvent.id))) > 20
+        run_of = {r.agent: r.id for r in db.session.scalars(sa.select(AgentRun).where(
+            AgentRun.scope_id == experiment.id).order_by(AgentRun.created_at))}
+
+    # The run pages show what each agent did.
+    for agent, shown in (("experiment-orchestrator", "code_step"), ("experiment-implementer", "git_commit"),
+                         ("code-tests", "Tests passed on")):
+        page.goto(f"/runs/{run_of[agent]}")
+        assert shown in page.locator("main").inner_text(), (agent, shown)
 
     mentor = browser_session(PHONE).page
     mentor.goto(f"/s/{token}")

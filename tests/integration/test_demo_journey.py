@@ -210,9 +210,10 @@ def test_orchestrator_drives_the_code_loop_then_the_analysis(app_ctx):
     analysis = _ask("experiment-orchestrator", messages)
     assert _tool_calls(analysis)[0][0] == "spawn_agent" and _tool_calls(analysis)[0][1]["agent"] == "analyzer"
     messages = _after(messages, analysis, "Started analyzer.")
-    critic = _ask("experiment-orchestrator", messages)
-    assert _tool_calls(critic)[0][1]["agent"] == "clean-result-critic"
-    messages = _after(messages, critic, "Started clean-result-critic.")
+    for critic_name in ("interpretation-critic", "clean-result-critic"):
+        critic = _ask("experiment-orchestrator", messages)
+        assert _tool_calls(critic)[0][1]["agent"] == critic_name
+        messages = _after(messages, critic, f"Started {critic_name}.")
     assert _tool_calls(_ask("experiment-orchestrator", messages))[0][1]["next_status"] == "awaiting_promotion"
 
 
@@ -280,6 +281,15 @@ def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
     assert "<code>0123456789ab</code>" in html
     plain = _walk("analyzer", "# Experiment #1\n\n## Your task\nGo.")
     assert next(data["html"] for name, data in plain if name == "write_clean_result") == demo_agents.CLEAN_RESULT
+
+
+def test_the_critic_pair_passes_round_one(app_ctx):
+    """Do both critics post their own marker for their own pair, round 1, verdict pass?"""
+    for agent, marker, pair in (("interpretation-critic", "epm:interp-critique", "interpretation"),
+                                ("clean-result-critic", "epm:clean-result-critique", "clean_result")):
+        [(name, data)] = _walk(agent, "## Your task\nReview, round 1.")
+        assert name == "post_marker" and data["marker"] == marker and data["review_pair"] == pair
+        assert data["reviewer"] == agent and data["round"] == 1 and data["verdict"] == "pass"
 
 
 def test_proposer_proposes_one_follow_up(app_ctx):
