@@ -34,12 +34,12 @@ HAPPY_STATUSES = ["proposed", "clarifying", "awaiting_clarifications", "clarifyi
                   "uploading", "verifying", "interpreting", "clean_result_drafting", "awaiting_promotion", "shared"]
 
 
-@pytest.fixture
-def journey_stack(app, live_server, monkeypatch, tmp_path):
-    """What `make demo` runs: the scripted agents with the code-writing stage on the demo's own
-    research repository, and a real worker process (with the scheduler) on the test database.
-    Everything the sandbox and the local pods use lives in one /tmp folder of mode 0711: they
-    run as `nobody` when the suite runs as root, and must be able to walk down to it."""
+def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
+    """What `make demo` runs: the scripted agents (with the code-writing stage on the demo's own
+    research repository, or without it as on a host with no sandbox) and a real worker process
+    (with the scheduler) on the test database. Everything the sandbox and the local pods use
+    lives in one /tmp folder of mode 0711: they run as `nobody` when the suite runs as root,
+    and must be able to walk down to it."""
     base = tempfile.mkdtemp(prefix="sagan-journey-", dir="/tmp")
     os.chmod(base, 0o711)
     agents = DemoAgents().start()
@@ -50,11 +50,12 @@ def journey_stack(app, live_server, monkeypatch, tmp_path):
     for key, value in settings.items():
         monkeypatch.setitem(app.config, key, value)
     os.makedirs(settings["SAGAN_LOCAL_PODS_DIR"], mode=0o711)
-    with app.app_context():
-        stage = demo_repo.ensure()
-        db.session.commit()
-    assert stage.on, stage.reason
-    agents.code_stage = True
+    if code_stage:
+        with app.app_context():
+            stage = demo_repo.ensure()
+            db.session.commit()
+        assert stage.on, stage.reason
+        agents.code_stage = True
     env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
            "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
            "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_INSTANCE_DIR": str(tmp_path)}
@@ -68,6 +69,16 @@ def journey_stack(app, live_server, monkeypatch, tmp_path):
         os.killpg(worker.pid, 9)
     agents.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def journey_stack(app, live_server, monkeypatch, tmp_path):
+    yield from _stack(app, live_server, monkeypatch, tmp_path, code_stage=True)
+
+
+@pytest.fixture
+def journey_stack_without_code(app, live_server, monkeypatch, tmp_path):
+    yield from _stack(app, live_server, monkeypatch, tmp_path, code_stage=False)
 
 
 def _status(app, number) -> str:
@@ -215,3 +226,43 @@ def test_rejected_plan_is_revised_then_approved(app, client, owner_account, jour
                                                          "csrf_token": csrf})
     _wait_for(app, number, {"implementing", "queued", "running", "uploading", "verifying", "interpreting",
                             "clean_result_drafting", "awaiting_promotion"})
+
+
+def test_without_the_sandbox_the_demo_runs_the_plans_script(app, client, owner_account,
+                                                           journey_stack_without_code):
+    """`make demo` on a host without bubblewrap: no code loop; the pods run the plan's own script
+    and the journey still ends at a clean result awaiting promotion."""
+    owner_account.login()
+    csrf = owner_account.csrf()
+    with app.app_context():
+        from services import experiments
+        from services.actors import Actor
+        experiment = experiments.create_experiment({"title": "No sandbox here", "runpod_account": "local"},
+                                                   Actor("owner"))
+        db.session.commit()
+        number = experiment.number
+    client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed", "csrf_token": csrf})
+    _wait_for(app, number, {"awaiting_clarifications"})
+    client.post(f"/experiments/{number}/answers", data={"answer-seeds": "Two.", "answer-metric": "Accuracy.",
+                                                        "csrf_token": csrf})
+    _wait_for(app, number, {"plan_pending"})
+    with app.app_context():
+        from models import ApprovalRequest
+        approval = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+    client.post(f"/approvals/{approval.id}/resolve", data={"decision": "approve", "confirm_unchecked": "1",
+                                                           "answer-anything-else": "Fine.", "csrf_token": csrf})
+    _wait_for(app, number, {"awaiting_promotion"}, seconds=150)
+    with app.app_context():
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
+        moves = [e.to_status for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
+            .order_by(WorkflowEvent.created_at))]
+        assert moves == ["clarifying", "awaiting_clarifications", "clarifying", "plan_pending", "approved",
+                         "implementing", "queued", "running", "uploading", "verifying", "interpreting",
+                         "clean_result_drafting", "awaiting_promotion"], moves
+        assert experiment.git_commit is None
+        metrics = sorted(a.name for a in db.session.scalars(sa.select(Artifact).where(
+            Artifact.experiment_id == experiment.id, Artifact.name.like("metrics-%"))))
+        assert metrics == ["metrics-0.json", "metrics-1.json"]
+        agents = {r.agent for r in db.session.scalars(sa.select(AgentRun).where(AgentRun.scope_id == experiment.id))}
+        assert not agents & {"experiment-implementer", "code-reviewer", "code-tests", "pod-provisioner"}
