@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,18 +190,33 @@ def _git(*args: str, cwd: Path) -> None:
 
 
 def _why_not() -> str | None:
-    """Why this host cannot run the code-writing stage, or None when it can."""
+    """Why this host cannot run the code-writing stage, or None when it can.
+
+    Installed is not enough: bubblewrap also needs unprivileged user namespaces, which some
+    hosts turn off. So one harmless command runs in a real sandbox first, and a demo that
+    would stop half-way with a blocked experiment says why at start-up instead.
+    """
     from services import sandbox
     if not shutil.which("git"):
         return "git is not installed (Debian/Ubuntu: `apt-get install git`)."
     try:
         sandbox.check_available()
-        user = sandbox.sandbox_user()
-        if user is not None:
+        if sandbox.sandbox_user() is not None:
             workspaces.check_reachable(workspaces.root())
             workspaces.check_reachable(origin_path())
+        probe = Path(tempfile.mkdtemp(prefix="sagan-sandbox-probe-"))
+        try:
+            os.chmod(probe, 0o755)  # the sandbox user mounts it
+            outcome = sandbox.run(probe, ["true"], writable=False,
+                                  limits=sandbox.Limits.from_config(timeout=20))
+        finally:
+            shutil.rmtree(probe, ignore_errors=True)
     except SaganError as exc:
         return exc.message
+    if not outcome.ok:
+        return (f"bubblewrap is installed but could not start a sandbox here ({outcome.status_line()} "
+                f"{outcome.tail(300).strip()}); hosts that disable unprivileged user namespaces need "
+                "them enabled (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile for bwrap).")
     return None
 
 

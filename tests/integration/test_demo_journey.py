@@ -138,6 +138,23 @@ def test_without_bubblewrap_the_code_stage_is_off(app_ctx, demo_dirs, monkeypatc
     assert not (demo_dirs / "demo-research").exists()
 
 
+def test_a_sandbox_that_cannot_start_turns_the_code_stage_off(app_ctx, demo_dirs, monkeypatch):
+    """bwrap installed but refused by the host (no user namespaces): is the stage off with bwrap's
+    own message, instead of a demo that would block half-way?"""
+    fake_bin = demo_dirs / "bin"
+    fake_bin.mkdir()
+    bwrap = fake_bin / "bwrap"
+    bwrap.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    bwrap.chmod(0o755)
+    os.chmod(fake_bin, 0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    stage = demo_repo.ensure()
+    assert not stage.on
+    assert "could not start a sandbox" in stage.reason and "setting up uid map: Permission denied" in stage.reason
+    assert settings.get("research_repo_url") in (None, "")
+    assert not (demo_dirs / "demo-research").exists()
+
+
 def test_demo_journey_command_says_whether_code_runs(app, runner, demo_dirs):
     """Does `flask demo journey` create the experiment and print the code stage line `make demo` reads?"""
     result = runner.invoke(args=["demo", "journey"])
