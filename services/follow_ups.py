@@ -113,13 +113,18 @@ def start_proposer(experiment_id, actor: Actor, metadata: dict) -> AgentRun | No
     return run
 
 
+RESULT_STATUSES = ("awaiting_promotion", "reviewing")
+
+
 def _go_back(experiment: Experiment, note: str) -> list:
-    """Back to the status the experiment had before followups_running (compare-and-set)."""
-    entry = _entry(experiment)
-    back = entry.from_status if entry and entry.from_status in ("awaiting_promotion", "reviewing") \
-        else "awaiting_promotion"
-    return lifecycle.transition(experiment, back, Actor.system("Sagan"), note=note[:1900],
-                                expected_status="followups_running")
+    """Back to the result status the experiment asked from (compare-and-set). The latest entry
+    may be an unblock (blocked → followups_running), so look for the move that asked."""
+    came_from = db.session.scalar(sa.select(WorkflowEvent.from_status).where(
+        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
+        WorkflowEvent.to_status == "followups_running", WorkflowEvent.from_status.in_(RESULT_STATUSES))
+        .order_by(WorkflowEvent.created_at.desc()).limit(1))
+    return lifecycle.transition(experiment, came_from or "awaiting_promotion", Actor.system("Sagan"),
+                                note=note[:1900], expected_status="followups_running")
 
 
 def _summary(experiment: Experiment, ended: list[AgentRun], since) -> str:
@@ -137,8 +142,9 @@ def return_when_done(limit: int = 50) -> int:
     """Scheduler: move experiments whose proposer has ended back to where they were."""
     moved = 0
     now = utcnow()
-    for experiment in db.session.scalars(sa.select(Experiment).where(Experiment.status == "followups_running")
-                                         .order_by(Experiment.updated_at).limit(limit)):
+    waiting = list(db.session.scalars(sa.select(Experiment).where(Experiment.status == "followups_running")
+                                      .order_by(Experiment.updated_at).limit(limit)))
+    for experiment in waiting:
         entry = _entry(experiment)
         since = entry.created_at if entry else None
         proposers = _proposer_runs(experiment, since)

@@ -197,3 +197,21 @@ def test_the_follow_ups_panel_asks_claude_and_says_it_is_working(app, client, ow
     after = client.get(f"/experiments/{parent}").text
     assert "Claude is proposing follow-ups" in after and "Ask Claude for follow-ups" not in after
     assert "Ask Claude for follow-ups" not in client.get(f"/experiments/{make_experiment('Idea')}").text
+
+
+def test_after_a_block_the_result_returns_to_where_it_asked_from(app, client, owner, make_experiment,
+                                                                  fake_anthropic):
+    """reviewing → followups_running → blocked (the proposer's failure) → unblocked: does the result
+    go back to `reviewing`, the status it asked from, not to the default?"""
+    parent = make_experiment("Result", status="reviewing")
+    _ask_for_follow_ups(client, parent, expected="reviewing")
+    with app.app_context():
+        experiment = experiments.get_experiment(parent)
+        run = db.session.scalar(sa.select(AgentRun).where(AgentRun.agent == "follow-up-proposer"))
+        runs.set_status(run, "failed", reason="provider_error", error="down")
+        lifecycle.transition(experiment, "blocked", Actor.system(), note="Proposer failed twice.")
+        lifecycle.transition(experiment, "followups_running", Actor("owner"), note="Try again later.")
+        db.session.commit()
+    clock.advance(follow_ups.START_GRACE + timedelta(seconds=1))
+    assert _return_when_done(app) == 1
+    assert _status_and_notes(app, parent)[0] == "reviewing"
