@@ -30,7 +30,6 @@ from services.errors import SaganError
 BRANCH = "main"
 TEST_COMMAND = "python3 -m unittest -v"
 LINT_COMMAND = "python3 -m compileall -q ."
-MARK_FILE = "SAGAN_DEMO_REPOSITORY"  # in the repository: how the demo recognises its own
 
 BUGGY_STATS = '''"""Summaries of the probe's per-epoch accuracies."""
 
@@ -151,7 +150,8 @@ if __name__ == "__main__":
 FILES = {
     "README.md": "# Probe (Sagan demo)\n\nThe research repository `make demo` creates for its scripted agents. "
                  "`python3 probe.py` runs one seed; `python3 -m unittest -v` runs the tests.\n",
-    MARK_FILE: "This repository was made by Sagan's `make demo`; its scripted agents may change it.\n",
+    # A notice for whoever finds the folder; Sagan tells its demo repository by its URL.
+    "SAGAN_DEMO_REPOSITORY": "This repository was made by Sagan's `make demo`; its scripted agents may change it.\n",
     ".gitignore": "__pycache__/\nartifacts/\n",
     "stats.py": BUGGY_STATS,
     "test_stats.py": TEST_STATS,

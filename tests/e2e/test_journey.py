@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from config import TestConfig
 from models import AgentRun, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
 from services import demo_repo
+from tests.integration.code_fixtures import git
 from tests.e2e.actions import PHONE, move_card, open_board
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,8 +166,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
 
         # The pods ran the reviewed, tested commit: the one pushed to the demo repository's origin.
         origin = journey_stack / "demo-research" / "origin.git"
-        pushed = subprocess.run(["git", f"--git-dir={origin}", "-c", "safe.directory=*", "rev-parse",
-                                 f"refs/heads/experiment-{number}"], capture_output=True, text=True).stdout.strip()
+        pushed = git(f"--git-dir={origin}", "rev-parse", f"refs/heads/experiment-{number}")
         assert experiment.git_commit == pushed and len(pushed) == 40
         metrics = {a.name: json.loads(a.content) for a in db.session.scalars(
             sa.select(Artifact).where(Artifact.experiment_id == experiment.id, Artifact.name.like("metrics-%")))}

@@ -14,6 +14,7 @@ import pytest
 
 from models import db
 from services import demo_repo, plans, settings
+from tests.integration.code_fixtures import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import demo_agents  # noqa: E402
@@ -30,17 +31,6 @@ def demo_dirs(app, monkeypatch):
     monkeypatch.setitem(app.config, "SAGAN_WORKSPACES_DIR", str(base / "workspaces"))
     yield base
     shutil.rmtree(base, ignore_errors=True)
-
-
-def _git(*args, cwd) -> str:
-    """git as the test; the origin belongs to `nobody` when the suite runs as root, so every
-    repository is trusted (through a config file: `-c` does not reach a clone's upload-pack)."""
-    config = Path(cwd) / "trust-all.gitconfig"
-    config.write_text("[safe]\n\tdirectory = *\n")
-    result = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
-                            capture_output=True, text=True, env={**os.environ, "GIT_CONFIG_GLOBAL": str(config)})
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
 
 
 def _unittest(folder: Path) -> subprocess.CompletedProcess:
@@ -63,7 +53,7 @@ def test_ensure_builds_the_repository_and_configures_it(app_ctx, demo_dirs):
     assert _repo_settings() == {"research_repo_url": str(origin), "research_repo_branch": "main",
                                 "research_repo_test_command": demo_repo.TEST_COMMAND,
                                 "research_repo_lint_command": demo_repo.LINT_COMMAND}
-    files = _git(f"--git-dir={origin}", "ls-tree", "--name-only", "main", cwd=demo_dirs).split()
+    files = git(f"--git-dir={origin}", "ls-tree", "--name-only", "main", cwd=demo_dirs).split()
     assert sorted(files) == sorted(demo_repo.FILES)
 
 
@@ -71,10 +61,10 @@ def test_ensure_twice_keeps_the_repository(app_ctx, demo_dirs):
     """Is a second ensure() (the next `make demo`) a no-op that keeps the branches pushed since?"""
     demo_repo.ensure()
     origin = demo_dirs / "demo-research" / "origin.git"
-    _git(f"--git-dir={origin}", "branch", "experiment-1", "main", cwd=demo_dirs)
+    git(f"--git-dir={origin}", "branch", "experiment-1", "main", cwd=demo_dirs)
     stage = demo_repo.ensure()
     assert stage.on
-    assert "experiment-1" in _git(f"--git-dir={origin}", "branch", "--list", cwd=demo_dirs)
+    assert "experiment-1" in git(f"--git-dir={origin}", "branch", "--list", cwd=demo_dirs)
 
 
 def test_the_bug_the_fix_and_the_reviewers_patch(demo_dirs, app_ctx):
@@ -82,7 +72,7 @@ def test_the_bug_the_fix_and_the_reviewers_patch(demo_dirs, app_ctx):
     reviewer's patch apply on top with its new test passing too?"""
     demo_repo.ensure()
     work = demo_dirs / "clone"
-    _git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
     assert _unittest(work).returncode != 0  # mean() divides by n + 1
     (work / "stats.py").write_text(demo_repo.FIXED_STATS)
     assert _unittest(work).returncode == 0
@@ -99,7 +89,7 @@ def test_the_probe_writes_metrics_and_a_chart(demo_dirs, app_ctx, tmp_path):
     import json
     demo_repo.ensure()
     work = demo_dirs / "clone"
-    _git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
     (work / "stats.py").write_text(demo_repo.FIXED_STATS)
     probe = (work / "probe.py").read_text().replace("SECONDS_PER_EPOCH = 1.5", "SECONDS_PER_EPOCH = 0")
     (work / "probe.py").write_text(probe)
