@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import experiments, registry
+from services import experiments, plans, registry
 from services.clock import utcnow
 from services.errors import ValidationError
 from services.redact import redact, redact_data
+from services.sanitize import sanitize_result_html
 
 # "5% · bootstrap complete …": the old system logged pod progress as plain notes.
 _PROGRESS_NOTE = re.compile(r"^\s*\d{1,3}(?:\.\d+)?%\s*·")
@@ -69,6 +70,22 @@ def _event_type(old: dict) -> tuple[str, dict]:
     return kind, extra
 
 
+def _plan_json(plan_md: str | None, kind: str, account: str) -> dict | None:
+    """The plan as this Sagan parses and renders it. The old system's `planJson` is never
+    trusted: its `*_html` fields would be shown as they are, so they are rebuilt from the
+    markdown through the one sanitizer, like any plan that arrives here."""
+    if not plan_md:
+        return None
+    return plans.render_html(plans.parse(plan_md, kind=kind, account=account).data)
+
+
+def _clean_result_body(html) -> str | None:
+    """An imported clean result, through the result sanitizer on the way in (never on read)."""
+    if not isinstance(html, str) or not html.strip():
+        return None
+    return sanitize_result_html(redact(html))
+
+
 def import_document(doc: dict, report: ImportReport | None = None) -> ImportReport:
     """Import one `view` document; the caller commits."""
     report = report or ImportReport()
@@ -91,19 +108,21 @@ def import_document(doc: dict, report: ImportReport | None = None) -> ImportRepo
             raise ValidationError(f"#{number} already exists here as a different experiment ({clash.id}).")
         title = " ".join(str(old.get("title") or "").split())[:300] or f"Imported experiment #{number}"
         created = _time(old.get("createdAt"))
+        kind = _choice(old.get("kind"), registry.EXPERIMENT_KINDS, "experiment")
+        account = _choice(old.get("runpodAccount"), registry.RUNPOD_ACCOUNTS, "team")
+        plan_md = redact(old.get("planMd"))
         experiment = Experiment(
             id=exp_id, number=number, title=redact(title), hypothesis=redact(old.get("hypothesis")),
-            body=old.get("body"),  # sanitized for display by the results layer when it arrives
-            plan_md=redact(old.get("planMd")), plan_json=old.get("planJson"),
+            body=_clean_result_body(old.get("body")), plan_md=plan_md, plan_json=_plan_json(plan_md, kind, account),
             pod_spec=old.get("podSpec"), config_yaml=old.get("configYaml"), status=status,
-            kind=_choice(old.get("kind"), registry.EXPERIMENT_KINDS, "experiment"),
+            kind=kind,
             compute_size=_choice(old.get("computeSize"), registry.COMPUTE_SIZES, None),
             priority=_choice(old.get("priority"), registry.PRIORITIES, "normal"),
             assignee_kind=_choice(old.get("assigneeKind"), registry.ASSIGNEE_KINDS, "agent"),
             tags=[str(t)[:80] for t in (old.get("tags") or [])][:50],
             has_clean_result=bool(old.get("hasCleanResult")),
             auto_approve_plan=bool(old.get("autoApprovePlan")),
-            runpod_account=_choice(old.get("runpodAccount"), registry.RUNPOD_ACCOUNTS, "team"),
+            runpod_account=account,
             created_at=created, updated_at=_time(old.get("updatedAt"), created),
         )
         db.session.add(experiment)

@@ -88,3 +88,26 @@ def test_number_clash_with_other_experiment_is_refused(app, runner, make_experim
             app.config["SAGAN_FIRST_EXPERIMENT_NUMBER"] = 1
     result = runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
     assert result.exit_code != 0 and "already exists here" in result.output
+
+
+def test_imported_html_is_rebuilt_and_sanitized_on_the_way_in(app, runner, tmp_path):
+    """The old system's planJson (with ready-made *_html) is not trusted: the plan is parsed again
+    from its markdown, and an imported clean result goes through the result sanitizer."""
+    doc = json.loads(FIXTURE.read_text())
+    doc["experiment"]["planJson"] = {"sections": [{"title": "Goal", "body_md": "x",
+                                                   "body_html": '<b onclick="steal()">hostile</b>'}]}
+    doc["experiment"]["body"] = '<p>Result</p><script>alert(1)</script><a href="javascript:x()">link</a>'
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(args=["import", "old-sagan", str(path)])
+    assert result.exit_code == 0, result.output
+    with app.app_context():
+        experiment = experiments.get_experiment(812)
+        stored = json.dumps(experiment.plan_json) + json.dumps(
+            db.session.scalar(sa.select(PlanVersion.plan_json)))
+        assert "onclick" not in stored and "hostile" not in stored
+        assert [s["title"] for s in experiment.plan_json["sections"]] == ["Goal", "Hypothesis", "Approval Checklist"]
+        assert experiment.plan_json["sections"][0]["body_html"] == "<p>Measure seed variance.</p>"
+        assert experiment.plan_json["checklist"][0]["label"] == "budget ok"
+        assert "<p>Result</p>" in experiment.body
+        assert "<script" not in experiment.body and "javascript:" not in experiment.body
