@@ -166,7 +166,9 @@ def entity_for(comment: Comment):
 
 
 def post_agent_reply(run: AgentRun, body: str, experiment: Experiment | None) -> Comment:
-    """Claude's reply, in the thread whose question started `run` (else the experiment's)."""
+    """Claude's reply, in the thread whose question started `run` (else the experiment's);
+    checked and redacted like any comment."""
+    body = clean_body(body)
     asked_by = [run.id] + ([run.parent_run_id] if run.parent_run_id else [])
     question = db.session.scalar(sa.select(Comment).where(Comment.qa_run_id.in_(asked_by))
                                  .order_by(Comment.created_at.desc()).limit(1))

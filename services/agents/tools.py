@@ -16,7 +16,6 @@ from models import AgentRun, Artifact, Experiment, WorkflowEvent, db
 from services import approvals, events, lifecycle, markers, questions, registry, runs
 from services.actors import Actor
 from services.errors import SaganError, ValidationError
-from services.redact import redact
 
 RESULT_MAX = 64 * 1024
 
@@ -241,9 +240,7 @@ def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
       {"body": {"type": "string", "maxLength": 20_000}}, ["body"])
 def add_comment(ctx: ToolContext, data: dict) -> ToolResult:
     from services import discussion
-    body = redact(data["body"].strip())
-    if not body:
-        raise ValidationError("The comment is empty.")
+    body = discussion.clean_body(data["body"])
     if looks_like_leaked_instructions(body, _prompt_of(ctx.run.agent)):
         raise ValidationError("That text reads like instructions rather than a comment; write only the answer.")
     discussion.post_agent_reply(ctx.run, body, ctx.experiment)
