@@ -34,6 +34,15 @@ def test_backend_for_an_account_without_a_key_is_a_clear_auth_error(account, set
     assert setting in caught.value.message and account in caught.value.message
 
 
+def test_backend_for_reuses_one_client_per_configuration():
+    """Does every call for the same account and settings get the same backend (one HTTP client,
+    kept-alive connections), and a changed key a new one?"""
+    first, again = backend_for("team", KEYS), backend_for("team", dict(KEYS))
+    assert first is again
+    assert backend_for("team", {**KEYS, "RUNPOD_API_KEY_TEAM": "rpa_OTHERKEY000000000000000"}) is not first
+    assert backend_for("personal", KEYS) is not first
+
+
 def test_backend_for_team_sends_the_team_header_and_personal_never_does():
     """Does the team backend carry the configured team header, and the personal one not even when a team id is set?"""
     team = backend_for("team", {**KEYS, "RUNPOD_TEAM_HEADER": "X-RunPod-Team"})

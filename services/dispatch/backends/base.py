@@ -9,7 +9,9 @@ created a pod anyway (look it up by name before trying again).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from services import registry
@@ -119,24 +121,34 @@ def local_pods_allowed(config=None) -> bool:
     return bool(_setting(config, "SAGAN_LOCAL_PODS", False) or _setting(config, "TESTING", False))
 
 
+@lru_cache(maxsize=16)
+def _runpod_backend(pid: int, account: str, api_key: str, url: str, team_id: str | None, team_header: str,
+                    timeout: float, max_retries: int) -> PodBackend:
+    """One RunPod backend per process and configuration, so its HTTP client (and its kept-alive
+    connections) serves every watcher pass and dispatch instead of a new client per call that
+    is never closed. Keyed by the process id: a forked job never shares its parent's sockets."""
+    from services.dispatch.backends.runpod import RunPodBackend
+    return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, timeout=timeout,
+                         max_retries=max_retries)
+
+
 def backend_for(account: str, config=None) -> PodBackend:
     """The backend serving `account` ("team", "personal" or "local"), configured from `config`
     (default: the current app's config, else the environment)."""
     config = _current_config() if config is None else config
     if account in ("team", "personal"):
-        from services.dispatch.backends.runpod import RunPodBackend
         key_name = "RUNPOD_API_KEY_TEAM" if account == "team" else "RUNPOD_API_KEY_PERSONAL"
         api_key = _setting(config, key_name, "") or ""
         if not api_key.strip():
             raise BackendError("provider_auth", f"No RunPod API key is configured for the {account} "
                                                 f"account: set {key_name}.")
-        return RunPodBackend(
-            account, api_key.strip(), _setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
+        return _runpod_backend(
+            os.getpid(), account, api_key.strip(), _setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
             # The team id goes only with the team key; RunPod rejects it on personal keys.
-            team_id=(_setting(config, "RUNPOD_TEAM_ID", "") or None) if account == "team" else None,
-            team_header=_setting(config, "RUNPOD_TEAM_HEADER", "X-Team-Id") or "X-Team-Id",
-            timeout=float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
-            max_retries=int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
+            (_setting(config, "RUNPOD_TEAM_ID", "") or None) if account == "team" else None,
+            _setting(config, "RUNPOD_TEAM_HEADER", "X-Team-Id") or "X-Team-Id",
+            float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
+            int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
         )
     if account == "local":
         if not local_pods_allowed(config):
