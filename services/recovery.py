@@ -163,7 +163,9 @@ def fail(run: AgentRun, reason: str, message: str, *, block_note: str | None = N
     `waiting` run; the scheduler enqueues it when its `wake_at` passes.
     """
     runs.set_status(run, "failed", reason=reason, error=message)
-    runs.append_event(run.id, "failed", f"{reason}: {message}", {"failure_reason": reason})
+    # The block note travels with the failure: a dispatch run's parent reads it back when woken.
+    runs.append_event(run.id, "failed", f"{reason}: {message}",
+                      {"failure_reason": reason, **({"block_note": block_note} if block_note else {})})
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_kind == "experiment" and run.scope_id else None
     if run.parent_run_id is not None:
         return FailureOutcome()  # a sub-agent's failure goes back to its parent as a tool result

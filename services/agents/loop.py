@@ -355,9 +355,9 @@ def _failed_dispatch(run: AgentRun) -> tuple[str, str, str | None] | None:
         return None
     reason = dispatch.failure_reason or "provider_error"
     evidence = dispatch.last_error or ""
-    block_note = None
-    if reason == "partial_dispatch":
-        block_note = evidence.split(" Last error:")[0]  # the exact partial-dispatch note
+    failed = db.session.scalar(sa.select(RunEvent.metadata_).where(
+        RunEvent.run_id == dispatch.id, RunEvent.event_type == "failed").order_by(RunEvent.seq.desc()).limit(1))
+    block_note = (failed or {}).get("block_note")  # e.g. the exact partial-dispatch note
     return reason, f"Dispatch {dispatch.short_id} failed: {evidence}"[:4000], block_note
 
 

@@ -167,10 +167,12 @@ def _review_dispatch(run_id, now) -> None:
     deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
     if any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
         from services.dispatch.provisioner import PARTIAL_NOTE
-        up = sum(1 for p in pods if p.status == "running")
-        note = PARTIAL_NOTE.format(up=up, total=len(pods)) if len(pods) > 1 else None
-        return _fail_dispatch(run, experiment, "start_deadline",
-                              f"Not every pod was running {deadline.seconds // 60} minutes after dispatch.",
+        missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
+        if len(pods) == 1:
+            return _fail_dispatch(run, experiment, "start_deadline", missed, stop_all=True)
+        # Some pods up, not all: a partial dispatch (SPEC §6.4.3), never re-dispatched automatically.
+        note = PARTIAL_NOTE.format(up=sum(1 for p in pods if p.status == "running"), total=len(pods))
+        return _fail_dispatch(run, experiment, "partial_dispatch", f"{note} Last error: {missed}",
                               block_note=note, stop_all=True)
     for pod in pods:
         silence = timedelta(minutes=(pod.metadata_ or {}).get("bootstrap_silence_minutes", 10))

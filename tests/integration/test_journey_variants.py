@@ -152,3 +152,50 @@ def test_partial_dispatch_stops_survivors_and_blocks_without_retry(app, fake_ant
         assert orchestrator.failure_reason == "partial_dispatch"
         assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.resumes_run_id.is_not(None))) == 0
         assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.kind == "experiment")) == 1
+
+
+@pytest.mark.slow
+def test_a_pod_that_never_starts_is_a_partial_dispatch(app, fake_anthropic, fake_runpod, worker,
+                                                        make_experiment, monkeypatch):
+    """Both pods are created but one is still provisioning at the start deadline: the survivor is
+    stopped, the experiment is blocked with the partial-dispatch note, and nothing is retried
+    (SPEC §6.4.3) — the same as a pod that could not be created at all."""
+    from services.dispatch import provisioner
+    monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
+    pod = {"gpuCount": 1, "volumeGb": 10, "containerDiskGb": 10, "cloudType": "SECURE", "estimatedMinutes": 60,
+           "dockerArgs": "bash -lc 'python train.py'"}
+    spec = [{"name": "a", "gpuType": "A100", **pod}, {"name": "b", "gpuType": "A100", **pod}]
+    agents = Agents(app)
+    fake_anthropic.default = agents
+    agents.script("experiment-orchestrator", _tool("launch_pods"), _tool("wait_for_pods"),
+                  reply(text("should never be asked")))
+    number = make_experiment("Two partitions, one slow", status="planning", runpod_account="team")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
+        effects = approvals.approve(submission.approval, Actor("owner"))
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+    for _ in range(3):
+        worker()
+    with app.app_context():
+        pods = list(db.session.scalars(sa.select(Pod).order_by(Pod.run_index)))
+        assert len(pods) == 2 and all(p.provider_pod_id for p in pods)
+        fake_runpod.pods[pods[0].provider_pod_id].forced = "RUNNING"  # pod b stays PROVISIONING
+    clock.advance(timedelta(seconds=app.config["POD_START_DEADLINE_SECONDS"] + 60))
+    with app.app_context():
+        watcher.watch()
+        db.session.commit()
+    for _ in range(3):
+        worker()
+    with app.app_context():
+        db.session.expire_all()
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "blocked"
+        note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.to_status == "blocked"))
+        assert note.startswith("Partial RunPod dispatch: 1/2 pods came up.") and note.endswith(
+            "Re-approve the plan to retry.")
+        orchestrator = db.session.scalar(sa.select(AgentRun).where(AgentRun.agent == "experiment-orchestrator"))
+        assert orchestrator.failure_reason == "partial_dispatch"
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.resumes_run_id.is_not(None))) == 0
+        assert {p.status for p in db.session.scalars(sa.select(Pod))} == {"stopped"}
