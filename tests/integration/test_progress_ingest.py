@@ -1,6 +1,7 @@
 """POST /api/progress and /api/artifacts: the pod token, idempotency, caps, every bad form."""
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -157,6 +158,21 @@ def test_secrets_in_uploaded_text_are_redacted(app, client, pod):
     with app.app_context():
         stored = db.session.scalar(sa.select(Artifact.content))
         assert b"rpa_ABCDEFGHIJKLMNOPQRSTUV" not in stored and b"[REDACTED]" in stored
+
+
+def test_secrets_in_progress_text_and_metric_names_are_redacted(app, client, pod):
+    """A message or a metric name that carries a token is stored without it; plain names stay."""
+    _, secret, _ = pod
+    leaked = "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    response = post(client, secret, {"progressPct": 10, "message": f"login with {leaked}", "seq": 1,
+                                     "metrics": {"loss": 0.5, leaked: 0.9}})
+    assert response.status_code == 200
+    with app.app_context():
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.event_type == "progress"))
+        posted = db.session.scalar(sa.select(PodProgressPost.metrics))
+        stored = json.dumps(event.metadata_) + event.note + json.dumps(posted)
+        assert leaked not in stored and "[REDACTED]" in stored
+        assert event.metadata_["metrics"]["loss"] == 0.5
 
 
 def test_run_record_still_has_no_dispatch_duplicates(app, pod):
