@@ -377,7 +377,7 @@ def pod_json(pod) -> dict:
             "gpuCount": pod.gpu_count, "cloudType": pod.cloud_type, "providerPodId": pod.provider_pod_id,
             "progressPct": pod.progress_pct, "progressMessage": pod.progress_message, "exitCode": pod.exit_code,
             "costPerHr": pod.cost_per_hr, "uptimeSeconds": pod.uptime_seconds,
-            "spendUsd": round(float(pod.cost_per_hr or 0) * (pod.uptime_seconds or 0) / 3600, 4),
+            "spendUsd": round(spend.pods_spend([pod]), 4),
             "stale": watcher.is_stale(pod), "stopReason": pod.stop_reason, "sshHost": pod.ssh_host,
             "sshPort": pod.ssh_port, "agentRunId": str(pod.agent_run_id) if pod.agent_run_id else None,
             "lastProgressAt": pod.last_progress_at.isoformat() if pod.last_progress_at else None}

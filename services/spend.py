@@ -5,13 +5,14 @@ import sqlalchemy as sa
 
 from models import Pod, db
 
+# What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
+_POD_SPEND = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0
+
 
 def experiment_spend(experiment_id) -> float:
     """USD spent by the experiment's pods so far (zero before any pod ran)."""
     total = db.session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(
-            sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0), 0))
-        .where(Pod.experiment_id == experiment_id))
+        sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.experiment_id == experiment_id))
     return float(total or 0)
 
 
@@ -23,9 +24,7 @@ def spend_today() -> float:
     from services.clock import utcnow
     midnight = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
     total = db.session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(
-            sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0), 0))
-        .where(Pod.last_started_at >= midnight))
+        sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.last_started_at >= midnight))
     return float(total or 0)
 
 

@@ -374,6 +374,11 @@ def test_pods_api_and_cli(app, runpod, approved, live_server, api_client):
         provisioner.run_dispatch(run.id)
     pods = reader.get(f"/api/experiments/{number}/pods").get_json()["pods"]
     assert len(pods) == 1 and pods[0]["status"] == "deploying" and pods[0]["account"] == "team"
+    with app.app_context():  # the owner's adjusted rate is what the pod costs, as everywhere else
+        pod = db.session.scalar(sa.select(Pod).where(Pod.experiment_id == experiments.get_experiment(number).id))
+        pod.cost_per_hr, pod.adjusted_cost_per_hr, pod.uptime_seconds = 2.0, 1.5, 3600
+        db.session.commit()
+    assert reader.get(f"/api/experiments/{number}/pods").get_json()["pods"][0]["spendUsd"] == 1.5
     listed = subprocess.run([sys.executable, "-I", str(cli), "pods", str(number)], capture_output=True, text=True,
                             env=env, timeout=60)
     assert listed.returncode == 0 and json.loads(listed.stdout)["pods"][0]["name"].startswith(f"sagan-{number}-")
