@@ -114,7 +114,7 @@ def import_document(doc: dict, report: ImportReport | None = None) -> ImportRepo
         experiment = Experiment(
             id=exp_id, number=number, title=redact(title), hypothesis=redact(old.get("hypothesis")),
             body=_clean_result_body(old.get("body")), plan_md=plan_md, plan_json=_plan_json(plan_md, kind, account),
-            pod_spec=old.get("podSpec"), config_yaml=old.get("configYaml"), status=status,
+            pod_spec=redact_data(old.get("podSpec")), config_yaml=redact(old.get("configYaml")), status=status,
             kind=kind,
             compute_size=_choice(old.get("computeSize"), registry.COMPUTE_SIZES, None),
             priority=_choice(old.get("priority"), registry.PRIORITIES, "normal"),

@@ -92,11 +92,14 @@ def test_number_clash_with_other_experiment_is_refused(app, runner, make_experim
 
 def test_imported_html_is_rebuilt_and_sanitized_on_the_way_in(app, runner, tmp_path):
     """The old system's planJson (with ready-made *_html) is not trusted: the plan is parsed again
-    from its markdown, and an imported clean result goes through the result sanitizer."""
+    from its markdown, an imported clean result goes through the result sanitizer, and secrets in
+    the pod spec and the config are redacted."""
     doc = json.loads(FIXTURE.read_text())
     doc["experiment"]["planJson"] = {"sections": [{"title": "Goal", "body_md": "x",
                                                    "body_html": '<b onclick="steal()">hostile</b>'}]}
     doc["experiment"]["body"] = '<p>Result</p><script>alert(1)</script><a href="javascript:x()">link</a>'
+    doc["experiment"]["podSpec"]["env"] = {"HF_TOKEN": "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+    doc["experiment"]["configYaml"] = "wandb_api_key: 0123456789abcdef0123\n"
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(doc))
     result = runner.invoke(args=["import", "old-sagan", str(path)])
@@ -111,3 +114,5 @@ def test_imported_html_is_rebuilt_and_sanitized_on_the_way_in(app, runner, tmp_p
         assert experiment.plan_json["checklist"][0]["label"] == "budget ok"
         assert "<p>Result</p>" in experiment.body
         assert "<script" not in experiment.body and "javascript:" not in experiment.body
+        assert "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ" not in json.dumps(experiment.pod_spec)
+        assert "0123456789abcdef0123" not in experiment.config_yaml
