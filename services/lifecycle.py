@@ -125,6 +125,19 @@ def register_side_effect(name: str, hook: Callable) -> None:
         hooks.append(hook)
 
 
+# Guards: checks a rule's owner makes *before* the move, keyed like side effects (e.g. the
+# promotion rule's lint confirmation), so every way of making that move — the board, the
+# status form, the API — meets the same check. A guard receives (experiment, to, actor,
+# metadata) and raises a SaganError to refuse; nothing has changed then.
+GUARDS: dict[str, list[Callable]] = {}
+
+
+def register_guard(name: str, guard: Callable) -> None:
+    guards = GUARDS.setdefault(name, [])
+    if guard not in guards:
+        guards.append(guard)
+
+
 @dataclass
 class SideEffect:
     name: str
@@ -198,6 +211,8 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
                            allowed=[m.to for m in allowed_moves(experiment, role)])
         if rule.note_required and not note:
             raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
+        for guard in GUARDS.get(rule.side_effect or "", []):
+            guard(experiment, to, actor, metadata or {})
 
     values = {"status": to, "updated_at": utcnow()}
     if to == "blocked":

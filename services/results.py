@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Artifact, CleanResultVersion, Experiment, Figure, WorkflowEvent, db
+from models import Artifact, CleanResultVersion, Experiment, Figure, db
 from services import events, lifecycle, markers, redis_store, registry
 from services.actors import Actor
 from services.clock import utcnow
@@ -205,10 +205,16 @@ def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool
     return effects
 
 
-def _has_marker_since(experiment_id, marker: str, since) -> bool:
-    return db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id)).where(
-        WorkflowEvent.entity_id == experiment_id, WorkflowEvent.marker == marker,
-        WorkflowEvent.created_at >= since)) > 0
+def _guard_promotion(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+    """A promotion made as a plain status move (board, status form, API) meets the same lint
+    check as the Promote button; confirming a failing lint is done with that button."""
+    if metadata.get("promoted") or not experiment.body:
+        return  # promote() checked already; without a result there is nothing to lint
+    report = lint(experiment.title, experiment.body)
+    if not report.passed:
+        raise LintFailed(f"Lint found {len(report.problems)} problem(s): "
+                         + "; ".join(f.message for f in report.problems)
+                         + " Promote from the experiment page to confirm.", findings=report.as_json()["findings"])
 
 
 def _hook_request_promotion(experiment_id, actor: Actor, metadata: dict) -> None:
@@ -238,6 +244,7 @@ def _hook_promote(experiment_id, actor: Actor, metadata: dict) -> None:
 def install() -> None:
     lifecycle.register_side_effect("request_promotion", _hook_request_promotion)
     lifecycle.register_side_effect("promote", _hook_promote)
+    lifecycle.register_guard("promote", _guard_promotion)
 
 
 # --- figures ------------------------------------------------------------------------------

@@ -126,3 +126,29 @@ def test_side_effect_hooks_fire_after_a_board_move(htmx_client, make_experiment)
         assert len(calls) == 1
     finally:
         lifecycle.SIDE_EFFECT_HOOKS.pop("start_planner_clarify", None)
+
+
+def test_a_board_promotion_meets_the_lint_check(app_ctx, make_experiment):
+    """Promoting on the board (a plain status move) is refused like the Promote button when the
+    result's lint fails — nothing changes, and the message says where to confirm; a result that
+    passes is promoted with its epm:promoted marker."""
+    from pathlib import Path
+
+    from services import results
+    experiment = _at(make_experiment, "awaiting_promotion")
+    experiment.body = "<p>Just a sentence, no TL;DR, no figure.</p>"
+    db.session.commit()
+    with pytest.raises(results.LintFailed) as refused:
+        board_moves.move(experiment, "shared", OWNER)
+    db.session.rollback()
+    assert "Promote from the experiment page to confirm" in refused.value.message
+    assert experiments.get_experiment(experiment.number).status == "awaiting_promotion"
+
+    good = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()
+    experiment.body, experiment.title = good, "Curriculum ordering changes final loss by <1% (MODERATE confidence)"
+    assert results.lint(experiment.title, good).passed
+    effects = board_moves.move(experiment, "shared", OWNER)
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    assert experiment.status == "shared"
+    assert db.session.scalar(sa.select(WorkflowEvent.marker).where(WorkflowEvent.marker == "epm:promoted"))
