@@ -17,13 +17,11 @@ from models import ApprovalRequest, Artifact, Experiment, Pod, db
 from services import (approvals, events, experiments, lifecycle, markers, questions, registry, results, runs,
                       spend)
 from services.dispatch import provisioner, watcher
-from services.errors import Conflict, Forbidden, NotFound, ValidationError
+from services.errors import Conflict, NotFound, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
 # Fields that only the owner's session may change (SPEC §9.2): no token can.
-OWNER_ONLY_FIELDS = {"auto_approve_plan", "cost_cap_usd", "pod_spec"}
-PATCHABLE = set(experiments.EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
 
 
 def json_body() -> dict:
@@ -159,37 +157,9 @@ def get_experiment_by_number(number: int):
 @bp.patch("/experiments/<ref>")
 @access.api("write")
 def patch_experiment(ref: str):
-    """Patch fields; `status` (+ `note`) goes through transition()."""
+    """Patch fields; `status` (+ `note`) goes through transition() (services.experiments.patch)."""
     experiment = experiments.get_experiment(ref)
-    data = json_body()
-    unknown = set(data) - PATCHABLE
-    if unknown:
-        raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
-                              field=sorted(unknown)[0])
-    actor = access.actor()
-    owner_only = OWNER_ONLY_FIELDS & set(data)
-    if owner_only and actor.kind != "owner":
-        raise Forbidden(f"Only the owner's session can change {', '.join(sorted(owner_only))}.",
-                        code="owner_session_required")
-    fields = {k: v for k, v in data.items() if k in experiments.EDITABLE_FIELDS}
-    if fields:
-        experiments.update_experiment(experiment, fields, actor)
-    if "auto_approve_plan" in data:
-        if not isinstance(data["auto_approve_plan"], bool):
-            raise ValidationError("auto_approve_plan must be true or false.", field="auto_approve_plan")
-        experiment.auto_approve_plan = data["auto_approve_plan"]
-    if "pod_spec" in data:
-        raise ValidationError("The pod spec comes from an approved plan; submit a new plan instead.",
-                              field="pod_spec")
-    effects = []
-    if "status" in data:
-        if not isinstance(data["status"], str):
-            raise ValidationError("status must be a string.", field="status")
-        effects = lifecycle.transition(experiment, data["status"], actor, note=data.get("note"),
-                                       expected_status=data.get("expected_status"))
-    elif "note" in data:
-        raise ValidationError("A note goes with a status change; post a marker for a plain note.",
-                              field="note")
+    effects = experiments.patch(experiment, json_body(), access.actor())
     db.session.commit()
     lifecycle.run_side_effects(effects)
     return {"experiment": {"id": str(experiment.id), "number": experiment.number,

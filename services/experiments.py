@@ -176,6 +176,49 @@ def update_experiment(experiment: Experiment, data: dict, actor: Actor) -> list[
     return changed
 
 
+# Fields only the owner's session may change (SPEC §9.2): no token or agent can.
+OWNER_ONLY_FIELDS = frozenset({"auto_approve_plan", "cost_cap_usd", "pod_spec"})
+PATCHABLE = frozenset(EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
+
+
+def patch(experiment: Experiment, data: dict, actor: Actor) -> list:
+    """The API's partial update: record fields, auto-approve, and a status change through
+    transition(). Every check runs before anything changes. Returns the transition's side
+    effects; the caller commits, then runs them."""
+    from services import lifecycle
+    from services.errors import Forbidden
+    unknown = set(data) - PATCHABLE
+    if unknown:
+        raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
+                              field=sorted(unknown)[0])
+    owner_only = OWNER_ONLY_FIELDS & set(data)
+    if owner_only and actor.kind != "owner":
+        raise Forbidden(f"Only the owner's session can change {', '.join(sorted(owner_only))}.",
+                        code="owner_session_required")
+    if "pod_spec" in data:
+        raise ValidationError("The pod spec comes from an approved plan; submit a new plan instead.",
+                              field="pod_spec")
+    if "auto_approve_plan" in data and not isinstance(data["auto_approve_plan"], bool):
+        raise ValidationError("auto_approve_plan must be true or false.", field="auto_approve_plan")
+    if "status" in data and not isinstance(data["status"], str):
+        raise ValidationError("status must be a string.", field="status")
+    if "note" in data and "status" not in data:
+        raise ValidationError("A note goes with a status change; post a marker for a plain note.", field="note")
+
+    fields = {k: v for k, v in data.items() if k in EDITABLE_FIELDS}
+    if fields:
+        update_experiment(experiment, fields, actor)
+    if "auto_approve_plan" in data and data["auto_approve_plan"] != experiment.auto_approve_plan:
+        experiment.auto_approve_plan = data["auto_approve_plan"]
+        events.record(experiment, "note", actor,
+                      note=f"Auto-approve of plans turned {'on' if experiment.auto_approve_plan else 'off'}.",
+                      metadata={"fields": ["auto_approve_plan"], "auto_approve_plan": experiment.auto_approve_plan})
+    if "status" in data:
+        return lifecycle.transition(experiment, data["status"], actor, note=data.get("note"),
+                                    expected_status=data.get("expected_status"))
+    return []
+
+
 def get_experiment(ref) -> Experiment:
     """Find by number (`365`, `#365`) or uuid; NotFound otherwise."""
     experiment = None

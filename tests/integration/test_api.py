@@ -6,7 +6,7 @@ import json
 import sqlalchemy as sa
 
 from models import Experiment, WorkflowEvent, db
-from services import registry
+from services import experiments, registry
 
 
 def _count_events(app, number, **where):
@@ -150,6 +150,22 @@ def test_owner_session_can_patch_owner_fields_with_csrf(owner, client, make_expe
     response = client.patch(f"/api/experiments/{number}", json={"auto_approve_plan": True},
                             headers={"X-CSRFToken": owner.csrf()})
     assert response.status_code == 200
+    with client.application.app_context():
+        experiment = experiments.get_experiment(number)
+        assert experiment.auto_approve_plan is True
+        assert db.session.scalar(sa.select(WorkflowEvent.note).where(
+            WorkflowEvent.entity_id == experiment.id).order_by(WorkflowEvent.created_at.desc()).limit(1)) \
+            == "Auto-approve of plans turned on."
+
+
+def test_a_bad_patch_changes_nothing_it_was_given(owner, client, make_experiment):
+    """A patch with a good title and a bad auto_approve_plan is a 400 and the title stays."""
+    number = make_experiment("Before")
+    response = client.patch(f"/api/experiments/{number}", json={"title": "After", "auto_approve_plan": "yes"},
+                            headers={"X-CSRFToken": owner.csrf()})
+    assert response.status_code == 400 and response.get_json()["field"] == "auto_approve_plan"
+    with client.application.app_context():
+        assert experiments.get_experiment(number).title == "Before"
 
 
 def test_marker_known_unknown_and_review_metadata(app, api_client, make_experiment):
