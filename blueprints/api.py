@@ -260,19 +260,8 @@ def resolve_approval(request_id: str):
     """Approve, reject or defer with answers (the owner's session only)."""
     data = json_body()
     approval = approvals.get_request(request_id)
-    decision = data.get("decision")
-    actor = access.actor()
-    answers = data.get("answers")
-    effects = []
-    if decision == "approve":
-        effects = approvals.approve(approval, actor, answers=answers, note=data.get("note"),
-                                    confirm_unchecked=bool(data.get("confirm_unchecked")))
-    elif decision == "reject":
-        effects = approvals.reject(approval, actor, note=data.get("note") or "", answers=answers)
-    elif decision == "defer":
-        approvals.defer(approval, actor, note=data.get("note"), answers=answers)
-    else:
-        raise ValidationError("decision must be approve, reject or defer.", field="decision")
+    effects = approvals.resolve(approval, data.get("decision"), access.actor(), answers=data.get("answers"),
+                                note=data.get("note"), confirm_unchecked=bool(data.get("confirm_unchecked")))
     db.session.commit()
     lifecycle.run_side_effects(effects)
     experiment = experiments.get_experiment(approval.experiment_id)

@@ -7,7 +7,7 @@ from blueprints import access
 from blueprints._htmx import render
 from models import Experiment, PlanVersion, db
 from services import approvals, lifecycle
-from services.errors import SaganError, ValidationError
+from services.errors import SaganError
 
 bp = Blueprint("approvals", __name__)
 
@@ -63,17 +63,9 @@ def resolve(request_id: str):
     decision = request.form.get("decision")
     note = request.form.get("note", "")
     answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
-    effects = []
     try:
-        if decision == "approve":
-            effects = approvals.approve(approval, access.actor(), answers=answers, note=note,
-                                        confirm_unchecked=request.form.get("confirm_unchecked") == "1")
-        elif decision == "reject":
-            effects = approvals.reject(approval, access.actor(), note=note, answers=answers)
-        elif decision == "defer":
-            approvals.defer(approval, access.actor(), note=note, answers=answers)
-        else:
-            raise ValidationError("Choose approve, defer or reject.")
+        effects = approvals.resolve(approval, decision, access.actor(), answers=answers, note=note,
+                                    confirm_unchecked=request.form.get("confirm_unchecked") == "1")
     except SaganError as exc:
         db.session.rollback()
         approval = approvals.get_request(request_id)

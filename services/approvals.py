@@ -394,6 +394,22 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
                         approved.plan_version_id if approved else None, pending, diff, requests)
 
 
+DECISIONS = ("approve", "reject", "defer")
+
+
+def resolve(approval: ApprovalRequest, decision, actor: Actor, *, answers=None, note: str | None = None,
+            confirm_unchecked: bool = False) -> list:
+    """The owner's decision on a request, from the page or the API alike. The caller commits."""
+    if decision == "approve":
+        return approve(approval, actor, answers=answers, note=note, confirm_unchecked=confirm_unchecked)
+    if decision == "reject":
+        return reject(approval, actor, note=note or "", answers=answers)
+    if decision == "defer":
+        defer(approval, actor, note=note, answers=answers)
+        return []
+    raise ValidationError("Choose approve, defer or reject.", field="decision")
+
+
 def approve_from_board(experiment: Experiment, actor: Actor, note: str) -> list | None:
     """A board move approving the pending plan (SPEC §2.4); None when no request is pending."""
     approval = db.session.scalar(sa.select(ApprovalRequest).where(

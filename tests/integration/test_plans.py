@@ -238,7 +238,7 @@ def test_resolve_api_is_owner_session_only(app, api_client, owner, client, plann
     assert refused.status_code == 403
     headers = {"X-CSRFToken": owner.csrf()}
     bad = client.post(f"/api/approvals/{approval_id}/resolve", json={"decision": "maybe"}, headers=headers)
-    assert bad.status_code == 400
+    assert bad.status_code == 400 and bad.get_json()["field"] == "decision"
     ok = client.post(f"/api/approvals/{approval_id}/resolve",
                      json={"decision": "approve", "confirm_unchecked": True,
                            "answers": {"seed-list": "0-9"}}, headers=headers)
