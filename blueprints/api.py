@@ -17,7 +17,7 @@ from models import ApprovalRequest, Artifact, Experiment, Pod, db
 from services import (approvals, events, experiments, lifecycle, markers, questions, registry, results, runs,
                       spend)
 from services.dispatch import provisioner, watcher
-from services.errors import Conflict, NotFound, ValidationError
+from services.errors import NotFound, ValidationError
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -316,9 +316,6 @@ def get_run(run_id: str):
 def cancel_run(run_id: str):
     """Cancel a run (the run page's Cancel button does the same); 409 if it already ended."""
     run = runs.get_run(run_id)
-    if run.terminal:
-        raise Conflict(f"Run {run.short_id} already ended ({run.status}); there is nothing to cancel.",
-                       code="run_ended", status=run.status)
     effects = runs.cancel_run(run, access.actor())
     db.session.commit()
     lifecycle.run_side_effects(effects)

@@ -207,8 +207,6 @@ def cancel(run_id: str):
     """Cancel a run: queued/waiting runs stop now, running ones between steps (SPEC §5.3)."""
     run = run_service.get_run(run_id)
     try:
-        if run.terminal:
-            raise ValidationError(f"Run {run.short_id} already ended ({run.status}); there is nothing to cancel.")
         effects = run_service.cancel_run(run, access.actor())
     except SaganError as exc:
         db.session.rollback()

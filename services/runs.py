@@ -15,7 +15,7 @@ from flask import current_app
 from models import AgentRun, RunEvent, db
 from services import registry
 from services.clock import utcnow
-from services.errors import NotFound, ValidationError
+from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
 
 
@@ -231,8 +231,12 @@ def cancel_run(run: AgentRun, actor) -> list:
     A queued or waiting run stops at once. A running one is asked to stop: the loop checks
     between steps (cooperative), and the scheduler hard-stops it after a grace period.
     Either way the experiment goes to `blocked` ("Run cancelled by owner"), not `cancelled`,
-    and the run's pods are stopped with their volumes kept.
+    and the run's pods are stopped with their volumes kept. A run that already ended is a
+    Conflict: there is nothing to cancel.
     """
+    if run.terminal:
+        raise Conflict(f"Run {run.short_id} already ended ({run.status}); there is nothing to cancel.",
+                       code="run_ended", status=run.status)
     request_cancel(run)
     if run.status == "running":
         append_event(run.id, "cancelled", "Cancel requested by the owner; stopping after the current step.",
