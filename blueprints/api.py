@@ -6,7 +6,6 @@ session (with CSRF). The actor is always the credential's. Errors are
 """
 from __future__ import annotations
 
-import uuid
 
 import sqlalchemy as sa
 from flask import Blueprint, request
@@ -17,7 +16,8 @@ from models import ApprovalRequest, Artifact, Experiment, Pod, db
 from services import (approvals, events, experiments, lifecycle, markers, questions, registry, results, runs,
                       spend)
 from services.dispatch import provisioner, watcher
-from services.errors import NotFound, ValidationError
+from services.errors import ValidationError
+from services.records import get_by_id
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -366,12 +366,7 @@ def list_pods(ref: str):
 @access.api("dispatch")
 def stop_pod(pod_id: str):
     """Stop one pod (volume kept); the experiment is blocked, never ended."""
-    try:
-        pod = db.session.get(Pod, uuid.UUID(pod_id))
-    except ValueError:
-        pod = None
-    if pod is None:
-        raise NotFound("No such pod.")
+    pod = get_by_id(Pod, pod_id, "No such pod.")
     effects = watcher.stop_from_owner(pod, access.actor())
     db.session.commit()
     lifecycle.run_side_effects(effects)
@@ -395,13 +390,7 @@ def list_artifacts(ref: str):
 @access.api("read")
 def get_artifact(artifact_id: str):
     """One artifact's content, as a download (never rendered inline)."""
-    try:
-        row = db.session.get(Artifact, uuid.UUID(artifact_id))
-    except ValueError:
-        row = None
-    if row is None:
-        raise NotFound("No such artifact.")
-    return artifact_download(row)
+    return artifact_download(get_by_id(Artifact, artifact_id, "No such artifact."))
 
 
 # --- clean results and promotion (SPEC §8.1–8.4, §9.2) ----------------------------------

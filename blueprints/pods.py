@@ -2,7 +2,6 @@
 and read an uploaded artifact."""
 from __future__ import annotations
 
-import uuid
 
 from flask import Blueprint, Response, redirect, request, url_for
 
@@ -10,19 +9,10 @@ from blueprints import access
 from models import Artifact, FleetIncident, Pod, db
 from services import experiments, lifecycle
 from services.dispatch import provisioner, watcher
-from services.errors import NotFound, SaganError
+from services.errors import SaganError
+from services.records import get_by_id
 
 bp = Blueprint("pods", __name__)
-
-
-def _get(model, raw_id: str, what: str):
-    try:
-        row = db.session.get(model, uuid.UUID(raw_id))
-    except ValueError:
-        row = None
-    if row is None:
-        raise NotFound(f"No such {what}.")
-    return row
 
 
 def _back(number: int, message: str | None = None, anchor: str = "pods"):
@@ -49,7 +39,7 @@ def dispatch(number: int):
 @access.owner
 def stop(pod_id: str):
     """Stop one pod (volume kept); the experiment is blocked with who stopped it."""
-    pod = _get(Pod, pod_id, "pod")
+    pod = get_by_id(Pod, pod_id, "No such pod.")
     experiment = experiments.get_experiment(pod.experiment_id)
     try:
         effects = watcher.stop_from_owner(pod, access.actor())
@@ -65,7 +55,7 @@ def stop(pod_id: str):
 @access.owner
 def resolve_incident(incident_id: str):
     """One click: automatic dispatch and recovery resume."""
-    incident = _get(FleetIncident, incident_id, "fleet incident")
+    incident = get_by_id(FleetIncident, incident_id, "No such fleet incident.")
     if incident.resolved_at is None:
         watcher.resolve_incident(incident, access.actor())
         db.session.commit()
@@ -77,7 +67,7 @@ def resolve_incident(incident_id: str):
 @access.owner
 def artifact(artifact_id: str):
     """The raw file, downloaded (never rendered inline: SVG or HTML from a pod could run script)."""
-    return artifact_download(_get(Artifact, artifact_id, "artifact"))
+    return artifact_download(get_by_id(Artifact, artifact_id, "No such artifact."))
 
 
 def artifact_download(row: Artifact) -> Response:

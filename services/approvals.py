@@ -18,8 +18,9 @@ from services import events, lifecycle, markers, plans, registry, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
-from services.errors import Conflict, NotFound, TooLarge, Unprocessable, ValidationError
+from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
+from services.records import get_by_id
 
 ANSWER_MAX = 10_000
 AUTO_APPROVE_NOTE = "Auto-approved follow-up plan (experiment.auto_approve_plan=true)."
@@ -169,13 +170,7 @@ def _auto_approve(experiment: Experiment, approval: ApprovalRequest, plan_versio
 # --- resolving ------------------------------------------------------------------------
 
 def get_request(request_id) -> ApprovalRequest:
-    try:
-        approval = db.session.get(ApprovalRequest, uuid.UUID(str(request_id)))
-    except ValueError:
-        approval = None
-    if approval is None:
-        raise NotFound("No such approval request.")
-    return approval
+    return get_by_id(ApprovalRequest, request_id, "No such approval request.")
 
 
 def clean_answers(plan_json: dict, answers) -> dict:

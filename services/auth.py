@@ -14,6 +14,7 @@ from models import ApiToken, User, db
 from services import redis_store, registry
 from services.clock import utcnow
 from services.errors import NotFound, RateLimited, ValidationError
+from services.records import get_by_id
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
 # Verified against when the email is unknown, so timing does not reveal which emails exist.
@@ -153,12 +154,7 @@ def list_tokens() -> list[ApiToken]:
 
 
 def revoke_token(token_id) -> ApiToken:
-    try:
-        token = db.session.get(ApiToken, uuid.UUID(str(token_id)))
-    except ValueError:
-        token = None
-    if token is None:
-        raise NotFound("No such token.")
+    token = get_by_id(ApiToken, token_id, "No such token.")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
     return token

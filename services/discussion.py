@@ -17,9 +17,10 @@ from models import AgentRun, Comment, Experiment, db
 from services import events, registry
 from services.actors import Actor
 from services.clock import utcnow
-from services.errors import Forbidden, NotFound, ValidationError
+from services.errors import Forbidden, ValidationError
 from services.redact import redact
 from services.sanitize import render_markdown
+from services.records import get_by_id
 
 ENTITY_KINDS = ("experiment", "run")
 COMMENT_MAX = 20_000
@@ -129,13 +130,7 @@ def _ask_claude(entity_kind: str, entity, experiment: Experiment | None, comment
 
 
 def get_comment(comment_id) -> Comment:
-    try:
-        comment = db.session.get(Comment, uuid.UUID(str(comment_id)))
-    except ValueError:
-        comment = None
-    if comment is None:
-        raise NotFound("That comment no longer exists.")
-    return comment
+    return get_by_id(Comment, comment_id, "That comment no longer exists.")
 
 
 def edit_comment(comment: Comment, body, actor: Actor) -> Comment:

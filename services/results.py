@@ -26,6 +26,7 @@ from services.errors import Conflict, NotFound, TooLarge, ValidationError
 from services.redact import redact
 from services.result_lint import LintReport, confidence_of, lint, title_without_confidence
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
+from services.records import get_by_id
 
 PROMOTION_TARGETS = ("shared", "completed")
 FIGURE_MAX_BYTES = 2 * 1024 * 1024
@@ -334,11 +335,8 @@ def attach_markup(experiment: Experiment, kind: str, markup: str, actor: Actor, 
 
 def attach_artifact(experiment: Experiment, artifact_id, actor: Actor, *, title: str = "") -> Figure:
     """A figure from one of the experiment's uploaded artifacts (image, SVG or HTML)."""
-    try:
-        artifact = db.session.get(Artifact, uuid.UUID(str(artifact_id)))
-    except ValueError:
-        artifact = None
-    if artifact is None or artifact.experiment_id != experiment.id:
+    artifact = get_by_id(Artifact, artifact_id, f"#{experiment.number} has no such artifact.")
+    if artifact.experiment_id != experiment.id:
         raise NotFound(f"#{experiment.number} has no such artifact.")
     title = title or artifact.name
     if artifact.content_type in IMAGE_SIGNATURES:
@@ -372,11 +370,8 @@ def _add_figure(experiment: Experiment, kind: str, title: str, actor: Actor, **f
 
 
 def remove_figure(experiment: Experiment, figure_id, actor: Actor) -> None:
-    try:
-        figure = db.session.get(Figure, uuid.UUID(str(figure_id)))
-    except ValueError:
-        figure = None
-    if figure is None or figure.experiment_id != experiment.id:
+    figure = get_by_id(Figure, figure_id, "That figure no longer exists.")
+    if figure.experiment_id != experiment.id:
         raise NotFound("That figure no longer exists.")
     db.session.delete(figure)
     events.record(experiment, "note", actor, note=f"Figure removed: {figure.title or figure.kind}.")

@@ -17,16 +17,11 @@ from services import registry
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
+from services.records import get_by_id
 
 
 def get_run(run_id) -> AgentRun:
-    try:
-        run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
-    except ValueError:
-        run = None
-    if run is None:
-        raise NotFound("No such run.")
-    return run
+    return get_by_id(AgentRun, run_id, "No such run.")
 
 
 def _cap(body: str | None, limit: int) -> tuple[str | None, int | None]:

@@ -18,7 +18,8 @@ from flask import current_app
 from models import Experiment, ShareLink, WorkflowEvent, db
 from services import registry, redis_store
 from services.clock import utcnow
-from services.errors import NotFound, RateLimited, ValidationError
+from services.errors import RateLimited, ValidationError
+from services.records import get_by_id
 
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
@@ -74,12 +75,7 @@ def experiment_numbers(links: list[ShareLink]) -> dict:
 
 
 def revoke(link_id) -> ShareLink:
-    try:
-        link = db.session.get(ShareLink, uuid.UUID(str(link_id)))
-    except ValueError:
-        link = None
-    if link is None:
-        raise NotFound("No such share link.")
+    link = get_by_id(ShareLink, link_id, "No such share link.")
     if link.revoked_at is None:
         link.revoked_at = utcnow()
     return link
