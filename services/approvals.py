@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import ApprovalRequest, Experiment, PlanVersion, db
-from services import events, lifecycle, markers, plans, registry, settings
+from services import events, lifecycle, markers, plans, questions, registry, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -22,7 +22,6 @@ from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
 from services.records import get_by_id
 
-ANSWER_MAX = 10_000
 AUTO_APPROVE_NOTE = "Auto-approved follow-up plan (experiment.auto_approve_plan=true)."
 AUTO_APPROVE_EVENT = "experiment.auto_approve_plan=true — skipping owner gate"
 
@@ -179,19 +178,8 @@ def clean_answers(plan_json: dict, answers) -> dict:
         return {}
     if not isinstance(answers, dict):
         raise ValidationError("answers must map textbox keys to text.", field="answers")
-    allowed = set(plan_json.get("textboxes") or [])
-    cleaned = {}
-    for key, text in answers.items():
-        if key not in allowed:
-            raise ValidationError(f"The plan has no textbox {key!r}.", field="answers")
-        if not isinstance(text, str):
-            raise ValidationError(f"The answer to {key!r} must be text.", field="answers")
-        if len(text) > ANSWER_MAX:
-            raise ValidationError(f"The answer to {key!r} is longer than {ANSWER_MAX:,} characters.",
-                                  field="answers")
-        if text.strip():
-            cleaned[key] = redact(text.strip())
-    return cleaned
+    return questions.clean_answers(answers, set(plan_json.get("textboxes") or []),
+                                   unknown="The plan has no textbox {key!r}.")
 
 
 def _claim(approval: ApprovalRequest, new_status: str, actor: Actor, note: str | None) -> None:

@@ -60,6 +60,21 @@ def open_questions(experiment: Experiment) -> list[dict]:
     return ((event.metadata_ or {}).get("questions") or []) if event else []
 
 
+def clean_answers(answers: dict, allowed: set, *, unknown: str) -> dict:
+    """Owner answers keyed by question or textbox: only `allowed` keys (else `unknown`, formatted
+    with the key), text, capped, redacted; blanks dropped."""
+    cleaned = {}
+    for key, text in answers.items():
+        if key not in allowed:
+            raise ValidationError(unknown.format(key=key), field="answers")
+        if not isinstance(text, str) or len(text) > ANSWER_MAX:
+            raise ValidationError(f"The answer to {key!r} must be text of at most {ANSWER_MAX:,} characters.",
+                                  field="answers")
+        if text.strip():
+            cleaned[key] = redact(text.strip())
+    return cleaned
+
+
 def answer(experiment: Experiment, answers, actor: Actor,
            expected_status: str | None = None) -> list[lifecycle.SideEffect]:
     """Store the owner's answers (`epm:clarify-answers`) and send the planner back to work."""
@@ -69,16 +84,7 @@ def answer(experiment: Experiment, answers, actor: Actor,
                        code="stale_status", current=experiment.status)
     if not isinstance(answers, dict):
         raise ValidationError("answers must map question keys to text.", field="answers")
-    keys = {q["key"] for q in questions}
-    cleaned = {}
-    for key, text in answers.items():
-        if key not in keys:
-            raise ValidationError(f"There is no open question {key!r}.", field="answers")
-        if not isinstance(text, str) or len(text) > ANSWER_MAX:
-            raise ValidationError(f"The answer to {key!r} must be text of at most {ANSWER_MAX:,} characters.",
-                                  field="answers")
-        if text.strip():
-            cleaned[key] = redact(text.strip())
+    cleaned = clean_answers(answers, {q["key"] for q in questions}, unknown="There is no open question {key!r}.")
     if not cleaned:
         raise ValidationError("Answer at least one question.", field="answers")
     markers.post_marker(experiment, "epm:clarify-answers", actor, metadata={"answers": cleaned})

@@ -133,6 +133,10 @@ def test_answers_for_unknown_textbox_are_refused(app_ctx, planning):
         approvals.approve(approval, OWNER, answers={"nope": "x"}, confirm_unchecked=True)
     assert "no textbox" in str(refused.value)
     db.session.rollback()
+    for bad in ({"budget-notes": "x" * 10_001}, {"budget-notes": ["a list"]}):
+        with pytest.raises(ValidationError, match="must be text of at most 10,000 characters"):
+            approvals.approve(approvals.get_request(approval.id), OWNER, answers=bad, confirm_unchecked=True)
+        db.session.rollback()
     assert experiments.get_experiment(planning).status == "plan_pending"
 
 
@@ -265,6 +269,9 @@ def test_questions_and_answers(app, api_client, make_experiment):
         assert [q["key"] for q in questions.open_questions(experiment)] == ["base-model", "budget"]
         with pytest.raises(ValidationError, match="no open question"):
             questions.answer(experiment, {"unknown": "x"}, OWNER)
+        for bad in ({"budget": "x" * 10_001}, {"budget": 42}):
+            with pytest.raises(ValidationError, match="must be text of at most 10,000 characters"):
+                questions.answer(experiment, bad, OWNER)
         db.session.rollback()
         experiment = experiments.get_experiment(number)
         questions.answer(experiment, {"base-model": "Qwen 7B", "budget": ""}, OWNER)
