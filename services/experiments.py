@@ -219,6 +219,14 @@ def patch(experiment: Experiment, data: dict, actor: Actor) -> list:
     return []
 
 
+def numbers_by_id(ids) -> dict:
+    """Experiment id → number for many ids, in one query (lists that link to experiments)."""
+    ids = {i for i in ids if i}
+    if not ids:
+        return {}
+    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+
+
 def get_experiment(ref) -> Experiment:
     """Find by number (`365`, `#365`) or uuid; NotFound otherwise."""
     experiment = None

@@ -165,11 +165,8 @@ def poll_state(run_id) -> tuple[str, int]:
 
 def experiment_numbers(run_list) -> dict:
     """scope_id → experiment number for a list of runs, in one query."""
-    from models import Experiment
-    ids = {r.scope_id for r in run_list if r.scope_kind == "experiment" and r.scope_id}
-    if not ids:
-        return {}
-    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+    from services import experiments
+    return experiments.numbers_by_id(r.scope_id for r in run_list if r.scope_kind == "experiment")
 
 
 def latest_event_at(run_id):

@@ -68,10 +68,8 @@ def list_links() -> list[ShareLink]:
 
 
 def experiment_numbers(links: list[ShareLink]) -> dict:
-    ids = [link.experiment_id for link in links if link.experiment_id]
-    if not ids:
-        return {}
-    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+    from services import experiments
+    return experiments.numbers_by_id(link.experiment_id for link in links)
 
 
 def revoke(link_id) -> ShareLink:
