@@ -21,7 +21,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,13 +207,6 @@ def report(result: dict, rows: list[tuple]) -> None:
     for what, figure, budget, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSES")
         print(f"  {what:<{width}}  {figure:>14}  {budget:<28}{mark}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def timed(label: str):
-    start = time.monotonic()
-    yield
-    print(f"  ({label}: {time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
 
 
 def seed_run(app, events: int, *, status: str = "running") -> tuple[str, int]:

@@ -27,7 +27,6 @@ import redis
 from flask import Flask, current_app, g, jsonify, redirect, request, url_for
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from services import auth as auth_service
 from services import redis_store
@@ -76,7 +75,8 @@ def _refuse_oversized_body() -> None:
         request.max_content_length = current_app.config[setting]
     limit = request.max_content_length
     if limit is not None and request.content_length is not None and request.content_length > limit:
-        raise RequestEntityTooLarge()
+        from services.errors import TooLarge
+        raise TooLarge(f"The request is too large: {request.content_length:,} bytes; the limit here is {limit:,}.")
 
 
 def rule_for(endpoint: str | None) -> tuple[str, str | None] | None:

@@ -467,9 +467,6 @@ def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
 
 # --- splicing ---------------------------------------------------------------------------------------
 
-GIT_ENV_NAMES = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
-
-
 def splice(experiment: Experiment, branch: str, sha: str) -> None:
     """Put the tested branch and commit on the experiment and into every pod's env (SPEC §5.7).
 

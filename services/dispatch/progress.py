@@ -18,7 +18,6 @@ from flask import current_app
 
 from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
 from services import runs
-from services.actors import Actor
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
 from services.redact import redact
@@ -217,10 +216,6 @@ def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
         runs.append_event(pod.agent_run_id, "pod_progress", note,
                           {"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code})
     return event_id, True
-
-
-def pod_actor(pod: Pod) -> Actor:
-    return Actor("pod", str(pod.id), pod.name)
 
 
 # --- artifacts ---------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, RunEvent, db
-from services import events, jobs, lifecycle, registry, runs, settings
+from services import events, jobs, lifecycle, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import spec as specs
 from services.dispatch import tokens
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
-from services.errors import Conflict, ValidationError
+from services.errors import Conflict
 
 MAX_CANDIDATES = 25
 GIT_ENV = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
@@ -492,8 +492,3 @@ def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, c
         from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
     return "failed"
-
-
-def validate_account(account: str) -> None:
-    if account not in registry.RUNPOD_ACCOUNTS:
-        raise ValidationError(f"Unknown account {account!r}.", field="account")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from markupsafe import Markup
 
-from models import AgentRun, Artifact, Experiment, FleetIncident, Pod, PodProgressPost, db
+from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, db
 from services import spend
 from services.dispatch import watcher
 
@@ -113,10 +113,6 @@ def _table(artifact: Artifact) -> list[list[str]] | None:
         dialect = "excel-tab" if artifact.content_type.endswith("values") else "excel"
         return [row[:12] for row in list(csv.reader(io.StringIO(text), dialect=dialect))[:21]]
     return None
-
-
-def open_incident() -> FleetIncident | None:
-    return watcher.open_incident()
 
 
 def board_progress(experiment_ids) -> dict:

@@ -145,7 +145,8 @@ def test_artifact_size_caps(app, client, pod, monkeypatch):
     _, secret, _ = pod
     monkeypatch.setitem(app.config, "ARTIFACT_MAX_BYTES", 1000)
     monkeypatch.setitem(app.config, "ARTIFACT_POD_MAX_BYTES", 1500)
-    assert upload(client, secret, "big.txt", b"x" * 1001, "text/plain").status_code == 413
+    too_big = upload(client, secret, "big.txt", b"x" * 1001, "text/plain")
+    assert too_big.status_code == 413 and "1,001 bytes; the limit here is 1,000" in too_big.get_json()["message"]
     assert upload(client, secret, "a.txt", b"x" * 900, "text/plain").status_code == 201
     assert upload(client, secret, "b.txt", b"x" * 900, "text/plain").status_code == 413
     assert upload(client, secret, "a.txt", b"x" * 950, "text/plain").status_code == 201  # replacing fits
