@@ -92,6 +92,7 @@ def test_every_save_keeps_a_version_and_old_ones_can_be_restored(app, client, ow
     assert _save(app, number, html=HTML.replace("0.6%", "0.7%")).changed is False
     page = client.get(f"/experiments/{number}/clean-result/versions/1")
     assert page.status_code == 200 and "Version 1 of 2" in page.text and "srcdoc=" in page.text
+    assert 'data-confirm="Save version 1 again as the newest version?"' in page.text  # asks first
     client.post(f"/experiments/{number}/clean-result/versions/1/restore", data={"csrf_token": csrf_from(page.text)})
     with app.app_context():
         assert results.version_count(_experiment(app, number)) == 3
