@@ -5,10 +5,9 @@ from flask import make_response, render_template, request
 
 
 def is_fragment_request() -> bool:
-    """A real htmx swap: not boosted navigation, not a history restore."""
-    return (request.headers.get("HX-Request") == "true"
-            and request.headers.get("HX-Boosted") != "true"
-            and request.headers.get("HX-History-Restore-Request") != "true")
+    """A real htmx swap: not boosted navigation, not a history restore (htmx-flask's request.htmx)."""
+    htmx = request.htmx
+    return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
 
 
 def render(page_template: str, fragment_template: str, status: int = 200,

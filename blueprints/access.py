@@ -100,7 +100,7 @@ def _json_error(status: int, code: str, message: str):
 def _htmx_return_path() -> str:
     """The page htmx was on, as a local path: HX-Current-URL is absolute, and login only
     follows local paths, so passing it whole would always land on the board."""
-    parts = urlsplit(request.headers.get("HX-Current-URL", ""))
+    parts = urlsplit(request.htmx.current_url or "")
     if parts.netloc and parts.netloc != request.host:
         return "/"
     path = parts.path or "/"
@@ -108,7 +108,7 @@ def _htmx_return_path() -> str:
 
 
 def _login_required():
-    if request.headers.get("HX-Request") == "true":
+    if request.htmx:
         # htmx would swap a login form into a card; send the whole page to login instead.
         response = current_app.response_class(status=401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=_htmx_return_path())
