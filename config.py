@@ -179,7 +179,6 @@ class Config:
     SAGAN_ALLOW_PRIVATE_URLS = _env_bool("SAGAN_ALLOW_PRIVATE_URLS", False)
 
     # --- demo ----------------------------------------------------------------------
-    SAGAN_DEMO = _env_bool("SAGAN_DEMO", False)
     SAGAN_DEMO_AGENTS = _env_bool("SAGAN_DEMO_AGENTS", False)  # set by `make demo`: agents are scripted
 
     def __init__(self) -> None:

@@ -145,7 +145,9 @@ class Stack:
         self.env = env
 
         self._flask("db", "upgrade")
-        owner = self._flask("users", "ensure-owner", capture=True)
+        # Not echoed here: the banner shows these lines once, with the URL (a generated password
+        # is printed once, as the README promises).
+        owner = self._flask("users", "ensure-owner", capture=True, echo=False)
         self.owner_lines = [line for line in owner.splitlines() if line.strip()]
         if self.args.demo:
             self._flask("demo", "load")
@@ -256,12 +258,13 @@ class Stack:
             time.sleep(0.1)
         raise StartError(REDIS_HELP.format(reason=f"redis-server did not answer within 10 s; see {log_path}"))
 
-    def _flask(self, *command: str, capture: bool = False) -> str:
-        """Run `flask --app app <command>` with the stack's environment; raise StartError on failure."""
+    def _flask(self, *command: str, capture: bool = False, echo: bool = True) -> str:
+        """Run `flask --app app <command>` with the stack's environment; raise StartError on failure.
+        With `capture`, its output is returned (and printed unless `echo` is off)."""
         argv = [PYTHON, "-m", "flask", "--app", "app", *command]
         result = subprocess.run(argv, cwd=ROOT, env=self.env, text=True,
                                 stdout=subprocess.PIPE if capture else None)
-        if capture and result.stdout:
+        if capture and echo and result.stdout:
             print(result.stdout, end="", flush=True)
         if result.returncode != 0:
             raise StartError(f"`flask --app app {' '.join(command)}` failed with code {result.returncode}.")

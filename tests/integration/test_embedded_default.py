@@ -108,6 +108,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     output = embedded.output()
     assert f"Sagan is running at {embedded.url}" in output
     assert OWNER_EMAIL in output
+    assert output.count("First-run owner created") == 1  # said once, in the banner
     assert OWNER_PASSWORD not in output  # a password from the environment is never echoed
     assert (embedded.instance / "sagan.db").exists()
     secret_files = [p.name for p in embedded.instance.iterdir()]
