@@ -4,9 +4,10 @@
 Budget: at least 500 posts/s sustained on the 2-core machine; goal 1,000.
 Prints one JSON document on stdout and a short line on stderr.
 
-Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 4]
-Needs: PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, created if
-missing), Redis (BENCH_REDIS_URL), and `wrk` (Debian package wrk).
+Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 5]
+Needs: PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, dropped and
+created anew), Redis (BENCH_REDIS_URL, flushed), and `wrk` (Debian package wrk). It serves the
+plain product app (`app:create_app()`), not the bench app with its timing middleware.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,11 +25,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import harness
 
-DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/sagan_bench")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+ROOT = harness.ROOT
 
 LUA = r"""
 -- Each request posts for the next pod in turn, with that pod's next seq (no duplicates).
@@ -52,41 +50,16 @@ end
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def prepare(pods: int) -> list[str]:
-    """A fresh schema and `pods` running pods with tokens; returns the tokens."""
-    import sqlalchemy as sa
-
-    from app import create_app
-    from config import Config
+    """A fresh schema (harness.fresh_database) and `pods` running pods with tokens; returns the tokens."""
     from models import AgentRun, Pod, db
     from services import experiments
     from services.actors import Actor
     from services.dispatch import tokens as pod_tokens
 
-    base = sa.engine.make_url(DB_URL)
-    admin = sa.create_engine(base.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{base.database}" WITH (FORCE)'))
-        conn.execute(sa.text(f'CREATE DATABASE "{base.database}"'))
-    admin.dispose()
-
-    class BenchConfig(Config):
-        SQLALCHEMY_DATABASE_URI = DB_URL
-        REDIS_URL = REDIS_URL
-
-    app = create_app(BenchConfig)
-    import logging
-    logging.getLogger().setLevel(logging.WARNING)  # the app logs at INFO outside tests
+    app = harness.fresh_database()
     secrets_ = []
     with app.app_context():
-        import flask_migrate
-        flask_migrate.upgrade(directory=str(ROOT / "migrations"))
         experiment = experiments.create_experiment({"title": "Ingest bench"}, Actor("owner"))
         db.session.flush()
         bench_runs = [AgentRun(id=uuid.uuid4(), kind="apply", agent="bench", request="", scope_id=experiment.id,
@@ -115,11 +88,10 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
     (workdir / "tokens").write_text("\n".join(tokens) + "\n")
     (workdir / "post.lua").write_text(LUA)
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL, "SECRET_KEY": "bench",
-           "SAGAN_INSTANCE_DIR": str(workdir)}
+    port = harness.free_port()
+    env = harness.server_env(workdir)
     server = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "gunicorn"), "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
+        [harness.GUNICORN, "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
          "--no-control-socket", "--log-level", "warning", "app:create_app()"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
