@@ -1,7 +1,6 @@
 """Owner accounts, passwords, login throttling and API tokens."""
 from __future__ import annotations
 
-import hashlib
 import secrets
 import uuid
 
@@ -15,6 +14,7 @@ from services import redis_store, registry
 from services.clock import utcnow
 from services.errors import NotFound, RateLimited, ValidationError
 from services.records import get_by_id
+from services.token_hash import digest
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
 # Verified against when the email is unknown, so timing does not reveal which emails exist.
@@ -113,10 +113,6 @@ def authenticate(email: str, password: str, address: str) -> User:
 TOKEN_PREFIX = "sk_"
 
 
-def _digest(secret: str) -> str:
-    # Tokens are 256 bits of randomness, so a fast hash is enough (no KDF needed).
-    return hashlib.sha256(secret.encode()).hexdigest()
-
 
 def clean_scopes(raw) -> list[str]:
     if isinstance(raw, str):
@@ -141,7 +137,7 @@ def create_token(name: str, scopes, user: User | None = None) -> tuple[ApiToken,
         raise ValidationError("Give the token a name of 1–120 characters.", field="name")
     scopes = clean_scopes(scopes)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(id=uuid.uuid4(), name=name, prefix=secret[:10], secret_hash=_digest(secret),
+    token = ApiToken(id=uuid.uuid4(), name=name, prefix=secret[:10], secret_hash=digest(secret),
                      scopes=scopes, user_id=user.id if user else None)
     db.session.add(token)
     db.session.flush()
@@ -164,7 +160,7 @@ def verify_token(secret: str) -> ApiToken | None:
     """The active token for a bearer secret, or None; records its use."""
     if not secret or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
-    token = db.session.scalar(sa.select(ApiToken).where(ApiToken.secret_hash == _digest(secret)))
+    token = db.session.scalar(sa.select(ApiToken).where(ApiToken.secret_hash == digest(secret)))
     now = utcnow()
     if token is None or token.revoked_at is not None or (token.expires_at and token.expires_at <= now):
         return None

@@ -6,7 +6,6 @@ resolves to None, and callers answer all three the same way (404, no hint).
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import uuid
@@ -20,15 +19,12 @@ from services import registry, redis_store
 from services.clock import utcnow
 from services.errors import RateLimited, ValidationError
 from services.records import get_by_id
+from services.token_hash import digest
 
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
 MAX_EXPIRY_DAYS = 3650
 OWNER_SCOPES = ("experiment", "all_promoted")  # "project" waits for projects (SPEC §1)
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def create_link(*, scope: str, experiment: Experiment | None = None, label: str = "",
@@ -52,7 +48,7 @@ def create_link(*, scope: str, experiment: Experiment | None = None, label: str 
                                   "or empty for a link that does not expire.", field="expires_in_days")
         expires_at = utcnow() + timedelta(days=days)
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    link = ShareLink(id=uuid.uuid4(), token_hash=_digest(token), scope=scope,
+    link = ShareLink(id=uuid.uuid4(), token_hash=digest(token), scope=scope,
                      experiment_id=experiment.id if scope == "experiment" else None,
                      label=label or (f"#{experiment.number}" if experiment is not None and scope == "experiment"
                                      else "All promoted results"),
@@ -83,7 +79,7 @@ def resolve(token: str) -> ShareLink | None:
     """The live link for a token, or None (unknown, revoked or expired alike)."""
     if not token or not _TOKEN_SHAPE.fullmatch(token):
         return None
-    link = db.session.scalar(sa.select(ShareLink).where(ShareLink.token_hash == _digest(token)))
+    link = db.session.scalar(sa.select(ShareLink).where(ShareLink.token_hash == digest(token)))
     if link is None or link.revoked_at is not None or (link.expires_at and link.expires_at <= utcnow()):
         return None
     return link

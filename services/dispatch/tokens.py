@@ -2,7 +2,6 @@
 valid for that pod's progress and artifact posts until 15 minutes after it stops."""
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import timedelta
 
@@ -11,6 +10,7 @@ from flask import current_app
 
 from models import Pod, db
 from services.clock import utcnow
+from services.token_hash import digest
 
 PREFIX = "spt_"
 ENDED = ("stopped", "terminated", "vanished", "failed")
@@ -20,10 +20,6 @@ def new_token() -> tuple[str, str]:
     """(secret, hash): the secret goes into the pod's environment, the hash into the row."""
     secret = PREFIX + secrets.token_urlsafe(32)
     return secret, digest(secret)
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def pod_for_token(secret: str | None):
