@@ -46,10 +46,6 @@ class Outcome:
     detail: str = ""
 
 
-def api_key_configured() -> bool:
-    return bool(current_app.config.get("ANTHROPIC_API_KEY"))
-
-
 def model_client():
     """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server)."""
     import anthropic
@@ -159,7 +155,8 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
         db.session.commit()
         lifecycle.run_side_effects(effects)
         return Outcome("cancelled")
-    if not api_key_configured():
+    from services.agents.orchestration import agents_enabled
+    if not agents_enabled():
         return _finish_failed(run, "model_api_error", "No ANTHROPIC_API_KEY is configured; agents cannot run.")
 
     try:

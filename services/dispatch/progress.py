@@ -44,6 +44,11 @@ class ProgressPost:
     exit_code: int | None
     metrics: dict | None
 
+    @property
+    def is_bootstrap(self) -> bool:
+        """The pod's bootstrap finished (again): what the crash-loop check counts."""
+        return self.milestone == "bootstrap" or BOOTSTRAP_MARK in self.message.lower()
+
 
 def parse_progress(data) -> ProgressPost:
     """Validate a progress body; every problem is a clear 400."""
@@ -156,12 +161,11 @@ def _record_postgres(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
     now = utcnow()
     event_id = uuid.uuid4()
     note = f"{post.pct:g}% · {post.message}"[:2000]
-    is_bootstrap = post.milestone == "bootstrap" or BOOTSTRAP_MARK in post.message.lower()
     created = db.session.execute(_PG_RECORD, {
         "post_id": uuid.uuid4(), "pod_id": pod.id, "seq": post.seq, "pct": post.pct, "message": post.message,
         "milestone": post.milestone, "exit_code": post.exit_code,
         "metrics": json.dumps(post.metrics) if post.metrics is not None else None, "now": now,
-        "bootstrap_inc": 1 if is_bootstrap else 0, "event_id": event_id, "experiment_id": pod.experiment_id,
+        "bootstrap_inc": 1 if post.is_bootstrap else 0, "event_id": event_id, "experiment_id": pod.experiment_id,
         "actor_id": str(pod.id), "note": note,
         "event_meta": json.dumps({"pod": pod.name, "run_index": pod.run_index, "seq": post.seq,
                                   "milestone": post.milestone, "verdict": post.verdict,
@@ -185,14 +189,13 @@ def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
     else:
         db.session.execute(sa.insert(PodProgressPost).values(**values))
 
-    is_bootstrap = post.milestone == "bootstrap" or BOOTSTRAP_MARK in post.message.lower()
     changes = dict(last_progress_at=now, last_heartbeat_at=now, updated_at=now)
     shown_seq = db.session.scalar(sa.select(Pod.progress_seq).where(Pod.id == pod.id))
     if post.seq is None or shown_seq is None or post.seq >= shown_seq:  # a late, older post: heartbeat only
         changes.update(progress_pct=post.pct, progress_message=post.message)
         if post.seq is not None:
             changes["progress_seq"] = post.seq
-    if is_bootstrap:
+    if post.is_bootstrap:
         changes["bootstrap_count"] = Pod.bootstrap_count + 1
     if post.exit_code is not None:
         changes.update(exit_code=post.exit_code, exited_at=now)

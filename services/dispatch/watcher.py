@@ -224,8 +224,7 @@ def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: 
 
 def after_progress(pod_id, post) -> None:
     """A post arrived: a non-zero exit wakes the orchestrator now; repeated bootstraps are a crash loop."""
-    is_bootstrap = post.milestone == "bootstrap" or "bootstrap complete" in post.message.lower()
-    if not is_bootstrap and post.exit_code is None:
+    if not post.is_bootstrap and post.exit_code is None:
         return  # the common case: an ordinary progress post needs no reaction (keeps ingest cheap)
     pod = db.session.get(Pod, pod_id)
     if pod is None or pod.agent_run_id is None:
@@ -235,7 +234,7 @@ def after_progress(pod_id, post) -> None:
         return
     experiment = db.session.get(Experiment, run.scope_id)
     now = utcnow()
-    if is_bootstrap:
+    if post.is_bootstrap:
         recent = db.session.scalar(sa.select(sa.func.count(PodProgressPost.id)).where(
             PodProgressPost.pod_id == pod.id, PodProgressPost.created_at >= now - CRASH_LOOP_WINDOW,
             sa.or_(PodProgressPost.milestone == "bootstrap", PodProgressPost.message.ilike("%bootstrap complete%"))))
