@@ -66,9 +66,7 @@ def move(experiment: Experiment, target: str, actor: Actor, *, note: str | None 
     The owner's own note is required for the moves the table marks (blocked, archived,
     cancelled, …) and is appended to the board's note.
     """
-    if expected_status and expected_status != experiment.status:
-        # Let transition() phrase the stale-status conflict.
-        return lifecycle.transition(experiment, target, actor, expected_status=expected_status)
+    lifecycle.check_expected(experiment, expected_status)
     plan = meaning(experiment, target)
     owner_note = (note or "").strip() or None
     metadata = {"source": "board", "board_target": target}

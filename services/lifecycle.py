@@ -161,6 +161,15 @@ def run_side_effects(effects: Iterable[SideEffect]) -> None:
 SCOPE_GRANTS = {"promote": "promote"}
 
 
+def check_expected(experiment: Experiment, expected_status: str | None) -> None:
+    """The caller saw `expected_status` (a form's hidden field, an API client's view); if the
+    experiment has moved on since, a Conflict instead of overwriting someone else's move."""
+    if expected_status and expected_status != experiment.status:
+        raise Conflict(
+            f"#{experiment.number} is now {experiment.status}, not {expected_status}; "
+            "reload to see the latest state.", code="stale_status", current=experiment.status)
+
+
 def describe_refusal(experiment: Experiment, to: str, role: str) -> str:
     options = [m.to for m in allowed_moves(experiment, role)]
     allowed = ", ".join(options) if options else "none"
@@ -184,10 +193,7 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
             field="status")
     note = (note or "").strip() or None
     current = expected_status or experiment.status
-    if expected_status and expected_status != experiment.status:
-        raise Conflict(
-            f"#{experiment.number} is now {experiment.status}, not {expected_status}; "
-            "reload to see the latest state.", code="stale_status", current=experiment.status)
+    check_expected(experiment, expected_status)
     if to == current:
         raise ValidationError(f"#{experiment.number} is already {to}.", field="status")
 

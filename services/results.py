@@ -184,9 +184,7 @@ def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool
     if to not in PROMOTION_TARGETS:
         raise ValidationError("Promote to shared (mentors can see it through share links) or completed.",
                               field="to")
-    if expected_status and expected_status != experiment.status:
-        raise Conflict(f"#{experiment.number} is now {experiment.status}, not {expected_status}; "
-                       "reload to see the latest state.", code="stale_status", current=experiment.status)
+    lifecycle.check_expected(experiment, expected_status)
     if experiment.status != "awaiting_promotion":
         raise Conflict(f"#{experiment.number} is {experiment.status.replace('_', ' ')}; only a result "
                        "awaiting promotion can be promoted.", code="transition_not_allowed",
