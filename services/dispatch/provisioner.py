@@ -177,7 +177,7 @@ def _gate_reason(experiment: Experiment) -> str | None:
     from services import recovery, spend
     if recovery.fleet_incident_open():
         return "Dispatch paused: a fleet incident is open. Resolve it to continue."
-    if experiment.cost_cap_usd is not None and spend.experiment_spend(experiment.id) >= experiment.cost_cap_usd:
+    if recovery.spend_cap_reached(experiment):
         return (f"Dispatch paused: #{experiment.number} has spent ${spend.experiment_spend(experiment.id):.2f} "
                 f"of its ${experiment.cost_cap_usd:.2f} cap. Raise the cap to continue.")
     daily = settings.get("daily_cap_usd")

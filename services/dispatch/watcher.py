@@ -124,7 +124,8 @@ def _maybe_open_fleet_incident(now) -> None:
     experiments_hit = {p.experiment_id for p in recent}
     if len(experiments_hit) < 2:
         return
-    if db.session.scalar(sa.select(sa.func.count(FleetIncident.id)).where(FleetIncident.resolved_at.is_(None))):
+    from services import recovery
+    if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
         {"pod": p.name, "experiment_id": str(p.experiment_id), "account": p.account,
