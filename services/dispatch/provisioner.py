@@ -415,6 +415,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                              "spec_name": pod_spec.get("name")})
         db.session.add(pod)
         db.session.commit()  # the row exists before the create call, whatever happens next
+        backend = None  # this candidate's, never the previous one's
         try:
             backend = backend_for(candidate.account)
             request = PodRequest(
@@ -432,7 +433,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                 # The provider may have created it anyway: wait out the listing lag, look it up.
                 sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
                 try:
-                    found = backend.list_by_name(name) if "backend" in locals() else []
+                    found = backend.list_by_name(name) if backend is not None else []
                 except BackendError:
                     found = []
                 made = found[0] if found else None
