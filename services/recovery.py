@@ -109,6 +109,7 @@ class Decision:
     recover: bool
     why: str
     delay_minutes: int = 0
+    budget_spent: bool = False  # no recovery because the 24 h budget is used up
 
 
 def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
@@ -127,7 +128,7 @@ def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
     done = recent_recoveries(experiment.id)
     budget = current_app.config["RECOVERY_MAX_PER_DAY"]
     if len(done) >= budget:
-        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)")
+        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)", budget_spent=True)
     backoff = current_app.config["RECOVERY_BACKOFF_MINUTES"]
     delay = backoff[min(len(done), len(backoff) - 1)]
     if reason == "pod_vanished":
@@ -187,7 +188,7 @@ def fail(run: AgentRun, reason: str, message: str, *, block_note: str | None = N
     if experiment is not None and not experiment.terminal and experiment.status != "blocked":
         note = block_note or f"Cascaded from agent_run {run.short_id} failed ({reason}: {message})"[:1900]
         metadata = {"reason": reason, "agentRunId": str(run.id), "no_recovery_because": decision.why}
-        if "budget is spent" in decision.why:
+        if decision.budget_spent:
             chain = chain_of(run)
             note = (f"Cascaded from agent_run {run.short_id} failed ({reason}); automatic recovery budget "
                     f"spent. Attempts: " + " → ".join(f"{r.short_id} ({r.failure_reason or r.status})"
