@@ -74,6 +74,22 @@ def create_run(*, kind: str, agent: str, request: str, scope_id=None, scope_kind
     return run
 
 
+def claim(run_id, from_statuses, to: str, *, stale_before=None) -> bool:
+    """Compare-and-set a run's status: True when this caller moved it from one of
+    `from_statuses` to `to` — of two workers or schedulers racing, exactly one wins. Claiming
+    a run to `running` stamps its heartbeat and first start. With `stale_before`, only a run
+    whose heartbeat is older (or missing) can be claimed: a worker that died, not a slow one.
+    On False the caller rolls back."""
+    now = utcnow()
+    query = sa.update(AgentRun).where(AgentRun.id == run_id, AgentRun.status.in_(tuple(from_statuses)))
+    if stale_before is not None:
+        query = query.where(sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None)))
+    values = {"status": to}
+    if to == "running":
+        values.update(heartbeat_at=now, started_at=sa.func.coalesce(AgentRun.started_at, now))
+    return db.session.execute(query.values(**values).execution_options(synchronize_session=False)).rowcount == 1
+
+
 def set_status(run: AgentRun, status: str, *, reason: str | None = None, error: str | None = None) -> None:
     """Move a run's status; terminal statuses stamp completion. The caller commits."""
     if status not in registry.RUN_STATUSES:

@@ -36,7 +36,6 @@ from models import AgentRun, CodeCommit, Experiment, WorkflowEvent, db
 from services import events, jobs, lifecycle, markers, registry, runs, settings
 from services.actors import Actor
 from services.agents.tools import ToolContext, ToolResult, tool
-from services.clock import utcnow
 from services.errors import SaganError
 
 IMPLEMENTER = "experiment-implementer"
@@ -496,10 +495,7 @@ def run_test_step(run_id) -> str:
     run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
     if run is None or run.terminal:
         return "skipped"
-    claimed = db.session.execute(
-        sa.update(AgentRun).where(AgentRun.id == run.id, AgentRun.status.in_(("queued", "waiting")))
-        .values(status="running", heartbeat_at=utcnow()).execution_options(synchronize_session=False)).rowcount
-    if not claimed:
+    if not runs.claim(run.id, ("queued", "waiting"), "running"):
         db.session.rollback()
         return "skipped"
     db.session.refresh(run)
@@ -508,7 +504,6 @@ def run_test_step(run_id) -> str:
         db.session.commit()
         lifecycle.run_side_effects(effects)
         return "cancelled"
-    runs.set_status(run, "running")
     runs.append_event(run.id, "started", f"kind={run.kind}", {"agent": TEST_STEP, "model": None})
     experiment = db.session.get(Experiment, run.scope_id)
     db.session.commit()

@@ -166,11 +166,7 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
     resuming = run.conversation is not None
     was_waiting = run.status == "waiting"
     # Claim the run: if two jobs exist for it (a retry, the reconciler), only one proceeds.
-    claimed = db.session.execute(
-        sa.update(AgentRun).where(AgentRun.id == run.id, AgentRun.status.in_(("queued", "waiting")))
-        .values(status="running", heartbeat_at=utcnow(), started_at=sa.func.coalesce(AgentRun.started_at, utcnow()))
-        .execution_options(synchronize_session=False)).rowcount
-    if not claimed:
+    if not runs.claim(run.id, ("queued", "waiting"), "running"):
         db.session.rollback()
         return Outcome("skipped", "another worker has this run")
     db.session.refresh(run)
@@ -472,11 +468,7 @@ def reconcile_runs(limit: int = 200) -> dict:
                 lost.append(run.id)
             continue
         # Claim it with a compare-and-set so two schedulers cannot both fail it.
-        claimed = db.session.execute(sa.update(AgentRun).where(
-            AgentRun.id == run.id, AgentRun.status == "running",
-            sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None)))
-            .values(status="failed").execution_options(synchronize_session=False)).rowcount
-        if not claimed:
+        if not runs.claim(run.id, ("running",), "failed", stale_before=stale_before):
             continue
         db.session.refresh(run)
         outcome = recovery.fail(run, "worker_lost",

@@ -248,12 +248,7 @@ def run_dispatch(run_id) -> str:
     that is waiting out a slow provider from one whose worker died (`recover_lost`).
     """
     run_uuid = uuid.UUID(str(run_id))
-    now = utcnow()
-    claimed = db.session.execute(
-        sa.update(AgentRun).where(AgentRun.id == run_uuid, AgentRun.status == "queued")
-        .values(status="running", heartbeat_at=now, started_at=sa.func.coalesce(AgentRun.started_at, now))
-        .execution_options(synchronize_session=False)).rowcount
-    if not claimed:
+    if not runs.claim(run_uuid, ("queued",), "running"):
         db.session.rollback()
         return "skipped"
     db.session.commit()
@@ -361,13 +356,9 @@ def recover_lost(run: AgentRun, stale_before) -> str | None:
     """
     resumed = db.session.scalar(sa.select(sa.func.count()).select_from(RunEvent).where(
         RunEvent.run_id == run.id, RunEvent.event_type == "woken")) or 0
-    stale = sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))
     since = run.heartbeat_at.isoformat() if run.heartbeat_at else "start"
     if resumed == 0:
-        claimed = db.session.execute(sa.update(AgentRun).where(
-            AgentRun.id == run.id, AgentRun.status == "running", stale).values(status="queued")
-            .execution_options(synchronize_session=False)).rowcount
-        if not claimed:
+        if not runs.claim(run.id, ("running",), "queued", stale_before=stale_before):
             db.session.rollback()
             return None
         runs.append_event(run.id, "woken", f"No heartbeat since {since}: the worker was lost mid-dispatch. "
@@ -377,10 +368,7 @@ def recover_lost(run: AgentRun, stale_before) -> str | None:
         jobs.forget(dispatch_job_id(run.id))  # the dead worker's job still reads "started"
         enqueue_dispatch(run.id)
         return "resumed"
-    claimed = db.session.execute(sa.update(AgentRun).where(
-        AgentRun.id == run.id, AgentRun.status == "running", stale).values(status="failed")
-        .execution_options(synchronize_session=False)).rowcount
-    if not claimed:
+    if not runs.claim(run.id, ("running",), "failed", stale_before=stale_before):
         db.session.rollback()
         return None
     db.session.refresh(run)
