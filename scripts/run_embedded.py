@@ -104,6 +104,7 @@ class Stack:
         self.env: dict[str, str] = {}
         self.owner_lines: list[str] = []
         self.socket_dir: Path | None = None  # a temp dir we made for a long socket path
+        self.demo_agents = None  # the scripted agents' loopback server (make demo)
         self.signals = 0
         self.supervising = False
         self.shutting_down = False
@@ -151,7 +152,7 @@ class Stack:
         self.owner_lines = [line for line in owner.splitlines() if line.strip()]
         if self.args.demo:
             self._flask("demo", "load")
-        if getattr(self, "demo_agents", None):
+        if self.demo_agents:
             journey = self._flask("demo", "journey", capture=True)
             # The scripted code agents work only on the demo's own repository, once it exists.
             self.demo_agents.code_stage = "Code-writing stage: on" in journey
@@ -311,7 +312,7 @@ class Stack:
             say("Log in with the owner account made on the first run; forgot the password? "
                 "`.venv/bin/flask --app app users set-password --email EMAIL`"
                 + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ else ""))
-        if getattr(self, "demo_agents", None):
+        if self.demo_agents:
             code = "the code being written and reviewed, " if self.demo_agents.code_stage else ""
             say("Demo: open the board, move \"Demo journey\" to Clarifying, answer the planner's questions, "
                 f"approve the plan, and watch {code}the pods, the analysis and the clean result arrive.")
@@ -350,6 +351,8 @@ class Stack:
             clean &= self._wait_or_kill("redis", REDIS_STOP_GRACE)
         if self.socket_dir:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.demo_agents:
+            self.demo_agents.stop()
         if self.children:
             say("Stopped." if clean else "Stopped (not every process ended cleanly; see above).")
         return clean

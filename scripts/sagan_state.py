@@ -97,10 +97,9 @@ def registry_choices(client: Client) -> list[str]:
         return FALLBACK_STATUSES
 
 
-def emit(data, as_json: bool) -> None:
-    if as_json:
-        json.dump(data, sys.stdout, indent=2, sort_keys=False)
-        sys.stdout.write("\n")
+def emit(data) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
 
 
 def summary_of(view: dict) -> str:
@@ -129,7 +128,7 @@ def summary_of(view: dict) -> str:
 def cmd_list(client: Client, args) -> int:
     data = client.request("GET", "/api/experiments", query={"status": args.status, "limit": args.limit})
     if args.json or not sys.stdout.isatty():
-        emit(data, True)
+        emit(data)
     else:
         for e in data["experiments"]:
             print(f"#{e['number']:<6} {e['status']:<24} {e['title'][:80]}")
@@ -140,7 +139,7 @@ def cmd_view(client: Client, args) -> int:
     data = client.request("GET", f"/api/experiments/{args.experiment}", query={"events": args.events})
     as_json = args.json or (not args.summary and not sys.stdout.isatty())
     if as_json:
-        emit(data, True)
+        emit(data)
     else:
         print(summary_of(data))
     return 0
@@ -208,7 +207,7 @@ def cmd_events(client: Client, args) -> int:
                           query={"event_type": args.type, "marker": args.marker, "since": args.since,
                                  "limit": args.limit, "before": args.before})
     if args.json or not sys.stdout.isatty():
-        emit(data, True)
+        emit(data)
     else:
         for ev in data["events"]:
             label = ev.get("marker") or ev["eventType"]
@@ -242,7 +241,7 @@ def cmd_runs(client: Client, args) -> int:
     data = client.request("GET", "/api/runs", query={"experiment": args.experiment, "status": args.status,
                                                      "limit": args.limit})
     if args.json or not sys.stdout.isatty():
-        emit(data, True)
+        emit(data)
     else:
         for r in data["runs"]:
             print(run_line(r))
@@ -254,7 +253,7 @@ def cmd_runs(client: Client, args) -> int:
 def cmd_run_show(client: Client, args) -> int:
     data = client.request("GET", f"/api/runs/{args.run_id}", query={"after": args.after, "limit": args.limit})
     if args.json or not sys.stdout.isatty():
-        emit(data, True)
+        emit(data)
         return 0
     r = data["run"]
     print(f"Run {r['id'][:8]}  {r['kind']}  {r['agent']}  {r['status']}")
@@ -287,7 +286,7 @@ def cmd_launch_pod(client: Client, args) -> int:
 def cmd_pods(client: Client, args) -> int:
     data = client.request("GET", f"/api/experiments/{args.experiment}/pods")
     if args.json or not sys.stdout.isatty():
-        emit(data, True)
+        emit(data)
         return 0
     for pod in data["pods"]:
         pct = "—" if pod["progressPct"] is None else f"{pod['progressPct']:g}%"
