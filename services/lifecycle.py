@@ -54,7 +54,7 @@ TRANSITIONS: list[Rule] = [
     # The orchestrator starting. Agents may make this move too: an orchestrator running
     # outside Sagan reports it through its token, as the old system's agents did.
     _rule(["approved"], ["implementing"], [SYSTEM, AGENT]),
-    _rule(["approved", "testing", "implementing"], ["gate_pending"], [SYSTEM], "notify_owner"),
+    _rule(["approved", "testing", "implementing"], ["gate_pending"], [SYSTEM]),
     _rule(["gate_pending"], ["approved"], [OWNER], "wake_orchestrator"),
     _rule(["implementing"], ["code_reviewing"], [AGENT]),
     _rule(["code_reviewing"], ["implementing"], [AGENT]),
@@ -65,7 +65,7 @@ TRANSITIONS: list[Rule] = [
     _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
     _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
     _rule(["verifying"], ["interpreting"], [AGENT]),
-    _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM], "notify_owner"),
+    _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM]),
     _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
     _rule(["clean_result_drafting"], ["awaiting_promotion"], [AGENT], "request_promotion"),
     _rule(["awaiting_promotion", "reviewing"], ["followups_running"], [OWNER, AGENT], "propose_follow_ups"),
@@ -73,8 +73,7 @@ TRANSITIONS: list[Rule] = [
     _rule(["awaiting_promotion"], ["shared", "completed"], [OWNER], "promote"),
     _rule(["awaiting_promotion", "reviewing"], ["clean_result_drafting", "planning"], [OWNER],
           note_required=True),
-    _rule(ANY_NON_TERMINAL - {"blocked"}, ["blocked"], [OWNER, AGENT, SYSTEM], "notify_owner",
-          note_required=True),
+    _rule(ANY_NON_TERMINAL - {"blocked"}, ["blocked"], [OWNER, AGENT, SYSTEM], note_required=True),
     _rule(["blocked"], [RETURN_FROM_BLOCK, "planning", "plan_pending", "approved"], [OWNER]),
     _rule(ANY_NON_TERMINAL, ["cancelled", "archived", "done_experiment", "done_impl"], [OWNER],
           "stop_active_work", note_required=True),
@@ -248,7 +247,7 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
     effects = []
     if rule and rule.side_effect:
         effects.append(SideEffect(rule.side_effect, experiment.id, actor, {**event_metadata, "note": note}))
-    if to in registry.OWNER_TURN_STATUSES and not any(e.name == "notify_owner" for e in effects):
+    if to in registry.OWNER_TURN_STATUSES:
         # Whatever made the move, entering an owner turn tells the owner (SPEC §8.7).
         effects.append(SideEffect("notify_owner", experiment.id, actor, {"status": to}))
     return effects
