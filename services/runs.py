@@ -138,6 +138,22 @@ def latest_events(run_id, limit: int = 200) -> list[RunEvent]:
     return rows[::-1]
 
 
+def latest_events_of(run_ids, limit: int) -> dict:
+    """run id → its last `limit` events, oldest first, for many runs in one query (the run
+    page's sub-agents: a window per run, not a query per run)."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    ranked = sa.select(RunEvent.id, sa.func.row_number().over(
+        partition_by=RunEvent.run_id, order_by=RunEvent.seq.desc()).label("rank")).where(
+        RunEvent.run_id.in_(ids)).subquery()
+    found: dict = {run_id: [] for run_id in ids}
+    for event in db.session.scalars(sa.select(RunEvent).join(ranked, RunEvent.id == ranked.c.id)
+                                    .where(ranked.c.rank <= limit).order_by(RunEvent.run_id, RunEvent.seq)):
+        found[event.run_id].append(event)
+    return found
+
+
 def events_before(run_id, before: int, limit: int = 200) -> list[RunEvent]:
     """Older events for "show earlier", oldest first."""
     rows = list(db.session.scalars(

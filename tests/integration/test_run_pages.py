@@ -161,6 +161,27 @@ def test_child_run_shows_follow_up_badge_and_parent_lists_its_events(app, client
     assert "dispatching 2 pod(s)" in group and "category-tools" in group
 
 
+def test_parent_page_costs_the_same_queries_for_one_or_four_sub_agents(app, client, owner, make_experiment):
+    """Are the sub-agents' latest events read in one query (not one per child), and does each
+    child show its own latest events only?"""
+    from blueprints.runs import CHILD_EVENTS
+    number = make_experiment()
+    parent_id = make_run(app, number, status="waiting")
+    make_run(app, number, agent="code-reviewer", parent_run_id=uuid.UUID(parent_id),
+             events=[("assistant_text", f"one-{i}", None) for i in range(CHILD_EVENTS + 2)])
+    client.get(f"/runs/{parent_id}")
+    with counting_queries(app) as one:
+        page = text(client.get(f"/runs/{parent_id}"))
+    assert "one-0<" not in page and "one-1<" not in page and f"one-{CHILD_EVENTS + 1}" in page
+    for i in range(3):
+        make_run(app, number, agent="code-plan-reviewer", parent_run_id=uuid.UUID(parent_id),
+                 events=[("assistant_text", f"child {i}", None)])
+    with counting_queries(app) as four:
+        page = text(client.get(f"/runs/{parent_id}"))
+    assert all(f"child {i}" in page for i in range(3))
+    assert len(four) == len(one), (len(one), len(four))
+
+
 def test_plan_the_run_wrote_is_shown_escaped(app, client, owner, make_experiment):
     """Is the run's own plan shown (not the experiment's), as escaped text?"""
     run_id = make_run(app, make_experiment(), plan_md="# Plan\n\n<script>alert(1)</script> run the sweep")
