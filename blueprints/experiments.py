@@ -4,7 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from blueprints import access
-from blueprints._htmx import render
+from blueprints._htmx import is_fragment_request, render
 from models import db
 from services import approvals, code_view, events, experiments, lifecycle, markers, questions, registry
 from services.dispatch import view as pod_view
@@ -104,24 +104,40 @@ def timeline(number: int):
                   **_detail_context(experiment, timeline=page))
 
 
+def _move(number: int, *, override: bool):
+    """A status move from the page (`override`: the owner's explicit override, note required).
+    Refusals are shown next to the control; an htmx swap gets the status panel only."""
+    experiment = experiments.get_experiment(number)
+    error_key = "override_error" if override else "status_error"
+    try:
+        effects = lifecycle.transition(
+            experiment, request.form.get("to", ""), access.actor(), note=request.form.get("note"),
+            override=override, expected_status=request.form.get("expected") or None)
+    except SaganError as exc:
+        db.session.rollback()
+        return _status_response(experiments.get_experiment(number), **{error_key: exc.message})
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return _status_response(experiment, headers={"HX-Trigger": "pipeline-changed"})
+
+
+def _status_response(experiment, headers: dict | None = None, **extra):
+    """The status panel for a swap (what `_status.html` needs, not the whole page's context),
+    or the whole page without JavaScript."""
+    if is_fragment_request():
+        context = {"experiment": experiment, "moves": lifecycle.allowed_moves(experiment, "owner"),
+                   "timeline": events.timeline(experiment, limit=current_app.config["TIMELINE_PAGE_SIZE"]),
+                   "status_error": None, "override_error": None, **extra}
+    else:
+        context = _detail_context(experiment, **extra)
+    return render("experiments/detail.html", "experiments/_status.html", headers=headers, **context)
+
+
 @bp.post("/experiments/<int:number>/status")
 @access.owner
 def change_status(number: int):
-    """Move the experiment from its page; refusals are shown next to the control."""
-    experiment = experiments.get_experiment(number)
-    try:
-        effects = lifecycle.transition(
-            experiment, request.form.get("to", ""), access.actor(),
-            note=request.form.get("note"), expected_status=request.form.get("expected") or None)
-    except SaganError as exc:
-        db.session.rollback()
-        experiment = experiments.get_experiment(number)
-        return render("experiments/detail.html", "experiments/_status.html",
-                      **_detail_context(experiment, status_error=exc.message))
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return render("experiments/detail.html", "experiments/_status.html",
-                  headers={"HX-Trigger": "pipeline-changed"}, **_detail_context(experiment))
+    """Move the experiment from its page."""
+    return _move(number, override=False)
 
 
 @bp.post("/experiments/<int:number>/edit")
@@ -187,17 +203,4 @@ def answer_questions(number: int):
 @access.owner
 def override_status(number: int):
     """The owner's explicit override: any status, with a required note, recorded as such."""
-    experiment = experiments.get_experiment(number)
-    try:
-        effects = lifecycle.transition(
-            experiment, request.form.get("to", ""), access.actor(), note=request.form.get("note"),
-            override=True, expected_status=request.form.get("expected") or None)
-    except SaganError as exc:
-        db.session.rollback()
-        experiment = experiments.get_experiment(number)
-        return render("experiments/detail.html", "experiments/_status.html",
-                      **_detail_context(experiment, override_error=exc.message))
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return render("experiments/detail.html", "experiments/_status.html",
-                  headers={"HX-Trigger": "pipeline-changed"}, **_detail_context(experiment))
+    return _move(number, override=True)
