@@ -16,6 +16,16 @@ def experiment_spend(experiment_id) -> float:
     return float(total or 0)
 
 
+def spend_by_experiment(experiment_ids) -> dict:
+    """Experiment id → USD spent by its pods, for many experiments in one query."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0))
+                              .where(Pod.experiment_id.in_(ids)).group_by(Pod.experiment_id))
+    return {experiment_id: float(total or 0) for experiment_id, total in rows}
+
+
 def spend_today() -> float:
     """USD spent today (UTC) across all experiments, for the optional daily cap.
 

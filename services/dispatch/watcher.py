@@ -273,9 +273,13 @@ def _enforce_caps(now) -> None:
         by_experiment.setdefault(pod.experiment_id, []).append(pod)
     daily = settings.get("daily_cap_usd")
     over_daily = bool(daily) and spend.spend_today() >= float(daily)
+    # Two queries for every experiment with live pods together, not two per experiment.
+    spent_by = spend.spend_by_experiment(by_experiment)
+    experiments_by = {e.id: e for e in db.session.scalars(sa.select(Experiment).where(
+        Experiment.id.in_(list(by_experiment))))} if by_experiment else {}
     for experiment_id, pods in by_experiment.items():
-        experiment = db.session.get(Experiment, experiment_id)
-        spent = spend.experiment_spend(experiment_id)
+        experiment = experiments_by[experiment_id]
+        spent = spent_by.get(experiment_id, 0.0)
         cap = experiment.cost_cap_usd
         if (cap is not None and spent >= cap) or over_daily:
             for pod in pods:
@@ -300,11 +304,15 @@ def orphan_sweep() -> list[str]:
             listed = backend.list_all("sagan-")
         except BackendError:
             continue  # an account without a key, or local pods off
-        for provider_pod in listed:
-            if provider_pod.status in ("EXITED", "TERMINATED"):
-                continue
-            row = db.session.scalar(sa.select(Pod).where(sa.or_(Pod.provider_pod_id == provider_pod.id,
-                                                                Pod.name == provider_pod.name)))
+        live = [p for p in listed if p.status not in ("EXITED", "TERMINATED")]
+        # The rows of every listed pod in one query (by provider id, or by name for a pod whose
+        # create call never answered), not one query per listed pod.
+        known = list(db.session.scalars(sa.select(Pod).where(sa.or_(
+            Pod.provider_pod_id.in_([p.id for p in live]), Pod.name.in_([p.name for p in live]))))) if live else []
+        by_id = {r.provider_pod_id: r for r in known if r.provider_pod_id}
+        by_name = {r.name: r for r in known}
+        for provider_pod in live:
+            row = by_id.get(provider_pod.id) or by_name.get(provider_pod.name)
             if row is not None and row.status in ("deploying", "running", "retrying", "exited", "stop_requested"):
                 continue
             try:
