@@ -469,11 +469,19 @@ def stop_pod(pod: Pod, reason: str, *, actor: Actor | None = None) -> None:
 
 def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,
           block_note: str | None = None) -> str:
-    for pod in created:
-        stop_pod(pod, "failure")
+    """The saga could not finish: the pods it made are stopped and the dispatch fails."""
     runs.append_event(run.id, "deploy_failed", message[:4000], {"reason": reason})
+    return fail_dispatch(run, reason, message, stop=created, block_note=block_note)
+
+
+def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_note: str | None = None) -> str:
+    """End a dispatch run as failed, from the saga or the watcher alike: stop the pods in `stop`
+    (volumes kept), let recovery decide (one recovery, or a blocker — a partial dispatch blocks
+    with its exact `block_note` and is never recovered), commit, run the effects, and wake the
+    run waiting on this dispatch."""
     from services import recovery
-    # A partial dispatch blocks with its exact note and is never recovered automatically.
+    for pod in stop:
+        stop_pod(pod, "failure")
     outcome = recovery.fail(run, reason, message, block_note=block_note)
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)

@@ -207,18 +207,9 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
 
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
                    block_note: str | None = None, stop_all: bool = False) -> None:
-    from services import recovery
-    from services.dispatch.provisioner import stop_pod
-    if stop_all:
-        for pod in _pods_of(run.id):
-            if pod.status in ("deploying", "running", "retrying"):
-                stop_pod(pod, "failure")
-    outcome = recovery.fail(run, reason, message, block_note=block_note)
-    db.session.commit()
-    lifecycle.run_side_effects(outcome.effects)
-    if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
-        wake_parent_if_ready(run.parent_run_id)
+    from services.dispatch.provisioner import fail_dispatch
+    live = [p for p in _pods_of(run.id) if p.status in ("deploying", "running", "retrying")] if stop_all else []
+    fail_dispatch(run, reason, message, stop=live, block_note=block_note)
 
 
 # --- immediate reactions to a progress post ----------------------------------------------------------
