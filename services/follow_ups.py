@@ -14,7 +14,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, WorkflowEvent, db
-from services import events, experiments, jobs, lifecycle, runs
+from services import events, experiments, jobs, lifecycle, registry, runs
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, ValidationError
@@ -26,7 +26,7 @@ PROPOSER_REQUEST = ("Propose the follow-up experiments this result suggests (at 
 # How long an entry into followups_running may go without a proposer run before the scheduler
 # takes it back (the hook that queues the run runs just after the move commits).
 START_GRACE = timedelta(seconds=60)
-ACTIVE = ("queued", "running", "waiting")
+ACTIVE = registry.RUN_ACTIVE_STATUSES
 
 
 def create_follow_up(parent: Experiment, data: dict, actor: Actor, *, auto_approve: bool = False) -> Experiment:

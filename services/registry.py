@@ -144,6 +144,8 @@ RUN_STATUSES = [
     "completed", "failed", "cancelled", "blocked",
 ]
 RUN_TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "blocked"})
+# Runs still doing (or waiting to do) their work.
+RUN_ACTIVE_STATUSES = ("queued", "running", "waiting")
 
 # Failure reasons (SPEC §7): code → human message. Recoverability lives with recovery.
 FAILURE_REASONS: dict[str, str] = {
@@ -174,6 +176,8 @@ POD_STATUSES = [
     "terminated", "retrying", "vanished", "failed",
 ]
 POD_ACTIVE_STATUSES = frozenset({"deploying", "running", "retrying", "stop_requested"})
+# Pods that are up or coming up: what a stop, a cap or a cancel has to stop.
+POD_LIVE_STATUSES = ("deploying", "running", "retrying")
 POD_STOP_REASONS = ["owner", "orphan", "failure", "cost_cap", "completed"]
 CLOUD_TYPES = ["SECURE", "COMMUNITY"]
 

@@ -48,7 +48,7 @@ RECONCILE_MARKER = "epm:code-review-reconcile"
 TEST_MARKER = "epm:test-verdict"
 MAX_ROUNDS = registry.REVIEW_MAX_ROUNDS
 ATTEMPTS = 2  # a sub-agent that ends twice without its marker blocks the experiment
-ACTIVE = ("queued", "running", "waiting")
+ACTIVE = registry.RUN_ACTIVE_STATUSES
 SERIOUS = ("blocked_needs_user_decision", "fail_not_worth_continuing")
 CODE_STATUSES = ("approved", "implementing", "code_reviewing", "testing")
 

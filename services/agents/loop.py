@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, RunEvent, WorkflowEvent, db
-from services import jobs, lifecycle, recovery, runs
+from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
 from services.agents import loader, tools
 from services.clock import utcnow
@@ -33,7 +33,7 @@ MAX_TOKENS = 8192
 # models as JSON {"model": [in, out]}. A model without a price records its tokens and a
 # cost of 0 with `price_unknown` in the run's sdk_result event, never a guess.
 MODEL_PRICES = {"claude-sonnet-5-5": (3.0, 15.0), "claude-haiku-5-5": (1.0, 5.0)}
-ACTIVE = ("queued", "running", "waiting")
+ACTIVE = registry.RUN_ACTIVE_STATUSES
 
 
 class ShutdownRequested(Exception):

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, db
-from services import events, jobs, lifecycle, runs
+from services import events, jobs, lifecycle, registry, runs
 from services.actors import Actor
 from services.agents import loader
 
@@ -36,7 +36,7 @@ def agents_enabled() -> bool:
 def active_run(experiment_id, kind: str) -> AgentRun | None:
     return db.session.scalar(sa.select(AgentRun).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == kind,
-        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(("queued", "running", "waiting"))).limit(1))
+        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES)).limit(1))
 
 
 def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> AgentRun | None:
@@ -121,7 +121,7 @@ def _hook_stop_active_work(experiment_id, actor, metadata):
     from models import Pod
     from services.dispatch.provisioner import stop_pod
     for pod in db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id,
-                                                      Pod.status.in_(("deploying", "running", "retrying")))):
+                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
         stop_pod(pod, "owner", actor=actor)
     for run in active:
         if run.status == "running":
@@ -147,10 +147,10 @@ def _hook_stop_run_pods(experiment_id, actor, metadata):
     run_id = uuid_lib.UUID(metadata["run_id"])
     owned = [run_id] + [c.id for c in db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run_id))]
     for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id.in_(owned),
-                                                      Pod.status.in_(("deploying", "running", "retrying")))):
+                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
         stop_pod(pod, "owner", actor=actor)
     for dispatch in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(owned), AgentRun.kind == "experiment",
-                                                                AgentRun.status.in_(("queued", "running", "waiting")))):
+                                                                AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES))):
         runs.set_status(dispatch, "cancelled", reason="cancelled_by_owner", error="Run cancelled by owner")
     db.session.commit()
 

@@ -304,7 +304,7 @@ def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
     from models import Pod
     from services.dispatch.provisioner import stop_pod
     live = list(db.session.scalars(sa.select(Pod).where(
-        Pod.experiment_id == ctx.need_experiment().id, Pod.status.in_(("deploying", "running", "retrying")))))
+        Pod.experiment_id == ctx.need_experiment().id, Pod.status.in_(registry.POD_LIVE_STATUSES))))
     for pod in live:
         stop_pod(pod, "failure", actor=ctx.actor)
     return ToolResult(f"Stopped {len(live)} pod(s); volumes kept." if live else "No pods are running.")

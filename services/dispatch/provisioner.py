@@ -22,7 +22,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, RunEvent, db
-from services import events, jobs, lifecycle, runs, settings
+from services import events, jobs, lifecycle, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import spec as specs
@@ -37,7 +37,7 @@ BOOTSTRAP = Path(__file__).resolve().parents[2] / "scripts" / "pod_bootstrap.sh"
 PARTIAL_NOTE = ("Partial RunPod dispatch: {up}/{total} pods came up. Survivors were stopped because the plan "
                 "was designed around {total} partitions and proceeding with fewer would corrupt the result. "
                 "Re-approve the plan to retry.")
-ACTIVE_DISPATCH = ("queued", "running", "waiting")
+ACTIVE_DISPATCH = registry.RUN_ACTIVE_STATUSES
 PROVISIONER = "provisioner"
 
 # Injectable so tests wait out the listing lag on the fake provider's clock, not in real time.

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import lifecycle, runs, spend
+from services import lifecycle, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.backends.base import BackendError, backend_for
@@ -208,7 +208,7 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
                    block_note: str | None = None, stop_all: bool = False) -> None:
     from services.dispatch.provisioner import fail_dispatch
-    live = [p for p in _pods_of(run.id) if p.status in ("deploying", "running", "retrying")] if stop_all else []
+    live = [p for p in _pods_of(run.id) if p.status in registry.POD_LIVE_STATUSES] if stop_all else []
     fail_dispatch(run, reason, message, stop=live, block_note=block_note)
 
 
@@ -258,7 +258,7 @@ def _enforce_caps(now) -> None:
     """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""
     from services import settings
     from services.dispatch.provisioner import stop_pod
-    live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(("deploying", "running", "retrying")))))
+    live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(registry.POD_LIVE_STATUSES))))
     by_experiment: dict = {}
     for pod in live:
         by_experiment.setdefault(pod.experiment_id, []).append(pod)
