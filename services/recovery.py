@@ -45,10 +45,8 @@ Previous run transcript:
 def original_request(run: AgentRun) -> str:
     """The request a chain started from (a recovery's request embeds it)."""
     text = run.request or ""
-    if text.startswith(RECOVERY_MARKER) and "\nOriginal request:\n" in text:
-        after = text.split("\nOriginal request:\n", 1)[1]
-        return after.split("\n\nFailure or crash reason:\n", 1)[0]
-    return text
+    parts = split_recovery_request(text)
+    return parts["original"] if parts and "\nOriginal request:\n" in text else text
 
 
 def split_recovery_request(text: str) -> dict | None:

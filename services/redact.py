@@ -13,7 +13,7 @@ from typing import Any
 REDACTED = "[REDACTED]"
 
 # Environment variables whose values are secrets wherever they appear.
-_SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
+SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
 _SECRET_ENV_NAMES = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 
@@ -45,7 +45,7 @@ def configured_secret_values() -> list[str]:
     for name, value in os.environ.items():
         if not value or len(value) < _MIN_SECRET_LEN:
             continue
-        if name in _SECRET_ENV_NAMES or name.endswith(_SECRET_ENV_SUFFIXES):
+        if name in _SECRET_ENV_NAMES or name.endswith(SECRET_ENV_SUFFIXES):
             values.add(value)
     return sorted(values, key=len, reverse=True)
 

@@ -289,7 +289,7 @@ def _enforce_caps(now) -> None:
 def orphan_sweep() -> list[str]:
     """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan)."""
     stopped = []
-    for account in ("team", "personal", "local"):
+    for account in registry.RUNPOD_ACCOUNTS:
         try:
             backend = backend_for(account)
             listed = backend.list_all("sagan-")

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from services import registry
 
 PROVIDER_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
-ACCOUNTS = ("team", "personal", "local")
+ACCOUNTS = tuple(registry.RUNPOD_ACCOUNTS)
 
 
 @dataclass

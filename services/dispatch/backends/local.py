@@ -36,12 +36,12 @@ from pathlib import Path
 import psutil
 
 from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
+from services.redact import SECRET_ENV_SUFFIXES
 
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "scripts" / "pod_bootstrap.sh"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 _ALLOWED_PREFIXES = ("LC_", "PYTHON")
-_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Pods this process started, by directory, so their exits are collected here (a long-lived
 # worker would otherwise keep zombies, which look alive to a pid check).
@@ -53,7 +53,7 @@ def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir
     env = {}
     for name, value in parent.items():
         allowed = name in _ALLOWED_ENV or name.startswith(_ALLOWED_PREFIXES)
-        if allowed and not name.endswith(_SECRET_SUFFIXES):
+        if allowed and not name.endswith(SECRET_ENV_SUFFIXES):
             env[name] = value
     env.setdefault("PATH", _DEFAULT_PATH)
     env["HOME"] = str(workdir)

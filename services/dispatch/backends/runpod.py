@@ -30,7 +30,6 @@ _CAPACITY = re.compile(
     r"|not (?:have )?enough (?:free )?gpus|insufficient capacity|out of capacity|no capacity"
     r"|zero gpu pods|could not find any pods with required specifications", re.IGNORECASE)
 _RESET = re.compile(r"(?:\breset\s*=\s*|;\s*t\s*=\s*)(\d+(?:\.\d+)?)", re.IGNORECASE)
-_STOPPED = ("EXITED", "ERROR", "TERMINATED")
 
 
 class RunPodBackend:
@@ -101,7 +100,7 @@ class RunPodBackend:
         if response.status_code == 409:
             # Not stoppable: fine if it is already down (stop is asked again after restarts).
             pod = self.get(pod_id)
-            if pod is None or pod.status in _STOPPED:
+            if pod is None or pod.finished:
                 return pod
             raise self._error(response, "POST", "/action stop")
         return self._pod(response)
