@@ -206,9 +206,25 @@ def _plan_version(approval: ApprovalRequest) -> PlanVersion:
     return plan_version
 
 
-def _resolve_approved(experiment, approval, plan_version, actor, *, answers, note, metadata=None):
-    _claim(approval, "approved", actor, note)
+def _take(approval: ApprovalRequest, status: str, actor: Actor, note: str | None, answers: dict) -> None:
+    """The first half of every decision: claim the request (compare-and-set), keep the answers,
+    and close the plan run that waited on it."""
+    _claim(approval, status, actor, note)
     approval.answers = answers
+    _close_plan_run(approval)
+
+
+def _record_decision(experiment: Experiment, approval: ApprovalRequest, decision: str, actor: Actor,
+                     note: str | None, answers: dict) -> None:
+    """The second half, after the experiment's move: the decision and the textbox answers on the timeline."""
+    events.record(experiment, "approval_resolved", actor, note=note,
+                  metadata={"approval_request_id": str(approval.id), "decision": decision})
+    if answers:
+        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+
+
+def _resolve_approved(experiment, approval, plan_version, actor, *, answers, note, metadata=None):
+    _take(approval, "approved", actor, note, answers)
     plan_json = plan_version.plan_json
     # The approved spec is stored from the approved version, in this transaction (SPEC §4.2).
     experiment.pod_spec = plan_json.get("spec")
@@ -220,11 +236,7 @@ def _resolve_approved(experiment, approval, plan_version, actor, *, answers, not
     effects = lifecycle.transition(experiment, "approved", actor, note=note,
                                    metadata={"approval_request_id": str(approval.id),
                                              "plan_version": plan_version.version, **(metadata or {})})
-    events.record(experiment, "approval_resolved", actor, note=note,
-                  metadata={"approval_request_id": str(approval.id), "decision": "approved"})
-    if answers:
-        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
-    _close_plan_run(approval)
+    _record_decision(experiment, approval, "approved", actor, note, answers)
     # The orchestrator starts in this same transaction: the experiment ends at
     # `implementing`, never showing `approved` while its orchestrator already works.
     from services.agents.orchestration import begin_orchestrator
@@ -267,17 +279,13 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
 
 def acknowledge_blocker(experiment, approval, plan_version, actor, answers, note) -> list:
     """A blocker plan: record the answers, resolve, and block with the plan's reason."""
-    _claim(approval, "approved", actor, (note or "Blocker acknowledged.").strip())
-    approval.answers = answers
-    _close_plan_run(approval)
+    _take(approval, "approved", actor, (note or "Blocker acknowledged.").strip(), answers)
     reason = _blocker_reason(plan_version.plan_json)
     effects = lifecycle.transition(experiment, "blocked", actor,
                                    note=f"Blocker plan v{plan_version.version} acknowledged: {reason}"[:1900],
                                    metadata={"approval_request_id": str(approval.id), "blocker": True})
-    events.record(experiment, "approval_resolved", actor, note="Blocker acknowledged; nothing dispatched.",
-                  metadata={"approval_request_id": str(approval.id), "decision": "acknowledged"})
-    if answers:
-        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+    _record_decision(experiment, approval, "acknowledged", actor, "Blocker acknowledged; nothing dispatched.",
+                     answers)
     return effects
 
 
@@ -297,15 +305,10 @@ def reject(approval: ApprovalRequest, actor: Actor, *, note: str, answers=None) 
     experiment = db.session.get(Experiment, approval.experiment_id)
     plan_json = _plan_version(approval).plan_json
     answers = clean_answers(plan_json, answers)
-    _claim(approval, "rejected", actor, note)
-    approval.answers = answers
-    _close_plan_run(approval)
+    _take(approval, "rejected", actor, note, answers)
     effects = lifecycle.transition(experiment, approval.rejected_state or "planning", actor, note=note,
                                    metadata={"approval_request_id": str(approval.id)})
-    events.record(experiment, "approval_resolved", actor, note=note,
-                  metadata={"approval_request_id": str(approval.id), "decision": "rejected"})
-    if answers:
-        markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
+    _record_decision(experiment, approval, "rejected", actor, note, answers)
     return effects
 
 
