@@ -333,15 +333,7 @@ def _adopt(run: AgentRun, attempts: list[Pod]) -> Pod | None:
                 pod.last_error = "The worker stopped during the create call; the provider has no pod of this name."
                 db.session.commit()
                 continue
-            made = found[0]
-            pod.provider_pod_id = made.id
-            pod.status = "running" if made.status == "RUNNING" else "deploying"
-            pod.cost_per_hr = made.cost_per_hr or None
-            pod.last_started_at = utcnow()
-            runs.append_event(run.id, "deploy_pod_started", str(pod.id),
-                              {"pod": pod.name, "provider_pod_id": made.id, "gpu": pod.gpu_type_id,
-                               "account": pod.account, "cloud": pod.cloud_type, "found_after_restart": True})
-            db.session.commit()
+            _mark_created(run, pod, found[0], gpu=pod.gpu_type_id, found_after_restart=True)
             return pod
     return None
 
@@ -432,16 +424,21 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                 if exc.reason in ("provider_auth", "spec_invalid"):
                     return None, last  # retrying elsewhere will not fix credentials or a bad request
                 continue
-        pod.provider_pod_id = made.id
-        pod.status = "running" if made.status == "RUNNING" else "deploying"
-        pod.cost_per_hr = made.cost_per_hr or None
-        pod.last_started_at = utcnow()
-        runs.append_event(run.id, "deploy_pod_started", str(pod.id),
-                          {"pod": name, "provider_pod_id": made.id, "gpu": candidate.gpu.short,
-                           "account": candidate.account, "cloud": candidate.cloud})
-        db.session.commit()
+        _mark_created(run, pod, made, gpu=candidate.gpu.short)
         return pod, None
     return None, last
+
+
+def _mark_created(run: AgentRun, pod: Pod, made, *, gpu: str, **extra) -> None:
+    """The provider has the pod (`made`): record its id, status and price, and say so on the run."""
+    pod.provider_pod_id = made.id
+    pod.status = "running" if made.status == "RUNNING" else "deploying"
+    pod.cost_per_hr = made.cost_per_hr or None
+    pod.last_started_at = utcnow()
+    runs.append_event(run.id, "deploy_pod_started", str(pod.id),
+                      {"pod": pod.name, "provider_pod_id": made.id, "gpu": gpu, "account": pod.account,
+                       "cloud": pod.cloud_type, **extra})
+    db.session.commit()
 
 
 def stop_pod(pod: Pod, reason: str, *, actor: Actor | None = None) -> None:
