@@ -116,27 +116,36 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
         shutil.rmtree(pods_dir, ignore_errors=True)
 
 
-def test_partial_dispatch_stops_survivors_and_blocks_without_retry(app, fake_anthropic, fake_runpod, worker,
-                                                                   make_experiment, monkeypatch):
-    """The orchestrator launches a two-pod spec; pod 2 has no capacity anywhere: the survivor is
-    stopped, the experiment is blocked with the exact note, and nothing is retried."""
+def _two_pods_approved(app, fake_anthropic, fake_runpod, make_experiment, monkeypatch, second_gpu: str,
+                       title: str) -> int:
+    """A two-pod spec (an A100, then `second_gpu`) approved on the team account, with an
+    orchestrator scripted to launch the pods and wait; the experiment's number."""
     from services.dispatch import provisioner
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
-    fake_runpod.no_capacity("NVIDIA H100 80GB HBM3")
     pod = {"gpuCount": 1, "volumeGb": 10, "containerDiskGb": 10, "cloudType": "SECURE", "estimatedMinutes": 60,
            "dockerArgs": "bash -lc 'python train.py'"}
-    spec = [{"name": "a", "gpuType": "A100", **pod}, {"name": "b", "gpuType": "H100", **pod}]
+    spec = [{"name": "a", "gpuType": "A100", **pod}, {"name": "b", "gpuType": second_gpu, **pod}]
     agents = Agents(app)
     fake_anthropic.default = agents
     agents.script("experiment-orchestrator", _tool("launch_pods"), _tool("wait_for_pods"),
                   reply(text("should never be asked")))
-    number = make_experiment("Four partitions, two shown", status="planning", runpod_account="team")
+    number = make_experiment(title, status="planning", runpod_account="team")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
         effects = approvals.approve(submission.approval, Actor("owner"))
         db.session.commit()
         lifecycle.run_side_effects(effects)
+    return number
+
+
+def test_partial_dispatch_stops_survivors_and_blocks_without_retry(app, fake_anthropic, fake_runpod, worker,
+                                                                   make_experiment, monkeypatch):
+    """The orchestrator launches a two-pod spec; pod 2 has no capacity anywhere: the survivor is
+    stopped, the experiment is blocked with the exact note, and nothing is retried."""
+    fake_runpod.no_capacity("NVIDIA H100 80GB HBM3")
+    number = _two_pods_approved(app, fake_anthropic, fake_runpod, make_experiment, monkeypatch, "H100",
+                                "Four partitions, two shown")
     for _ in range(4):
         worker()
     with app.app_context():
@@ -160,22 +169,8 @@ def test_a_pod_that_never_starts_is_a_partial_dispatch(app, fake_anthropic, fake
     """Both pods are created but one is still provisioning at the start deadline: the survivor is
     stopped, the experiment is blocked with the partial-dispatch note, and nothing is retried
     (SPEC §6.4.3) — the same as a pod that could not be created at all."""
-    from services.dispatch import provisioner
-    monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
-    pod = {"gpuCount": 1, "volumeGb": 10, "containerDiskGb": 10, "cloudType": "SECURE", "estimatedMinutes": 60,
-           "dockerArgs": "bash -lc 'python train.py'"}
-    spec = [{"name": "a", "gpuType": "A100", **pod}, {"name": "b", "gpuType": "A100", **pod}]
-    agents = Agents(app)
-    fake_anthropic.default = agents
-    agents.script("experiment-orchestrator", _tool("launch_pods"), _tool("wait_for_pods"),
-                  reply(text("should never be asked")))
-    number = make_experiment("Two partitions, one slow", status="planning", runpod_account="team")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
-        effects = approvals.approve(submission.approval, Actor("owner"))
-        db.session.commit()
-        lifecycle.run_side_effects(effects)
+    number = _two_pods_approved(app, fake_anthropic, fake_runpod, make_experiment, monkeypatch, "A100",
+                                "Two partitions, one slow")
     for _ in range(3):
         worker()
     with app.app_context():
