@@ -11,6 +11,7 @@ from htmx_flask import Htmx
 
 from config import INSTANCE_DIR, Config
 from models import db
+from services.agents import model_api
 
 login_manager = LoginManager()
 csrf = CSRFProtect()
@@ -26,6 +27,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     elif isinstance(config, type):
         config = config()
     app.config.from_object(config)
+    # A malformed price must stop start-up, not price every run at $0.00 (docs/agent-loop.md).
+    model_api.validate_price_overrides(app.config.get("SAGAN_MODEL_PRICES") or {})
     # CSRF is checked by the access layer, which knows when a request carries a bearer
     # token instead of a session (blueprints/access.py); every other state change is checked.
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False

@@ -129,6 +129,9 @@ class Config:
     ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
     SAGAN_AGENT_MODEL = os.environ.get("SAGAN_AGENT_MODEL", "")
     SAGAN_MODEL_PRICES = json.loads(os.environ.get("SAGAN_MODEL_PRICES") or "{}")
+    # Tool results kept whole in an agent's context, in characters; older ones beyond it
+    # are replaced by a one-line stub (docs/agent-loop.md).
+    AGENT_TOOL_RESULT_BUDGET_CHARS = _env_int("SAGAN_AGENT_TOOL_RESULT_BUDGET_CHARS", 400_000)
     SAGAN_AUTO_APPROVE_MAX_USD = _env_float("SAGAN_AUTO_APPROVE_MAX_USD", 50.0)
 
     # --- pods (SPEC §6) ------------------------------------------------------------

@@ -48,7 +48,18 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
-SHOWN_METADATA = {"tool", "input", "is_error", "truncated_from"}  # the event row shows these itself
+@bp.app_template_filter("run_cost")
+def run_cost(value) -> str:
+    """An agent run's cost: "price unknown" for an unpriced model, and cents' fractions
+    kept (a cached call costs less than a cent, which is not $0.00)."""
+    if value is None:
+        return "price unknown"
+    if 0 < value < 0.01:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
+
+
+SHOWN_METADATA = {"tool", "input", "is_error", "truncated_from", "thinking"}  # the event row shows these itself
 
 
 @bp.app_template_filter("extra_metadata")

@@ -52,7 +52,12 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     failure_reason: Mapped[str | None] = mapped_column(sa.String(32))
     input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
     output_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)
-    cost_usd: Mapped[float] = mapped_column(sa.Numeric(12, 4, asdecimal=False), default=0)
+    # Prompt-cache tokens, apart from input_tokens (the API reports them apart and prices
+    # them apart: a cache write costs more than input, a read a tenth of it).
+    cache_creation_input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
+    cache_read_input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
+    # USD at the model's published price; NULL when the model has no price ("price unknown").
+    cost_usd: Mapped[float | None] = mapped_column(sa.Numeric(14, 6, asdecimal=False), default=0)
     turns: Mapped[int] = mapped_column(default=0)
     # The last seq handed out, so appending an event is one UPDATE … RETURNING.
     last_seq: Mapped[int] = mapped_column(sa.BigInteger, default=0)

@@ -9,6 +9,11 @@ The script reads only what the agent is sent (its system prompt, the brief, tool
 the same way a model would, so the product code paths are the real ones. Which agent is
 asking is told by its system prompt, exactly as the definitions in agents/ have it.
 
+It answers through the test suite's faithful fake of the Messages API
+(tests/fakes/anthropic_server.py), so the demo gets what the real API sends: streamed
+replies, thinking blocks with signatures that must come back unchanged, narration between
+tool calls inside the thinking, prompt-cache usage, and 400s for anything the API refuses.
+
 With `code_stage` on (`make demo` turns it on when services.demo_repo could set up its tiny
 research repository), the orchestrator drives the code loop with `code_step`: the
 implementer fixes the repository's bug, the code reviewer asks for one targeted fix in
@@ -19,13 +24,10 @@ orchestrator dispatches a self-contained script straight away.
 from __future__ import annotations
 
 import base64
-import itertools
 import json
 import re
 import sys
-import threading
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,9 +35,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from services import demo_repo  # noqa: E402
+from tests.fakes import anthropic_server  # noqa: E402
 
 MODEL = "demo-scripted"
-_ids = itertools.count(1)
 
 # A tiny real experiment for two local pods: each posts progress, writes a metrics JSON and an
 # SVG chart into $SAGAN_ARTIFACT_DIR, and exits 0.
@@ -146,19 +148,14 @@ def clean_result(commit: str | None) -> str:
 
 
 def reply(*blocks, stop_reason=None) -> dict:
-    if stop_reason is None:
-        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return {"id": f"msg_demo_{next(_ids):05d}", "type": "message", "role": "assistant", "model": MODEL,
-            "content": list(blocks), "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": 200, "output_tokens": 60}}
+    return anthropic_server.reply(*blocks, stop_reason=stop_reason, model=MODEL)
 
 
-def text(value: str) -> dict:
-    return {"type": "text", "text": value}
+text = anthropic_server.text
 
 
 def tool(name: str, data: dict) -> dict:
-    return {"type": "tool_use", "id": f"toolu_demo_{next(_ids):05d}", "name": name, "input": data}
+    return anthropic_server.tool_use(name, data)
 
 
 def _turns(messages) -> int:
@@ -187,9 +184,20 @@ def _calls(messages) -> list[tuple[str, dict, str]]:
 
 
 def _last_update(messages) -> str:
-    """What Sagan told the agent when it was woken last ("Update while you waited: …"), if that is the latest turn."""
+    """What Sagan told the agent when it was woken last ("Update while you waited: …"), if that is
+    the latest turn: a text block after the tool results of the parked call."""
     last = messages[-1] if messages else {}
-    return last.get("content") if last.get("role") == "user" and isinstance(last.get("content"), str) else ""
+    if last.get("role") != "user":
+        return ""
+    content = last.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    return "\n".join(b.get("text", "") for b in blocks
+                     if b.get("type") == "text" and b.get("text", "").startswith("Update while you waited"))
+
+
+def _system_text(body: dict) -> str:
+    system = body.get("system") or ""
+    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
 
 
 @lru_cache(maxsize=1)
@@ -320,7 +328,7 @@ def _proposer(turn: int) -> dict:
 def respond(body: dict, code_stage: bool = False) -> dict:
     """What the scripted agent answers to one Messages API call."""
     messages = body.get("messages") or []
-    agent = _agents_by_prompt().get(body.get("system") or "", "")
+    agent = _agents_by_prompt().get(_system_text(body), "")
     turn, brief = _turns(messages), _brief(messages)
     if agent == "experiment-planner":
         return _planner(brief, turn, code_stage)
@@ -347,44 +355,24 @@ class DemoAgents:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, code_stage: bool = False):
         self.code_stage = code_stage
-        agents = self
+        self.fake = anthropic_server.FakeAnthropic(default=self._answer, bind=(host, port), record=False)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                    payload, status = respond(body, agents.code_stage), 200
-                except Exception as exc:  # noqa: BLE001 - answer like the API would, never crash
-                    payload, status = {"type": "error", "error": {"type": "api_error", "message": str(exc)}}, 500
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def _answer(self, body: dict) -> dict:
+        try:
+            return respond(body, self.code_stage)
+        except Exception as exc:  # noqa: BLE001 - answer like the API would, never crash
+            return anthropic_server.error(500, "api_error", str(exc))
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.fake.url
 
     def start(self) -> "DemoAgents":
-        self.thread.start()
+        self.fake.start()
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.fake.stop()
 
 
 if __name__ == "__main__":

@@ -18,10 +18,15 @@ from flask import current_app
 from models import AgentRun, Experiment, FleetIncident, RunEvent, db
 from services import events, lifecycle, registry, runs
 from services.actors import Actor
+from services.agents import model_api
 from services.clock import utcnow
+from services.redact import redact
 
 # Reasons a retry cannot fix, or that need the owner (SPEC §7).
-UNRECOVERABLE = frozenset({"spec_invalid", "provider_auth", "cancelled_by_owner", "partial_dispatch"})
+# A refusal, a reply that cannot fit the model's output, and a run that ended without doing
+# its job would only repeat: the owner rephrases or splits the work (docs/agent-loop.md).
+UNRECOVERABLE = frozenset({"spec_invalid", "provider_auth", "cancelled_by_owner", "partial_dispatch",
+                           "model_refusal", "output_limit", "run_incomplete"})
 RECOVERY_MARKER = "[auto-recovery-for:"
 TRANSCRIPT_EVENTS = 60
 TRANSCRIPT_LINE = 300
@@ -176,6 +181,12 @@ def fail(run: AgentRun, reason: str, message: str, *, block_note: str | None = N
             runpod_account=run.runpod_account, status="waiting",
             wake_at=utcnow() + timedelta(minutes=decision.delay_minutes))
         follow.waiting_for = {"until": follow.wake_at.isoformat(), "why": "recovery back-off"}
+        if reason == "worker_lost" and run.conversation:
+            # The worker died, not the conversation: the recovery continues the exact same
+            # conversation (thinking blocks and all), told what happened.
+            follow.conversation = model_api.resumable(run.conversation, redact(
+                f"The worker running this conversation stopped ({message}). Continue the task from here; "
+                "check the state of anything the last tool call may have changed."))
         runs.append_event(run.id, "recovery_queued", str(follow.id), {"recovery_run_id": str(follow.id),
                                                                        "delay_minutes": decision.delay_minutes})
         events.record(experiment, "note", Actor.system(),

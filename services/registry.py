@@ -127,7 +127,7 @@ RUN_EVENT_TYPES = [
     "recovery_queued", "deploy_started", "deploy_pod_started", "deploy_completed",
     "deploy_failed", "pod_substitution", "pod_status", "pod_progress", "pod_exited",
     "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
-    "artifact_uploaded", "blocked",
+    "artifact_uploaded", "blocked", "notice",
 ]
 
 # --- Plans and approvals (SPEC §1, §4) ---------------------------------------------
@@ -166,6 +166,10 @@ FAILURE_REASONS: dict[str, str] = {
     "agent_error": "The agent reported an error.",
     "model_api_error": "The model API failed.",
     "max_turns": "The agent reached its turn limit.",
+    "output_limit": "The model's reply kept exceeding the most it can write in one reply.",
+    "model_refusal": "The model declined to continue.",
+    "context_limit": "The conversation outgrew the model's context window.",
+    "run_incomplete": "The agent ended without doing its job.",
     "cancelled_by_owner": "The owner cancelled the run.",
 }
 

@@ -231,7 +231,11 @@ def run_json(run: AgentRun) -> dict:
         "parentRunId": str(run.parent_run_id) if run.parent_run_id else None,
         "resumesRunId": str(run.resumes_run_id) if run.resumes_run_id else None,
         "failureReason": run.failure_reason, "lastError": run.last_error,
-        "inputTokens": run.input_tokens, "outputTokens": run.output_tokens, "costUsd": run.cost_usd,
+        "inputTokens": run.input_tokens, "outputTokens": run.output_tokens,
+        "cacheCreationInputTokens": run.cache_creation_input_tokens or 0,
+        "cacheReadInputTokens": run.cache_read_input_tokens or 0,
+        # null with priceUnknown when the model has no price: never a made-up 0.
+        "costUsd": run.cost_usd, "priceUnknown": run.cost_usd is None,
         "turns": run.turns, "lastSeq": run.last_seq,
         "heartbeatAt": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
         "wakeAt": run.wake_at.isoformat() if run.wake_at else None,

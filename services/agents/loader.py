@@ -1,7 +1,8 @@
 """Agent definitions: `agents/<name>.md` — YAML frontmatter plus the system prompt.
 
 Frontmatter: `name`, `description`, `model`, `max_turns`, `tools` (an allowlist of tool
-names). SAGAN_AGENT_MODEL overrides every agent's model (e.g. for a cheaper test model).
+names) and `effort` (low, medium, high, xhigh or max: how hard the model thinks; medium when
+absent). SAGAN_AGENT_MODEL overrides every agent's model (e.g. for a cheaper test model).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from flask import current_app
 from services.errors import NotFound, ValidationError
 
 AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
+EFFORTS = ("low", "medium", "high", "xhigh", "max")  # output_config.effort (Messages API)
+DEFAULT_EFFORT = "medium"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class AgentDefinition:
     max_turns: int
     tools: tuple[str, ...]
     prompt: str
+    effort: str = DEFAULT_EFFORT
 
 
 def parse(text: str, source: str = "<agent>") -> AgentDefinition:
@@ -44,8 +48,11 @@ def parse(text: str, source: str = "<agent>") -> AgentDefinition:
         raise ValidationError(f"{source}: unknown tool(s) {', '.join(unknown)}.")
     if not isinstance(meta["max_turns"], int) or not 1 <= meta["max_turns"] <= 500:
         raise ValidationError(f"{source}: max_turns must be 1–500.")
+    effort = meta.get("effort", DEFAULT_EFFORT)
+    if effort not in EFFORTS:
+        raise ValidationError(f"{source}: effort must be one of {', '.join(EFFORTS)}; got {effort!r}.")
     return AgentDefinition(str(meta["name"]), str(meta["description"]), str(meta["model"]),
-                           meta["max_turns"], tuple(meta["tools"]), body.strip())
+                           meta["max_turns"], tuple(meta["tools"]), body.strip(), effort)
 
 
 @lru_cache(maxsize=64)

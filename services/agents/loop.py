@@ -8,6 +8,7 @@ call never looks like a dead worker.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -21,18 +22,15 @@ from flask import current_app
 from models import AgentRun, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
-from services.agents import loader, tools
+from services.agents import loader, model_api, tools
 from services.clock import utcnow
 from services.errors import SaganError
-from services.redact import redact, redact_data
+from services.redact import redact
 
 log = logging.getLogger(__name__)
 
-MAX_TOKENS = 8192
-# Reference USD per million tokens (input, output); SAGAN_MODEL_PRICES overrides or adds
-# models as JSON {"model": [in, out]}. A model without a price records its tokens and a
-# cost of 0 with `price_unknown` in the run's sdk_result event, never a guess.
-MODEL_PRICES = {"claude-sonnet-5-5": (3.0, 15.0), "claude-haiku-5-5": (1.0, 5.0)}
+# Bounds of one step's model call: cut-off replies asked again with a higher output limit
+# (model_api.next_max_tokens) and pause_turn continuations are bounded by max_turns.
 ACTIVE = registry.RUN_ACTIVE_STATUSES
 
 
@@ -87,29 +85,25 @@ def build_brief(run: AgentRun, experiment: Experiment | None) -> str:
     return "\n\n".join(parts)
 
 
-# --- conversation helpers -------------------------------------------------------------------
+# --- cost ------------------------------------------------------------------------------------
 
-def _blocks(content) -> list[dict]:
-    blocks = []
-    for block in content:
-        if block.type == "text":
-            blocks.append({"type": "text", "text": block.text})
-        elif block.type == "tool_use":
-            blocks.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
-    return blocks
+def model_price(model: str) -> model_api.Price | None:
+    return model_api.model_price(model)
 
 
-def model_price(model: str) -> tuple[float, float] | None:
-    configured = current_app.config.get("SAGAN_MODEL_PRICES") or {}
-    price = configured.get(model) or MODEL_PRICES.get(model)
-    return tuple(price) if price else None
-
-
-def _cost(model: str, usage) -> float:
-    prices = model_price(model)
-    if not prices:
-        return 0.0
-    return (usage.input_tokens * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
+def _add_usage(run: AgentRun, response) -> None:
+    """Tokens of one call (cache writes and reads apart) and its cost at the model's price;
+    once a call has no price the run's cost stays unknown (NULL), never $0.00."""
+    usage = response.usage
+    run.turns += 1
+    run.input_tokens += model_api.usage_count(usage, "input_tokens")
+    run.output_tokens += model_api.usage_count(usage, "output_tokens")
+    run.cache_creation_input_tokens = (run.cache_creation_input_tokens or 0) + \
+        model_api.usage_count(usage, "cache_creation_input_tokens")
+    run.cache_read_input_tokens = (run.cache_read_input_tokens or 0) + \
+        model_api.usage_count(usage, "cache_read_input_tokens")
+    cost = model_api.cost(run.model, usage)
+    run.cost_usd = None if cost is None or run.cost_usd is None else float(run.cost_usd) + cost
 
 
 # --- heartbeat --------------------------------------------------------------------------------
@@ -186,6 +180,9 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
             run.waiting_for = None
             return _finish_failed(run, *failed_dispatch)
         _answer_parked_tools(run, wake_message)
+    else:
+        # Resumed after a worker shutdown or crash: the same conversation, made valid to send.
+        run.conversation = model_api.resumable(run.conversation)
     run.waiting_for = None
     run.wake_at = None
     db.session.commit()
@@ -205,7 +202,6 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
 
 
 def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome:
-    import anthropic
     client = model_client()
     api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
@@ -220,76 +216,156 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
             raise ShutdownRequested()
         if run.turns >= definition.max_turns:
             return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
-        model, messages = run.model, run.conversation
+        response = _model_turn(client, run, definition, api_tools)
+        if isinstance(response, Outcome):
+            return response
+        blocks = model_api.stored_blocks(response.content)
+        # The assistant turn is stored exactly as returned: thinking blocks and their
+        # signatures must go back unchanged. Redaction applies to the events below (what
+        # Sagan shows), and tool results are redacted before they enter the conversation.
+        conversation = list(run.conversation) + [{"role": "assistant", "content": blocks}]
+        run.conversation = conversation
+        _record_blocks(run, blocks)
+        action = model_api.stop_action(response.stop_reason)
+        if action == "continue_turn":
+            # pause_turn: the server paused a long turn; sending the conversation back as it
+            # is (ending with this assistant turn) lets it continue where it stopped.
+            db.session.commit()
+            continue
+        if action == "fail_refusal":
+            return _finish_failed(run, "model_refusal", "The model declined to continue this run "
+                                  f"({model_api.refusal_detail(response)}). Sagan does not retry a refusal: "
+                                  "rephrase the request or the experiment, then start the step again.")
+        if action == "fail_unknown":
+            return _finish_failed(run, "model_api_error", f"The model stopped for an unknown reason "
+                                  f"{response.stop_reason!r}; nothing was assumed finished.")
+        tool_uses = [b for b in blocks if b["type"] == "tool_use"]
+        if action != "run_tools" or not tool_uses:
+            final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
+            return _finish_completed(run, final, response.stop_reason)
+        outcome = _run_tools(run, definition, experiment, tool_uses)
+        if outcome is not None:
+            return outcome
+
+
+def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list):
+    """One model call for the next turn, or the Outcome that ends the run.
+
+    A reply cut off by max_tokens is dropped and asked again with a higher output limit, up
+    to the model's maximum output (then `output_limit`); a context window overflow trims old
+    tool results once more and asks again (then `context_limit`).
+    """
+    import anthropic
+    max_tokens = model_api.first_max_tokens(run.model)
+    budget = current_app.config["AGENT_TOOL_RESULT_BUDGET_CHARS"]
+    while True:
+        conversation = copy.deepcopy(run.conversation)
+        trimmed = model_api.trim_tool_results(conversation, budget)
+        if trimmed:
+            run.conversation = conversation
+            runs.append_event(run.id, "notice", f"Sagan dropped {trimmed} old tool result(s) from the "
+                              "context to stay within its size budget.", {"context_trim": trimmed})
+        params = model_api.request(model=run.model, system=definition.prompt, tools=api_tools,
+                                   messages=model_api.api_messages(run.conversation), effort=definition.effort,
+                                   max_tokens=max_tokens)
         # No transaction stays open across the model call (it can take minutes): on SQLite
         # an open transaction holds the write lock, and on PostgreSQL a connection.
         db.session.commit()
         try:
-            response = client.messages.create(model=model, max_tokens=MAX_TOKENS, system=definition.prompt,
-                                              messages=messages, tools=api_tools)
+            # Always streamed: the SDK refuses a non-streaming call whose max_tokens implies
+            # more than ten minutes of output, and the ladder goes up to 128K.
+            with client.messages.stream(**params) as stream:
+                response = stream.get_final_message()
         except anthropic.APIStatusError as exc:
+            if model_api.is_context_overflow(exc):
+                if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+                    budget //= 4
+                    continue
+                return _finish_failed(run, "context_limit", f"The conversation no longer fits the model's context "
+                                      f"window and there is nothing left to trim: {_api_message(exc)}")
             return _finish_failed(run, "model_api_error",
                                   f"The model API answered {exc.status_code} after retries: {_api_message(exc)}")
         except anthropic.APIConnectionError as exc:
             return _finish_failed(run, "model_api_error", f"Could not reach the model API after retries: {exc}")
+        _add_usage(run, response)
+        action = model_api.stop_action(response.stop_reason)
+        if action == "raise_output_limit":
+            higher = model_api.next_max_tokens(max_tokens, run.model)
+            if higher is None or run.turns >= definition.max_turns:
+                return _finish_failed(run, "output_limit", f"The model's reply was cut off at {max_tokens:,} output "
+                                      "tokens, the most this model writes in one reply, so the step could not "
+                                      "finish. Split the task into smaller steps (a shorter plan or fewer files "
+                                      "per step) and start it again.")
+            runs.append_event(run.id, "notice", f"The reply was cut off at {max_tokens:,} output tokens; "
+                              f"asking again with a limit of {higher:,}.", {"output_limit": max_tokens})
+            max_tokens = higher
+            continue
+        if action == "trim_context":
+            if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+                budget //= 4
+                continue
+            return _finish_failed(run, "context_limit", "The reply ran into the model's context window and there "
+                                  "is nothing left to trim.")
+        return response
 
-        blocks = _blocks(response.content)
-        run.turns += 1
-        run.input_tokens += response.usage.input_tokens
-        run.output_tokens += response.usage.output_tokens
-        run.cost_usd = float(run.cost_usd or 0) + _cost(run.model, response.usage)
-        conversation = list(run.conversation) + [{"role": "assistant", "content": redact_data(blocks)}]
-        for block in blocks:
-            if block["type"] == "text" and block["text"].strip():
-                runs.append_event(run.id, "assistant_text", block["text"])
-            elif block["type"] == "tool_use":
-                runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block["input"],
-                                                                       "tool_use_id": block["id"]})
-        tool_uses = [b for b in blocks if b["type"] == "tool_use"]
-        if response.stop_reason != "tool_use" or not tool_uses:
-            run.conversation = conversation
-            final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
-            return _finish_completed(run, final, response.stop_reason)
 
-        # Commit what the model asked before doing it: recording events locks the run's row,
-        # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
-        # heartbeat thread's update would wait behind it and the run would look dead.
-        db.session.commit()
-        ctx = tools.ToolContext(run, experiment)
-        results, effects, enqueue, park, finish = [], [], [], None, False
-        for block in tool_uses:
-            if block["name"] in definition.tools:
-                result = tools.call(ctx, block["name"], block["input"])
-            else:
-                # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
-                result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
-                                          f"({', '.join(definition.tools)}).", is_error=True)
-            runs.append_event(run.id, "tool_result", result.content,
-                              {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
-            results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),
-                            "is_error": result.is_error})
-            effects += result.effects
-            enqueue += result.enqueue
-            park = park or result.park
-            finish = finish or result.finish
-        conversation.append({"role": "user", "content": results})
-        run.conversation = conversation
-        if finish:
-            outcome = _finish_completed(run, "Finished with the tool call above.", "tool_use")
-            lifecycle.run_side_effects(effects)
-            return outcome
-        if park:
-            run.status = "waiting"
-            run.waiting_for = park
-            if "until" in park:
-                run.wake_at = datetime.fromisoformat(park["until"])
-            runs.append_event(run.id, "waiting", _describe_wait(park), {"waiting_for": park})
-        db.session.commit()
+def _record_blocks(run: AgentRun, blocks: list[dict]) -> None:
+    """Events for what the model said and asked: narration (summarized thinking) and text as
+    assistant_text, tool calls as tool_call. append_event redacts what it stores."""
+    for block in blocks:
+        if block["type"] == "thinking" and (block.get("thinking") or "").strip():
+            runs.append_event(run.id, "assistant_text", block["thinking"], {"thinking": True})
+        elif block["type"] == "text" and block["text"].strip():
+            runs.append_event(run.id, "assistant_text", block["text"])
+        elif block["type"] == "tool_use":
+            runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block["input"],
+                                                                   "tool_use_id": block["id"]})
+        elif block["type"] == "server_tool_use":
+            runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block.get("input"),
+                                                                   "server_tool": True})
+
+
+def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, tool_uses: list[dict]):
+    """Run the tools the model asked for; the Outcome when the run finishes or parks."""
+    # Commit what the model asked before doing it: recording events locks the run's row,
+    # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
+    # heartbeat thread's update would wait behind it and the run would look dead.
+    db.session.commit()
+    ctx = tools.ToolContext(run, experiment)
+    results, effects, enqueue, park, finish = [], [], [], None, False
+    for block in tool_uses:
+        if block["name"] in definition.tools:
+            result = tools.call(ctx, block["name"], block["input"])
+        else:
+            # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
+            result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
+                                      f"({', '.join(definition.tools)}).", is_error=True)
+        runs.append_event(run.id, "tool_result", result.content,
+                          {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
+        results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),
+                        "is_error": result.is_error})
+        effects += result.effects
+        enqueue += result.enqueue
+        park = park or result.park
+        finish = finish or result.finish
+    run.conversation = list(run.conversation) + [{"role": "user", "content": results}]
+    if finish:
+        outcome = _finish_completed(run, "Finished with the tool call above.", "tool_use")
         lifecycle.run_side_effects(effects)
-        for run_id in enqueue:
-            jobs.enqueue_run(run_id)
-        if park:
-            return Outcome("waiting", _describe_wait(park))
+        return outcome
+    if park:
+        run.status = "waiting"
+        run.waiting_for = park
+        if "until" in park:
+            run.wake_at = datetime.fromisoformat(park["until"])
+        runs.append_event(run.id, "waiting", _describe_wait(park), {"waiting_for": park})
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    for run_id in enqueue:
+        jobs.enqueue_run(run_id)
+    if park:
+        return Outcome("waiting", _describe_wait(park))
+    return None
 
 
 def _api_message(exc) -> str:
@@ -316,10 +392,10 @@ def _after_commit(outcome: Outcome, *, enqueue=()) -> Outcome:
 
 
 def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Outcome:
-    runs.append_event(run.id, "sdk_result", f"stop_reason={stop_reason}",
-                      {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
-                       "cost_usd": round(float(run.cost_usd or 0), 6), "turns": run.turns, "stop_reason": stop_reason,
-                       "price_unknown": model_price(run.model or "") is None})
+    runs.append_event(run.id, "sdk_result", f"stop_reason={stop_reason}", _usage_facts(run, stop_reason))
+    unfinished = _unfinished_job(run)
+    if unfinished is not None:
+        return _finish_failed(run, "run_incomplete", f"{unfinished} Its last words: {final or '(no final text)'}"[:4000])
     status = "completed"
     if run.kind == "plan" and _has_pending_approval(run):
         status = "awaiting_approval"  # the plan it wrote waits for the owner
@@ -330,6 +406,44 @@ def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Out
     if parent_id is not None:
         wake_parent_if_ready(parent_id)
     return Outcome(status, final)
+
+
+def _usage_facts(run: AgentRun, stop_reason: str | None) -> dict:
+    return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens,
+            "cache_creation_input_tokens": run.cache_creation_input_tokens or 0,
+            "cache_read_input_tokens": run.cache_read_input_tokens or 0,
+            "cost_usd": None if run.cost_usd is None else round(float(run.cost_usd), 6), "turns": run.turns,
+            "stop_reason": stop_reason, "price_unknown": run.cost_usd is None}
+
+
+# The runs that exist to move their experiment on: when one ends, the experiment must be in
+# the owner's turn (questions asked, a plan awaiting approval, a result to review) or have
+# other work running — never in Sagan's turn with nothing running.
+JOB_OF_KIND = {
+    "plan": "The planner ended without asking the owner questions or submitting a valid plan.",
+    "apply": "The orchestrator ended without handing the experiment to the owner or leaving work running.",
+}
+
+
+def _unfinished_job(run: AgentRun) -> str | None:
+    """Why a finished top-level plan/apply run left its experiment stalled, or None."""
+    if run.parent_run_id is not None or run.kind not in JOB_OF_KIND or run.scope_kind != "experiment":
+        return None
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    if experiment is None:
+        return None
+    db.session.refresh(experiment)
+    status = registry.STATUS_BY_NAME[experiment.status]
+    if status.terminal or status.owner_turn:
+        return None
+    if run.kind == "plan" and _has_pending_approval(run):
+        return None
+    others = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id, AgentRun.id != run.id,
+        AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
+    if others:
+        return None
+    return f"{JOB_OF_KIND[run.kind]} Experiment #{experiment.number} was left in {experiment.status} with nothing running."
 
 
 def _has_pending_approval(run: AgentRun) -> bool:
@@ -416,11 +530,13 @@ def _resume_message(run: AgentRun) -> str:
 
 
 def _answer_parked_tools(run: AgentRun, message: str) -> None:
-    """Tell the model what happened while it waited, as a user turn after its tool results."""
-    conversation = list(run.conversation or [])
-    conversation.append({"role": "assistant", "content": [{"type": "text", "text": "(waiting)"}]})
-    conversation.append({"role": "user", "content": redact(f"Update while you waited:\n{message}")})
-    run.conversation = conversation
+    """Tell the model what happened while it waited, in the same user turn as its tool results.
+
+    The parked conversation ends with that turn; the update is a text block after the
+    results, so the assistant turns before it are untouched and no made-up assistant turn
+    is sent (the API accepts text after tool_result blocks in a user turn).
+    """
+    run.conversation = model_api.resumable(run.conversation, redact(f"Update while you waited:\n{message}"))
 
 
 def wake_ready_runs(limit: int = 50) -> list:

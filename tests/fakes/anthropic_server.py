@@ -1,17 +1,55 @@
-"""A loopback fake of the Anthropic Messages API, speaking its real wire format.
+"""A loopback fake of the Anthropic Messages API that behaves like Claude Sonnet 5.5.
 
-Tests script what "Claude" answers, turn by turn; the app's real `anthropic` client
-talks to it over HTTP through ANTHROPIC_BASE_URL. Each scripted turn is one of:
+Tests script what "Claude" answers, turn by turn; the app's real `anthropic` client talks to
+it over HTTP through ANTHROPIC_BASE_URL. It is faithful by default, including the parts that
+are inconvenient for a client (checked against the docs on 2026-12-01: the Sonnet 5.5
+overview and migration guide, "Adaptive thinking", "Handling stop reasons", "Prompt
+caching", "Streaming messages" and the installed SDK, anthropic 2.14.0):
 
-- a response body built with `reply(...)` (text and/or tool_use blocks, stop_reason, usage);
-- `error(status, type, message)` — an API error body with that HTTP status;
+- Every reply starts with a `thinking` block carrying a signature. Adaptive thinking is on by
+  default and the default display is `omitted`: the block's text is empty unless the request
+  asks for `thinking: {"type": "adaptive", "display": "summarized"}`. On Sonnet 5.5 the text
+  a model writes between tool calls comes back *inside* the thinking block, so a scripted
+  text block that precedes a tool call is folded into the thinking text.
+- Signatures are bound to the model and the conversation (its first user message). An
+  assistant turn with tool calls must come back exactly as it was sent, thinking blocks
+  first and unchanged, or the request is refused with a 400 `invalid_request_error` in the
+  real error shape; so is a thinking block whose text or signature was altered.
+- Settings Sonnet 5.5 refuses get a 400: forced `tool_choice` (`any`/`tool`), sampling
+  parameters (`temperature`, `top_p`, `top_k`), `thinking` `enabled` (a budget) or
+  `disabled`, an unknown effort, `max_tokens` above the model's 128K output, an assistant
+  prefill (the conversation must end with a user turn, except to continue a `pause_turn`),
+  more than four `cache_control` breakpoints, `cache_control` on a thinking block, and tool
+  calls without their results right after them.
+- Usage is computed from what was sent (about four characters a token): the prompt prefix up
+  to a `cache_control` breakpoint is written to the cache once (>= 512 tokens) and read back
+  on later calls that share it (the API looks back up to 20 blocks from a breakpoint), so a
+  second call of a long run is billed mostly as `cache_read_input_tokens`.
+- A reply whose output (thinking included) needs more tokens than `max_tokens` is cut off:
+  `stop_reason: max_tokens`, tool calls dropped, output_tokens = max_tokens. A prompt longer
+  than the context window is a 400 "prompt is too long".
+- `stream: true` is answered as server-sent events in the real event order (message_start,
+  content_block_start/delta/stop with thinking_delta, signature_delta, text_delta and
+  input_json_delta, message_delta with cumulative usage, message_stop, and pings); the SDK
+  requires streaming for large `max_tokens`.
+
+Each scripted turn is one of:
+- `reply(...)` — text and/or tool_use blocks, optional `thinking=` narration, optional
+  `output_tokens=` (how long the reply "is": above max_tokens it is cut off);
+- `refusal(...)`, `paused(...)` (a pause_turn with a server tool call), `context_exceeded(...)`;
+- `error(status, type, message, retry_after)`, `overloaded()`;
 - `slow(seconds, turn)` — wait before answering;
 - a callable `fn(request_json) -> turn`, to answer from what was asked.
 
-Every request is recorded (`fake.requests`) with its headers and JSON body.
+Every request is recorded (`fake.requests`) with its headers and JSON body, every answer
+(`fake.responses`) with the usage it reported.
 """
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
+import hmac
 import itertools
 import json
 import threading
@@ -22,6 +60,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _ids = itertools.count(1)
 
+MAX_OUTPUT_TOKENS = 128_000
+CONTEXT_WINDOW = 1_000_000
+MIN_CACHEABLE_TOKENS = 512
+CACHE_LOOKBACK_BLOCKS = 20
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+DISPLAYS = ("summarized", "omitted")
+
 
 def text(value: str) -> dict:
     return {"type": "text", "text": value}
@@ -31,19 +76,50 @@ def tool_use(name: str, input: dict, id: str | None = None) -> dict:
     return {"type": "tool_use", "id": id or f"toolu_fake_{next(_ids):04d}", "name": name, "input": input}
 
 
-def reply(*blocks: dict, stop_reason: str | None = None, input_tokens: int = 120,
-          output_tokens: int = 40, model: str = "claude-fake") -> dict:
-    """A Messages API response; stop_reason defaults to tool_use when a block calls a tool."""
+def reply(*blocks: dict, stop_reason: str | None = None, thinking: str | None = None,
+          output_tokens: int | None = None, model: str = "claude-fake", **extra) -> dict:
+    """A scripted answer. stop_reason defaults to tool_use when a block calls a tool.
+
+    `thinking`: the narration the model writes (shown only with display summarized);
+    `output_tokens`: how many tokens the reply takes (default: counted from its blocks).
+    """
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return {"_kind": "reply", "id": f"msg_fake_{next(_ids):04d}", "type": "message", "role": "assistant",
-            "model": model, "content": list(blocks), "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+    return {"_kind": "reply", "_thinking": thinking, "_output_tokens": output_tokens, "content": list(blocks),
+            "stop_reason": stop_reason, "model": model, **extra}
+
+
+def refusal(partial: str = "", category: str | None = "cyber",
+            explanation: str = "This request was declined by the API's safety filter.") -> dict:
+    """The model declines: stop_reason refusal with stop_details, any partial text kept."""
+    return reply(*([text(partial)] if partial else []), stop_reason="refusal",
+                 stop_details={"type": "refusal", "category": category, "explanation": explanation})
+
+
+def paused(query: str = "latest results", narration: str | None = None) -> dict:
+    """A long server-tool turn paused by the API: stop_reason pause_turn; the client sends the
+    assistant turn back unchanged (as the last message) to let it continue."""
+    server_id = f"srvtoolu_fake_{next(_ids):04d}"
+    return reply({"type": "server_tool_use", "id": server_id, "name": "web_search", "input": {"query": query}},
+                 {"type": "web_search_tool_result", "tool_use_id": server_id, "content": [
+                     {"type": "web_search_result", "url": "https://example.org/a", "title": "A result",
+                      "encrypted_content": "ZmFrZQ==", "page_age": None}]},
+                 stop_reason="pause_turn", thinking=narration)
+
+
+def context_exceeded(*blocks: dict) -> dict:
+    """The reply ran into the context window (stop_reason model_context_window_exceeded)."""
+    return reply(*blocks, stop_reason="model_context_window_exceeded")
 
 
 def error(status: int, type: str, message: str, retry_after: float | None = None) -> dict:
     return {"_kind": "error", "status": status, "retry_after": retry_after,
             "body": {"type": "error", "error": {"type": type, "message": message}}}
+
+
+def overloaded() -> dict:
+    """529: the API is temporarily overloaded (the SDK retries it)."""
+    return error(529, "overloaded_error", "Overloaded", retry_after=0)
 
 
 def slow(seconds: float, turn: dict) -> dict:
@@ -57,18 +133,46 @@ class RecordedRequest:
     body: dict
 
 
+class Refused(Exception):
+    """A request the real API answers with a 400 invalid_request_error."""
+
+
+def tokens(value) -> int:
+    """The fake's tokenizer: about four characters a token, never zero for content."""
+    raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return max(1, len(raw) // 4)
+
+
+def _without(block, key: str):
+    return {k: v for k, v in block.items() if k != key} if isinstance(block, dict) else block
+
+
+def _normal(block: dict) -> dict:
+    """A block as compared when it comes back: without cache_control and null fields."""
+    return {k: v for k, v in block.items() if k != "cache_control" and v is not None}
+
+
 @dataclass
 class FakeAnthropic:
     """The server; use as a context manager or call start()/stop()."""
 
     turns: deque = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
+    responses: list[dict] = field(default_factory=list)
     default: dict | None = None  # answered when the script runs out (None: a 500 saying so)
+    context_window: int = CONTEXT_WINDOW
+    max_output_tokens: int = MAX_OUTPUT_TOKENS
+    bind: tuple = ("127.0.0.1", 0)
+    record: bool = True  # keep every request and response (the demo turns it off)
 
     def __post_init__(self):
         self._lock = threading.Lock()
         self._server = None
         self._thread = None
+        self._secret = b"fake-anthropic-signing-key"
+        self._issued: dict[str, list] = {}    # tool_use / message id → the assistant content sent
+        self._paused: list[list] = []         # pause_turn contents that may come back as the last turn
+        self._cache: set[str] = set()         # prefix hashes written to the prompt cache
 
     # --- scripting -------------------------------------------------------------------
     def script(self, *turns) -> "FakeAnthropic":
@@ -87,11 +191,289 @@ class FakeAnthropic:
             turn = turn(body)
         return turn
 
+    # --- the API's rules ---------------------------------------------------------------
+    def _sign(self, model: str, conversation: str, thinking: str) -> str:
+        digest = hmac.new(self._secret, f"{model}\n{conversation}\n{thinking}".encode(), hashlib.sha256).digest()
+        return base64.b64encode(b"EqQB" + digest * 3).decode()
+
+    @staticmethod
+    def _conversation_key(body: dict) -> str:
+        first = (body.get("messages") or [{}])[0].get("content")
+        # The same first turn however it is spelled: a string or text blocks, marked or not.
+        blocks = [{"type": "text", "text": first}] if isinstance(first, str) else [_normal(b) for b in first or []]
+        return hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
+
+    def _validate(self, body: dict) -> None:
+        model = body.get("model")
+        if not model:
+            raise Refused("model: Field required")
+        max_tokens = body.get("max_tokens")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise Refused("max_tokens: Field required")
+        if max_tokens > self.max_output_tokens:
+            raise Refused(f"max_tokens: {max_tokens} > {self.max_output_tokens}, which is the maximum allowed "
+                          f"number of output tokens for {model}")
+        for name in ("temperature", "top_p", "top_k"):
+            if name in body:
+                raise Refused(f"{name}: sampling parameters are not supported on {model}; remove `{name}`.")
+        thinking = body.get("thinking")
+        if thinking is not None:
+            kind = thinking.get("type")
+            if kind == "enabled" or "budget_tokens" in thinking:
+                raise Refused(f"thinking.type.enabled is not supported for {model}. Use thinking.type.adaptive "
+                              "and output_config.effort to control thinking behavior.")
+            if kind == "disabled":
+                raise Refused(f"thinking.type.disabled is not supported for {model}. Use thinking.type.between_tools "
+                              "to turn off up-front thinking.")
+            if kind not in ("adaptive", "between_tools"):
+                raise Refused(f"thinking.type: Input tag '{kind}' found using 'type' does not match any of the "
+                              "expected tags: 'adaptive', 'between_tools'")
+            if thinking.get("display") is not None and thinking["display"] not in DISPLAYS:
+                raise Refused(f"thinking.display: Input should be {' or '.join(map(repr, DISPLAYS))}")
+        effort = (body.get("output_config") or {}).get("effort")
+        if effort is not None and effort not in EFFORTS:
+            raise Refused(f"output_config.effort: Input should be {', '.join(map(repr, EFFORTS))}")
+        choice = (body.get("tool_choice") or {}).get("type")
+        if choice in ("any", "tool"):
+            raise Refused(f"tool_choice: forced tool use (type '{choice}') is not supported on {model}; "
+                          "use 'auto' or 'none'.")
+        self._validate_cache_control(body)
+        self._validate_messages(body, model)
+
+    @staticmethod
+    def _validate_cache_control(body: dict) -> None:
+        marks = 0
+        blocks = list(body.get("tools") or [])
+        system = body.get("system")
+        if isinstance(system, list):
+            blocks += system
+        for i, message in enumerate(body.get("messages") or []):
+            content = message.get("content")
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                if "cache_control" in block and block.get("type") in ("thinking", "redacted_thinking"):
+                    raise Refused(f"messages.{i}.content.{j}.{block['type']}.cache_control: Extra inputs are not "
+                                  "permitted")
+                blocks.append(block)
+        marks = sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
+        if marks > 4:
+            raise Refused(f"A maximum of 4 blocks with cache_control may be provided. Found {marks}.")
+
+    def _validate_messages(self, body: dict, model: str) -> None:
+        messages = body.get("messages") or []
+        if not messages or messages[0].get("role") != "user":
+            raise Refused("messages: the first message must use the \"user\" role")
+        key = self._conversation_key(body)
+        for i, message in enumerate(messages):
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            if message.get("role") == "assistant":
+                self._validate_assistant(i, blocks, messages, model, key)
+            else:
+                self._validate_user(i, blocks, messages)
+        if messages[-1].get("role") == "assistant":
+            last = [_normal(b) for b in messages[-1]["content"]] if isinstance(messages[-1]["content"], list) else None
+            if last not in self._paused:
+                raise Refused(f"This model does not support assistant message prefill. The conversation must end "
+                              f"with a user message (messages.{len(messages) - 1}).")
+
+    def _validate_assistant(self, i: int, blocks: list, messages: list, model: str, key: str) -> None:
+        for j, block in enumerate(blocks):
+            if block.get("type") == "thinking":
+                if block.get("signature") != self._sign(model, key, block.get("thinking", "")):
+                    raise Refused(f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+            elif block.get("type") == "redacted_thinking" and not str(block.get("data", "")).startswith("EmwK"):
+                raise Refused(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
+        issued = None
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                issued = self._issued.get(block.get("id"))
+                break
+        if issued is not None and [_normal(b) for b in blocks] != issued:
+            first = blocks[0].get("type") if blocks else "nothing"
+            raise Refused(f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                          f"`{first}`. When `thinking` is enabled, an assistant message with `tool_use` blocks must "
+                          "be passed back exactly as it was returned, starting with its thinking blocks.")
+        uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+        if uses and i + 1 < len(messages):
+            following = messages[i + 1]
+            answered = [b.get("tool_use_id") for b in following.get("content") or []
+                        if isinstance(following.get("content"), list) and b.get("type") == "tool_result"]
+            missing = [u for u in uses if u not in answered]
+            if following.get("role") != "user" or missing:
+                raise Refused(f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                              f"after: {', '.join(missing or uses)}. Each `tool_use` block must have a corresponding "
+                              "`tool_result` block in the next message.")
+
+    @staticmethod
+    def _validate_user(i: int, blocks: list, messages: list) -> None:
+        results = [j for j, b in enumerate(blocks) if b.get("type") == "tool_result"]
+        if results and results != list(range(len(results))):
+            raise Refused(f"messages.{i}: `tool_result` blocks must come first in the user message content.")
+        if results:
+            previous = messages[i - 1] if i else {}
+            asked = {b.get("id") for b in previous.get("content") or []
+                     if isinstance(previous.get("content"), list) and b.get("type") == "tool_use"}
+            for j in results:
+                if blocks[j].get("tool_use_id") not in asked:
+                    raise Refused(f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                                  f"blocks: {blocks[j].get('tool_use_id')}. Each `tool_result` block must have a "
+                                  "corresponding `tool_use` block in the previous message.")
+
+    # --- usage -----------------------------------------------------------------------
+    @staticmethod
+    def _prompt_blocks(body: dict) -> list[tuple[int, bool]]:
+        """(tokens, has a breakpoint) for each cacheable block, in the cache's order:
+        tools, system, messages."""
+        out = []
+        for tool in body.get("tools") or []:
+            out.append((_without(tool, "cache_control"), "cache_control" in tool))
+        system = body.get("system")
+        if isinstance(system, str):
+            out.append((system, False))
+        for block in system if isinstance(system, list) else []:
+            out.append((_without(block, "cache_control"), "cache_control" in block))
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            if isinstance(content, str):
+                out.append(({"role": message["role"], "text": content}, False))
+                continue
+            for block in content:
+                out.append(({"role": message["role"], **_without(block, "cache_control")}, "cache_control" in block))
+        return out
+
+    def _usage(self, body: dict) -> dict:
+        blocks = self._prompt_blocks(body)
+        sizes = [tokens(b) for b, _ in blocks]
+        prefix_hashes, running = [], hashlib.sha256(str(body.get("model")).encode())
+        for block, _ in blocks:
+            running.update(json.dumps(block, sort_keys=True).encode())
+            prefix_hashes.append(running.copy().hexdigest())
+        total = sum(sizes)
+        breakpoints = [k for k, (_, mark) in enumerate(blocks) if mark]
+        read_upto = 0
+        with self._lock:
+            for bp in breakpoints:
+                for k in range(bp, max(-1, bp - CACHE_LOOKBACK_BLOCKS), -1):
+                    if prefix_hashes[k] in self._cache:
+                        read_upto = max(read_upto, k + 1)
+                        break
+            written_upto = read_upto
+            for bp in breakpoints:
+                if sum(sizes[:bp + 1]) >= MIN_CACHEABLE_TOKENS:
+                    self._cache.add(prefix_hashes[bp])
+                    written_upto = max(written_upto, bp + 1)
+        read = sum(sizes[:read_upto])
+        written = sum(sizes[read_upto:written_upto])
+        return {"input_tokens": total - read - written, "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read,
+                "cache_creation": {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0}}
+
+    # --- building the answer -----------------------------------------------------------
+    def _message(self, turn: dict, body: dict) -> dict:
+        model = body["model"]
+        display = (body.get("thinking") or {}).get("display") or "omitted"
+        between_tools = (body.get("thinking") or {}).get("type") == "between_tools"
+        blocks = copy.deepcopy(turn["content"])
+        narration = [turn["_thinking"]] if turn.get("_thinking") else []
+        if any(b["type"] == "tool_use" for b in blocks) and not between_tools:
+            # Sonnet 5.5: the text written before a tool call comes back inside the thinking block.
+            first_tool = next(i for i, b in enumerate(blocks) if b["type"] == "tool_use")
+            narration += [b["text"] for b in blocks[:first_tool] if b["type"] == "text"]
+            blocks = [b for i, b in enumerate(blocks) if i >= first_tool or b["type"] != "text"]
+        thought = "\n\n".join(narration) if display == "summarized" else ""
+        signature = self._sign(model, self._conversation_key(body), thought)
+        content = [{"type": "thinking", "thinking": thought, "signature": signature}] + blocks
+        full_output = turn.get("_output_tokens") or tokens(content) + tokens("\n\n".join(narration))
+        stop_reason = turn["stop_reason"]
+        output = full_output
+        if full_output > body["max_tokens"]:
+            # Cut off: the tool calls never got written; the text stops mid-way.
+            content = [b for b in content if b["type"] in ("thinking", "text")]
+            for block in content:
+                if block["type"] == "text":
+                    block["text"] = block["text"][: max(1, len(block["text"]) * body["max_tokens"] // full_output)]
+            stop_reason, output = "max_tokens", body["max_tokens"]
+        message = {"id": f"msg_fake_{next(_ids):04d}", "type": "message", "role": "assistant", "model": model,
+                   "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+                   "usage": {**self._usage(body), "output_tokens": output}}
+        if "stop_details" in turn and stop_reason == turn["stop_reason"]:
+            message["stop_details"] = turn["stop_details"]
+        with self._lock:
+            normal = [_normal(b) for b in content]
+            for block in content:
+                if block["type"] == "tool_use":
+                    self._issued[block["id"]] = normal
+            if stop_reason == "pause_turn":
+                self._paused.append(normal)
+        return message
+
+    @staticmethod
+    def _events(message: dict) -> list[tuple[str, dict]]:
+        """The message as the streaming API sends it (event name, data)."""
+        start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+                 "usage": {**message["usage"], "output_tokens": 1}}
+        start.pop("stop_details", None)
+        events = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
+        for index, block in enumerate(message["content"]):
+            kind = block["type"]
+            if kind == "thinking":
+                opening = {"type": "thinking", "thinking": "", "signature": ""}
+                deltas = ([{"type": "thinking_delta", "thinking": block["thinking"]}] if block["thinking"] else []) + \
+                         [{"type": "signature_delta", "signature": block["signature"]}]
+            elif kind == "text":
+                opening = {"type": "text", "text": ""}
+                half = len(block["text"]) // 2
+                deltas = [{"type": "text_delta", "text": part} for part in (block["text"][:half], block["text"][half:])
+                          if part]
+            elif kind in ("tool_use", "server_tool_use"):
+                opening = {**block, "input": {}}
+                raw = json.dumps(block["input"])
+                deltas = [{"type": "input_json_delta", "partial_json": raw[:len(raw) // 2]},
+                          {"type": "input_json_delta", "partial_json": raw[len(raw) // 2:]}]
+            else:  # redacted_thinking, web_search_tool_result: sent whole
+                opening, deltas = block, []
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": opening}))
+            events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                       for d in deltas]
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+        if message.get("stop_details"):
+            delta["stop_details"] = message["stop_details"]
+        events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": message["usage"]}))
+        events.append(("message_stop", {"type": "message_stop"}))
+        return events
+
     # --- serving ---------------------------------------------------------------------
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
+
+    def answer(self, body: dict) -> tuple[int, dict, dict]:
+        """(status, payload, headers) for one Messages API request body."""
+        try:
+            self._validate(body)
+        except Refused as exc:
+            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}, {}
+        prompt = sum(tokens(b) for b, _ in self._prompt_blocks(body))
+        if prompt > self.context_window:
+            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
+                         f"prompt is too long: {prompt} tokens > {self.context_window} maximum"}}, {}
+        turn = self._next_turn(body)
+        while turn and turn.get("_kind") == "slow":
+            time.sleep(turn["seconds"])
+            turn = turn["turn"]
+        if turn is None:
+            return 500, {"type": "error", "error": {
+                "type": "api_error", "message": "fake Anthropic: the test script ran out of turns"}}, {}
+        if turn["_kind"] == "error":
+            headers = {"retry-after": str(turn["retry_after"])} if turn["retry_after"] is not None else {}
+            return turn["status"], copy.deepcopy(turn["body"]), headers
+        message = self._message(turn, body)
+        if self.record:
+            self.responses.append(message)
+        return 200, message, {}
 
     def start(self) -> "FakeAnthropic":
         fake = self
@@ -103,15 +485,30 @@ class FakeAnthropic:
                 pass
 
             def _send(self, status: int, payload: dict, headers: dict | None = None):
+                request_id = f"req_fake_{next(_ids):04d}"
+                if payload.get("type") == "error":
+                    payload = {**payload, "request_id": request_id}
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.send_header("request-id", f"req_fake_{next(_ids):04d}")
+                self.send_header("request-id", request_id)
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, message: dict):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.send_header("request-id", f"req_fake_{next(_ids):04d}")
+                self.end_headers()
+                for name, data in fake._events(message):
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                    self.wfile.flush()
+                self.close_connection = True
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -121,29 +518,21 @@ class FakeAnthropic:
                 except ValueError:
                     return self._send(400, {"type": "error", "error": {
                         "type": "invalid_request_error", "message": "body is not JSON"}})
-                fake.requests.append(RecordedRequest(self.path, dict(self.headers), body))
-                if self.path.rstrip("/") != "/v1/messages":
+                if fake.record:
+                    fake.requests.append(RecordedRequest(self.path, dict(self.headers), body))
+                if self.path.split("?")[0].rstrip("/") != "/v1/messages":
                     return self._send(404, {"type": "error", "error": {"type": "not_found_error",
                                                                         "message": f"no route {self.path}"}})
                 # Older SDKs send x-api-key; current ones a bearer Authorization header.
                 if not (self.headers.get("x-api-key") or self.headers.get("Authorization", "").startswith("Bearer ")):
                     return self._send(401, {"type": "error", "error": {
                         "type": "authentication_error", "message": "an API key is required"}})
-                turn = fake._next_turn(body)
-                while turn and turn.get("_kind") == "slow":
-                    time.sleep(turn["seconds"])
-                    turn = turn["turn"]
-                if turn is None:
-                    return self._send(500, {"type": "error", "error": {
-                        "type": "api_error", "message": "fake Anthropic: the test script ran out of turns"}})
-                if turn["_kind"] == "error":
-                    headers = {"retry-after": str(turn["retry_after"])} if turn["retry_after"] is not None else {}
-                    return self._send(turn["status"], turn["body"], headers)
-                payload = {k: v for k, v in turn.items() if not k.startswith("_")}
-                payload["model"] = body.get("model", payload["model"])
-                return self._send(200, payload)
+                status, payload, headers = fake.answer(body)
+                if status == 200 and body.get("stream"):
+                    return self._stream(payload)
+                return self._send(status, payload, headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(self.bind, Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -2,6 +2,7 @@
 mode, the app's real `anthropic` client talking to the loopback fake over HTTP."""
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -46,13 +47,23 @@ def test_planner_asks_questions(app, fake_anthropic, worker, make_experiment):
         run = _run(run_id)
         # ask_questions ends the run in the same commit as the questions (no second model call).
         assert run.status == "completed" and run.turns == 1
-        assert run.input_tokens == 120 and run.output_tokens == 40
+        usage = fake_anthropic.responses[0]["usage"]  # the run records what the API reported
+        assert (run.input_tokens, run.output_tokens) == (usage["input_tokens"], usage["output_tokens"])
+        assert run.cache_creation_input_tokens == usage["cache_creation_input_tokens"] > 0
         assert experiments.get_experiment(number).status == "awaiting_clarifications"
         kinds = [k for k, _ in _events(run_id)]
         assert kinds == ["started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed"]
+        # Sonnet 5.5 returns the text before a tool call inside the thinking block: it is
+        # shown because the loop asks for the summarized display.
+        narration = db.session.scalar(sa.select(RunEvent).where(RunEvent.run_id == run_id,
+                                                                 RunEvent.event_type == "assistant_text"))
+        assert narration.body == "I need two answers first." and narration.metadata_ == {"thinking": True}
     first = fake_anthropic.requests[0].body
-    assert "Vague idea" in first["messages"][0]["content"]
+    assert "Vague idea" in first["messages"][0]["content"][0]["text"]
     assert {t["name"] for t in first["tools"]} >= {"ask_questions", "submit_plan"}
+    assert first["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert first["output_config"] == {"effort": "high"} and first["stream"] is True
+    assert not {"temperature", "top_p", "top_k", "tool_choice"} & set(first)
     assert len(fake_anthropic.requests) == 1 and fake_anthropic.remaining() == 1
 
 
@@ -71,7 +82,8 @@ def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, work
 
 
 def test_bad_tool_input_is_an_error_result_not_a_crash(app, fake_anthropic, worker, make_experiment):
-    """Does a tool call with bad input come back to the model as is_error, the run going on?"""
+    """Does a tool call with bad input come back to the model as is_error, the run going on?
+    A planner that then gives up without a plan or questions hands the owner a blocker."""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
     fake_anthropic.script(reply(tool_use("post_marker", {"marker": "epm:plan", "next_status": "shared"})),
                           reply(tool_use("post_marker", {"marker": "epm:nope"})),
@@ -82,8 +94,14 @@ def test_bad_tool_input_is_an_error_result_not_a_crash(app, fake_anthropic, work
         results = [b for k, b in _events(run_id) if k == "tool_result"]
         assert "cannot move from planning to shared as agent" in results[0]
         assert results[1].startswith("invalid_input") or "epm:nope" in results[1]
-        assert _run(run_id).status == "completed"
-        assert experiments.get_experiment(number).status == "planning"
+        run = _run(run_id)
+        assert run.status == "failed" and run.failure_reason == "run_incomplete"
+        assert run.last_error.startswith("The planner ended without asking the owner questions or submitting")
+        assert "Giving up." in run.last_error
+        assert experiments.get_experiment(number).status == "blocked"  # the owner's turn, with the reason
+        note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.to_status == "blocked"))
+        assert "run_incomplete" in note
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 1  # no automatic recovery
 
 
 def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, worker, make_experiment):
@@ -100,7 +118,9 @@ def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, wo
     fake_anthropic.script(
         reply(tool_use("spawn_agent", {"agent": "analyzer", "request": "Interpret the results."})),
         reply(text("Interpretation: the prediction held.")),           # the analyzer (child)
-        reply(text("The analyzer finished; done.")))                   # the parent, woken
+        reply(text("The analyzer finished; the owner reviews next."),   # the parent, woken
+              tool_use("post_marker", {"marker": "epm:interpretation", "next_status": "reviewing"})),
+        reply(text("Handed to the owner.")))
     worker()
     with app.app_context():
         parent = _run(parent_id)
@@ -111,6 +131,16 @@ def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, wo
         assert "waiting" in kinds and "woken" in kinds
         woken = [b for k, b in _events(parent_id) if k == "woken"][0]
         assert "Interpretation: the prediction held." in woken
+        assert experiments.get_experiment(number).status == "reviewing"
+    # The woken parent continued the same conversation: its first turn came back unchanged
+    # (thinking signature included), and the update followed its tool result, no made-up turn.
+    parent_calls = [r.body for r in fake_anthropic.requests if "spawn_agent" in {t["name"] for t in r.body["tools"]}]
+    woken_call = parent_calls[1]["messages"]
+    assert [m["role"] for m in woken_call] == ["user", "assistant", "user"]
+    assert woken_call[1]["content"] == fake_anthropic.responses[0]["content"]
+    assert woken_call[1]["content"][0]["type"] == "thinking" and woken_call[1]["content"][0]["signature"]
+    last_turn = woken_call[2]["content"]
+    assert last_turn[0]["type"] == "tool_result" and last_turn[1]["text"].startswith("Update while you waited:")
 
 
 def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthropic, worker, make_experiment):
@@ -126,9 +156,13 @@ def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthr
     fake_anthropic.script(reply(tool_use("launch_pods", {})), reply(text("Blocked: nothing approved to launch.")))
     worker()
     with app.app_context():
-        assert _run(run_id).status == "completed"
         result = [b for k, b in _events(run_id) if k == "tool_result"][0]
         assert result.startswith("no_approved_spec:")
+        # It stopped with the experiment in Sagan's turn and nothing running: the owner is told.
+        run = _run(run_id)
+        assert run.status == "failed" and run.failure_reason == "run_incomplete"
+        assert "Blocked: nothing approved to launch." in run.last_error
+        assert experiments.get_experiment(number).status == "blocked"
 
 
 def test_cancel_mid_run_blocks_the_experiment(app, fake_anthropic, worker, make_experiment):
@@ -169,7 +203,7 @@ def test_model_api_errors_retried_then_clear_failure(app, fake_anthropic, worker
 
 def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, make_experiment):
     """A failed run queues one recovery with the exact template, which runs after its back-off."""
-    number = make_experiment("Recover me", status="planning")
+    number = make_experiment("Recover me", status="planning", runpod_account="personal")
     fake_anthropic.script(*[error(500, "api_error", "down", retry_after=0) for _ in range(3)])
     run_id = _start_planner(app, number, "plan")
     worker()
@@ -186,10 +220,11 @@ def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, mak
         assert loop.wake_ready_runs() == []           # back-off: 1 minute
         clock.advance(timedelta(minutes=2))
         assert loop.wake_ready_runs() == [follow.id]
-    fake_anthropic.script(reply(text("Recovered and done.")))
+    fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Recovered; plan submitted.")))
     worker()
     with app.app_context():
-        assert _run(follow.id).status == "completed"
+        assert _run(follow.id).status == "awaiting_approval", _run(follow.id).last_error
+        assert experiments.get_experiment(number).status == "plan_pending"
 
 
 def test_recovery_budget_spent_gives_one_blocker(app, make_experiment):
@@ -268,18 +303,23 @@ def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment)
 
 
 def test_secrets_in_tool_results_are_redacted(app, fake_anthropic, worker, make_experiment):
-    """An agent echoing a secret into the log never gets it stored (event or conversation)."""
-    number = make_experiment("Leaky", status="planning")
+    """A secret in what a tool returns never reaches the model or the log; a secret the model
+    writes itself is redacted in the events, while its turn is stored as the API sent it."""
     secret = "sk_live_AbCdEfGhIjKlMnOpQrSt123456"
-    fake_anthropic.script(reply(text(f"Found in .env: SAGAN_API_TOKEN={secret} and Authorization: Bearer {secret}")),)
-    _start_planner(app, number, "plan")
+    number = make_experiment("Leaky", status="planning", hypothesis=f"Uses SAGAN_API_TOKEN={secret} somewhere")
+    fake_anthropic.script(reply(tool_use("get_experiment", {})),
+                          reply(text(f"Found in .env: SAGAN_API_TOKEN={secret} and Authorization: Bearer {secret}")))
+    run_id = _start_planner(app, number, "plan")
     worker()
+    assert all(secret not in json.dumps(r.body) for r in fake_anthropic.requests)  # brief and tool result
     with app.app_context():
         stored = db.session.execute(sa.text(
             "SELECT string_agg(coalesce(body, ''), ' ') FROM run_events")).scalar()
-        conversation = db.session.execute(sa.text("SELECT conversation::text FROM agent_runs")).scalar()
-        assert secret not in stored and secret not in conversation
-        assert "[REDACTED]" in stored
+        assert secret not in stored and "[REDACTED]" in stored
+        conversation = _run(run_id).conversation
+        assert secret not in json.dumps(conversation[:3])  # brief, tool call, tool result
+        # The model's own last turn is kept exactly (thinking signatures must come back unchanged).
+        assert conversation[3]["content"] == fake_anthropic.responses[1]["content"]
 
 
 def test_no_api_key_explains_instead_of_starting(app, make_experiment):
