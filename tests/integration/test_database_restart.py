@@ -165,7 +165,7 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
             db.session.commit()
 
         with FakeAnthropic() as fake:
-            fake.script(reply(text("Planned after the restart.")))
+            fake.script(reply(text("Answered after the restart.")))
             port = _free_port()
             env = {**os.environ, "DATABASE_URL": cluster.url, "REDIS_URL": redis_url, "SECRET_KEY": "restart-test",
                    "SAGAN_INSTANCE_DIR": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
@@ -208,7 +208,9 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
 
             with app.app_context():
                 experiment = experiments.get_experiment(created.json()["experiment"]["number"])
-                run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
+                # A question for the comment responder: a run whose text answer is its whole job
+                # (a planner must leave questions or a plan, which a new idea cannot take yet).
+                run = runs.create_run(kind="qa", agent="comment-responder", request="Is it still there?",
                                       scope_id=experiment.id)
                 db.session.commit()
                 run_id = run.id

@@ -16,7 +16,7 @@ from config import TestConfig
 from models import AgentRun, RunEvent, db
 from services import clock, experiments, jobs, runs
 from services.agents import loop
-from tests.fakes.anthropic_server import reply, slow, text
+from tests.fakes.anthropic_server import reply, slow, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,14 +88,19 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
         started = db.session.scalar(sa.select(sa.func.count(RunEvent.id)).where(
             RunEvent.run_id == run_id, RunEvent.event_type == "started"))
         assert started == 1  # the events written before the kill are all still there
+        # The recovery continues the same conversation, told that the worker stopped.
+        resumed = recoveries[0].conversation
+        assert resumed[0]["content"][0]["text"] == failed.conversation[0]["content"]  # the same brief
+        assert resumed[-1]["content"][-1]["text"].startswith("The worker running this conversation stopped")
 
 
 @pytest.mark.slow
 def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, worker, make_experiment, tmp_path):
     """SIGTERM mid-step: the step finishes, the run goes back to queued, another worker completes it."""
-    from tests.fakes.anthropic_server import tool_use
     number = make_experiment("Deploy day", status="planning")
-    fake_anthropic.script(slow(3, reply(tool_use("get_experiment", {}))), reply(text("Finished elsewhere.")))
+    fake_anthropic.script(slow(3, reply(tool_use("get_experiment", {}))),
+                          reply(text("Finished elsewhere with questions."), tool_use("ask_questions", {"questions": [
+                              {"key": "seeds", "text": "How many seeds?"}]})))
     with app.app_context():
         run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
                               scope_id=experiments.get_experiment(number).id)
@@ -129,6 +134,10 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
         kinds = [e.event_type for e in db.session.scalars(
             sa.select(RunEvent).where(RunEvent.run_id == run_id).order_by(RunEvent.seq))]
         assert kinds.count("started") == 1 and "waiting" in kinds
+    # The other worker continued the same conversation: the first reply went back unchanged.
+    second = fake_anthropic.requests[-1].body["messages"]
+    assert second[1]["content"] == fake_anthropic.responses[0]["content"]
+    assert second[1]["content"][0]["type"] == "thinking"
 
 
 # --- a dispatch interrupted by a dead worker ---------------------------------------------
@@ -256,7 +265,8 @@ def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, 
     from services.dispatch import provisioner
     from tests.integration.test_dispatch import pod_spec
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
-    fake_anthropic.script(reply(text("A plan will follow.")))
+    fake_anthropic.script(reply(text("Questions first."), tool_use("ask_questions", {"questions": [
+        {"key": "seeds", "text": "How many seeds?"}]})))
     planned = make_experiment("Queued planner", status="planning")
     with monkeypatch.context() as agents_off:  # approving would start an orchestrator otherwise
         agents_off.setitem(app.config, "ANTHROPIC_API_KEY", "")
