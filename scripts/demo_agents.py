@@ -195,11 +195,6 @@ def _last_update(messages) -> str:
                      if b.get("type") == "text" and b.get("text", "").startswith("Update while you waited"))
 
 
-def _system_text(body: dict) -> str:
-    system = body.get("system") or ""
-    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
-
-
 @lru_cache(maxsize=1)
 def _agents_by_prompt() -> dict[str, str]:
     from services.agents import loader
@@ -328,7 +323,7 @@ def _proposer(turn: int) -> dict:
 def respond(body: dict, code_stage: bool = False) -> dict:
     """What the scripted agent answers to one Messages API call."""
     messages = body.get("messages") or []
-    agent = _agents_by_prompt().get(_system_text(body), "")
+    agent = _agents_by_prompt().get(anthropic_server.system_text(body), "")
     turn, brief = _turns(messages), _brief(messages)
     if agent == "experiment-planner":
         return _planner(brief, turn, code_stage)

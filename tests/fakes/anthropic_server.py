@@ -68,6 +68,12 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")
 DISPLAYS = ("summarized", "omitted")
 
 
+def system_text(body: dict) -> str:
+    """The system prompt of a request, whether sent as a string or as text blocks."""
+    system = body.get("system") or ""
+    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+
+
 def text(value: str) -> dict:
     return {"type": "text", "text": value}
 

@@ -22,7 +22,7 @@ from services import approvals, experiments, lifecycle, markers, settings
 from services.actors import Actor
 from services.agents import implementation, loader
 from services.dispatch import watcher
-from tests.fakes.anthropic_server import error, reply, text, tool_use
+from tests.fakes.anthropic_server import error, reply, system_text, text, tool_use
 from tests.integration.code_fixtures import TEST_COMMAND, call, git, research_repo, tool_context  # noqa: F401
 from tests.integration.test_local_dispatch import plan
 
@@ -77,7 +77,7 @@ class Agents:
         self.scripts[agent].extend(turns)
 
     def __call__(self, body):
-        agent = self.by_prompt.get(body.get("system"), "?")
+        agent = self.by_prompt.get(system_text(body), "?")
         self.requests[agent].append(body)
         if not self.scripts[agent]:
             return error(400, "invalid_request_error", f"the test has no script left for {agent}")
@@ -193,7 +193,11 @@ def test_implementer_fixes_reviewers_iterate_tests_pass_and_the_pod_runs_that_co
         db.session.expire_all()
         experiment = experiments.get_experiment(number)
         notes = _notes(experiment_id)
-        assert orchestrator.status == "completed", notes[-8:]
+        # This script's orchestrator stops after the pods ("analysing next") without starting the
+        # analysis: the experiment would sit in Sagan's turn with nothing running, so the run
+        # fails as run_incomplete and the owner gets a blocker saying so.
+        assert (orchestrator.status, orchestrator.failure_reason) == ("failed", "run_incomplete"), notes[-8:]
+        assert experiment.status == "blocked" and "run_incomplete" in notes[-1]
 
         # The loop's exact notes, in order.
         fix_note = "Round 1 reviewer pair landed needs_targeted_fix; dispatching implementer for round 2 fixes"
@@ -227,7 +231,7 @@ def test_implementer_fixes_reviewers_iterate_tests_pass_and_the_pod_runs_that_co
                                               "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": final}
 
         # The local pod checked out exactly that commit and ran the fixed code.
-        assert experiment.status in ("uploading", "verifying", "interpreting"), notes[-5:]
+        assert experiment.status_before_block in ("uploading", "verifying", "interpreting"), notes[-5:]
         artifacts = {a.name: a.content.decode() for a in db.session.scalars(sa.select(Artifact))}
         assert artifacts["commit.txt"].strip() == final
         assert artifacts["metrics.json"] == '{"mean": 2.0}'
