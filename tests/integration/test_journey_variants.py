@@ -65,7 +65,10 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
     fake_anthropic.default = agents
     agents.script("experiment-orchestrator",
                   _tool("launch_pods"), _tool("wait_for_pods"),                          # the first run
-                  _tool("launch_pods"), _tool("wait_for_pods"), reply(text("Recovered.")))  # the recovery
+                  _tool("launch_pods"), _tool("wait_for_pods"),                          # the recovery
+                  _tool("post_marker", marker="epm:interpretation", note="Recovered; the owner reviews.",
+                        next_status="reviewing"),
+                  reply(text("Recovered.")))
 
     number = make_experiment("Flaky pods", status="planning", runpod_account="local")
     with app.app_context():
@@ -104,7 +107,7 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
 
             clock.advance(timedelta(minutes=2))  # the recovery's back-off
             settle(lambda: db.session.get(AgentRun, recovery.id).status == "completed")
-            assert experiments.get_experiment(number).status == "interpreting"
+            assert experiments.get_experiment(number).status == "reviewing"  # handed to the owner
             assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
                 AgentRun.agent == "experiment-orchestrator")) == 2  # one recovery, not a chain
             notes = [n for n in db.session.scalars(sa.select(WorkflowEvent.note).where(
