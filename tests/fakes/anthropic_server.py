@@ -109,7 +109,7 @@ def paused(query: str = "latest results", narration: str | None = None) -> dict:
     return reply({"type": "server_tool_use", "id": server_id, "name": "web_search", "input": {"query": query}},
                  {"type": "web_search_tool_result", "tool_use_id": server_id, "content": [
                      {"type": "web_search_result", "url": "https://example.org/a", "title": "A result",
-                      "encrypted_content": "ZmFrZQ==", "page_age": None}]},
+                      "encrypted_content": "ZmFrZQ==", "page_age": "2 days ago"}]},
                  stop_reason="pause_turn", thinking=narration)
 
 
@@ -153,9 +153,14 @@ def _without(block, key: str):
     return {k: v for k, v in block.items() if k != key} if isinstance(block, dict) else block
 
 
-def _normal(block: dict) -> dict:
-    """A block as compared when it comes back: without cache_control and null fields."""
-    return {k: v for k, v in block.items() if k != "cache_control" and v is not None}
+def _normal(block):
+    """A block as compared when it comes back: without cache_control and null fields (the
+    API treats an omitted optional field and a null one alike)."""
+    if isinstance(block, list):
+        return [_normal(b) for b in block]
+    if not isinstance(block, dict):
+        return block
+    return {k: _normal(v) for k, v in block.items() if k != "cache_control" and v is not None}
 
 
 @dataclass
