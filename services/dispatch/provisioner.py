@@ -267,6 +267,11 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
         return _fail(run, experiment, "spec_invalid", exc.message, created=[])
     # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
     # and creates only the missing ones, so no pod is ever created twice.
+    still_up = stop_earlier_pods(run, experiment)
+    if still_up:
+        return _fail(run, experiment, "provider_error", "Pods of an earlier dispatch may still be billing and "
+                     "could not be stopped: " + ", ".join(p.name for p in still_up) + ". No new pod was "
+                     "created; stop them, then dispatch again.", created=[])
     earlier = _pods_by_index(run.id)
     if not earlier:
         runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
@@ -472,13 +477,16 @@ def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, c
 
 
 def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_note: str | None = None) -> str:
-    """End a dispatch run as failed, from the saga or the watcher alike: stop the pods in `stop`
-    (volumes kept), let recovery decide (one recovery, or a blocker — a partial dispatch blocks
-    with its exact `block_note` and is never recovered), commit, run the effects, and wake the
-    run waiting on this dispatch."""
+    """End a dispatch run as failed, from the saga or the watcher alike.
+
+    Every pod the dispatch owns is stopped first (volumes kept), before recovery or a
+    blocker is decided: survivors of a failure bill by the hour, and a recovery must not
+    start new pods next to them. `stop` adds pods not (yet) linked to the run. The
+    experiment's timeline says which pods were stopped. Then recovery decides (one
+    recovery, or a blocker — a partial dispatch blocks with its exact `block_note` and is
+    never recovered), the effects run, and the run waiting on this dispatch is woken."""
     from services import recovery
-    for pod in stop:
-        stop_pod(pod, "failure")
+    stop_owned_pods(run, reason, extra=stop)
     outcome = recovery.fail(run, reason, message, block_note=block_note)
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)
@@ -486,3 +494,49 @@ def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_no
         from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
     return "failed"
+
+
+# Statuses of a pod that may still bill: up, coming up, its script finished but the
+# container kept alive, or a stop that has not been confirmed yet.
+BILLING_STATUSES = (*registry.POD_LIVE_STATUSES, "exited", "stop_requested")
+
+
+def stop_owned_pods(run: AgentRun, reason: str, *, extra=()) -> tuple[list[Pod], list[Pod]]:
+    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped).
+
+    Says so on the experiment's timeline, naming the pods, so the owner sees what was
+    stopped and what still needs a hand."""
+    owned = {p.id: p for p in db.session.scalars(sa.select(Pod).where(
+        Pod.agent_run_id == run.id, Pod.status.in_(BILLING_STATUSES)))}
+    owned.update({p.id: p for p in extra if p.status in BILLING_STATUSES})
+    stopped, failed = [], []
+    for pod in sorted(owned.values(), key=lambda p: (p.run_index, p.attempt)):
+        stop_pod(pod, "failure")
+        (stopped if pod.status == "stopped" else failed).append(pod)
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    if experiment is not None and (stopped or failed):
+        words = []
+        if stopped:
+            words.append("stopped " + ", ".join(p.name for p in stopped) + " (volumes kept)")
+        if failed:
+            words.append("could not stop " + ", ".join(p.name for p in failed) + " — stop them by hand")
+        events.record(experiment, "note", Actor.system("pod watcher"),
+                      note=f"Dispatch {run.short_id} failed ({reason}): " + "; ".join(words) + ".",
+                      metadata={"reason": reason, "run_id": str(run.id),
+                                "stopped_pods": [p.name for p in stopped],
+                                "unstopped_pods": [p.name for p in failed]})
+    db.session.commit()
+    return stopped, failed
+
+
+def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
+    """Before a dispatch creates anything: stop the experiment's pods of earlier dispatches that
+    may still bill (a recovery after a failure, a re-approved plan). Returns those still not
+    stopped: while any is, no new pod is created."""
+    earlier = list(db.session.scalars(sa.select(Pod).where(
+        Pod.experiment_id == experiment.id, Pod.status.in_(BILLING_STATUSES),
+        sa.or_(Pod.agent_run_id.is_(None), Pod.agent_run_id != run.id))))
+    for pod in earlier:
+        stop_pod(pod, "failure")
+    db.session.commit()
+    return [p for p in earlier if p.status != "stopped"]
