@@ -136,7 +136,10 @@ class Config:
     RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")
     RUNPOD_TEAM_ID = os.environ.get("RUNPOD_TEAM_ID", "")
     RUNPOD_API_KEY_PERSONAL = os.environ.get("RUNPOD_API_KEY_PERSONAL", "")
-    RUNPOD_TEAM_HEADER = os.environ.get("RUNPOD_TEAM_HEADER", "X-Team-Id")  # sent with the team key only
+    # REST v2 documents no team header (a team key is scoped to its team); set a header name
+    # only if your account needs one. Sent with the team key only, never the personal one.
+    RUNPOD_TEAM_HEADER = os.environ.get("RUNPOD_TEAM_HEADER", "")
+    RUNPOD_USER_AGENT = os.environ.get("RUNPOD_USER_AGENT", "")  # empty: a browser-like default
     RUNPOD_TIMEOUT_SECONDS = _env_float("RUNPOD_TIMEOUT_SECONDS", 30.0)
     RUNPOD_MAX_RETRIES = _env_int("RUNPOD_MAX_RETRIES", 3)  # reads and actions; never create
     SAGAN_POD_IMAGE = os.environ.get(

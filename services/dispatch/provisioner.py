@@ -231,13 +231,33 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
     return env
 
 
-def _container_command(docker_args: str, *, local: bool) -> str:
-    """RunPod pods get the bootstrap wrapper inline (the image does not have it)."""
+# RunPod publishes no limit for `args`; Docker's practical limit is a few kB, and the bootstrap
+# alone is larger. So the script travels base64-encoded in an env var (RunPod allows up to 50
+# env vars per pod, "Environment variables" in its docs) and `args` stays one short line.
+MAX_ARGS_CHARS = 2000
+MAX_POD_ENV = 50
+BOOTSTRAP_ENV = "SAGAN_BOOTSTRAP_B64"
+RUNPOD_ARGS = (f"bash -c 'printf %s \"${BOOTSTRAP_ENV}\" | base64 -d > /tmp/sagan_bootstrap.sh && "
+               "exec bash /tmp/sagan_bootstrap.sh'")
+
+
+def _container_command(docker_args: str, *, local: bool) -> tuple[str, dict[str, str]]:
+    """(args, extra env): local pods run the wrapper from disk; RunPod pods get it in an env var
+    (the image does not have it) and the spec's command in SAGAN_DOCKER_ARGS."""
     if local:
-        return docker_args
-    script = base64.b64encode(BOOTSTRAP.read_bytes()).decode()
-    return (f"bash -c 'echo {script} | base64 -d > /tmp/sagan_bootstrap.sh && "
-            f"exec bash /tmp/sagan_bootstrap.sh'")
+        return docker_args, {}
+    return RUNPOD_ARGS, {BOOTSTRAP_ENV: base64.b64encode(BOOTSTRAP.read_bytes()).decode(),
+                         "SAGAN_DOCKER_ARGS": docker_args}
+
+
+def _check_request_size(request: PodRequest) -> None:
+    """Refuse, before any create call, a request RunPod would refuse for its size."""
+    if len(request.args) > MAX_ARGS_CHARS:
+        raise BackendError("spec_invalid", f"The container command is {len(request.args)} characters; "
+                                           f"at most {MAX_ARGS_CHARS} are sent as `args`.")
+    if len(request.env) > MAX_POD_ENV:
+        raise BackendError("spec_invalid", f"The pod would get {len(request.env)} environment variables; "
+                                           f"RunPod allows {MAX_POD_ENV}. Drop some of the spec's env or secrets.")
 
 
 def run_dispatch(run_id) -> str:
@@ -382,6 +402,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
     options = candidates(pod_spec, experiment.runpod_account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
+    refusals: list[BackendError] = []
     for attempt, candidate in enumerate(options, start=first_attempt):
         if candidate != wanted:
             runs.append_event(run.id, "pod_substitution",
@@ -403,18 +424,20 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
         backend = None  # this candidate's, never the previous one's
         try:
             backend = backend_for(candidate.account)
+            args, wrapper_env = _container_command(pod_spec.get("dockerArgs") or "true", local=local)
             request = PodRequest(
                 name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
-                args=_container_command(pod_spec.get("dockerArgs") or "true", local=local),
-                gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
+                args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
                 disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
-                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local),
-                     **({} if local else {"SAGAN_DOCKER_ARGS": pod_spec.get("dockerArgs") or "true"})})
+                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local), **wrapper_env})
+            if not local:
+                _check_request_size(request)
             made = backend.create(request)
         except BackendError as exc:
             made = None
             last = (exc.reason, exc.message)
-            if exc.reason == "provider_error":
+            refusals.append(exc)
+            if exc.reason == "provider_error" and (exc.status is None or exc.status >= 500):
                 # The provider may have created it anyway: wait out the listing lag, look it up.
                 sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
                 try:
@@ -426,12 +449,34 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                 pod.status = "failed"
                 pod.last_error = exc.message[:4000]
                 db.session.commit()
-                if exc.reason in ("provider_auth", "spec_invalid"):
-                    return None, last  # retrying elsewhere will not fix credentials or a bad request
+                if exc.reason == "provider_auth" and candidate.account == wanted.account:
+                    return None, last  # the asked account's credentials: another GPU will not fix them
+                # Anything else (capacity, a 4xx we do not recognise, a refusal of this one
+                # candidate) moves on, with the error recorded on the pod row and in the
+                # substitution event.
                 continue
         _mark_created(run, pod, made, gpu=candidate.gpu.short)
         return pod, None
-    return None, last
+    return None, _verdict(refusals, last)
+
+
+def _verdict(refusals: list[BackendError], last: tuple[str, str]) -> tuple[str, str]:
+    """Why no candidate worked. The spec itself is at fault only when every candidate was
+    refused as invalid with the same words (GPU names aside); otherwise the last error stands,
+    and a list that ran out on capacity says so."""
+    if refusals and all(r.reason == "spec_invalid" for r in refusals):
+        words = {_without_gpu_names(r.message) for r in refusals}
+        if len(words) == 1:
+            return "spec_invalid", refusals[-1].message
+    if refusals and any(r.reason == "provider_capacity" for r in refusals) and last[0] == "spec_invalid":
+        return "provider_capacity", last[1]
+    return last
+
+
+def _without_gpu_names(message: str) -> str:
+    for gpu in specs.GPUS:
+        message = message.replace(gpu.provider_id, "<gpu>")
+    return message
 
 
 def _mark_created(run: AgentRun, pod: Pod, made, *, gpu: str, **extra) -> None:

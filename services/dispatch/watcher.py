@@ -388,6 +388,8 @@ def _enforce_caps(now) -> None:
     over_daily = bool(daily) and spend.spend_today() >= float(daily)
     # Two queries for every experiment with live pods together, not two per experiment.
     spent_by = spend.spend_by_experiment(by_experiment)
+    for experiment_id, stand_in in spend.unpriced_spend_by_experiment(by_experiment).items():
+        spent_by[experiment_id] = spent_by.get(experiment_id, 0.0) + stand_in  # unknown is not $0
     experiments_by = {e.id: e for e in db.session.scalars(sa.select(Experiment).where(
         Experiment.id.in_(list(by_experiment))))} if by_experiment else {}
     for experiment_id, pods in by_experiment.items():

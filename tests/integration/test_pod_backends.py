@@ -100,7 +100,38 @@ def test_list_by_name_finds_exactly_that_pod_after_the_listing_lag(fake_runpod, 
     fake_runpod.advance(21)
     found = team.list_by_name("sagan-7-1a2b3c4d-0-1")
     assert [p.id for p in found] == [pod.id]
-    assert fake_runpod.requests_to("GET")[-1].query == {"name": "sagan-7-1a2b3c4d-0-1"}
+    # v2 documents no name filter: nothing undocumented is sent, the match is ours.
+    assert fake_runpod.requests_to("GET")[-1].query == {}
+
+
+def test_lists_are_followed_page_by_page(fake_runpod, team):
+    """Does a paged list (nextCursor) come back whole, each page asked for with its cursor?"""
+    fake_runpod.page_size = 2
+    names = [f"sagan-8-0000000{i}-0-1" for i in range(5)]
+    for name in names:
+        fake_runpod.add_pod(name, status="RUNNING")
+    assert sorted(p.name for p in team.list_all()) == names
+    assert [r.query for r in fake_runpod.requests_to("GET")] == [{}, {"cursor": "2"}, {"cursor": "4"}]
+    assert [p.name for p in team.list_by_name(names[4])] == [names[4]]
+
+
+def test_capacity_is_recognised_by_its_problem_class_whatever_the_wording(fake_runpod, team):
+    """A capacity answer in new words but with a capacity problem type is provider_capacity, not spec_invalid."""
+    fake_runpod.no_capacity(H100, status=409, title="Conflict", detail="Try another data center later.",
+                            error_type="https://api.runpod.io/errors/insufficient-capacity")
+    with pytest.raises(BackendError) as caught:
+        team.create(request(gpu=H100))
+    assert caught.value.reason == "provider_capacity" and caught.value.status == 409
+
+
+def test_the_edge_gets_a_browser_like_user_agent(fake_runpod, team):
+    """An edge that refuses HTTP-library user agents (python-httpx, python-requests) still serves us."""
+    fake_runpod.refuse_user_agents = ("python-httpx", "python-requests")
+    assert team.list_all() == []
+    agent = fake_runpod.requests_to("GET")[-1].headers["User-Agent"]
+    assert agent.startswith("Mozilla/5.0") and "sagan/" in agent
+    assert httpx.get(f"{fake_runpod.url}/v2/pods",
+                     headers={"Authorization": f"Bearer {fake_runpod.team_key}"}).status_code == 403
 
 
 def test_list_all_is_the_accounts_sagan_pods_only(fake_runpod, team, personal):
@@ -219,12 +250,18 @@ def test_a_validation_error_is_spec_invalid_naming_the_field(team):
 
 
 def test_the_team_header_goes_with_the_team_key_only(fake_runpod, team, personal):
-    """Is the team header sent with the team key, never with the personal key, and would RunPod refuse it there?"""
+    """v2 documents no team header: none is sent by default. One configured is sent with the team key,
+    never with the personal key, where RunPod would refuse it."""
     team.list_all()
     personal.list_all()
     team_call, personal_call = fake_runpod.requests_to("GET")
-    assert team_call.headers["X-Team-Id"] == fake_runpod.team_id
+    assert "X-Team-Id" not in team_call.headers and team_call.status == 200
     assert "X-Team-Id" not in personal_call.headers and personal_call.status == 200
+    with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url, team_id=fake_runpod.team_id,
+                       team_header="X-Team-Id") as with_header:
+        with_header.list_all()
+    assert fake_runpod.requests_to("GET")[-1].headers["X-Team-Id"] == fake_runpod.team_id
+    fake_runpod.team_header_required = True
     refused = httpx.get(f"{fake_runpod.url}/v2/pods", headers={
         "Authorization": f"Bearer {fake_runpod.personal_key}", "X-Team-Id": fake_runpod.team_id})
     assert refused.status_code == 403
@@ -232,7 +269,9 @@ def test_the_team_header_goes_with_the_team_key_only(fake_runpod, team, personal
     fake_runpod.add_pod("sagan-3-dddddddd-0-1", scope="team")
     with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url) as no_team_id:
         assert no_team_id.list_all() == []
-    assert [p.name for p in team.list_all()] == ["sagan-3-dddddddd-0-1"]
+    with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url, team_id=fake_runpod.team_id,
+                       team_header="X-Team-Id") as with_header:
+        assert [p.name for p in with_header.list_all()] == ["sagan-3-dddddddd-0-1"]
 
 
 def test_reads_are_retried_with_exponential_back_off_then_fail(fake_runpod, team, sleeps):

@@ -108,6 +108,18 @@ def test_pod_is_read_from_the_v2_shape_with_ssh_from_runtime_ports():
     assert _pod_from({"id": "p2", "status": "EXITED", "runtime": None}).uptime_seconds == 0
 
 
+def test_ssh_is_read_from_the_v2_proxy_and_direct_objects():
+    """v2's `ssh` holds a `proxy` and a `direct` connection: direct (public IP) first, else the proxy."""
+    both = _pod_from({"id": "p1", "status": "RUNNING", "ssh": {
+        "proxy": {"host": "ssh.runpod.io", "port": 22, "user": "p1-64410f2e"},
+        "direct": {"host": "203.0.113.10", "port": 10341, "user": "root"}}})
+    assert (both.ssh_host, both.ssh_port) == ("203.0.113.10", 10341)
+    proxy_only = _pod_from({"id": "p1", "status": "RUNNING", "ssh": {
+        "proxy": {"host": "ssh.runpod.io", "port": 22}, "direct": None}})
+    assert (proxy_only.ssh_host, proxy_only.ssh_port) == ("ssh.runpod.io", 22)
+    assert _pod_from({"id": "p1", "status": "RUNNING", "ssh": None}).ssh_host is None
+
+
 def test_pod_environment_is_an_allowlist_plus_the_request_env(tmp_path):
     """Does a pod get PATH, LANG, TZ, LC_*, PYTHON* and its own env, and none of the server's secrets?"""
     parent = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1",
