@@ -166,9 +166,12 @@ def validate(spec, account: str | None = None) -> SpecCheck:
         _check_config(pod.get("config"), where, problems)
         if "substitution_policy" in pod:
             _check_policy(pod, gpu, where, problems, account)
-        consolidation = pod.get("consolidation")
-        if consolidation is not None and not isinstance(consolidation, dict):
-            problems.append(f"{where}.consolidation: must be an object")
+        if "consolidation" in pod:
+            # Never silently ignored: Sagan does not merge pods, so a plan that counts on it is
+            # told so before approval rather than dispatched as if it had been honoured.
+            problems.append(f"{where}.consolidation: not supported — Sagan never merges pods onto a larger "
+                            "GPU; remove the field (each pod runs as specified, and substitution_policy "
+                            "lists the GPUs it may move to)")
     return SpecCheck(pods, problems, unknown)
 
 

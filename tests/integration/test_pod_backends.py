@@ -731,3 +731,16 @@ def test_the_curl_fallback_speaks_the_same_protocol(tmp_path, receiver):
          "exitCode": 2}]
     assert [(a["name"], a["content_type"]) for a in receiver.artifacts] == [("a b.txt", "text/plain")]
     assert receiver.token not in result.stderr + result.stdout
+
+
+def test_the_start_up_check_says_which_scope_each_account_reaches(fake_runpod):
+    """One list call per configured account, naming the key, the header if any, and what it lists;
+    a key the provider refuses is reported, not raised."""
+    from services.dispatch.accounts import check_runpod_accounts
+    fake_runpod.add_pod("sagan-1-00000000-0-1", status="RUNNING")
+    config = {"RUNPOD_API_URL": fake_runpod.url, "RUNPOD_API_KEY_TEAM": fake_runpod.team_key,
+              "RUNPOD_API_KEY_PERSONAL": "rpa_WRONGKEY00000000000000", "RUNPOD_MAX_RETRIES": 0}
+    team, personal = check_runpod_accounts(config)
+    assert team.ok and "RUNPOD_API_KEY_TEAM only" in team.summary and "lists 1 pod(s), 1 of them Sagan's" in team.summary
+    assert not personal.ok and "401" in personal.summary and "rpa_WRONGKEY" not in personal.summary
+    assert len(fake_runpod.requests_to("GET")) == 2
