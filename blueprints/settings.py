@@ -24,7 +24,10 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            scope_labels=shares.SCOPE_LABELS,
                            repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
                                                                       "research_repo_test_command",
-                                                                      "research_repo_lint_command")},
+                                                                      "research_repo_lint_command",
+                                                                      "research_repo_dir",
+                                                                      "research_repo_token_env",
+                                                                      "research_repo_ssh_key_env")},
                            repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"))
 
 

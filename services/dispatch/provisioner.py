@@ -26,7 +26,7 @@ from services import events, jobs, lifecycle, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import spec as specs
-from services.dispatch import tokens
+from services.dispatch import tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
 from services.errors import Conflict
 
@@ -214,20 +214,36 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
         "SAGAN_POD_PROGRESS_TOKEN": token, "SAGAN_AGENT_RUN_ID": str(run.id),
         "SAGAN_EXPERIMENT_ID": str(experiment.id), "SAGAN_EXPERIMENT_NUMBER": str(experiment.number),
         "SAGAN_RUN_INDEX": str(index), "SAGAN_POD_NAME": name,
-        "SAGAN_ARTIFACT_DIR": "artifacts" if local else "/workspace/sagan-artifacts",
+        # Local pods see their own folder at /workspace too (their sandbox), so both look alike.
+        "SAGAN_ARTIFACT_DIR": "/workspace/sagan-artifacts", "SAGAN_WORKDIR": "/workspace",
         "SAGAN_KEEP_ALIVE_MINUTES": str(pod_spec.get("keepAliveMinutes", 10)),
         # The approved code, under the new and the old system's names (SPEC §5.7).
         "SAGAN_GIT_BRANCH": branch, "SAGAN_GIT_COMMIT": commit,
         "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": commit,
     })
+    secret_names = list(pod_spec.get("secrets") or [])
     repo = settings.get("research_repo_url")
     if repo:
-        env["SAGAN_REPO_URL"] = repo
-    if not local:
-        env["SAGAN_WORKDIR"] = "/workspace"  # the persistent volume: the checkout survives a restart
-    for secret_name in pod_spec.get("secrets") or []:
+        env["SAGAN_REPO_URL"] = repo  # the checkout goes on the volume: it survives a restart
+        if settings.get("research_repo_dir"):
+            env["SAGAN_REPO_NAME"] = settings.get("research_repo_dir")
+        # A private repository: the owner named the variable holding the deploy token or key;
+        # the pod gets its value as a secret and the bootstrap hands it to git by name.
+        for setting, pointer in (("research_repo_token_env", "SAGAN_REPO_TOKEN_ENV"),
+                                 ("research_repo_ssh_key_env", "SAGAN_REPO_SSH_KEY_ENV")):
+            name = settings.get(setting)
+            if name and os.environ.get(name):
+                env[pointer] = name
+                secret_names.append(name)
+    declared = [a for a in ((pod_spec.get("config") or {}).get("artifacts") or [])
+                if isinstance(a, str) and not a.startswith(verify.REMOTE)]
+    if declared:
+        env["SAGAN_ARTIFACT_PATHS"] = "\n".join(declared)
+    for secret_name in secret_names:
         if os.environ.get(secret_name):
             env[secret_name] = os.environ[secret_name]  # injected at create, never stored
+    if secret_names:
+        env["SAGAN_SECRET_NAMES"] = ",".join(secret_names)  # names only: the log upload blanks their values
     return env
 
 
@@ -580,7 +596,7 @@ def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
     stopped: while any is, no new pod is created."""
     earlier = list(db.session.scalars(sa.select(Pod).where(
         Pod.experiment_id == experiment.id, Pod.status.in_(BILLING_STATUSES),
-        sa.or_(Pod.agent_run_id.is_(None), Pod.agent_run_id != run.id))))
+        sa.or_(Pod.agent_run_id.is_(None), Pod.agent_run_id != run.id)).order_by(Pod.created_at, Pod.run_index)))
     for pod in earlier:
         stop_pod(pod, "failure")
     db.session.commit()

@@ -189,9 +189,25 @@ def _check_config(config, where: str, problems: list[str]) -> None:
             problems.append(f"{where}.config.artifacts: must be a list of paths or URIs")
             return
         for i, item in enumerate(artifacts):
-            if not isinstance(item, str) or not item.startswith(("/workspace/", "hf://", "wandb://", "repo://")):
-                problems.append(f"{where}.config.artifacts[{i}]: must be a /workspace/… path or an hf://, "
-                                f"wandb:// or repo:// URI")
+            if not _artifact_ok(item):
+                problems.append(f"{where}.config.artifacts[{i}]: must be a path or glob relative to the "
+                                f"checkout (runs/x/*.json), a /workspace/… path, or an hf://, wandb://, "
+                                f"https:// or repo:// URI")
+
+
+REMOTE_ARTIFACTS = ("hf://", "wandb://", "repo://", "https://")
+
+
+def _artifact_ok(item) -> bool:
+    """A declared artifact: a remote URI (recorded as a link), or a path the bootstrap uploads —
+    relative to the checkout or under /workspace/, without `..`, on one line."""
+    if not isinstance(item, str) or not item.strip() or len(item) > 500:
+        return False
+    if item.startswith(REMOTE_ARTIFACTS):
+        return True
+    if any(c in item for c in "\n\r\0") or item.startswith("-") or ".." in item.split("/"):
+        return False
+    return item.startswith("/workspace/") or not item.startswith("/")
 
 
 def _check_policy(pod: dict, gpu: Gpu | None, where: str, problems: list[str],

@@ -23,6 +23,7 @@ ACTIVE = ("deploying", "running", "retrying", "stop_requested", "exited")
 VANISH_CHECKS = 3
 VANISH_SPAN = timedelta(minutes=2)
 FLEET_WINDOW = timedelta(minutes=5)
+SETUP_FAILED = "setup failed:"
 CRASH_LOOP_POSTS = 3
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
 PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
@@ -281,7 +282,10 @@ def _review_dispatch(run_id, now) -> None:
     failed = [p for p in pods if p.exit_code not in (None, 0)]
     if failed:
         pod = failed[0]
-        return _fail_dispatch(run, experiment, "pod_exit_nonzero",
+        # The bootstrap says "setup failed: …" when the clone or the environment did not work:
+        # its own reason, so the owner fixes the repository or its lock file, not the experiment.
+        setup = (pod.progress_message or "").startswith(SETUP_FAILED)
+        return _fail_dispatch(run, experiment, "setup_failed" if setup else "pod_exit_nonzero",
                               f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
     # A pod that already exited did run: fast pods can finish between two polls.
     if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):

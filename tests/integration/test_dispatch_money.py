@@ -14,8 +14,12 @@ import sqlalchemy as sa
 from models import AgentRun, FleetIncident, Pod, db
 from services import clock, experiments, runs
 from services.dispatch import provisioner, watcher
-from tests.integration.test_dispatch import (A100, H100, approved, dispatch, notes, pod_spec,  # noqa: F401
-                                             run_events, runpod)
+from tests.integration import test_dispatch as base
+from tests.integration.test_dispatch import A100, H100, dispatch, notes, pod_spec, run_events
+
+# The fake RunPod and the approved-experiment factory of the dispatch tests, shared as fixtures.
+runpod = base.runpod
+approved = base.approved
 
 
 def creates(fake):

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import httpx
 import psutil
@@ -460,6 +461,9 @@ def test_a_local_pod_runs_posts_progress_uploads_and_exits_0(local, receiver):
         {"progressPct": 5, "message": "bootstrap complete on branch (none)", "milestone": "bootstrap", "seq": 1},
         {"progressPct": 100, "message": "experiment finished", "milestone": "exit", "seq": 2, "exitCode": 0}]
     uploads = {a["name"]: (a["content_type"], a["body"]) for a in receiver.artifacts}
+    log_upload = uploads.pop(f"sagan-logs/{pod.id}.log")
+    assert log_upload[0] == "text/plain" and b"training done" in log_upload[1]
+    assert receiver.token.encode() not in log_upload[1]
     assert uploads == {"metrics.json": ("application/json", b'{"loss": 0.1}\n'),
                        "plots/curve.svg": ("image/svg+xml", b"<svg/>\n"),
                        "t.csv": ("text/csv", b"a,b\n"),
@@ -507,16 +511,15 @@ def test_the_bootstrap_checks_out_the_research_repository(local, local_root, rec
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "exp"], check=True)
     subprocess.run([*git, "checkout", "-q", "main"], check=True)
-    if os.geteuid() == 0:  # git refuses to read a repository owned by another user
-        nobody = pwd.getpwnam("nobody")
-        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(origin)], check=True)
     pod = local.create(local_request(receiver, "bash train.sh", SAGAN_REPO_URL=str(origin),
                                      SAGAN_EPS_BRANCH="exp-42"))
     finished = wait_until_finished(local, pod.id)
     assert finished.exit_code == 0, local.log_tail(pod.id)
     assert receiver.progress[0]["message"] == "bootstrap complete on branch exp-42"
-    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("which.txt", b"trained on exp-42\n")]
-    assert (local.root / pod.id / "work" / "repo" / "train.sh").exists()
+    assert [(a["name"], a["body"]) for a in receiver.artifacts
+            if not a["name"].startswith("sagan-logs/")] == [("which.txt", b"trained on exp-42\n")]
+    # Cloned into /workspace/<repository name>, as plans written for RunPod expect.
+    assert (local.root / pod.id / "work" / "origin" / "train.sh").exists()
 
 
 def test_a_repository_that_cannot_be_cloned_is_a_failed_exit(local, local_root, receiver):
@@ -524,8 +527,9 @@ def test_a_repository_that_cannot_be_cloned_is_a_failed_exit(local, local_root, 
     pod = local.create(local_request(receiver, "echo should-not-run", SAGAN_REPO_URL=str(local_root / "nope")))
     finished = wait_until_finished(local, pod.id)
     assert finished.exit_code not in (None, 0)
-    assert [p.get("milestone") for p in receiver.progress] == ["exit"]
-    assert receiver.progress[0]["message"].startswith(f"experiment exited with code {finished.exit_code} · err: ")
+    assert [p.get("milestone") for p in receiver.progress] == ["setup_failed"]
+    assert receiver.progress[0]["message"].startswith("setup failed: could not clone or check out the repository · err: ")
+    assert receiver.progress[0]["exitCode"] == finished.exit_code
     assert "does not exist" in receiver.progress[0]["message"]
     assert "should-not-run" not in local.log_tail(pod.id)
 
@@ -547,21 +551,22 @@ def test_the_pod_environment_holds_no_server_secrets(local, receiver, monkeypatc
     text = receiver.artifacts[0]["body"].decode()
     assert "server-secret-key-value-123" not in text and "dbpassword" not in text
     assert env["SEED"] == "7" and env["HF_TOKEN"] == "hf_named_secret_for_this_pod" and env["TZ"] == "UTC"
-    assert env["HOME"] == str(local.root / pod.id / "work")
+    assert env["HOME"] == "/workspace"  # the pod's own folder, as its sandbox shows it
 
 
 def test_a_local_pod_runs_unprivileged_when_the_server_is_root(local, receiver):
-    """Does the pod run as nobody when the server runs as root (as the server's user otherwise),
-    unable to write the server's state files?"""
-    args = "id -un > \"$SAGAN_ARTIFACT_DIR/user.txt\"; echo 1 > \"$SAGAN_POD_STATE_DIR/../pid\" || echo refused"
+    """Does the pod run as the dedicated pod user when the server runs as root (as the server's user
+    otherwise), unable to write the server's state files?"""
+    pid_file = local.root / "sagan-5-0a0b0c0d-0-1" / "pid"
+    args = f"id -un > \"$SAGAN_ARTIFACT_DIR/user.txt\"; echo 1 > {pid_file} || echo refused"
     pod = local.create(local_request(receiver, args))
     wait_until_finished(local, pod.id)
-    expected = "nobody" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    expected = "sagan-pod" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     assert receiver.artifacts[0]["body"].decode().strip() == expected
     if os.geteuid() == 0:
         assert "refused" in local.log_tail(pod.id)
         assert (local.root / pod.id / "pid").read_text().strip() != "1"
-        assert (local.root / pod.id / "work").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        assert (local.root / pod.id / "work").stat().st_uid == pwd.getpwnam("sagan-pod").pw_uid
 
 
 def test_without_a_pod_user_a_local_pod_runs_as_the_server_user(local_root, receiver):
@@ -576,6 +581,13 @@ def test_without_a_pod_user_a_local_pod_runs_as_the_server_user(local_root, rece
     assert backend.list_all() == []
 
 
+def _pgid(pid):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def test_stop_kills_the_whole_process_group(local, receiver):
     """Does stop() end the bootstrap and every process the command started (SIGTERM, then SIGKILL for
     one that ignores it), keep the files, and read EXITED?"""
@@ -585,11 +597,14 @@ def test_stop_kills_the_whole_process_group(local, receiver):
     child_pid_file = local.root / pod.id / "work" / "child.pid"
     assert wait_for(child_pid_file.exists)
     assert wait_for(lambda: len(receiver.progress) == 1)
-    child = psutil.Process(int(child_pid_file.read_text()))
     leader = int((local.root / pod.id / "pid").read_text())
+    # The child's pid in the file is the pod's own (its sandbox has its own pid namespace):
+    # on the host, the pod's processes are its process group.
+    group = [p for p in psutil.process_iter() if _pgid(p.pid) == leader and p.pid != leader]
+    assert len(group) >= 3  # bwrap's init, the bootstrap, the two sleeps …
     stopped = local.stop(pod.id)
     assert stopped.status == "EXITED" and stopped.exit_code is None
-    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in group)
     assert not psutil.pid_exists(leader) or psutil.Process(leader).status() == psutil.STATUS_ZOMBIE
     assert (local.root / pod.id / "output.log").exists()
     assert local.stop(pod.id).status == "EXITED"  # stopping again is harmless
@@ -695,7 +710,7 @@ def test_a_refused_token_is_not_retried(tmp_path, receiver):
     """Is a 401 (wrong token) given up at once rather than retried, and the experiment still runs?"""
     result = run_bootstrap(tmp_path / "w", receiver, "echo ran", SAGAN_POD_PROGRESS_TOKEN="spt_wrong_token_0000")
     assert result.returncode == 0 and "ran" in result.stdout
-    assert len(receiver.attempts) == 2 and receiver.progress == []
+    assert len([a for a in receiver.attempts if a["path"] == "/api/progress"]) == 2 and receiver.progress == []
     assert "spt_wrong_token_0000" not in result.stderr + result.stdout
 
 
@@ -713,7 +728,7 @@ def test_a_relative_artifact_dir_and_a_commit_checkout(tmp_path, receiver):
     result = run_bootstrap(tmp_path / "w", receiver, "mkdir -p results && cp v.txt results/",
                            SAGAN_REPO_URL=str(origin), SAGAN_GIT_COMMIT=first, SAGAN_ARTIFACT_DIR="results")
     assert result.returncode == 0, result.stderr
-    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("v.txt", b"one\n")]
+    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("v.txt", b"one\n"), ("sagan-logs/pod.log", ANY)]
     assert receiver.progress[0]["message"] == f"bootstrap complete on branch {first[:12]}"
 
 
@@ -729,7 +744,8 @@ def test_the_curl_fallback_speaks_the_same_protocol(tmp_path, receiver):
         {"progressPct": 5, "message": "bootstrap complete on branch (none)", "seq": 1, "milestone": "bootstrap"},
         {"progressPct": 0, "message": "experiment exited with code 2 · err: oh no", "seq": 2, "milestone": "exit",
          "exitCode": 2}]
-    assert [(a["name"], a["content_type"]) for a in receiver.artifacts] == [("a b.txt", "text/plain")]
+    assert [(a["name"], a["content_type"]) for a in receiver.artifacts] == [("a b.txt", "text/plain"),
+                                                                             ("sagan-logs/pod.log", "text/plain")]
     assert receiver.token not in result.stderr + result.stdout
 
 

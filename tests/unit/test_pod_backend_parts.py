@@ -121,12 +121,13 @@ def test_ssh_is_read_from_the_v2_proxy_and_direct_objects():
 
 
 def test_pod_environment_is_an_allowlist_plus_the_request_env(tmp_path):
-    """Does a pod get PATH, LANG, TZ, LC_*, PYTHON* and its own env, and none of the server's secrets?"""
+    """Does a pod get LANG, TZ, LC_*, PYTHON*, the sandbox's system PATH (the server's may name folders
+    the sandbox does not show) and its own env, and none of the server's secrets?"""
     parent = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1",
               "PYTHON_KEYRING_PASSWORD": "hunter2hunter2", "SECRET_KEY": "s" * 20,
               "DATABASE_URL": "postgresql://u:p@h/db", "RUNPOD_API_KEY_TEAM": "rpa_x", "ANTHROPIC_API_KEY": "sk-ant-x",
               "REDIS_URL": "redis://h", "HOME": "/root", "USER": "root"}
-    env = pod_environment(parent, {"HF_TOKEN": "hf_named_secret", "SEED": "7"}, tmp_path)
-    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1",
-                   "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp"),
+    env = pod_environment(parent, {"HF_TOKEN": "hf_named_secret", "SEED": "7"}, "/workspace")
+    assert env == {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+                   "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1", "HOME": "/workspace", "TMPDIR": "/tmp",
                    "HF_TOKEN": "hf_named_secret", "SEED": "7"}

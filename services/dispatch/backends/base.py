@@ -160,7 +160,8 @@ def backend_for(account: str, config=None) -> PodBackend:
         from services.dispatch.backends.local import LocalBackend
         return LocalBackend(
             _setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",
-            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "nobody") or "nobody",
+            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
             stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
+            sandbox_user=_setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
         )
     raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")
