@@ -760,3 +760,36 @@ def test_the_start_up_check_says_which_scope_each_account_reaches(fake_runpod):
     assert team.ok and "RUNPOD_API_KEY_TEAM only" in team.summary and "lists 1 pod(s), 1 of them Sagan's" in team.summary
     assert not personal.ok and "401" in personal.summary and "rpa_WRONGKEY" not in personal.summary
     assert len(fake_runpod.requests_to("GET")) == 2
+
+
+def test_a_restarted_container_does_not_run_the_script_again(tmp_path, receiver):
+    """RunPod restarts a container that exits: the second start finds the finished marker on the
+    volume, says so, and does not run the command again."""
+    workdir = tmp_path / "w"
+    first = run_bootstrap(workdir, receiver, "echo run >> /dev/stderr; echo ran >> \"$SAGAN_WORKDIR/runs.txt\"")
+    assert first.returncode == 0, first.stderr
+    again = run_bootstrap(workdir, receiver, "echo ran >> \"$SAGAN_WORKDIR/runs.txt\"")
+    assert again.returncode == 0, again.stderr
+    assert (workdir / "runs.txt").read_text() == "ran\n"
+    assert receiver.progress[-1]["message"] == ("container restarted after the script finished (exit 0); "
+                                                "not running it again")
+    assert "exitCode" not in receiver.progress[-1]
+    assert "ran" not in (workdir / ".sagan" / "logs" / "pod.log").read_text().split("not running it again")[-1]
+
+
+def test_after_its_script_the_pod_waits_to_be_stopped(tmp_path, receiver):
+    """With keep-alive on, the bootstrap does not exit after the script (an exited container would be
+    restarted): it is still running well after its exit was posted."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(workdir), **receiver.env(), "SAGAN_DOCKER_ARGS": "true",
+           "SAGAN_WORKDIR": str(workdir), "SAGAN_KEEP_ALIVE_MINUTES": "1", "SAGAN_POST_RETRY_SECONDS": "0"}
+    process = subprocess.Popen(["bash", str(ROOT / "scripts" / "pod_bootstrap.sh")], cwd=workdir, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_for(lambda: any(p.get("exitCode") == 0 for p in receiver.progress))
+        time.sleep(1.0)
+        assert process.poll() is None
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
