@@ -32,6 +32,12 @@ def scoping(config, account: str) -> str:
     return f"{KEYS[account]} only (the key's own scope; no team header)"
 
 
+def scopes(config) -> list[tuple[str, str]]:
+    """(account, how it is scoped) for the Settings page; "not configured" without a key."""
+    return [(account, scoping(config, account) if (config.get(key) or "").strip() else f"not configured ({key} unset)")
+            for account, key in KEYS.items()]
+
+
 def check_runpod_accounts(config) -> list[AccountCheck]:
     """One list call per RunPod account with a key; logged, and returned for the caller."""
     results = []
