@@ -28,12 +28,12 @@ def local_queue_warnings(database_url: str, redis_url: str) -> list[str]:
     db = urlsplit(database_url or "")
     if db.scheme.startswith("postgres") and not db.password:
         warnings.append("This worker serves the local queue, and local pods share this host's network: "
-                        "PostgreSQL must require a password (DATABASE_URL has none). See docs/security.md.")
+                        "PostgreSQL must require a password (DATABASE_URL has none). See docs/pods.md (Local pods).")
     redis = urlsplit(redis_url or "")
     if redis.scheme in ("redis", "rediss") and not redis.password:
         warnings.append("This worker serves the local queue, and local pods share this host's network: "
                         "Redis must require a password (REDIS_URL has none), or listen on a unix socket "
-                        "only, as the embedded Redis does. See docs/security.md.")
+                        "only, as the embedded Redis does. See docs/pods.md (Local pods).")
     return warnings
 
 

@@ -3,7 +3,7 @@
 Local pods run as SAGAN_LOCAL_POD_USER and sandboxed code (tests, agent commands) as
 SAGAN_SANDBOX_USER: two different unprivileged users, so a pod can never read or signal
 what a sandbox runs, or the reverse. Only root can create or switch to them; when Sagan is
-not root, both run as Sagan's own user, confined by bubblewrap alone (docs/security.md).
+not root, both run as Sagan's own user, confined by bubblewrap alone (docs/pods.md (Local pods)).
 """
 from __future__ import annotations
 

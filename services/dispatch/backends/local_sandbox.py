@@ -12,7 +12,7 @@ or Sagan's SQLite database. Each pod therefore gets:
   nothing else — no instance folder, no other pod, no worktree;
 - a `/etc/passwd` naming only its own user;
 - the network of the host: pods install packages and clone repositories. The services on
-  loopback it must not reach are closed another way (docs/security.md: passwords on
+  loopback it must not reach are closed another way (docs/pods.md (Local pods): passwords on
   PostgreSQL and Redis, the embedded Redis on a private socket only).
 
 When Sagan runs as root, bwrap is started as the dedicated pod user (SAGAN_LOCAL_POD_USER,
