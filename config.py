@@ -139,7 +139,10 @@ class Config:
     RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")
     RUNPOD_TEAM_ID = os.environ.get("RUNPOD_TEAM_ID", "")
     RUNPOD_API_KEY_PERSONAL = os.environ.get("RUNPOD_API_KEY_PERSONAL", "")
-    RUNPOD_TEAM_HEADER = os.environ.get("RUNPOD_TEAM_HEADER", "X-Team-Id")  # sent with the team key only
+    # REST v2 documents no team header (a team key is scoped to its team); set a header name
+    # only if your account needs one. Sent with the team key only, never the personal one.
+    RUNPOD_TEAM_HEADER = os.environ.get("RUNPOD_TEAM_HEADER", "")
+    RUNPOD_USER_AGENT = os.environ.get("RUNPOD_USER_AGENT", "")  # empty: a browser-like default
     RUNPOD_TIMEOUT_SECONDS = _env_float("RUNPOD_TIMEOUT_SECONDS", 30.0)
     RUNPOD_MAX_RETRIES = _env_int("RUNPOD_MAX_RETRIES", 3)  # reads and actions; never create
     SAGAN_POD_IMAGE = os.environ.get(
@@ -148,7 +151,9 @@ class Config:
     # (`make run` asks for it). Tests (TESTING) may use it regardless.
     SAGAN_LOCAL_PODS = _env_bool("SAGAN_LOCAL_PODS", False)
     SAGAN_LOCAL_PODS_DIR = os.environ.get("SAGAN_LOCAL_PODS_DIR", str(INSTANCE_DIR / "local-pods"))
-    SAGAN_LOCAL_POD_USER = os.environ.get("SAGAN_LOCAL_POD_USER", "nobody")
+    # Local pods and sandboxed code run as two different dedicated users (created if missing
+    # when Sagan is root), never the same one: see docs/security.md.
+    SAGAN_LOCAL_POD_USER = os.environ.get("SAGAN_LOCAL_POD_USER", "sagan-pod")
     SAGAN_LOCAL_POD_STOP_GRACE_SECONDS = _env_float("SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10.0)
     POD_WATCH_SECONDS = _env_int("SAGAN_POD_WATCH_SECONDS", 30)
     POD_LISTING_LAG_SECONDS = _env_int("SAGAN_POD_LISTING_LAG_SECONDS", 30)
@@ -166,7 +171,7 @@ class Config:
     # `make demo` keeps the tiny research repository of its scripted code agents here.
     SAGAN_DEMO_REPO_DIR = os.environ.get("SAGAN_DEMO_REPO_DIR", str(INSTANCE_DIR / "demo-research"))
     SAGAN_WORKSPACE_LOCK_WAIT_SECONDS = _env_int("SAGAN_WORKSPACE_LOCK_WAIT_SECONDS", 60)
-    SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "nobody")
+    SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "sagan-sandbox")
     SAGAN_SANDBOX_TIMEOUT_SECONDS = _env_int("SAGAN_SANDBOX_TIMEOUT_SECONDS", 600)
     SAGAN_SANDBOX_CPU_SECONDS = _env_int("SAGAN_SANDBOX_CPU_SECONDS", 600)
     SAGAN_SANDBOX_MEMORY_MB = _env_int("SAGAN_SANDBOX_MEMORY_MB", 4096)

@@ -1,11 +1,12 @@
 """Owner-editable settings: GPU prices and the auto-approve limit (more arrive with pods)."""
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from blueprints import access
 from models import db
 from services import experiments, settings, shares
+from services.dispatch import accounts
 from services.dispatch.spec import GPUS
 from services.errors import SaganError, ValidationError
 
@@ -24,8 +25,12 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            scope_labels=shares.SCOPE_LABELS,
                            repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
                                                                       "research_repo_test_command",
-                                                                      "research_repo_lint_command")},
-                           repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"))
+                                                                      "research_repo_lint_command",
+                                                                      "research_repo_dir",
+                                                                      "research_repo_token_env",
+                                                                      "research_repo_ssh_key_env")},
+                           repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"),
+                           pod_accounts=accounts.scopes(current_app.config))
 
 
 @bp.get("/settings")

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Sagan's pod bootstrap (SPEC §6.5): wraps a pod's container command on every backend.
 #
-#   1. clone or fetch $SAGAN_REPO_URL into $SAGAN_WORKDIR/repo and check out the commit/branch
-#   2. post "5% · bootstrap complete on branch <branch>"
-#   3. run $SAGAN_DOCKER_ARGS with `bash -lc`, stderr kept in a file (and still shown)
-#   4. upload every file under $SAGAN_ARTIFACT_DIR, one by one
-#   5. post the exit (with exitCode), write $SAGAN_POD_STATE_DIR/exit_code if set
-#   6. stay alive $SAGAN_KEEP_ALIVE_MINUTES (default 10) so logs can be inspected
+#   0. a container restarted after its script finished (RunPod restarts exited containers)
+#      finds the finished marker on the volume and only waits: the script never runs twice
+#   1. clone or fetch $SAGAN_REPO_URL into $SAGAN_WORKDIR/<repository name> ($SAGAN_REPO_DIR),
+#      with a deploy token (GIT_ASKPASS) or SSH key (GIT_SSH_COMMAND) read from the variable
+#      named by SAGAN_REPO_TOKEN_ENV / SAGAN_REPO_SSH_KEY_ENV, then check out the commit/branch
+#   2. set up the project's environment: uv.lock / pyproject.toml → uv sync (uv installed with
+#      pip if missing), requirements.txt → pip install -r; a failure posts "setup failed: …"
+#   3. post "5% · bootstrap complete on branch <branch>", run $SAGAN_DOCKER_ARGS with
+#      `bash -lc` in the checkout, stderr kept in a file (and still shown)
+#   4. upload every file under $SAGAN_ARTIFACT_DIR and the declared $SAGAN_ARTIFACT_PATHS
+#      (globs relative to the checkout), then the last 1 MB of the pod's log, redacted
+#   5. post the exit (with exitCode), write $SAGAN_POD_STATE_DIR/exit_code if set, and the
+#      finished marker on the volume
+#   6. wait until Sagan stops the pod at the end of keep-alive (SAGAN_KEEP_ALIVE_MINUTES;
+#      0: exit at once) — never exit by itself, or RunPod would start the container again
 #
 # Posts go to $SAGAN_PROGRESS_URL / $SAGAN_ARTIFACT_URL with the pod's bearer token, which
 # is read from the environment by the posting process and never printed or put on a
 # command line. Each progress post carries a `seq`, so a retried post is stored once.
+# The full stdout/stderr is kept on the volume in $SAGAN_WORKDIR/.sagan/logs/.
 set -u
+unset SAGAN_BOOTSTRAP_B64  # RunPod's copy of this script: nothing after this line needs it
 
 WORKDIR=${SAGAN_WORKDIR:-.}
 mkdir -p "$WORKDIR" && WORKDIR=$(cd "$WORKDIR" && pwd)
@@ -20,8 +31,15 @@ KEEP_ALIVE_MINUTES=${SAGAN_KEEP_ALIVE_MINUTES:-10}
 case $KEEP_ALIVE_MINUTES in ''|*[!0-9]*) KEEP_ALIVE_MINUTES=10 ;; esac
 BRANCH=${SAGAN_GIT_BRANCH:-${SAGAN_EPS_BRANCH:-}}
 COMMIT=${SAGAN_GIT_COMMIT:-${SAGAN_EPS_COMMIT_SHA:-}}
-STDERR_FILE="$WORKDIR/sagan-stderr.log"
+SAGAN_DIR="$WORKDIR/.sagan"
+POD_NAME=${SAGAN_POD_NAME:-pod}
+POD_NAME=${POD_NAME//[^A-Za-z0-9._-]/_}
+STDERR_FILE="$SAGAN_DIR/stderr-$POD_NAME.log"
+LOG_FILE="$SAGAN_DIR/logs/$POD_NAME.log"
+FINISHED_MARKER="$SAGAN_DIR/finished-$POD_NAME"
+LOG_UPLOAD_BYTES=${SAGAN_LOG_UPLOAD_BYTES:-1048576}
 SEQ=0
+mkdir -p "$SAGAN_DIR/logs"
 
 log() { echo "sagan-bootstrap: $*" >&2; }
 
@@ -141,64 +159,213 @@ upload_artifacts() {  # every regular file under $ARTIFACT_DIR (symlinks are not
     log "uploaded $sent artifact(s), $failed failed"
 }
 
+# --- 0. keep the whole log on the volume ---------------------------------------------
+keep_log() {  # everything from here on also goes to $LOG_FILE (appended across restarts)
+    exec > >(tee -a "$LOG_FILE") 2> >(tee -a "$LOG_FILE" >&2)
+}
+
 # --- 1. repository ------------------------------------------------------------------
-prepare_repo() {
-    local repo=$WORKDIR/repo
-    if [ -d "$repo/.git" ]; then
-        git -C "$repo" fetch --quiet origin || return
-    else
-        git clone --quiet "$SAGAN_REPO_URL" "$repo" || return
+repo_name() {  # the checkout's folder: SAGAN_REPO_NAME, else the URL's last component
+    local name=${SAGAN_REPO_NAME:-}
+    if [ -z "$name" ]; then name=${SAGAN_REPO_URL%/}; name=${name##*/}; name=${name##*:}; name=${name%.git}; fi
+    name=${name//[^A-Za-z0-9._-]/_}
+    case $name in ''|.|..|.sagan) name=repo ;; esac
+    printf '%s' "$name"
+}
+
+repo_credentials() {  # git learns the deploy token or key by the variable's name, never its value
+    CREDENTIAL_FILES=()
+    if [ -n "${SAGAN_REPO_TOKEN_ENV:-}" ] && [ -n "$(printenv "$SAGAN_REPO_TOKEN_ENV")" ]; then
+        local askpass
+        askpass=$(mktemp "${TMPDIR:-/tmp}/sagan-askpass.XXXXXX") || return 1
+        # The helper holds only the variable's name; git runs it and it prints the value.
+        printf '#!/bin/sh\ncase "$1" in Username*) echo "${SAGAN_REPO_TOKEN_USER:-x-access-token}" ;; *) printenv %s ;; esac\n' \
+            "$SAGAN_REPO_TOKEN_ENV" > "$askpass"
+        chmod 700 "$askpass"
+        CREDENTIAL_FILES+=("$askpass")
+        export GIT_ASKPASS=$askpass GIT_TERMINAL_PROMPT=0
     fi
-    if [ -n "$COMMIT" ]; then
-        git -C "$repo" cat-file -e "$COMMIT^{commit}" 2>/dev/null || git -C "$repo" fetch --quiet origin "$COMMIT"
-        git -C "$repo" checkout --quiet --detach "$COMMIT" || return
-    elif [ -n "$BRANCH" ]; then
-        git -C "$repo" checkout --quiet -B "$BRANCH" "origin/$BRANCH" || return
+    if [ -n "${SAGAN_REPO_SSH_KEY_ENV:-}" ] && [ -n "$(printenv "$SAGAN_REPO_SSH_KEY_ENV")" ]; then
+        local key
+        key=$(mktemp "${TMPDIR:-/tmp}/sagan-key.XXXXXX") || return 1
+        chmod 600 "$key"
+        printf '%s\n' "$(printenv "$SAGAN_REPO_SSH_KEY_ENV")" > "$key"
+        CREDENTIAL_FILES+=("$key")
+        export GIT_SSH_COMMAND="ssh -i $key -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o BatchMode=yes"
     fi
 }
 
+forget_credentials() {  # after the clone: the experiment's own command never sees them
+    local file
+    for file in "${CREDENTIAL_FILES[@]}"; do rm -f "$file"; done
+    [ -n "${SAGAN_REPO_TOKEN_ENV:-}" ] && unset "$SAGAN_REPO_TOKEN_ENV"
+    [ -n "${SAGAN_REPO_SSH_KEY_ENV:-}" ] && unset "$SAGAN_REPO_SSH_KEY_ENV"
+    unset GIT_ASKPASS GIT_SSH_COMMAND
+}
+
+git_() {  # no stored credential helper; the origin may belong to another user of this host
+    # safe.directory counts only in protected (global) config, which reaches git-upload-pack too.
+    if [ ! -f "$SAGAN_DIR/gitconfig" ]; then printf '[safe]\n\tdirectory = *\n' > "$SAGAN_DIR/gitconfig"; fi
+    GIT_CONFIG_GLOBAL="$SAGAN_DIR/gitconfig" git -c credential.helper= "$@"
+}
+
+prepare_repo() {
+    local repo=$REPO_DIR
+    if [ -d "$repo/.git" ]; then
+        git_ -C "$repo" fetch --quiet origin || return
+    else
+        git_ clone --quiet "$SAGAN_REPO_URL" "$repo" || return
+    fi
+    if [ -n "$COMMIT" ]; then
+        git_ -C "$repo" cat-file -e "$COMMIT^{commit}" 2>/dev/null || git_ -C "$repo" fetch --quiet origin "$COMMIT"
+        git_ -C "$repo" checkout --quiet --detach "$COMMIT" || return
+    elif [ -n "$BRANCH" ]; then
+        git_ -C "$repo" checkout --quiet -B "$BRANCH" "origin/$BRANCH" || return
+    fi
+}
+
+# --- 2. the project's environment --------------------------------------------------
+SETUP_LOG="$SAGAN_DIR/setup-$POD_NAME.log"
+
+ensure_uv() {  # uv from PyPI with pip, into a venv on the volume (kept across restarts)
+    command -v uv >/dev/null 2>&1 && return 0
+    if [ ! -x "$SAGAN_DIR/tools/bin/uv" ]; then
+        python3 -m venv "$SAGAN_DIR/tools" && "$SAGAN_DIR/tools/bin/pip" install --quiet uv || return
+    fi
+    export PATH="$SAGAN_DIR/tools/bin:$PATH"
+}
+
+setup_environment() {  # in the checkout; output to $SETUP_LOG; returns the failing step's status
+    SETUP_STEP=""
+    [ -n "${SAGAN_SKIP_SETUP:-}" ] && return 0
+    if [ -f uv.lock ] || [ -f pyproject.toml ]; then
+        SETUP_STEP="installing uv"; ensure_uv >>"$SETUP_LOG" 2>&1 || return
+        export UV_CACHE_DIR=${UV_CACHE_DIR:-$SAGAN_DIR/uv-cache}
+        export UV_PYTHON=${UV_PYTHON:-$(command -v python3)}
+        SETUP_STEP="uv sync"; uv sync >>"$SETUP_LOG" 2>&1 || return
+    elif [ -f requirements.txt ]; then
+        SETUP_STEP="pip install -r requirements.txt"
+        python3 -m pip install --quiet -r requirements.txt >>"$SETUP_LOG" 2>&1 || return
+    fi
+    SETUP_STEP=""
+}
+
+# --- 4. artifacts declared by the spec, and the log ----------------------------------
+upload_declared() {  # $SAGAN_ARTIFACT_PATHS: one glob a line, relative to the checkout (or /workspace/…)
+    local pattern file name sent=0
+    [ -n "${SAGAN_ARTIFACT_PATHS:-}" ] && [ -n "${SAGAN_ARTIFACT_URL:-}" ] || return 0
+    shopt -s nullglob globstar
+    while IFS= read -r pattern; do
+        [ -n "$pattern" ] || continue
+        case $pattern in /workspace/*) pattern=$WORKDIR/${pattern#/workspace/} ;; /*) ;; *) pattern=$RUN_DIR/$pattern ;; esac
+        case $pattern in */) pattern=${pattern}** ;; esac
+        for file in $pattern; do
+            [ -f "$file" ] && [ ! -L "$file" ] || continue
+            case $file in "$ARTIFACT_DIR"/*) continue ;; esac  # already uploaded with the folder
+            case $file in "$RUN_DIR"/*) name=${file#"$RUN_DIR"/} ;; "$WORKDIR"/*) name=${file#"$WORKDIR"/} ;; *) name=${file##*/} ;; esac
+            if send artifact "$file" "$name" "$(content_type "$name")"; then sent=$((sent + 1))
+            else log "could not upload $name"; fi
+        done
+    done <<< "$SAGAN_ARTIFACT_PATHS"
+    shopt -u nullglob globstar
+    log "uploaded $sent declared artifact(s)"
+}
+
+read -r -d '' REDACT_PY <<'PY'
+import os, sys
+names = ["SAGAN_POD_PROGRESS_TOKEN"] + [n for n in os.environ.get("SAGAN_SECRET_NAMES", "").split(",") if n]
+data = open(sys.argv[1], "rb").read()
+for name in names:
+    value = os.environ.get(name, "")
+    if len(value) >= 6:
+        data = data.replace(value.encode(), b"[REDACTED:" + name.encode() + b"]")
+sys.stdout.buffer.write(data)
+PY
+
+upload_log() {  # the last 1 MB of the pod's log, with the pod's secret values blanked out
+    local cut redacted
+    [ -f "$LOG_FILE" ] && [ -n "${SAGAN_ARTIFACT_URL:-}" ] || return 0
+    cut=$(mktemp) && redacted=$(mktemp) || return 0
+    tail -c "$LOG_UPLOAD_BYTES" "$LOG_FILE" > "$cut"
+    if command -v python3 >/dev/null 2>&1; then python3 -c "$REDACT_PY" "$cut" > "$redacted"
+    else cp "$cut" "$redacted"; fi  # the server redacts text artifacts too
+    send artifact "$redacted" "sagan-logs/$POD_NAME.log" text/plain || log "could not upload the log"
+    rm -f "$cut" "$redacted"
+}
+
+# --- 6. waiting to be stopped --------------------------------------------------------
+wait_to_be_stopped() {
+    if [ "$KEEP_ALIVE_MINUTES" = 0 ]; then exit "$1"; fi
+    log "exit $1; waiting for Sagan to stop this pod after ${KEEP_ALIVE_MINUTES} min of keep-alive"
+    while :; do sleep 3600 & wait $!; done
+}
+
+finish() {  # finish <rc> <message>: post the exit, mark it on the volume, wait
+    local rc=$1
+    if [ "$rc" -eq 0 ]; then progress 100 "experiment finished" exit 0
+    else progress 0 "$2" "${3:-exit}" "$rc"; fi
+    if [ -n "${SAGAN_POD_STATE_DIR:-}" ]; then
+        echo "$rc" > "$SAGAN_POD_STATE_DIR/exit_code.tmp" && mv -f "$SAGAN_POD_STATE_DIR/exit_code.tmp" "$SAGAN_POD_STATE_DIR/exit_code"
+    fi
+    echo "$rc" > "$FINISHED_MARKER"
+    wait_to_be_stopped "$rc"
+}
+
+stderr_tail() {
+    local text
+    text=$(tail -n 20 "$1" 2>/dev/null)
+    [ "${#text}" -gt 1500 ] && text=${text: -1500}
+    printf '%s' "$text"
+}
+
+# --- the run ------------------------------------------------------------------------
+if [ -f "$FINISHED_MARKER" ]; then
+    rc=$(cat "$FINISHED_MARKER" 2>/dev/null); case $rc in ''|*[!0-9]*) rc=1 ;; esac
+    log "this pod's script already finished (exit $rc); the container was restarted; not running it again"
+    progress "$([ "$rc" -eq 0 ] && echo 100 || echo 0)" "container restarted after the script finished (exit $rc); not running it again"
+    wait_to_be_stopped "$rc"
+fi
+keep_log
 : > "$STDERR_FILE"
+REPO_DIR=$WORKDIR/$( [ -n "${SAGAN_REPO_URL:-}" ] && repo_name || echo repo )
+export SAGAN_REPO_DIR=$REPO_DIR
 RUN_DIR=$WORKDIR
 rc=0
 if [ -n "${SAGAN_REPO_URL:-}" ]; then
+    repo_credentials
     { prepare_repo 2>&1 1>&3 3>&- | tee -a "$STDERR_FILE" >&2; } 3>&1
     rc=${PIPESTATUS[0]}
-    RUN_DIR=$WORKDIR/repo
+    forget_credentials
+    RUN_DIR=$REPO_DIR
     if [ "$rc" -eq 0 ] && [ -z "$BRANCH" ]; then
-        BRANCH=$(git -C "$RUN_DIR" rev-parse --abbrev-ref HEAD 2>/dev/null)
+        BRANCH=$(git_ -C "$RUN_DIR" rev-parse --abbrev-ref HEAD 2>/dev/null)
         [ "$BRANCH" = HEAD ] && BRANCH=${COMMIT:0:12}
     fi
 fi
 case $ARTIFACT_DIR in /*) ;; *) ARTIFACT_DIR=$RUN_DIR/$ARTIFACT_DIR ;; esac
-
-# --- 2, 3. run ----------------------------------------------------------------------
-if [ "$rc" -eq 0 ]; then
-    progress 5 "bootstrap complete on branch ${BRANCH:-(none)}" bootstrap
-    mkdir -p "$ARTIFACT_DIR" 2>/dev/null
-    cd "$RUN_DIR" || exit 1
-    # stderr goes through tee into the file and back to stderr; stdout stays stdout.
-    { bash -lc "${SAGAN_DOCKER_ARGS:-}" 2>&1 1>&3 3>&- | tee -a "$STDERR_FILE" >&2; } 3>&1
-    rc=${PIPESTATUS[0]}
-else
+if [ "$rc" -ne 0 ]; then
     log "could not prepare the repository (exit $rc)"
+    upload_log
+    finish "$rc" "setup failed: could not clone or check out the repository · err: $(stderr_tail "$STDERR_FILE")" setup_failed
 fi
+cd "$RUN_DIR" || exit 1
+setup_environment; rc=$?
+if [ "$rc" -ne 0 ]; then
+    log "setup failed: $SETUP_STEP (exit $rc)"
+    cat "$SETUP_LOG" >&2 2>/dev/null
+    upload_log
+    finish "$rc" "setup failed: $SETUP_STEP · err: $(stderr_tail "$SETUP_LOG")" setup_failed
+fi
+
+# --- 3. run -------------------------------------------------------------------------
+progress 5 "bootstrap complete on branch ${BRANCH:-(none)}" bootstrap
+mkdir -p "$ARTIFACT_DIR" 2>/dev/null
+# stderr goes through tee into the file and back to stderr; stdout stays stdout.
+{ bash -lc "${SAGAN_DOCKER_ARGS:-}" 2>&1 1>&3 3>&- | tee -a "$STDERR_FILE" >&2; } 3>&1
+rc=${PIPESTATUS[0]}
 
 # --- 4, 5. artifacts and exit -------------------------------------------------------
 upload_artifacts
-if [ "$rc" -eq 0 ]; then
-    progress 100 "experiment finished" exit 0
-else
-    tail_text=$(tail -n 20 "$STDERR_FILE" 2>/dev/null)
-    [ "${#tail_text}" -gt 1500 ] && tail_text=${tail_text: -1500}
-    progress 0 "experiment exited with code $rc · err: $tail_text" exit "$rc"
-fi
-if [ -n "${SAGAN_POD_STATE_DIR:-}" ]; then
-    echo "$rc" > "$SAGAN_POD_STATE_DIR/exit_code.tmp" && mv -f "$SAGAN_POD_STATE_DIR/exit_code.tmp" "$SAGAN_POD_STATE_DIR/exit_code"
-fi
-
-# --- 6. keep alive ------------------------------------------------------------------
-if [ "$KEEP_ALIVE_MINUTES" != 0 ]; then
-    log "exit $rc; staying alive ${KEEP_ALIVE_MINUTES} min for inspection"
-    sleep $(( KEEP_ALIVE_MINUTES * 60 ))
-fi
-exit "$rc"
+upload_declared
+upload_log
+finish "$rc" "experiment exited with code $rc · err: $(stderr_tail "$STDERR_FILE")"

@@ -146,6 +146,11 @@ class Stack:
         self.env = env
 
         self._flask("db", "upgrade")
+        # The database, secret key and Redis files are Sagan's alone; local pods pass through.
+        if str(ROOT) not in sys.path:
+            sys.path.append(str(ROOT))  # this script runs from scripts/; services/ is beside it
+        from services.instance_security import make_instance_private
+        make_instance_private(self.instance)
         # Not echoed here: the banner shows these lines once, with the URL (a generated password
         # is printed once, as the README promises).
         owner = self._flask("users", "ensure-owner", capture=True, echo=False)

@@ -127,7 +127,7 @@ RUN_EVENT_TYPES = [
     "recovery_queued", "deploy_started", "deploy_pod_started", "deploy_completed",
     "deploy_failed", "pod_substitution", "pod_status", "pod_progress", "pod_exited",
     "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
-    "artifact_uploaded", "blocked", "notice",
+    "artifact_uploaded", "blocked", "notice", "pod_terminated", "fleet_incident",
 ]
 
 # --- Plans and approvals (SPEC §1, §4) ---------------------------------------------
@@ -159,6 +159,7 @@ FAILURE_REASONS: dict[str, str] = {
     "start_deadline": "Pods did not reach running before the start deadline.",
     "crash_loop": "A pod's container kept restarting.",
     "bootstrap_silence": "A pod sent no progress after starting.",
+    "setup_failed": "A pod could not prepare the repository or its environment.",
     "artifacts_missing": "Declared artifacts were not uploaded.",
     "cost_cap": "The spend cap was reached.",
     "fleet_incident": "A fleet incident paused automatic work.",

@@ -21,8 +21,8 @@ process or environment. One command = one bubblewrap sandbox:
 
 Limits of this design (say them, don't hide them): rlimits are per process, not a cgroup
 total, so a command may use N × the memory limit with N processes (the process limit
-bounds N); the sandbox user is shared by every sandbox (and, if left at `nobody`, by local
-pods): use a dedicated account in production; `/usr` is readable; there is no seccomp
+bounds N); the sandbox user is shared by every sandbox (a dedicated account, never the local
+pods' one); `/usr` is readable; there is no seccomp
 filter beyond bubblewrap's defaults.
 
 Where bubblewrap is missing, nothing runs: every call raises SandboxUnavailable with
@@ -42,6 +42,7 @@ from pathlib import Path
 
 from flask import current_app
 
+from services import system_users
 from services.errors import SaganError
 
 MOUNT_POINT = "/worktree"
@@ -161,12 +162,12 @@ def sandbox_user(config=None) -> pwd.struct_passwd | None:
     if os.geteuid() != 0:
         return None
     config = current_app.config if config is None else config
-    name = config.get("SAGAN_SANDBOX_USER") or "nobody"
+    name = config.get("SAGAN_SANDBOX_USER") or "sagan-sandbox"
     try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise SandboxUnavailable(f"Sandboxed commands should run as {name!r}, but this host has no such user: "
-                                 "create it or set SAGAN_SANDBOX_USER.") from None
+        return system_users.ensure_user(name)  # a dedicated account, created if missing
+    except system_users.UserUnavailable as exc:
+        raise SandboxUnavailable(f"Sandboxed commands should run as {name!r}: {exc} "
+                                 "Create it or set SAGAN_SANDBOX_USER.") from None
 
 
 def environment(config=None) -> dict[str, str]:

@@ -15,7 +15,14 @@ EDITABLE = {
     "research_repo_branch": None,
     "research_repo_test_command": None,
     "research_repo_lint_command": None,
+    "research_repo_dir": None,  # folder under /workspace pods clone into (default: the URL's name)
+    "research_repo_token_env": None,  # NAME of Sagan's env var holding an HTTPS deploy token
+    "research_repo_ssh_key_env": None,  # NAME of Sagan's env var holding an SSH deploy key
 }
+
+# Sagan's own secrets: never handed to a pod, whatever a setting names.
+OWN_SECRET_PREFIXES = ("SECRET_KEY", "DATABASE_URL", "TEST_DATABASE_URL", "REDIS_URL", "RUNPOD_",
+                       "ANTHROPIC_", "SAGAN_")
 
 
 def update_webhook(url: str) -> None:
@@ -133,7 +140,23 @@ def update_research_repo(form: dict) -> None:
         if len(value) > 500 or "\n" in value:
             raise ValidationError("A command is one line of at most 500 characters.", field=name)
         commands[name] = value or None
+    folder = (form.get("research_repo_dir") or "").strip() or None
+    if folder is not None and (not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", folder) or folder in (".", "..", ".sagan")):
+        raise ValidationError("The checkout folder is one name of letters, digits, '.', '_' or '-' "
+                              "(pods clone into /workspace/<folder>).", field="research_repo_dir")
+    credentials = {}
+    for name in ("research_repo_token_env", "research_repo_ssh_key_env"):
+        value = (form.get(name) or "").strip() or None
+        if value is not None:
+            if not re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", value):
+                raise ValidationError("Give the name of an environment variable (like RESEARCH_REPO_TOKEN), "
+                                      "not its value.", field=name)
+            if value.startswith(OWN_SECRET_PREFIXES):
+                raise ValidationError(f"{value} is one of Sagan's own settings and is never given to a pod.",
+                                      field=name)
+        credentials[name] = value
     put("research_repo_url", url)
     put("research_repo_branch", branch)
-    for name, value in commands.items():
+    put("research_repo_dir", folder)
+    for name, value in {**commands, **credentials}.items():
         put(name, value)

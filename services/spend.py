@@ -26,6 +26,31 @@ def spend_by_experiment(experiment_ids) -> dict:
     return {experiment_id: float(total or 0) for experiment_id, total in rows}
 
 
+def unpriced_spend_by_experiment(experiment_ids) -> dict:
+    """Experiment id → USD of its RunPod pods whose price is unknown, counted at a stand-in rate.
+
+    A pod whose provider reported no price (and the owner set none) is shown as "price
+    unknown", but for a cap check unknown must never count as $0: it counts at the owner's
+    or the catalogue's rate for its GPU, or, if that is unknown too, at the dearest rate
+    known for any GPU. One query for all experiments."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    from services import settings
+    from services.dispatch import spec as specs
+    prices = settings.gpu_prices()
+    dearest = max((p for p in prices.values() if p), default=0.0)
+    rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
+        Pod.experiment_id.in_(ids), Pod.account != "local", Pod.cost_per_hr.is_(None),
+        Pod.adjusted_cost_per_hr.is_(None), Pod.uptime_seconds > 0))
+    totals: dict = {}
+    for experiment_id, gpu_id, count, uptime in rows:
+        gpu = specs.find_gpu(gpu_id)
+        rate = (prices.get(gpu.short) if gpu else None) or dearest
+        totals[experiment_id] = totals.get(experiment_id, 0.0) + rate * max(count or 1, 1) * uptime / 3600.0
+    return totals
+
+
 def spend_today() -> float:
     """USD spent today (UTC) across all experiments, for the optional daily cap.
 

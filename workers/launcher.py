@@ -61,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
             log.error("Cannot reach Redis at %s: %s", app.config.get("REDIS_URL") or "(REDIS_URL unset)", exc)
             return 2
         worker_queues = [queues.get_queue(name) for name in names]
+        if "local" in names:
+            from services.instance_security import local_queue_warnings
+            for warning in local_queue_warnings(app.config.get("SQLALCHEMY_DATABASE_URI") or "",
+                                                app.config.get("REDIS_URL") or ""):
+                log.warning(warning)
+        if "dispatch" in names:
+            from services.dispatch.accounts import check_runpod_accounts
+            check_runpod_accounts(app.config)  # one list call per account: the scope, said at start-up
     worker = SaganWorker(worker_queues, connection=connection, name=args.name)
 
     scheduler = None if args.no_scheduler else Scheduler(app)

@@ -45,7 +45,7 @@ def tick(app: Flask) -> None:
     from services import follow_ups
     from services.agents import loop
     from services.dispatch import watcher
-    for part in (watcher.watch, loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled,
+    for part in (watcher.watch_now_and_then, loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then):
         try:
             part()

@@ -26,7 +26,7 @@ from services import events, jobs, lifecycle, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import spec as specs
-from services.dispatch import tokens
+from services.dispatch import tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
 from services.errors import Conflict
 
@@ -214,30 +214,66 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
         "SAGAN_POD_PROGRESS_TOKEN": token, "SAGAN_AGENT_RUN_ID": str(run.id),
         "SAGAN_EXPERIMENT_ID": str(experiment.id), "SAGAN_EXPERIMENT_NUMBER": str(experiment.number),
         "SAGAN_RUN_INDEX": str(index), "SAGAN_POD_NAME": name,
-        "SAGAN_ARTIFACT_DIR": "artifacts" if local else "/workspace/sagan-artifacts",
+        # Local pods see their own folder at /workspace too (their sandbox), so both look alike.
+        "SAGAN_ARTIFACT_DIR": "/workspace/sagan-artifacts", "SAGAN_WORKDIR": "/workspace",
         "SAGAN_KEEP_ALIVE_MINUTES": str(pod_spec.get("keepAliveMinutes", 10)),
         # The approved code, under the new and the old system's names (SPEC §5.7).
         "SAGAN_GIT_BRANCH": branch, "SAGAN_GIT_COMMIT": commit,
         "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": commit,
     })
+    secret_names = list(pod_spec.get("secrets") or [])
     repo = settings.get("research_repo_url")
     if repo:
-        env["SAGAN_REPO_URL"] = repo
-    if not local:
-        env["SAGAN_WORKDIR"] = "/workspace"  # the persistent volume: the checkout survives a restart
-    for secret_name in pod_spec.get("secrets") or []:
+        env["SAGAN_REPO_URL"] = repo  # the checkout goes on the volume: it survives a restart
+        if settings.get("research_repo_dir"):
+            env["SAGAN_REPO_NAME"] = settings.get("research_repo_dir")
+        # A private repository: the owner named the variable holding the deploy token or key;
+        # the pod gets its value as a secret and the bootstrap hands it to git by name.
+        for setting, pointer in (("research_repo_token_env", "SAGAN_REPO_TOKEN_ENV"),
+                                 ("research_repo_ssh_key_env", "SAGAN_REPO_SSH_KEY_ENV")):
+            name = settings.get(setting)
+            if name and os.environ.get(name):
+                env[pointer] = name
+                secret_names.append(name)
+    declared = [a for a in ((pod_spec.get("config") or {}).get("artifacts") or [])
+                if isinstance(a, str) and not a.startswith(verify.REMOTE)]
+    if declared:
+        env["SAGAN_ARTIFACT_PATHS"] = "\n".join(declared)
+    for secret_name in secret_names:
         if os.environ.get(secret_name):
             env[secret_name] = os.environ[secret_name]  # injected at create, never stored
+    if secret_names:
+        env["SAGAN_SECRET_NAMES"] = ",".join(secret_names)  # names only: the log upload blanks their values
     return env
 
 
-def _container_command(docker_args: str, *, local: bool) -> str:
-    """RunPod pods get the bootstrap wrapper inline (the image does not have it)."""
+# RunPod publishes no limit for `args`; Docker's practical limit is a few kB, and the bootstrap
+# alone is larger. So the script travels base64-encoded in an env var (RunPod allows up to 50
+# env vars per pod, "Environment variables" in its docs) and `args` stays one short line.
+MAX_ARGS_CHARS = 2000
+MAX_POD_ENV = 50
+BOOTSTRAP_ENV = "SAGAN_BOOTSTRAP_B64"
+RUNPOD_ARGS = (f"bash -c 'printf %s \"${BOOTSTRAP_ENV}\" | base64 -d > /tmp/sagan_bootstrap.sh && "
+               "exec bash /tmp/sagan_bootstrap.sh'")
+
+
+def _container_command(docker_args: str, *, local: bool) -> tuple[str, dict[str, str]]:
+    """(args, extra env): local pods run the wrapper from disk; RunPod pods get it in an env var
+    (the image does not have it) and the spec's command in SAGAN_DOCKER_ARGS."""
     if local:
-        return docker_args
-    script = base64.b64encode(BOOTSTRAP.read_bytes()).decode()
-    return (f"bash -c 'echo {script} | base64 -d > /tmp/sagan_bootstrap.sh && "
-            f"exec bash /tmp/sagan_bootstrap.sh'")
+        return docker_args, {}
+    return RUNPOD_ARGS, {BOOTSTRAP_ENV: base64.b64encode(BOOTSTRAP.read_bytes()).decode(),
+                         "SAGAN_DOCKER_ARGS": docker_args}
+
+
+def _check_request_size(request: PodRequest) -> None:
+    """Refuse, before any create call, a request RunPod would refuse for its size."""
+    if len(request.args) > MAX_ARGS_CHARS:
+        raise BackendError("spec_invalid", f"The container command is {len(request.args)} characters; "
+                                           f"at most {MAX_ARGS_CHARS} are sent as `args`.")
+    if len(request.env) > MAX_POD_ENV:
+        raise BackendError("spec_invalid", f"The pod would get {len(request.env)} environment variables; "
+                                           f"RunPod allows {MAX_POD_ENV}. Drop some of the spec's env or secrets.")
 
 
 def run_dispatch(run_id) -> str:
@@ -267,6 +303,11 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
         return _fail(run, experiment, "spec_invalid", exc.message, created=[])
     # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
     # and creates only the missing ones, so no pod is ever created twice.
+    still_up = stop_earlier_pods(run, experiment)
+    if still_up:
+        return _fail(run, experiment, "provider_error", "Pods of an earlier dispatch may still be billing and "
+                     "could not be stopped: " + ", ".join(p.name for p in still_up) + ". No new pod was "
+                     "created; stop them, then dispatch again.", created=[])
     earlier = _pods_by_index(run.id)
     if not earlier:
         runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
@@ -377,6 +418,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
     options = candidates(pod_spec, experiment.runpod_account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
+    refusals: list[BackendError] = []
     for attempt, candidate in enumerate(options, start=first_attempt):
         if candidate != wanted:
             runs.append_event(run.id, "pod_substitution",
@@ -398,18 +440,20 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
         backend = None  # this candidate's, never the previous one's
         try:
             backend = backend_for(candidate.account)
+            args, wrapper_env = _container_command(pod_spec.get("dockerArgs") or "true", local=local)
             request = PodRequest(
                 name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
-                args=_container_command(pod_spec.get("dockerArgs") or "true", local=local),
-                gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
+                args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
                 disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
-                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local),
-                     **({} if local else {"SAGAN_DOCKER_ARGS": pod_spec.get("dockerArgs") or "true"})})
+                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local), **wrapper_env})
+            if not local:
+                _check_request_size(request)
             made = backend.create(request)
         except BackendError as exc:
             made = None
             last = (exc.reason, exc.message)
-            if exc.reason == "provider_error":
+            refusals.append(exc)
+            if exc.reason == "provider_error" and (exc.status is None or exc.status >= 500):
                 # The provider may have created it anyway: wait out the listing lag, look it up.
                 sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
                 try:
@@ -421,12 +465,34 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                 pod.status = "failed"
                 pod.last_error = exc.message[:4000]
                 db.session.commit()
-                if exc.reason in ("provider_auth", "spec_invalid"):
-                    return None, last  # retrying elsewhere will not fix credentials or a bad request
+                if exc.reason == "provider_auth" and candidate.account == wanted.account:
+                    return None, last  # the asked account's credentials: another GPU will not fix them
+                # Anything else (capacity, a 4xx we do not recognise, a refusal of this one
+                # candidate) moves on, with the error recorded on the pod row and in the
+                # substitution event.
                 continue
         _mark_created(run, pod, made, gpu=candidate.gpu.short)
         return pod, None
-    return None, last
+    return None, _verdict(refusals, last)
+
+
+def _verdict(refusals: list[BackendError], last: tuple[str, str]) -> tuple[str, str]:
+    """Why no candidate worked. The spec itself is at fault only when every candidate was
+    refused as invalid with the same words (GPU names aside); otherwise the last error stands,
+    and a list that ran out on capacity says so."""
+    if refusals and all(r.reason == "spec_invalid" for r in refusals):
+        words = {_without_gpu_names(r.message) for r in refusals}
+        if len(words) == 1:
+            return "spec_invalid", refusals[-1].message
+    if refusals and any(r.reason == "provider_capacity" for r in refusals) and last[0] == "spec_invalid":
+        return "provider_capacity", last[1]
+    return last
+
+
+def _without_gpu_names(message: str) -> str:
+    for gpu in specs.GPUS:
+        message = message.replace(gpu.provider_id, "<gpu>")
+    return message
 
 
 def _mark_created(run: AgentRun, pod: Pod, made, *, gpu: str, **extra) -> None:
@@ -472,13 +538,16 @@ def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, c
 
 
 def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_note: str | None = None) -> str:
-    """End a dispatch run as failed, from the saga or the watcher alike: stop the pods in `stop`
-    (volumes kept), let recovery decide (one recovery, or a blocker — a partial dispatch blocks
-    with its exact `block_note` and is never recovered), commit, run the effects, and wake the
-    run waiting on this dispatch."""
+    """End a dispatch run as failed, from the saga or the watcher alike.
+
+    Every pod the dispatch owns is stopped first (volumes kept), before recovery or a
+    blocker is decided: survivors of a failure bill by the hour, and a recovery must not
+    start new pods next to them. `stop` adds pods not (yet) linked to the run. The
+    experiment's timeline says which pods were stopped. Then recovery decides (one
+    recovery, or a blocker — a partial dispatch blocks with its exact `block_note` and is
+    never recovered), the effects run, and the run waiting on this dispatch is woken."""
     from services import recovery
-    for pod in stop:
-        stop_pod(pod, "failure")
+    stop_owned_pods(run, reason, extra=stop)
     outcome = recovery.fail(run, reason, message, block_note=block_note)
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)
@@ -486,3 +555,49 @@ def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_no
         from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
     return "failed"
+
+
+# Statuses of a pod that may still bill: up, coming up, its script finished but the
+# container kept alive, or a stop that has not been confirmed yet.
+BILLING_STATUSES = (*registry.POD_LIVE_STATUSES, "exited", "stop_requested")
+
+
+def stop_owned_pods(run: AgentRun, reason: str, *, extra=()) -> tuple[list[Pod], list[Pod]]:
+    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped).
+
+    Says so on the experiment's timeline, naming the pods, so the owner sees what was
+    stopped and what still needs a hand."""
+    owned = {p.id: p for p in db.session.scalars(sa.select(Pod).where(
+        Pod.agent_run_id == run.id, Pod.status.in_(BILLING_STATUSES)))}
+    owned.update({p.id: p for p in extra if p.status in BILLING_STATUSES})
+    stopped, failed = [], []
+    for pod in sorted(owned.values(), key=lambda p: (p.run_index, p.attempt)):
+        stop_pod(pod, "failure")
+        (stopped if pod.status == "stopped" else failed).append(pod)
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    if experiment is not None and (stopped or failed):
+        words = []
+        if stopped:
+            words.append("stopped " + ", ".join(p.name for p in stopped) + " (volumes kept)")
+        if failed:
+            words.append("could not stop " + ", ".join(p.name for p in failed) + " — stop them by hand")
+        events.record(experiment, "note", Actor.system("pod watcher"),
+                      note=f"Dispatch {run.short_id} failed ({reason}): " + "; ".join(words) + ".",
+                      metadata={"reason": reason, "run_id": str(run.id),
+                                "stopped_pods": [p.name for p in stopped],
+                                "unstopped_pods": [p.name for p in failed]})
+    db.session.commit()
+    return stopped, failed
+
+
+def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
+    """Before a dispatch creates anything: stop the experiment's pods of earlier dispatches that
+    may still bill (a recovery after a failure, a re-approved plan). Returns those still not
+    stopped: while any is, no new pod is created."""
+    earlier = list(db.session.scalars(sa.select(Pod).where(
+        Pod.experiment_id == experiment.id, Pod.status.in_(BILLING_STATUSES),
+        sa.or_(Pod.agent_run_id.is_(None), Pod.agent_run_id != run.id)).order_by(Pod.created_at, Pod.run_index)))
+    for pod in earlier:
+        stop_pod(pod, "failure")
+    db.session.commit()
+    return [p for p in earlier if p.status != "stopped"]

@@ -166,9 +166,12 @@ def validate(spec, account: str | None = None) -> SpecCheck:
         _check_config(pod.get("config"), where, problems)
         if "substitution_policy" in pod:
             _check_policy(pod, gpu, where, problems, account)
-        consolidation = pod.get("consolidation")
-        if consolidation is not None and not isinstance(consolidation, dict):
-            problems.append(f"{where}.consolidation: must be an object")
+        if "consolidation" in pod:
+            # Never silently ignored: Sagan does not merge pods, so a plan that counts on it is
+            # told so before approval rather than dispatched as if it had been honoured.
+            problems.append(f"{where}.consolidation: not supported — Sagan never merges pods onto a larger "
+                            "GPU; remove the field (each pod runs as specified, and substitution_policy "
+                            "lists the GPUs it may move to)")
     return SpecCheck(pods, problems, unknown)
 
 
@@ -186,9 +189,25 @@ def _check_config(config, where: str, problems: list[str]) -> None:
             problems.append(f"{where}.config.artifacts: must be a list of paths or URIs")
             return
         for i, item in enumerate(artifacts):
-            if not isinstance(item, str) or not item.startswith(("/workspace/", "hf://", "wandb://", "repo://")):
-                problems.append(f"{where}.config.artifacts[{i}]: must be a /workspace/… path or an hf://, "
-                                f"wandb:// or repo:// URI")
+            if not _artifact_ok(item):
+                problems.append(f"{where}.config.artifacts[{i}]: must be a path or glob relative to the "
+                                f"checkout (runs/x/*.json), a /workspace/… path, or an hf://, wandb://, "
+                                f"https:// or repo:// URI")
+
+
+REMOTE_ARTIFACTS = ("hf://", "wandb://", "repo://", "https://")
+
+
+def _artifact_ok(item) -> bool:
+    """A declared artifact: a remote URI (recorded as a link), or a path the bootstrap uploads —
+    relative to the checkout or under /workspace/, without `..`, on one line."""
+    if not isinstance(item, str) or not item.strip() or len(item) > 500:
+        return False
+    if item.startswith(REMOTE_ARTIFACTS):
+        return True
+    if any(c in item for c in "\n\r\0") or item.startswith("-") or ".." in item.split("/"):
+        return False
+    return item.startswith("/workspace/") or not item.startswith("/")
 
 
 def _check_policy(pod: dict, gpu: Gpu | None, where: str, problems: list[str],

@@ -23,6 +23,7 @@ class PodCard:
     stale: bool
     spend_usd: float
     chart: Markup | None   # inline SVG polyline of progress over time, or None
+    retention_warning: str | None = None  # a day before a stopped pod is terminated
 
 
 def pods_for(experiment: Experiment) -> list[PodCard]:
@@ -36,7 +37,8 @@ def pods_for(experiment: Experiment) -> list[PodCard]:
                                   .order_by(PodProgressPost.created_at)).all()
         for row in rows:
             posts.setdefault(row.pod_id, []).append((row.created_at, row.progress_pct))
-    return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, []))) for p in pods]
+    return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, [])),
+                    watcher.retention_warning(p)) for p in pods]
 
 
 def _chart(points) -> Markup | None:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import lifecycle, registry, runs, spend
+from services import events, lifecycle, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.backends.base import BackendError, backend_for
@@ -23,6 +23,7 @@ ACTIVE = ("deploying", "running", "retrying", "stop_requested", "exited")
 VANISH_CHECKS = 3
 VANISH_SPAN = timedelta(minutes=2)
 FLEET_WINDOW = timedelta(minutes=5)
+SETUP_FAILED = "setup failed:"
 CRASH_LOOP_POSTS = 3
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
 PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
@@ -42,15 +43,33 @@ def _pods_of(run_id) -> list[Pod]:
 
 # --- the periodic pass ---------------------------------------------------------------------------
 
+WATCH_GATE_KEY = "sagan:watcher:last-pass"
+
+
+def watch_now_and_then() -> dict | None:
+    """The scheduler's entry: one pass every SAGAN_POD_WATCH_SECONDS, however often it ticks.
+
+    A Redis key with that expiry is the gate, so several schedulers (or a fast tick) never
+    poll the provider more often than configured. Progress posts still get an immediate look
+    (`after_progress`), so a long period delays only what polling alone can see."""
+    from services import redis_store
+    period_ms = max(int(current_app.config["POD_WATCH_SECONDS"] * 1000), 1000)
+    if not redis_store.connection().set(WATCH_GATE_KEY, "1", nx=True, px=period_ms):
+        return None
+    return watch()
+
+
 def watch(limit: int = 100) -> dict:
-    """Poll a batch of active pods (least recently checked first) and react."""
+    """Poll a batch of active pods (least recently checked first) and react; then enforce caps
+    and terminate stopped pods past their retention."""
     now = utcnow()
     pods = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(ACTIVE), Pod.provider_pod_id.is_not(None))
                                    .order_by(Pod.last_checked_at.asc().nulls_first()).limit(limit)))
     seen = {"checked": 0, "vanished": 0}
+    listings = _AccountListings()
     for pod in pods:
         try:
-            _check(pod, now)
+            _check(pod, now, listings)
             seen["checked"] += 1
         except BackendError as exc:
             pod.last_error = exc.message[:4000]
@@ -61,10 +80,35 @@ def watch(limit: int = 100) -> dict:
         db.session.commit()
     _enforce_caps(now)
     db.session.commit()
+    terminate_expired(now)
+    db.session.commit()
     return seen
 
 
-def _check(pod: Pod, now) -> None:
+class _AccountListings:
+    """One whole-account listing per account and pass, taken only when a pod is missing.
+
+    A pod that answers 404 is a vanish unless the account's listing comes back empty while
+    Sagan knows other pods there: a key in the wrong team scope (or an outage) silently lists
+    nothing and answers 404 for every pod, which is no evidence that every pod vanished."""
+
+    def __init__(self):
+        self._listed: dict[str, int] = {}
+        self._known: dict[str, int] = {}
+
+    def looks_unscoped(self, account: str) -> bool:
+        """The account lists no pod at all, while Sagan knows two or more of its pods exist."""
+        if account not in self._known:
+            self._known[account] = db.session.scalar(sa.select(sa.func.count(Pod.id)).where(
+                Pod.account == account, Pod.status.in_(ACTIVE), Pod.provider_pod_id.is_not(None))) or 0
+        if self._known[account] < 2:
+            return False  # the one pod we know is missing: that is what a vanish looks like
+        if account not in self._listed:
+            self._listed[account] = len(backend_for(account).list_all(""))
+        return self._listed[account] == 0
+
+
+def _check(pod: Pod, now, listings: _AccountListings) -> None:
     backend = backend_for(pod.account)
     found = backend.get(pod.provider_pod_id)
     pod.last_checked_at = now
@@ -79,12 +123,19 @@ def _check(pod: Pod, now) -> None:
         pod.metadata_ = meta
         first = datetime.fromisoformat(checks[0])
         if len(checks) >= VANISH_CHECKS and now - first >= VANISH_SPAN:
+            if pod.account != "local" and listings.looks_unscoped(pod.account):
+                _empty_listing_incident(pod, now)
+                return
             _vanished(pod, now)
         return
     if meta.get("missing_checks"):
         meta.pop("missing_checks")  # it came back: a listing blip, not a vanish
         pod.metadata_ = meta
     new_status = PROVIDER_TO_POD.get(found.status, pod.status)
+    if pod.exit_code is not None and new_status in ("running", "deploying"):
+        # The script reported its exit and the container waits for us to stop it (keep-alive):
+        # RunPod still says RUNNING, the pod is `exited` for Sagan.
+        new_status = "exited"
     changed = (new_status != pod.status or float(found.cost_per_hr or 0) != float(pod.cost_per_hr or 0))
     if pod.status == "stop_requested" and new_status in ("exited", "terminated"):
         new_status = "stopped"
@@ -103,8 +154,80 @@ def _check(pod: Pod, now) -> None:
     if pod.status == "exited" and pod.exit_code == 0 and pod.exited_at:
         keep = timedelta(minutes=(pod.metadata_ or {}).get("keep_alive_minutes", 10))
         if now >= pod.exited_at + keep:
+            # The bootstrap waits after its script instead of exiting (an exited container is
+            # restarted on RunPod): ending keep-alive is ours to do.
             from services.dispatch.provisioner import stop_pod
             stop_pod(pod, "completed")
+
+
+def _empty_listing_incident(pod: Pod, now) -> None:
+    """The account lists no pods at all while this one (and maybe others) should exist: open a
+    fleet incident naming the account; declare nothing vanished and recover nothing."""
+    meta = dict(pod.metadata_ or {})
+    meta.pop("missing_checks", None)  # start counting again once the listing is back
+    pod.metadata_ = meta
+    pod.last_error = (f"{pod.account}: the provider answered 404 for this pod and listed no pods at all for "
+                      "the account; not declared vanished (a key in the wrong scope or an outage).")
+    from services import recovery
+    if recovery.fleet_incident_open():
+        return
+    db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
+        {"pod": pod.name, "experiment_id": str(pod.experiment_id), "account": pod.account,
+         "reason": "empty_listing", "note": pod.last_error}]))
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "fleet_incident", pod.last_error, {"pod_id": str(pod.id)})
+    log.warning("fleet incident opened: %s lists no pods while %s should exist", pod.account, pod.name)
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+RETENTION_WARNING = timedelta(days=1)
+
+
+def retention_ends(pod: Pod):
+    """When a stopped pod (and its volume) will be terminated, or None if it is not waiting for that."""
+    if pod.status != "stopped" or pod.stopped_at is None:
+        return None
+    return pod.stopped_at + timedelta(days=current_app.config["POD_RETENTION_DAYS"])
+
+
+def retention_warning(pod: Pod) -> str | None:
+    """The pod card's warning, from a day before the pod is terminated."""
+    ends = retention_ends(pod)
+    if ends is None or utcnow() < ends - RETENTION_WARNING:
+        return None
+    return (f"Its volume is terminated at {ends:%Y-%m-%d %H:%M} UTC (SAGAN_POD_RETENTION_DAYS="
+            f"{current_app.config['POD_RETENTION_DAYS']}); copy anything you need before then.")
+
+
+def terminate_expired(now, limit: int = 20) -> list[str]:
+    """Terminate stopped pods past SAGAN_POD_RETENTION_DAYS: a stopped pod's volume bills until then."""
+    cutoff = now - timedelta(days=current_app.config["POD_RETENTION_DAYS"])
+    expired = list(db.session.scalars(sa.select(Pod).where(
+        Pod.status == "stopped", Pod.stopped_at <= cutoff, Pod.provider_pod_id.is_not(None))
+        .order_by(Pod.stopped_at).limit(limit)))
+    if not expired:
+        return []
+    experiments_by = {e.id: e for e in db.session.scalars(sa.select(Experiment).where(
+        Experiment.id.in_({p.experiment_id for p in expired})))}
+    done = []
+    for pod in expired:
+        try:
+            backend_for(pod.account).terminate(pod.provider_pod_id)
+        except BackendError as exc:
+            pod.last_error = exc.message[:4000]
+            continue
+        pod.status = "terminated"
+        days = current_app.config["POD_RETENTION_DAYS"]
+        note = f"{pod.name} terminated after {days} day(s) stopped (SAGAN_POD_RETENTION_DAYS); its volume is gone."
+        if pod.agent_run_id:
+            runs.append_event(pod.agent_run_id, "pod_terminated", note, {"pod_id": str(pod.id)})
+        experiment = experiments_by.get(pod.experiment_id)
+        if experiment is not None:
+            events.record(experiment, "note", SYSTEM, note=note,
+                          metadata={"pod_id": str(pod.id), "reason": "retention"})
+        done.append(pod.name)
+    return done
 
 
 def _vanished(pod: Pod, now) -> None:
@@ -159,7 +282,10 @@ def _review_dispatch(run_id, now) -> None:
     failed = [p for p in pods if p.exit_code not in (None, 0)]
     if failed:
         pod = failed[0]
-        return _fail_dispatch(run, experiment, "pod_exit_nonzero",
+        # The bootstrap says "setup failed: …" when the clone or the environment did not work:
+        # its own reason, so the owner fixes the repository or its lock file, not the experiment.
+        setup = (pod.progress_message or "").startswith(SETUP_FAILED)
+        return _fail_dispatch(run, experiment, "setup_failed" if setup else "pod_exit_nonzero",
                               f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
     # A pod that already exited did run: fast pods can finish between two polls.
     if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):
@@ -170,18 +296,18 @@ def _review_dispatch(run_id, now) -> None:
         from services.dispatch.provisioner import PARTIAL_NOTE
         missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
         if len(pods) == 1:
-            return _fail_dispatch(run, experiment, "start_deadline", missed, stop_all=True)
+            return _fail_dispatch(run, experiment, "start_deadline", missed)
         # Some pods up, not all: a partial dispatch (SPEC §6.4.3), never re-dispatched automatically.
         note = PARTIAL_NOTE.format(up=sum(1 for p in pods if p.status == "running"), total=len(pods))
         return _fail_dispatch(run, experiment, "partial_dispatch", f"{note} Last error: {missed}",
-                              block_note=note, stop_all=True)
+                              block_note=note)
     for pod in pods:
         silence = timedelta(minutes=(pod.metadata_ or {}).get("bootstrap_silence_minutes", 10))
         if pod.status == "running" and pod.last_progress_at is None and pod.last_started_at \
                 and now - pod.last_started_at > silence:
             return _fail_dispatch(run, experiment, "bootstrap_silence",
                                   f"{pod.name} has been running for {silence.seconds // 60} minutes without a "
-                                  "progress post; its bootstrap may be stuck.", stop_all=True)
+                                  "progress post; its bootstrap may be stuck.")
     if all(p.exit_code == 0 for p in pods):
         _dispatch_finished(run, experiment)
 
@@ -206,10 +332,10 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
 
 
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
-                   block_note: str | None = None, stop_all: bool = False) -> None:
+                   block_note: str | None = None) -> None:
+    """Every pod of the dispatch is stopped first (provisioner.fail_dispatch), whatever failed."""
     from services.dispatch.provisioner import fail_dispatch
-    live = [p for p in _pods_of(run.id) if p.status in registry.POD_LIVE_STATUSES] if stop_all else []
-    fail_dispatch(run, reason, message, stop=live, block_note=block_note)
+    fail_dispatch(run, reason, message, block_note=block_note)
 
 
 # --- immediate reactions to a progress post ----------------------------------------------------------
@@ -235,7 +361,7 @@ def after_progress(pod_id, post) -> None:
             _fail_dispatch(run, experiment, "crash_loop",
                            f"{pod.name} restarted {recent} times in 10 minutes (crash loop). Last stderr: {tail}",
                            block_note=f"Crash loop: {pod.name} restarted {recent} times in 10 minutes; pods stopped. "
-                                      f"Last stderr: {tail}"[:1900], stop_all=True)
+                                      f"Last stderr: {tail}"[:1900])
             return
     if post.exit_code is not None:
         if pod.status in ("running", "deploying"):
@@ -266,6 +392,8 @@ def _enforce_caps(now) -> None:
     over_daily = bool(daily) and spend.spend_today() >= float(daily)
     # Two queries for every experiment with live pods together, not two per experiment.
     spent_by = spend.spend_by_experiment(by_experiment)
+    for experiment_id, stand_in in spend.unpriced_spend_by_experiment(by_experiment).items():
+        spent_by[experiment_id] = spent_by.get(experiment_id, 0.0) + stand_in  # unknown is not $0
     experiments_by = {e.id: e for e in db.session.scalars(sa.select(Experiment).where(
         Experiment.id.in_(list(by_experiment))))} if by_experiment else {}
     for experiment_id, pods in by_experiment.items():

@@ -18,8 +18,34 @@ with a `cost` and `runtime.uptime`. Tests script trouble:
 - `hold_after_create(seconds, skip=0)` — a create (after `skip` more) makes the pod, then
   really sleeps before answering (a worker killed meanwhile never learns the pod's id).
 
-Auth works like RunPod's accounts: `team_key` with the team header carrying `team_id` sees
-the team's pods; `personal_key` sees its own; a team header sent with the personal key is
+- `restart_on_exit = True` — like RunPod, a container whose command ends by itself is
+  started again on the same pod (PROVISIONING → RUNNING, `FakePod.restarts` counts it);
+  only a `stop` action leaves a pod EXITED;
+- `scope_outage("team")` — the account lists no pods at all and answers 404 for each one
+  (what a key in the wrong team scope, or an outage of the listing, looks like);
+- `page_size = N` — lists come in pages of N with a `nextCursor`, asked for with `cursor=`;
+- `report_cost = False` — pods answer `"cost": null` (a price nobody told us).
+
+What the real API does, as far as it is published (checked 2026-12-01 against the shared
+reference `runpod-api.md`, RunPod's docs — "Connect to a Pod with SSH", "Environment
+variables", runpodctl — and the issue's reading of the v2 OpenAPI document):
+- `ssh` is an object of two connection objects, `proxy` (RunPod's SSH gateway, always there)
+  and `direct` (the public IP and mapped port, only with a public IP); the fake answers
+  `{"proxy": {"host", "port", "user"}, "direct": {"host", "port", "user"} | null}`;
+- `GET /v2/pods` documents no `name` filter: the fake ignores any query but `cursor` and
+  records what was sent, so a client that relies on a filter gets every pod back;
+- capacity errors are not worded one way: the fake answers them with RunPod's sentence,
+  or (`no_capacity(..., detail=..., error_type=...)`) a problem `type` naming the class
+  (e.g. `.../errors/insufficient-capacity`) and any wording, with any status;
+- at most 50 environment variables per pod (RunPod's "Environment variables" page); the
+  fake refuses more with a 400 naming `env`. No limit on `args` is published; Docker's
+  practical limit is a few kB, so the fake refuses an `args` over 8 kB with a 400;
+- RunPod's edge has refused default SDK user agents at times: `refuse_user_agents` lists
+  substrings the fake answers 403 for, before authentication.
+
+Auth works like RunPod's accounts: `team_key` sees the team's pods (v2 scopes a key to its
+team; a team header, if sent, must carry `team_id`, and with `team_header_required` the key
+without it lands in an empty default scope); `personal_key` sees its own; a team header sent with the personal key is
 refused (403); any other key gets 401. `requests` records every call.
 """
 from __future__ import annotations
@@ -59,6 +85,7 @@ class FakePod:
     forced: str | None = None    # EXITED | ERROR | TERMINATED once something put it there
     vanish_at: float | None = None
     visible_at: float = 0.0      # lists include it from this time on
+    restarts: int = 0            # times the container was started again after exiting by itself
     data_center_id: str = "US-KS-2"
 
 
@@ -80,11 +107,18 @@ class FakeRunPod:
     personal_key: str = "rpa_PERSONALKEY00000000000"
     team_id: str = "team_fake_001"
     team_header: str = "X-Team-Id"
+    team_header_required: bool = False
     provisioning_seconds: float = 10.0
     starting_seconds: float = 20.0
     run_seconds: float | None = None     # RUNNING pods exit by themselves after this long
     listing_lag: float = 0.0
     vanish_after: float | None = None    # new pods vanish this long after creation
+    restart_on_exit: bool = False        # a container that exits by itself is started again
+    report_cost: bool = True             # False: `cost` is null (a price RunPod does not tell)
+    page_size: int | None = None         # lists are paged with nextCursor
+    max_env: int = 50
+    max_args_bytes: int = 8192
+    refuse_user_agents: tuple = ()
     requests: list[RecordedRequest] = field(default_factory=list)
     pods: dict[str, FakePod] = field(default_factory=dict)
 
@@ -99,6 +133,7 @@ class FakeRunPod:
         self._delays: deque = deque()
         self._holds: deque = deque()  # per coming create: seconds to hold its answer (0: none)
         self._server = None
+        self._outages: set[str] = set()
 
     # --- time --------------------------------------------------------------------------
     def now(self) -> float:
@@ -112,11 +147,12 @@ class FakeRunPod:
 
     # --- scripting ---------------------------------------------------------------------
     def no_capacity(self, gpu_id: str, *, status: int = 500, cloud: str | None = None,
-                    times: int | None = None, detail: str = CAPACITY_DETAIL) -> "FakeRunPod":
+                    times: int | None = None, detail: str = CAPACITY_DETAIL, title: str = "Could not create pod",
+                    error_type: str = "about:blank") -> "FakeRunPod":
         """Creates for this GPU (and cloud) answer RunPod's capacity problem, `times` times or always."""
         with self._lock:
-            self._capacity.append({"gpu": gpu_id, "cloud": cloud, "status": status,
-                                   "times": times, "detail": detail})
+            self._capacity.append({"gpu": gpu_id, "cloud": cloud, "status": status, "title": title,
+                                   "times": times, "detail": detail, "type": error_type})
         return self
 
     def fail_after_create(self, times: int = 1, status: int = 500) -> "FakeRunPod":
@@ -158,9 +194,22 @@ class FakeRunPod:
             self.pods[pod_id].vanish_at = self._now + after
 
     def exit_pod(self, pod_id: str, *, error: bool = False) -> None:
-        """The pod's container stops: EXITED (or ERROR), no cost, no runtime."""
+        """The pod's container stops: EXITED (or ERROR), no cost, no runtime — or, with
+        `restart_on_exit`, the container is started again on the same pod."""
         with self._lock:
-            self.pods[pod_id].forced = "ERROR" if error else "EXITED"
+            self._container_ended(self.pods[pod_id], "ERROR" if error else "EXITED")
+
+    def _container_ended(self, pod: FakePod, status: str) -> None:
+        if self.restart_on_exit:
+            pod.forced, pod.started_at = None, self._now
+            pod.restarts += 1
+        else:
+            pod.forced = status
+
+    def scope_outage(self, scope: str = "team", on: bool = True) -> None:
+        """The account lists nothing and answers 404 for every pod (or, on=False, recovers)."""
+        with self._lock:
+            (self._outages.add if on else self._outages.discard)(scope)
 
     def add_pod(self, name: str, *, scope: str = "team", gpu_id: str = "NVIDIA A100-SXM4-80GB",
                 status: str | None = None) -> str:
@@ -203,8 +252,8 @@ class FakeRunPod:
         if elapsed < self.provisioning_seconds + self.starting_seconds:
             return "STARTING"
         if self.run_seconds is not None and elapsed >= self.provisioning_seconds + self.starting_seconds + self.run_seconds:
-            pod.forced = "EXITED"
-            return "EXITED"
+            self._container_ended(pod, "EXITED")
+            return pod.forced or "PROVISIONING"  # restarted: provisioning again
         return "RUNNING"
 
     def _view(self, pod: FakePod) -> dict:
@@ -216,12 +265,13 @@ class FakeRunPod:
         return {
             "id": pod.id, "name": pod.name, "status": status,
             "actions": sorted(ACTIONS[status]),
-            "cost": price if status not in ("EXITED", "TERMINATED") else 0,
+            "cost": (price if status not in ("EXITED", "TERMINATED") else 0) if self.report_cost else None,
             "dataCenterId": pod.data_center_id, "cudaVersion": "12.4",
             "createdAt": _iso(pod.created_at), "startedAt": _iso(pod.started_at) if running else None,
             "image": pod.body.get("image"),
             "gpu": {"id": gpu.get("id"), "count": gpu.get("count")},
-            "ssh": {"host": "203.0.113.10", "port": 10341} if running else None,
+            "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "user": f"{pod.id}-64410f2e"},
+                    "direct": {"host": "203.0.113.10", "port": 10341, "user": "root"}} if running else None,
             "runtime": {"uptime": max(uptime, 0), "gpus": [{"util": 97, "memoryUtil": 61}],
                         "cpu": 12.5, "memory": 40.1,
                         "ports": [{"private": 22, "public": 10341, "type": "tcp", "ip": "203.0.113.10"}]}
@@ -230,6 +280,9 @@ class FakeRunPod:
 
     def _authorize(self, headers) -> tuple[int, str, str]:
         """(status, scope or problem title, detail)."""
+        agent = headers.get("User-Agent") or ""
+        if any(word in agent for word in self.refuse_user_agents):
+            return 403, "Forbidden", "Request blocked."
         auth = headers.get("Authorization") or ""
         key = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         team = headers.get(self.team_header)
@@ -239,7 +292,9 @@ class FakeRunPod:
             return 200, "personal", ""
         if key and key == self.team_key:
             if team is None:
-                return 200, "team-default", ""  # the key's own scope: silently no team pods
+                # v2: a team key is scoped to its team. A fake set to `team_header_required` plays
+                # an account whose key lands in a default scope without the header: no team pods.
+                return 200, ("team-default" if self.team_header_required else "team"), ""
             if team != self.team_id:
                 return 403, "Forbidden", "The API key is not a member of this team."
             return 200, "team", ""
@@ -261,6 +316,10 @@ class FakeRunPod:
         if "env" in body and not (isinstance(body["env"], dict)
                                   and all(isinstance(v, str) for v in body["env"].values())):
             errors.append({"field": "env", "detail": "must map names to strings"})
+        elif len(body.get("env") or {}) > self.max_env:
+            errors.append({"field": "env", "detail": f"at most {self.max_env} environment variables"})
+        if len(str(body.get("args") or "").encode()) > self.max_args_bytes:
+            errors.append({"field": "args", "detail": "too long"})
         return errors
 
     def _capacity_for(self, body: dict) -> dict | None:
@@ -297,13 +356,19 @@ class FakeRunPod:
             if len(parts) == 2 and method == "POST":
                 return self._create(body, scope)
             if len(parts) == 2 and method == "GET":
-                name = query.get("name")
+                # No documented filter: every pod of the scope, whatever the query says.
                 pods = [self._view(p) for p in self.pods.values()
-                        if p.scope == scope and not self._gone(p) and self._now >= p.visible_at
-                        and self._status(p) != "TERMINATED" and (name is None or p.name == name)]
-                return 200, {"pods": pods}, {}
+                        if p.scope == scope and scope not in self._outages and not self._gone(p)
+                        and self._now >= p.visible_at and self._status(p) != "TERMINATED"]
+                if self.page_size is None:
+                    return 200, {"pods": pods}, {}
+                start = int(query.get("cursor") or 0)
+                page = {"pods": pods[start:start + self.page_size]}
+                if start + self.page_size < len(pods):
+                    page["nextCursor"] = str(start + self.page_size)
+                return 200, page, {}
             pod = self.pods.get(parts[2]) if len(parts) >= 3 else None
-            if pod is None or pod.scope != scope or self._gone(pod):
+            if pod is None or pod.scope != scope or self._gone(pod) or scope in self._outages:
                 return 404, _problem(404, "Not Found", f"Pod {parts[2] if len(parts) > 2 else ''} not found."), {}
             if len(parts) == 3 and method == "GET":
                 return 200, self._view(pod), {}
@@ -322,7 +387,9 @@ class FakeRunPod:
             return 400, _problem(400, "Bad Request", "The request is invalid.", errors), {}
         rule = self._capacity_for(body)
         if rule:
-            return rule["status"], _problem(rule["status"], "Could not create pod", rule["detail"]), {}
+            problem = _problem(rule["status"], rule["title"], rule["detail"])
+            problem["type"] = rule["type"]
+            return rule["status"], problem, {}
         pod = self._new_pod(body, scope)
         if self._fail_after_create > 0:
             self._fail_after_create -= 1

@@ -205,6 +205,7 @@ def test_two_experiments_vanishing_open_a_fleet_incident(app, runpod, approved):
     """Vanishes in two experiments within 5 minutes: incident open, dispatch and recovery paused."""
     first, second, third = (approved(pod_spec(), title=f"E{i}") for i in range(3))
     runs_ = [_running(app, runpod, n) for n in (first, second)]
+    runpod.add_pod("notebook-of-a-colleague", status="RUNNING")  # the account still lists pods: real vanishes
     with app.app_context():
         for run_id in runs_:
             runpod.vanish(db.session.scalar(sa.select(Pod.provider_pod_id).where(Pod.agent_run_id == run_id)))

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -128,6 +129,14 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     children = embedded.descendants()
     names = " ".join(" ".join(p.cmdline()) for p in children)
     assert "gunicorn" in names and "workers.launcher" in names and "redis-server" in names
+    # What local pods must not reach (issue 17 item 2): the instance folder can be passed
+    # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
+    assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711
+    for name in ("sagan.db", "secret_key"):
+        assert stat.S_IMODE((embedded.instance / name).stat().st_mode) & 0o077 == 0, name
+    redis_server = next(p for p in children if "redis-server" in " ".join(p.cmdline()))
+    assert not [c for c in redis_server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert "must require a password" not in output  # SQLite and a socket-only Redis: nothing to warn about
 
     embedded.process.send_signal(signal.SIGTERM)
     try:

@@ -3,10 +3,12 @@ evidence, exactly one automatic recovery relaunches them, and the experiment mov
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from datetime import timedelta
 
@@ -34,8 +36,24 @@ def test_crash_loop_then_one_recovery_then_success(app, fake_anthropic, worker, 
                                                     monkeypatch):
     """First dispatch: the container keeps restarting (three bootstraps) → pods stopped, the
     orchestrator fails crash_loop with the evidence → one recovery relaunches → the pods finish."""
-    marks = tempfile.mkdtemp(prefix="sagan-crash-", dir="/tmp")
-    os.chmod(marks, 0o777)
+    # Pods are sandboxed (a private /tmp, no view of the host's folders), so "crashed once
+    # already?" is asked over loopback, which pods keep, from a counter the test serves.
+    calls = []
+
+    class Counter(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            calls.append(self.path)
+            body = b"first" if len(calls) == 1 else b"again"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    counter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counter)
+    threading.Thread(target=counter.serve_forever, daemon=True).start()
     pods_dir = tempfile.mkdtemp(prefix="sagan-crash-pods-", dir="/tmp")
     os.chmod(pods_dir, 0o711)
     monkeypatch.setitem(app.config, "SAGAN_BASE_URL", live_server.url)
@@ -43,13 +61,11 @@ def test_crash_loop_then_one_recovery_then_success(app, fake_anthropic, worker, 
     # The first run "restarts" twice more (posting bootstrap again) then hangs; later runs succeed.
     script = f"""
 import json, os, time, urllib.request
-mark = "{marks}/crashed-once"
 def post(body):
     req = urllib.request.Request(os.environ["SAGAN_PROGRESS_URL"], data=json.dumps(body).encode(),
         headers={{"Authorization": "Bearer " + os.environ["SAGAN_POD_PROGRESS_TOKEN"], "Content-Type": "application/json"}})
     urllib.request.urlopen(req, timeout=10)
-if not os.path.exists(mark):
-    open(mark, "w").write("1")
+if urllib.request.urlopen("http://127.0.0.1:{counter.server_address[1]}/attempt", timeout=10).read() == b"first":
     for seq in (900, 901):
         post({{"progressPct": 5, "milestone": "bootstrap", "seq": seq,
                "message": "bootstrap complete on branch main · err: ImportError: no module named probe"}})
@@ -115,7 +131,8 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
             assert f"Automatic recovery queued after agent run {str(first_id)[:8]} failed." in notes
             assert "Uploads verified." in notes
     finally:
-        shutil.rmtree(marks, ignore_errors=True)
+        counter.shutdown()
+        counter.server_close()
         shutil.rmtree(pods_dir, ignore_errors=True)
 
 

@@ -65,6 +65,7 @@ def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_experime
         from models import AgentRun
         assert outcome == "dispatched", db.session.get(AgentRun, run.id).last_error
         pod_id = db.session.scalar(sa.select(Pod.id).where(Pod.agent_run_id == run.id))
+        pod_name = db.session.scalar(sa.select(Pod.name).where(Pod.id == pod_id))
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -83,7 +84,8 @@ def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_experime
         assert messages[0].startswith("bootstrap complete") or "bootstrap complete" in messages[0]
         assert "halfway" in messages and messages[-1] == "experiment finished"
         names = sorted(db.session.scalars(sa.select(Artifact.name).where(Artifact.experiment_id == experiment.id)))
-        assert names == ["figure.svg", "metrics.json"]
+        # … and the pod's log, which outlives the pod (issue 16 item 9).
+        assert names == ["figure.svg", "metrics.json", f"sagan-logs/{pod_name}.log"]
         assert "Uploads verified." in notes
         pod = db.session.get(Pod, pod_id)
         assert pod.exit_code == 0 and float(pod.cost_per_hr or 0) == 0.0

@@ -65,6 +65,17 @@ def test_invalid_spec_is_kept_without_request(app, api_client, planning):
         assert _exp(app, planning).status == "planning"
 
 
+def test_consolidation_is_refused_not_ignored(app, api_client, planning):
+    """`consolidation` is never acted on, so a plan that sets it is refused with the field path."""
+    bad = TWO_POD.replace('"gpuType": "RTX 4090"', '"gpuType": "RTX 4090", "consolidation": {"may_merge_pods": true}')
+    assert bad != TWO_POD
+    response = api_client("read,write").post(f"/api/experiments/{planning}/plans", json={"markdown": bad})
+    assert response.status_code == 422
+    assert any(p.startswith("[1].consolidation: not supported") for p in response.get_json()["problems"])
+    with app.app_context():
+        assert _rows(ApprovalRequest) == 0 and _exp(app, planning).status == "planning"
+
+
 def test_bad_json_spec_names_line_and_column(api_client, planning):
     """Does broken spec JSON report its position?"""
     bad = TWO_POD.replace('"gpuCount": 1, "volumeGb": 20, "containerDiskGb": 20,\n   "cloudType": "SECURE", "estimatedMinutes": 90, "env": {"SEEDS": "5',

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import httpx
 import psutil
@@ -100,7 +101,38 @@ def test_list_by_name_finds_exactly_that_pod_after_the_listing_lag(fake_runpod, 
     fake_runpod.advance(21)
     found = team.list_by_name("sagan-7-1a2b3c4d-0-1")
     assert [p.id for p in found] == [pod.id]
-    assert fake_runpod.requests_to("GET")[-1].query == {"name": "sagan-7-1a2b3c4d-0-1"}
+    # v2 documents no name filter: nothing undocumented is sent, the match is ours.
+    assert fake_runpod.requests_to("GET")[-1].query == {}
+
+
+def test_lists_are_followed_page_by_page(fake_runpod, team):
+    """Does a paged list (nextCursor) come back whole, each page asked for with its cursor?"""
+    fake_runpod.page_size = 2
+    names = [f"sagan-8-0000000{i}-0-1" for i in range(5)]
+    for name in names:
+        fake_runpod.add_pod(name, status="RUNNING")
+    assert sorted(p.name for p in team.list_all()) == names
+    assert [r.query for r in fake_runpod.requests_to("GET")] == [{}, {"cursor": "2"}, {"cursor": "4"}]
+    assert [p.name for p in team.list_by_name(names[4])] == [names[4]]
+
+
+def test_capacity_is_recognised_by_its_problem_class_whatever_the_wording(fake_runpod, team):
+    """A capacity answer in new words but with a capacity problem type is provider_capacity, not spec_invalid."""
+    fake_runpod.no_capacity(H100, status=409, title="Conflict", detail="Try another data center later.",
+                            error_type="https://api.runpod.io/errors/insufficient-capacity")
+    with pytest.raises(BackendError) as caught:
+        team.create(request(gpu=H100))
+    assert caught.value.reason == "provider_capacity" and caught.value.status == 409
+
+
+def test_the_edge_gets_a_browser_like_user_agent(fake_runpod, team):
+    """An edge that refuses HTTP-library user agents (python-httpx, python-requests) still serves us."""
+    fake_runpod.refuse_user_agents = ("python-httpx", "python-requests")
+    assert team.list_all() == []
+    agent = fake_runpod.requests_to("GET")[-1].headers["User-Agent"]
+    assert agent.startswith("Mozilla/5.0") and "sagan/" in agent
+    assert httpx.get(f"{fake_runpod.url}/v2/pods",
+                     headers={"Authorization": f"Bearer {fake_runpod.team_key}"}).status_code == 403
 
 
 def test_list_all_is_the_accounts_sagan_pods_only(fake_runpod, team, personal):
@@ -219,12 +251,18 @@ def test_a_validation_error_is_spec_invalid_naming_the_field(team):
 
 
 def test_the_team_header_goes_with_the_team_key_only(fake_runpod, team, personal):
-    """Is the team header sent with the team key, never with the personal key, and would RunPod refuse it there?"""
+    """v2 documents no team header: none is sent by default. One configured is sent with the team key,
+    never with the personal key, where RunPod would refuse it."""
     team.list_all()
     personal.list_all()
     team_call, personal_call = fake_runpod.requests_to("GET")
-    assert team_call.headers["X-Team-Id"] == fake_runpod.team_id
+    assert "X-Team-Id" not in team_call.headers and team_call.status == 200
     assert "X-Team-Id" not in personal_call.headers and personal_call.status == 200
+    with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url, team_id=fake_runpod.team_id,
+                       team_header="X-Team-Id") as with_header:
+        with_header.list_all()
+    assert fake_runpod.requests_to("GET")[-1].headers["X-Team-Id"] == fake_runpod.team_id
+    fake_runpod.team_header_required = True
     refused = httpx.get(f"{fake_runpod.url}/v2/pods", headers={
         "Authorization": f"Bearer {fake_runpod.personal_key}", "X-Team-Id": fake_runpod.team_id})
     assert refused.status_code == 403
@@ -232,7 +270,9 @@ def test_the_team_header_goes_with_the_team_key_only(fake_runpod, team, personal
     fake_runpod.add_pod("sagan-3-dddddddd-0-1", scope="team")
     with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url) as no_team_id:
         assert no_team_id.list_all() == []
-    assert [p.name for p in team.list_all()] == ["sagan-3-dddddddd-0-1"]
+    with RunPodBackend("team", fake_runpod.team_key, fake_runpod.url, team_id=fake_runpod.team_id,
+                       team_header="X-Team-Id") as with_header:
+        assert [p.name for p in with_header.list_all()] == ["sagan-3-dddddddd-0-1"]
 
 
 def test_reads_are_retried_with_exponential_back_off_then_fail(fake_runpod, team, sleeps):
@@ -421,6 +461,9 @@ def test_a_local_pod_runs_posts_progress_uploads_and_exits_0(local, receiver):
         {"progressPct": 5, "message": "bootstrap complete on branch (none)", "milestone": "bootstrap", "seq": 1},
         {"progressPct": 100, "message": "experiment finished", "milestone": "exit", "seq": 2, "exitCode": 0}]
     uploads = {a["name"]: (a["content_type"], a["body"]) for a in receiver.artifacts}
+    log_upload = uploads.pop(f"sagan-logs/{pod.id}.log")
+    assert log_upload[0] == "text/plain" and b"training done" in log_upload[1]
+    assert receiver.token.encode() not in log_upload[1]
     assert uploads == {"metrics.json": ("application/json", b'{"loss": 0.1}\n'),
                        "plots/curve.svg": ("image/svg+xml", b"<svg/>\n"),
                        "t.csv": ("text/csv", b"a,b\n"),
@@ -468,16 +511,15 @@ def test_the_bootstrap_checks_out_the_research_repository(local, local_root, rec
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "exp"], check=True)
     subprocess.run([*git, "checkout", "-q", "main"], check=True)
-    if os.geteuid() == 0:  # git refuses to read a repository owned by another user
-        nobody = pwd.getpwnam("nobody")
-        subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(origin)], check=True)
     pod = local.create(local_request(receiver, "bash train.sh", SAGAN_REPO_URL=str(origin),
                                      SAGAN_EPS_BRANCH="exp-42"))
     finished = wait_until_finished(local, pod.id)
     assert finished.exit_code == 0, local.log_tail(pod.id)
     assert receiver.progress[0]["message"] == "bootstrap complete on branch exp-42"
-    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("which.txt", b"trained on exp-42\n")]
-    assert (local.root / pod.id / "work" / "repo" / "train.sh").exists()
+    assert [(a["name"], a["body"]) for a in receiver.artifacts
+            if not a["name"].startswith("sagan-logs/")] == [("which.txt", b"trained on exp-42\n")]
+    # Cloned into /workspace/<repository name>, as plans written for RunPod expect.
+    assert (local.root / pod.id / "work" / "origin" / "train.sh").exists()
 
 
 def test_a_repository_that_cannot_be_cloned_is_a_failed_exit(local, local_root, receiver):
@@ -485,8 +527,9 @@ def test_a_repository_that_cannot_be_cloned_is_a_failed_exit(local, local_root, 
     pod = local.create(local_request(receiver, "echo should-not-run", SAGAN_REPO_URL=str(local_root / "nope")))
     finished = wait_until_finished(local, pod.id)
     assert finished.exit_code not in (None, 0)
-    assert [p.get("milestone") for p in receiver.progress] == ["exit"]
-    assert receiver.progress[0]["message"].startswith(f"experiment exited with code {finished.exit_code} · err: ")
+    assert [p.get("milestone") for p in receiver.progress] == ["setup_failed"]
+    assert receiver.progress[0]["message"].startswith("setup failed: could not clone or check out the repository · err: ")
+    assert receiver.progress[0]["exitCode"] == finished.exit_code
     assert "does not exist" in receiver.progress[0]["message"]
     assert "should-not-run" not in local.log_tail(pod.id)
 
@@ -508,21 +551,22 @@ def test_the_pod_environment_holds_no_server_secrets(local, receiver, monkeypatc
     text = receiver.artifacts[0]["body"].decode()
     assert "server-secret-key-value-123" not in text and "dbpassword" not in text
     assert env["SEED"] == "7" and env["HF_TOKEN"] == "hf_named_secret_for_this_pod" and env["TZ"] == "UTC"
-    assert env["HOME"] == str(local.root / pod.id / "work")
+    assert env["HOME"] == "/workspace"  # the pod's own folder, as its sandbox shows it
 
 
 def test_a_local_pod_runs_unprivileged_when_the_server_is_root(local, receiver):
-    """Does the pod run as nobody when the server runs as root (as the server's user otherwise),
-    unable to write the server's state files?"""
-    args = "id -un > \"$SAGAN_ARTIFACT_DIR/user.txt\"; echo 1 > \"$SAGAN_POD_STATE_DIR/../pid\" || echo refused"
+    """Does the pod run as the dedicated pod user when the server runs as root (as the server's user
+    otherwise), unable to write the server's state files?"""
+    pid_file = local.root / "sagan-5-0a0b0c0d-0-1" / "pid"
+    args = f"id -un > \"$SAGAN_ARTIFACT_DIR/user.txt\"; echo 1 > {pid_file} || echo refused"
     pod = local.create(local_request(receiver, args))
     wait_until_finished(local, pod.id)
-    expected = "nobody" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    expected = "sagan-pod" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     assert receiver.artifacts[0]["body"].decode().strip() == expected
     if os.geteuid() == 0:
         assert "refused" in local.log_tail(pod.id)
         assert (local.root / pod.id / "pid").read_text().strip() != "1"
-        assert (local.root / pod.id / "work").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        assert (local.root / pod.id / "work").stat().st_uid == pwd.getpwnam("sagan-pod").pw_uid
 
 
 def test_without_a_pod_user_a_local_pod_runs_as_the_server_user(local_root, receiver):
@@ -537,6 +581,13 @@ def test_without_a_pod_user_a_local_pod_runs_as_the_server_user(local_root, rece
     assert backend.list_all() == []
 
 
+def _pgid(pid):
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def test_stop_kills_the_whole_process_group(local, receiver):
     """Does stop() end the bootstrap and every process the command started (SIGTERM, then SIGKILL for
     one that ignores it), keep the files, and read EXITED?"""
@@ -546,11 +597,14 @@ def test_stop_kills_the_whole_process_group(local, receiver):
     child_pid_file = local.root / pod.id / "work" / "child.pid"
     assert wait_for(child_pid_file.exists)
     assert wait_for(lambda: len(receiver.progress) == 1)
-    child = psutil.Process(int(child_pid_file.read_text()))
     leader = int((local.root / pod.id / "pid").read_text())
+    # The child's pid in the file is the pod's own (its sandbox has its own pid namespace):
+    # on the host, the pod's processes are its process group.
+    group = [p for p in psutil.process_iter() if _pgid(p.pid) == leader and p.pid != leader]
+    assert len(group) >= 3  # bwrap's init, the bootstrap, the two sleeps …
     stopped = local.stop(pod.id)
     assert stopped.status == "EXITED" and stopped.exit_code is None
-    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in group)
     assert not psutil.pid_exists(leader) or psutil.Process(leader).status() == psutil.STATUS_ZOMBIE
     assert (local.root / pod.id / "output.log").exists()
     assert local.stop(pod.id).status == "EXITED"  # stopping again is harmless
@@ -656,7 +710,7 @@ def test_a_refused_token_is_not_retried(tmp_path, receiver):
     """Is a 401 (wrong token) given up at once rather than retried, and the experiment still runs?"""
     result = run_bootstrap(tmp_path / "w", receiver, "echo ran", SAGAN_POD_PROGRESS_TOKEN="spt_wrong_token_0000")
     assert result.returncode == 0 and "ran" in result.stdout
-    assert len(receiver.attempts) == 2 and receiver.progress == []
+    assert len([a for a in receiver.attempts if a["path"] == "/api/progress"]) == 2 and receiver.progress == []
     assert "spt_wrong_token_0000" not in result.stderr + result.stdout
 
 
@@ -674,7 +728,7 @@ def test_a_relative_artifact_dir_and_a_commit_checkout(tmp_path, receiver):
     result = run_bootstrap(tmp_path / "w", receiver, "mkdir -p results && cp v.txt results/",
                            SAGAN_REPO_URL=str(origin), SAGAN_GIT_COMMIT=first, SAGAN_ARTIFACT_DIR="results")
     assert result.returncode == 0, result.stderr
-    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("v.txt", b"one\n")]
+    assert [(a["name"], a["body"]) for a in receiver.artifacts] == [("v.txt", b"one\n"), ("sagan-logs/pod.log", ANY)]
     assert receiver.progress[0]["message"] == f"bootstrap complete on branch {first[:12]}"
 
 
@@ -690,5 +744,52 @@ def test_the_curl_fallback_speaks_the_same_protocol(tmp_path, receiver):
         {"progressPct": 5, "message": "bootstrap complete on branch (none)", "seq": 1, "milestone": "bootstrap"},
         {"progressPct": 0, "message": "experiment exited with code 2 · err: oh no", "seq": 2, "milestone": "exit",
          "exitCode": 2}]
-    assert [(a["name"], a["content_type"]) for a in receiver.artifacts] == [("a b.txt", "text/plain")]
+    assert [(a["name"], a["content_type"]) for a in receiver.artifacts] == [("a b.txt", "text/plain"),
+                                                                             ("sagan-logs/pod.log", "text/plain")]
     assert receiver.token not in result.stderr + result.stdout
+
+
+def test_the_start_up_check_says_which_scope_each_account_reaches(fake_runpod):
+    """One list call per configured account, naming the key, the header if any, and what it lists;
+    a key the provider refuses is reported, not raised."""
+    from services.dispatch.accounts import check_runpod_accounts
+    fake_runpod.add_pod("sagan-1-00000000-0-1", status="RUNNING")
+    config = {"RUNPOD_API_URL": fake_runpod.url, "RUNPOD_API_KEY_TEAM": fake_runpod.team_key,
+              "RUNPOD_API_KEY_PERSONAL": "rpa_WRONGKEY00000000000000", "RUNPOD_MAX_RETRIES": 0}
+    team, personal = check_runpod_accounts(config)
+    assert team.ok and "RUNPOD_API_KEY_TEAM only" in team.summary and "lists 1 pod(s), 1 of them Sagan's" in team.summary
+    assert not personal.ok and "401" in personal.summary and "rpa_WRONGKEY" not in personal.summary
+    assert len(fake_runpod.requests_to("GET")) == 2
+
+
+def test_a_restarted_container_does_not_run_the_script_again(tmp_path, receiver):
+    """RunPod restarts a container that exits: the second start finds the finished marker on the
+    volume, says so, and does not run the command again."""
+    workdir = tmp_path / "w"
+    first = run_bootstrap(workdir, receiver, "echo run >> /dev/stderr; echo ran >> \"$SAGAN_WORKDIR/runs.txt\"")
+    assert first.returncode == 0, first.stderr
+    again = run_bootstrap(workdir, receiver, "echo ran >> \"$SAGAN_WORKDIR/runs.txt\"")
+    assert again.returncode == 0, again.stderr
+    assert (workdir / "runs.txt").read_text() == "ran\n"
+    assert receiver.progress[-1]["message"] == ("container restarted after the script finished (exit 0); "
+                                                "not running it again")
+    assert "exitCode" not in receiver.progress[-1]
+    assert "ran" not in (workdir / ".sagan" / "logs" / "pod.log").read_text().split("not running it again")[-1]
+
+
+def test_after_its_script_the_pod_waits_to_be_stopped(tmp_path, receiver):
+    """With keep-alive on, the bootstrap does not exit after the script (an exited container would be
+    restarted): it is still running well after its exit was posted."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(workdir), **receiver.env(), "SAGAN_DOCKER_ARGS": "true",
+           "SAGAN_WORKDIR": str(workdir), "SAGAN_KEEP_ALIVE_MINUTES": "1", "SAGAN_POST_RETRY_SECONDS": "0"}
+    process = subprocess.Popen(["bash", str(ROOT / "scripts" / "pod_bootstrap.sh")], cwd=workdir, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert wait_for(lambda: any(p.get("exitCode") == 0 for p in receiver.progress))
+        time.sleep(1.0)
+        assert process.poll() is None
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)

@@ -65,6 +65,33 @@ def test_research_repository_setting(app, client, owner, monkeypatch):
         assert settings.get("research_repo_test_command") == "pytest -q"
 
 
+def test_private_repository_credentials_are_variable_names(app, client, owner):
+    """The checkout folder and the deploy token / SSH key variables: names only, never a value, never
+    one of Sagan's own settings; bad input answers with the error and changes nothing."""
+    csrf = owner.csrf()
+    base = {"research_repo_url": "git@github.com:org/research.git", "research_repo_branch": "main",
+            "csrf_token": csrf}
+    for field, bad, words in (("research_repo_token_env", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "not its value"),
+                              ("research_repo_token_env", "SECRET_KEY", "never given to a pod"),
+                              ("research_repo_ssh_key_env", "RUNPOD_API_KEY_TEAM", "never given to a pod"),
+                              ("research_repo_dir", "../etc", "checkout folder"),
+                              ("research_repo_dir", ".sagan", "checkout folder")):
+        page = client.post("/settings/research-repository", data={**base, field: bad})
+        assert page.status_code == 200 and words in page.text, (field, bad)
+        with app.app_context():
+            assert settings.get("research_repo_url") is None and settings.get(field) is None
+    ok = client.post("/settings/research-repository", data={
+        **base, "research_repo_dir": "explore-persona-space", "research_repo_token_env": "RESEARCH_REPO_TOKEN",
+        "research_repo_ssh_key_env": "RESEARCH_REPO_SSH_KEY"})
+    assert ok.status_code == 303
+    with app.app_context():
+        assert settings.get("research_repo_dir") == "explore-persona-space"
+        assert settings.get("research_repo_token_env") == "RESEARCH_REPO_TOKEN"
+        assert settings.get("research_repo_ssh_key_env") == "RESEARCH_REPO_SSH_KEY"
+    page = client.get("/settings")
+    assert 'value="RESEARCH_REPO_TOKEN"' in page.text and "Pod accounts" in page.text
+
+
 def test_daily_cap_setting(app, client, owner):
     """The daily cap is optional, must be positive, and is stored."""
     csrf = owner.csrf()

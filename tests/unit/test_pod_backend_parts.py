@@ -108,13 +108,51 @@ def test_pod_is_read_from_the_v2_shape_with_ssh_from_runtime_ports():
     assert _pod_from({"id": "p2", "status": "EXITED", "runtime": None}).uptime_seconds == 0
 
 
+def test_ssh_is_read_from_the_v2_proxy_and_direct_objects():
+    """v2's `ssh` holds a `proxy` and a `direct` connection: direct (public IP) first, else the proxy."""
+    both = _pod_from({"id": "p1", "status": "RUNNING", "ssh": {
+        "proxy": {"host": "ssh.runpod.io", "port": 22, "user": "p1-64410f2e"},
+        "direct": {"host": "203.0.113.10", "port": 10341, "user": "root"}}})
+    assert (both.ssh_host, both.ssh_port) == ("203.0.113.10", 10341)
+    proxy_only = _pod_from({"id": "p1", "status": "RUNNING", "ssh": {
+        "proxy": {"host": "ssh.runpod.io", "port": 22}, "direct": None}})
+    assert (proxy_only.ssh_host, proxy_only.ssh_port) == ("ssh.runpod.io", 22)
+    assert _pod_from({"id": "p1", "status": "RUNNING", "ssh": None}).ssh_host is None
+
+
 def test_pod_environment_is_an_allowlist_plus_the_request_env(tmp_path):
-    """Does a pod get PATH, LANG, TZ, LC_*, PYTHON* and its own env, and none of the server's secrets?"""
+    """Does a pod get LANG, TZ, LC_*, PYTHON*, the sandbox's system PATH (the server's may name folders
+    the sandbox does not show) and its own env, and none of the server's secrets?"""
     parent = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1",
               "PYTHON_KEYRING_PASSWORD": "hunter2hunter2", "SECRET_KEY": "s" * 20,
               "DATABASE_URL": "postgresql://u:p@h/db", "RUNPOD_API_KEY_TEAM": "rpa_x", "ANTHROPIC_API_KEY": "sk-ant-x",
               "REDIS_URL": "redis://h", "HOME": "/root", "USER": "root"}
-    env = pod_environment(parent, {"HF_TOKEN": "hf_named_secret", "SEED": "7"}, tmp_path)
-    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1",
-                   "HOME": str(tmp_path), "TMPDIR": str(tmp_path / "tmp"),
+    env = pod_environment(parent, {"HF_TOKEN": "hf_named_secret", "SEED": "7"}, "/workspace")
+    assert env == {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+                   "TZ": "UTC", "LC_ALL": "C", "PYTHONUNBUFFERED": "1", "HOME": "/workspace", "TMPDIR": "/tmp",
                    "HF_TOKEN": "hf_named_secret", "SEED": "7"}
+
+
+@pytest.mark.parametrize("database_url, redis_url, warned", [
+    ("postgresql+psycopg://sagan@127.0.0.1/sagan", "redis://:pw@127.0.0.1:6379/0", ["PostgreSQL"]),
+    ("postgresql+psycopg://sagan:pw@127.0.0.1/sagan", "redis://127.0.0.1:6379/0", ["Redis"]),
+    ("postgresql+psycopg://sagan:pw@127.0.0.1/sagan", "redis://:pw@127.0.0.1:6379/0", []),
+    ("sqlite:////srv/sagan/instance/sagan.db", "unix:///srv/sagan/instance/redis.sock", []),
+])
+def test_a_local_queue_host_is_warned_about_services_without_passwords(database_url, redis_url, warned):
+    """Local pods keep the network: a worker serving `local` says which loopback service needs a password."""
+    from services.instance_security import local_queue_warnings
+    warnings = local_queue_warnings(database_url, redis_url)
+    assert [next(w for w in ("PostgreSQL", "Redis") if f"{w} must require" in text) for text in warnings] == warned
+
+
+def test_instance_files_are_made_private_and_the_folder_only_passable(tmp_path):
+    """The database, its WAL and the secret key become 0600; the folder 0711 (pass through, no listing)."""
+    from services.instance_security import make_instance_private
+    for name in ("sagan.db", "sagan.db-wal", "secret_key", "notes.txt"):
+        (tmp_path / name).write_text("x")
+        (tmp_path / name).chmod(0o644)
+    make_instance_private(tmp_path)
+    mode = lambda name: (tmp_path / name).stat().st_mode & 0o777  # noqa: E731
+    assert (mode("sagan.db"), mode("sagan.db-wal"), mode("secret_key")) == (0o600, 0o600, 0o600)
+    assert tmp_path.stat().st_mode & 0o777 == 0o711

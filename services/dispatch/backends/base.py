@@ -123,13 +123,13 @@ def local_pods_allowed(config=None) -> bool:
 
 @lru_cache(maxsize=16)
 def _runpod_backend(pid: int, account: str, api_key: str, url: str, team_id: str | None, team_header: str,
-                    timeout: float, max_retries: int) -> PodBackend:
+                    user_agent: str, timeout: float, max_retries: int) -> PodBackend:
     """One RunPod backend per process and configuration, so its HTTP client (and its kept-alive
     connections) serves every watcher pass and dispatch instead of a new client per call that
     is never closed. Keyed by the process id: a forked job never shares its parent's sockets."""
     from services.dispatch.backends.runpod import RunPodBackend
-    return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, timeout=timeout,
-                         max_retries=max_retries)
+    return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, user_agent=user_agent,
+                         timeout=timeout, max_retries=max_retries)
 
 
 def backend_for(account: str, config=None) -> PodBackend:
@@ -146,7 +146,8 @@ def backend_for(account: str, config=None) -> PodBackend:
             os.getpid(), account, api_key.strip(), _setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
             # The team id goes only with the team key; RunPod rejects it on personal keys.
             (_setting(config, "RUNPOD_TEAM_ID", "") or None) if account == "team" else None,
-            _setting(config, "RUNPOD_TEAM_HEADER", "X-Team-Id") or "X-Team-Id",
+            (_setting(config, "RUNPOD_TEAM_HEADER", "") or "").strip(),
+            _setting(config, "RUNPOD_USER_AGENT", "") or "",
             float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
             int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
         )
@@ -159,7 +160,8 @@ def backend_for(account: str, config=None) -> PodBackend:
         from services.dispatch.backends.local import LocalBackend
         return LocalBackend(
             _setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",
-            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "nobody") or "nobody",
+            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
             stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
+            sandbox_user=_setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
         )
     raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")

@@ -10,15 +10,19 @@ Each pod gets a directory `<root>/<pod name>/`:
     work/                       the pod's working directory and HOME
 
 The web and the worker are different processes, so everything `get()` needs is on disk.
-When the server runs as root the pod runs as an unprivileged user (`nobody` by default),
-and only `state/` and `work/` are writable by it: a pod cannot rewrite its own `pid` file
-to make stop() signal some other process group. stop() also checks that the pid still
-belongs to the process it started (its start time), so a recycled pid is never signalled.
+Each pod runs in its own bubblewrap sandbox (local_sandbox.py): `work/` is its /workspace,
+`state/` its /run/sagan-state, and nothing else of the host's folders is visible. When the
+server runs as root the pod runs as a dedicated user (SAGAN_LOCAL_POD_USER, `sagan-pod`,
+created if missing; never the code sandbox's user), and only `state/` and `work/` are
+writable by it: a pod cannot rewrite its own `pid` file to make stop() signal some other
+process group. stop() also checks that the pid still belongs to the process it started
+(its start time), so a recycled pid is never signalled.
 
 The pod's environment is built from an allowlist plus the request's env; nothing else of
 the server's environment (SECRET_KEY, DATABASE_URL, RUNPOD_/ANTHROPIC_ keys) reaches it.
-Limits: pods of one host share the unprivileged user, and a pod that leaves its process
-group on purpose (setsid) escapes stop(); this backend is for the owner's own code.
+Limits: pods of one host share the pod user (the sandbox keeps them apart, the user does
+not), and a pod that leaves its process group on purpose (setsid) escapes stop() until
+its pid namespace ends; this backend is for the owner's own code.
 """
 from __future__ import annotations
 
@@ -35,6 +39,8 @@ from pathlib import Path
 
 import psutil
 
+from services import system_users
+from services.dispatch.backends import local_sandbox
 from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
 from services.redact import SECRET_ENV_SUFFIXES
 
@@ -48,16 +54,18 @@ _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _CHILDREN: dict[str, subprocess.Popen] = {}
 
 
-def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir: Path) -> dict[str, str]:
-    """The allowlisted part of the server's environment, then the request's env on top."""
+def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir: Path | str) -> dict[str, str]:
+    """The allowlisted part of the server's environment, then the request's env on top.
+
+    PATH is the sandbox's system path: the server's may name folders the pod cannot see."""
     env = {}
     for name, value in parent.items():
         allowed = name in _ALLOWED_ENV or name.startswith(_ALLOWED_PREFIXES)
         if allowed and not name.endswith(SECRET_ENV_SUFFIXES):
             env[name] = value
-    env.setdefault("PATH", _DEFAULT_PATH)
+    env["PATH"] = _DEFAULT_PATH
     env["HOME"] = str(workdir)
-    env["TMPDIR"] = str(workdir / "tmp")
+    env["TMPDIR"] = "/tmp"
     env.update({str(k): str(v) for k, v in request_env.items()})
     return env
 
@@ -67,33 +75,40 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, root_dir, *, run_as: str | None = "nobody", stop_grace_seconds: float = 10.0,
-                 bootstrap: Path | str = BOOTSTRAP):
+    def __init__(self, root_dir, *, run_as: str | None = "sagan-pod", stop_grace_seconds: float = 10.0,
+                 bootstrap: Path | str = BOOTSTRAP, sandbox_user: str | None = None):
         self.root = Path(root_dir)
         self.stop_grace_seconds = stop_grace_seconds
         self.bootstrap = Path(bootstrap)
-        # Drop privileges only when we have them; otherwise the pod runs as us.
+        # Drop privileges only when we have them; otherwise the pod runs as us (in its sandbox).
         self.user = None
         if run_as and os.geteuid() == 0:
+            if sandbox_user and run_as == sandbox_user:
+                raise BackendError("spec_invalid", f"Local pods and sandboxed code must run as different users, "
+                                                   f"but both are {run_as!r}: change SAGAN_LOCAL_POD_USER.")
             try:
-                self.user = pwd.getpwnam(run_as)
-            except KeyError:
-                raise BackendError("provider_error", f"Local pods should run as {run_as!r}, but this host "
-                                                     f"has no such user: set SAGAN_LOCAL_POD_USER.") from None
+                self.user = system_users.ensure_user(run_as)
+            except system_users.UserUnavailable as exc:
+                raise BackendError("provider_error", f"Local pods should run as {run_as!r}: {exc}") from None
 
     # --- the interface ---------------------------------------------------------------
     def create(self, request: PodRequest) -> ProviderPod:
         """Start the pod's bootstrap in its own directory, session and (unprivileged) user."""
         if not _NAME.match(request.name):
             raise BackendError("spec_invalid", f"Local pod name {request.name!r} is not a safe directory name.")
+        try:
+            bwrap = local_sandbox.bwrap_path()
+        except local_sandbox.SandboxMissing as exc:
+            raise BackendError("provider_error", str(exc)) from None
         self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)  # the pod user may pass through to its own folder, never list the others
         pod_dir = self.root / request.name
         try:
-            pod_dir.mkdir(mode=0o755)
+            pod_dir.mkdir(mode=0o711)
         except FileExistsError:
             raise BackendError("provider_error", f"A local pod named {request.name} already exists.",
                                status=409) from None
-        pod_dir.chmod(0o755)  # the umask must not make it unreachable for the pod's user
+        pod_dir.chmod(0o711)  # a private umask must not make it unreachable for the pod's user
         state_dir, workdir = pod_dir / "state", pod_dir / "work"
         for path, mode in ((state_dir, 0o755), (workdir, 0o700), (workdir / "tmp", 0o700)):
             path.mkdir()
@@ -106,15 +121,19 @@ class LocalBackend:
         if self.user:
             self._check_reachable(pod_dir)
 
-        env = pod_environment(dict(os.environ), request.env, workdir)
-        if self.user:
-            env.update(USER=self.user.pw_name, LOGNAME=self.user.pw_name)
-        artifact_dir = env.get("SAGAN_ARTIFACT_DIR", "")
-        if not artifact_dir or artifact_dir == "/workspace" or artifact_dir.startswith("/workspace/"):
-            # This host has no /workspace: keep the layout, inside the pod's working directory.
-            env["SAGAN_ARTIFACT_DIR"] = str(workdir / (artifact_dir[len("/workspace/"):] or "sagan-artifacts"))
-        env.update(SAGAN_DOCKER_ARGS=request.args, SAGAN_WORKDIR=str(workdir),
-                   SAGAN_POD_STATE_DIR=str(state_dir))
+        # Paths as the pod sees them inside its sandbox: the same layout as a RunPod pod.
+        env = pod_environment(dict(os.environ), request.env, local_sandbox.WORKSPACE)
+        name = self.user.pw_name if self.user else pwd.getpwuid(os.geteuid()).pw_name
+        env.update(USER=name, LOGNAME=name)
+        env.setdefault("SAGAN_ARTIFACT_DIR", f"{local_sandbox.WORKSPACE}/sagan-artifacts")
+        env.update(SAGAN_DOCKER_ARGS=request.args, SAGAN_WORKDIR=local_sandbox.WORKSPACE,
+                   SAGAN_POD_STATE_DIR=local_sandbox.STATE)
+        uid = self.user.pw_uid if self.user else os.geteuid()
+        gid = self.user.pw_gid if self.user else os.getegid()
+        passwd, group = local_sandbox.passwd_text(name, uid, gid)
+        passwd_fd, group_fd = _data_pipe(passwd), _data_pipe(group)
+        argv = local_sandbox.command(bwrap, pod_dir, passwd_fd=passwd_fd, group_fd=group_fd,
+                                     readonly=local_sandbox.repository_paths(env.get("SAGAN_REPO_URL", "")))
 
         metadata = {"name": request.name, "image": request.image, "gpu_id": request.gpu_id,
                     "gpu_count": request.gpu_count, "cloud": request.cloud,
@@ -124,8 +143,9 @@ class LocalBackend:
             # user=/group=/extra_groups= drop privileges between fork and exec without running
             # Python in the child (a preexec_fn is unsafe once the worker has threads).
             process = subprocess.Popen(
-                ["bash", str(bootstrap)], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                argv, cwd="/", env=env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                pass_fds=(passwd_fd, group_fd),
                 **({"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
                    if self.user else {}))
         except OSError as exc:
@@ -133,6 +153,8 @@ class LocalBackend:
             raise BackendError("provider_error", f"Could not start local pod {request.name}: {exc}") from None
         finally:
             log.close()
+            os.close(passwd_fd)
+            os.close(group_fd)
         _CHILDREN[str(pod_dir)] = process
         identity = _proc_stat(process.pid)
         (pod_dir / "pid").write_text(f"{process.pid}\n")
@@ -296,6 +318,14 @@ def _proc_stat(pid: int) -> tuple[int, int, str] | None:
         return int(fields[2]), int(fields[19]), fields[0].decode()
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _data_pipe(text: str) -> int:
+    """A pipe's read end holding `text` (small: it fits the pipe buffer), for --ro-bind-data."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, text.encode())
+    os.close(write_fd)
+    return read_fd
 
 
 def _killpg(pgid: int, sig: int) -> None:

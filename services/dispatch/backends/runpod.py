@@ -29,14 +29,22 @@ _CAPACITY = re.compile(
     r"no longer any instances available|no instances? (?:are |is )?(?:currently )?available"
     r"|not (?:have )?enough (?:free )?gpus|insufficient capacity|out of capacity|no capacity"
     r"|zero gpu pods|could not find any pods with required specifications", re.IGNORECASE)
+# …and when the wording is new, the problem's class (`type`, `code`, `errorClass`) may say it.
+_CAPACITY_CLASS = re.compile(r"capacity|no[-_ ]?instances|out[-_ ]?of[-_ ]?stock|insufficient[-_ ]?(?:gpus?|resources)"
+                             r"|supply|unavailable[-_ ]?gpu", re.IGNORECASE)
+# RunPod's edge has refused default HTTP-library user agents: send a browser-like one.
+DEFAULT_USER_AGENT = f"Mozilla/5.0 (X11; Linux x86_64) sagan/{VERSION}"
 _RESET = re.compile(r"(?:\breset\s*=\s*|;\s*t\s*=\s*)(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+MAX_LIST_PAGES = 100
 
 
 class RunPodBackend:
     """One RunPod account. Thread-safe for use from one worker at a time per instance."""
 
     def __init__(self, account: str, api_key: str, base_url: str, team_id: str | None = None, *,
-                 team_header: str = "X-Team-Id", timeout: float = 30.0, max_retries: int = 3,
+                 team_header: str = "", user_agent: str = DEFAULT_USER_AGENT, timeout: float = 30.0, max_retries: int = 3,
                  backoff_seconds: float = 1.0, max_backoff_seconds: float = 30.0,
                  max_rate_limit_wait: float = 120.0, sleep: Callable[[float], None] = time.sleep,
                  transport: httpx.BaseTransport | None = None):
@@ -50,10 +58,12 @@ class RunPodBackend:
         self.max_backoff_seconds = max_backoff_seconds
         self.max_rate_limit_wait = max_rate_limit_wait
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
-                   "User-Agent": f"sagan/{VERSION}"}
-        # Never with the personal key: RunPod rejects the team header there, and a key in the
-        # wrong scope silently lists zero pods.
-        if account == "team" and team_id:
+                   "User-Agent": user_agent or DEFAULT_USER_AGENT}
+        # REST v2 documents no team header: a team's pods are reached with an API key made in
+        # that team. A header is sent only when the owner configured one (RUNPOD_TEAM_HEADER),
+        # and never with the personal key: RunPod rejects it there, and a key in the wrong
+        # scope silently lists zero pods (the watcher treats an empty account as an incident).
+        if account == "team" and team_id and team_header:
             headers[team_header] = team_id
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
                                     timeout=timeout, transport=transport)
@@ -84,12 +94,12 @@ class RunPodBackend:
         return None if response.status_code == 404 else self._pod(response)
 
     def list_by_name(self, name: str) -> list[ProviderPod]:
-        """Pods with exactly this name (the filter is RunPod's; the exact match is ours)."""
-        return [p for p in self._list({"name": name}) if p.name == name]
+        """Pods with exactly this name: v2 documents no name filter, so list and match here."""
+        return [p for p in self._list() if p.name == name]
 
     def list_all(self, prefix: str = "sagan-") -> list[ProviderPod]:
         """Every pod of the account whose name starts with `prefix`."""
-        return [p for p in self._list(None) if p.name.startswith(prefix)]
+        return [p for p in self._list() if p.name.startswith(prefix)]
 
     def stop(self, pod_id: str) -> ProviderPod | None:
         """Stop a pod (its volume is kept); a pod already stopped is returned as it is."""
@@ -124,14 +134,24 @@ class RunPodBackend:
         self.close()
 
     # --- HTTP ------------------------------------------------------------------------
-    def _list(self, params: dict | None) -> list[ProviderPod]:
-        response = self._request("GET", "/v2/pods", params=params)
-        data = _json(response)
-        items = data.get("pods") if isinstance(data, dict) else data
-        if not isinstance(items, list):
-            raise BackendError("provider_error", f"RunPod answered the pod list with an unexpected body "
-                                                 f"({type(data).__name__})", status=response.status_code)
-        return [_pod_from(item) for item in items if isinstance(item, dict)]
+    def _list(self) -> list[ProviderPod]:
+        """The account's pods, every page of them: nothing is sent that v2 does not document,
+        and a `nextCursor` in an answer is followed (with `cursor=`) until there is none."""
+        pods: list[ProviderPod] = []
+        params: dict | None = None
+        for _page in range(MAX_LIST_PAGES):
+            response = self._request("GET", "/v2/pods", params=params)
+            data = _json(response)
+            items = data.get("pods") if isinstance(data, dict) else data
+            if not isinstance(items, list):
+                raise BackendError("provider_error", f"RunPod answered the pod list with an unexpected body "
+                                                     f"({type(data).__name__})", status=response.status_code)
+            pods += [_pod_from(item) for item in items if isinstance(item, dict)]
+            cursor = data.get("nextCursor") if isinstance(data, dict) else None
+            if not cursor:
+                return pods
+            params = {"cursor": str(cursor)}
+        raise BackendError("provider_error", f"RunPod's pod list did not end after {MAX_LIST_PAGES} pages")
 
     def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
                  idempotent: bool = True, allow: frozenset | set = frozenset()) -> httpx.Response:
@@ -242,10 +262,24 @@ def _problem(response: httpx.Response) -> tuple[str, str]:
 
 
 def _is_capacity(response: httpx.Response) -> bool:
-    if response.status_code < 400:
+    """A capacity answer, by its wording or by its problem class, whatever the status."""
+    if response.status_code < 400 or response.status_code in (401, 403, 429):
         return False
     title, detail = _problem(response)
-    return bool(_CAPACITY.search(f"{title} {detail}"))
+    return bool(_CAPACITY.search(f"{title} {detail}")) or bool(_CAPACITY_CLASS.search(_problem_class(response)))
+
+
+def _problem_class(response: httpx.Response) -> str:
+    """The problem's `type` URI (unless about:blank), `code` or `errorClass`, as one string."""
+    try:
+        data = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    kind = str(data.get("type") or "")
+    return " ".join(str(v) for v in (kind if kind != "about:blank" else "", data.get("code") or "",
+                                     data.get("errorClass") or "") if v)
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -276,11 +310,23 @@ def _int(value) -> int | None:
         return None
 
 
+def _ssh_endpoint(ssh) -> tuple[str | None, int | None]:
+    """(host, port) from v2's `ssh: {"proxy": {...}, "direct": {...}}`, the direct connection
+    (public IP, full SSH) when there is one, else RunPod's proxy; the flat `{host, port}`
+    of older answers is still read."""
+    if not isinstance(ssh, dict):
+        return None, None
+    for way in ("direct", "proxy"):
+        endpoint = ssh.get(way)
+        if isinstance(endpoint, dict) and endpoint.get("host"):
+            return str(endpoint["host"]), _int(endpoint.get("port"))
+    return (str(ssh["host"]), _int(ssh.get("port"))) if ssh.get("host") else (None, None)
+
+
 def _pod_from(data: dict) -> ProviderPod:
     gpu = data.get("gpu") if isinstance(data.get("gpu"), dict) else {}
     runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
-    ssh = data.get("ssh") if isinstance(data.get("ssh"), dict) else {}
-    ssh_host, ssh_port = ssh.get("host"), _int(ssh.get("port"))
+    ssh_host, ssh_port = _ssh_endpoint(data.get("ssh"))
     if not ssh_host:
         for port in runtime.get("ports") or []:
             if isinstance(port, dict) and _int(port.get("private")) == 22 and port.get("ip"):
