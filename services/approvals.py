@@ -60,7 +60,7 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     limit = current_app.config["MARKDOWN_MAX"]
     if len(markdown.encode()) > limit:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
-    markdown = redact(markdown)
+    markdown = plans.redact_plan(markdown)
     parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account)
     if not parsed.is_plan:
         raise Unprocessable(

@@ -98,7 +98,7 @@ def clean_tags(raw) -> list[str]:
         raise ValidationError("Tags must be a list of strings.", field="tags")
     tags: list[str] = []
     for tag in raw:
-        tag = tag.strip()
+        tag = redact(tag.strip())
         if not tag:
             continue
         if len(tag) > cfg["TAG_MAX_CHARS"]:

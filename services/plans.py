@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from services.dispatch import spec as specs
+from services.redact import redact, redact_json_text
 
 SECTIONS = [
     ("Goal", "goal"), ("Hypothesis", "hypothesis"), ("Prediction", "prediction"),
@@ -57,6 +58,26 @@ def _split_spec(lines: list[str]) -> tuple[list[str], str | None, list[str], str
         if stripped.startswith(fence[0] * 3) and set(stripped) <= {fence[0]} and len(stripped) >= len(fence):
             return lines[:start], "\n".join(lines[start + 1:end]), lines[end + 1:], None
     return lines[:start], "\n".join(lines[start + 1:]), [], "runpod-spec block is not closed (missing ```)"
+
+
+def redact_plan(markdown: str) -> str:
+    """Plan markdown with secrets removed: prose as text, the runpod-spec value by value.
+
+    The spec is JSON: redacting its raw text could cut an escaped quote and break it, so it
+    is parsed, redacted per value, and written back only if something was removed.
+    """
+    text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    body, spec_text, trailer, _ = _split_spec(lines)
+    if spec_text is None:
+        return redact(text)
+    start = len(body)  # the fence line; the spec's lines follow it
+    end = start + 1 + len(spec_text.split("\n"))  # the closing fence, if there is one
+    parts = ([redact("\n".join(body))] if body else []) + [lines[start], redact_json_text(spec_text)]
+    parts += lines[end:end + 1]
+    if trailer:
+        parts.append(redact("\n".join(trailer)))
+    return "\n".join(parts)
 
 
 def parse(markdown: str, *, kind: str = "experiment", account: str | None = None) -> ParsedPlan:

@@ -20,7 +20,7 @@ from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
 from services import runs
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
-from services.redact import redact
+from services.redact import redact, redact_json_text
 
 MESSAGE_MAX = 2_000
 METRICS_MAX = 50
@@ -232,7 +232,8 @@ def clean_artifact_name(raw: str | None) -> str:
             or any(ord(c) < 32 for c in name):
         raise ValidationError("The artifact name must be a relative path without '..' (at most 500 characters).",
                               field="name")
-    return posixpath.normpath(name)
+    # Names are shown and stored like any text: a key in a file name is still a key.
+    return redact(posixpath.normpath(name))
 
 
 def artifact_type(name: str, declared: str | None) -> str:
@@ -259,7 +260,10 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
                        f"{cfg['ARTIFACT_POD_MAX_BYTES']:,}.")
     if content_type.startswith("text/") or content_type == "application/json":
         try:
-            content = redact(content.decode("utf-8")).encode("utf-8")
+            text = content.decode("utf-8")
+            # JSON is redacted value by value, so a redaction never breaks the document.
+            text = redact_json_text(text) if content_type == "application/json" else redact(text)
+            content = text.encode("utf-8")
         except UnicodeDecodeError:
             raise ValidationError(f"{name} is not UTF-8 text.", field="content")
     digest = hashlib.sha256(content).hexdigest()
