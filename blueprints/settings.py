@@ -5,7 +5,7 @@ from flask import Blueprint, redirect, render_template, request, url_for
 
 from blueprints import access
 from models import db
-from services import experiments, settings, shares
+from services import experiments, pod_secrets, settings, shares
 from services.dispatch.spec import GPUS
 from services.errors import SaganError, ValidationError
 
@@ -13,7 +13,7 @@ bp = Blueprint("settings", __name__)
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
-          new_share=None, repo_error=None):
+          new_share=None, repo_error=None, secrets_error=None, secrets_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -25,7 +25,9 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
                                                                       "research_repo_test_command",
                                                                       "research_repo_lint_command")},
-                           repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"))
+                           repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"),
+                           pod_secret_names=pod_secrets.allowlist(), secrets_error=secrets_error,
+                           secrets_form=secrets_form, signed_out=request.args.get("signed_out") == "1")
 
 
 @bp.get("/settings")
@@ -87,6 +89,20 @@ def revoke_share_link(link_id: str):
     shares.revoke(link_id)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1) + "#share-links", code=303)
+
+
+@bp.post("/settings/pod-secrets")
+@access.owner
+def pod_secret_allowlist():
+    """Save the names of server secrets pods may receive (never values; never Sagan's own)."""
+    raw = request.form.get("pod_secret_allowlist", "")
+    try:
+        pod_secrets.update_allowlist(raw)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(secrets_error=exc.message, secrets_form=raw)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1) + "#pod-secrets", code=303)
 
 
 @bp.post("/settings/research-repository")

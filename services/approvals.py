@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import ApprovalRequest, Experiment, PlanVersion, db
-from services import events, lifecycle, markers, plans, questions, registry, settings
+from services import events, lifecycle, markers, plans, pod_secrets, questions, registry, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -61,7 +61,8 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     if len(markdown.encode()) > limit:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
     markdown = plans.redact_plan(markdown)
-    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account)
+    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account,
+                         allowed_secrets=pod_secrets.allowlist())
     if not parsed.is_plan:
         raise Unprocessable(
             f"This has {parsed.data['section_count']} of the 11 plan sections, so it reads as "
@@ -267,6 +268,11 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
     if plans.spec_is_valid(plan_json) is False:
         raise Unprocessable("The plan's runpod-spec is invalid; fix the plan before approving.",
                             code="invalid_spec", problems=plan_version.problems or [])
+    refused = [s["name"] for s in requested_secrets(plan_json) if not s["allowed"]]
+    if refused:
+        raise Unprocessable(f"The plan asks for secret(s) not on the pod-secret allowlist: {', '.join(refused)}. "
+                            "Add them in Settings or ask for a plan without them.", code="secrets_not_allowed",
+                            secrets=refused)
     if plan_json.get("is_blocker"):
         return acknowledge_blocker(experiment, approval, plan_version, actor, answers, note)
     unchecked = [label for label, checked in (approval.checklist or {}).items() if not checked]
@@ -275,6 +281,13 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
                               code="unchecked_items", unchecked=unchecked)
     note = (note or "").strip() or "Plan approved by the owner."
     return _resolve_approved(experiment, approval, plan_version, actor, answers=answers, note=note)
+
+
+def requested_secrets(plan_json: dict) -> list[dict]:
+    """Each server secret the plan's pods would receive, and whether the allowlist allows it now."""
+    allowed = set(pod_secrets.allowlist())
+    return [{"name": name, "allowed": name in allowed}
+            for name in pod_secrets.requested((plan_json or {}).get("spec"))]
 
 
 def acknowledge_blocker(experiment, approval, plan_version, actor, answers, note) -> list:

@@ -80,8 +80,9 @@ def redact_plan(markdown: str) -> str:
     return "\n".join(parts)
 
 
-def parse(markdown: str, *, kind: str = "experiment", account: str | None = None) -> ParsedPlan:
-    """Parse plan markdown into plan_json plus a list of problems."""
+def parse(markdown: str, *, kind: str = "experiment", account: str | None = None,
+          allowed_secrets: list[str] | None = None) -> ParsedPlan:
+    """Parse plan markdown into plan_json plus a list of problems (`allowed_secrets`: see specs.validate)."""
     text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
     body_lines, spec_text, trailer_lines, fence_error = _split_spec(text.split("\n"))
 
@@ -144,7 +145,7 @@ def parse(markdown: str, *, kind: str = "experiment", account: str | None = None
         if error:
             data["spec_error"] = error
         else:
-            check = specs.validate(parsed, account)
+            check = specs.validate(parsed, account, allowed_secrets)
             data["spec"] = parsed
             data["spec_problems"] = check.problems
             data["unknown_spec_fields"] = check.unknown_fields

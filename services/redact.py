@@ -33,6 +33,9 @@ _SECRET_NAME = (r"(?:[A-Za-z0-9]+[_-])*"
                 r"|[a-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
                 r"|(?i:token|key|secret|password|passwd|apikey|api_key|api-key))")
 _SECRET_NAME_RE = re.compile(rf"{_SECRET_NAME}")
+# As a JSON key, a bare "key" or "token" is usually a name, an id or a question's key
+# ({"key": "base-model"}), not a credential: pairs need a more telling name.
+_TOO_GENERIC_KEYS = frozenset({"key", "token"})
 # A value that is a reference to a secret, not the secret: $NAME or ${NAME}.
 _SHELL_REFERENCE = r"(?!\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?![^\s'\"\\]))"
 # A value runs to whitespace, a quote, or a backslash (an escaped quote inside JSON text).
@@ -55,7 +58,7 @@ _PATTERNS = [
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),  # GitHub fine-grained tokens
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
     # JSON / YAML / Python-dict pairs: "WANDB_API_KEY": "value", 'password': 'value'.
-    (re.compile(rf"(?<![A-Za-z0-9_])(['\"])({_SECRET_NAME})\1(\s*:\s*)(['\"]){_SHELL_REFERENCE}"
+    (re.compile(rf"(?<![A-Za-z0-9_])(['\"])(?!(?i:key|token)\1)({_SECRET_NAME})\1(\s*:\s*)(['\"]){_SHELL_REFERENCE}"
                 rf"(?:\\.|(?!\4).)+\4"),
      r"\1\2\1\3\4" + REDACTED + r"\4"),
     # NAME_TOKEN=value, NAME_KEY: value, export NAME_SECRET="value", apiKey=value.
@@ -91,7 +94,7 @@ def redact(text: str | None, extra_secrets: list[str] | None = None) -> str | No
 
 def is_secret_name(name: str) -> bool:
     """Does a key such as `WANDB_API_KEY`, `password` or `apiKey` name a secret?"""
-    return bool(_SECRET_NAME_RE.fullmatch(name or ""))
+    return bool(_SECRET_NAME_RE.fullmatch(name or "")) and name.lower() not in _TOO_GENERIC_KEYS
 
 
 def redact_data(value: Any) -> Any:

@@ -22,7 +22,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, RunEvent, db
-from services import events, jobs, lifecycle, registry, runs, settings
+from services import events, jobs, lifecycle, pod_secrets, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import spec as specs
@@ -225,7 +225,9 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
         env["SAGAN_REPO_URL"] = repo
     if not local:
         env["SAGAN_WORKDIR"] = "/workspace"  # the persistent volume: the checkout survives a restart
-    for secret_name in pod_spec.get("secrets") or []:
+    # Only names on the owner's allowlist, never Sagan's own (checked again here: the list
+    # may have shrunk since the plan was approved).
+    for secret_name in pod_secrets.for_pod(pod_spec.get("secrets")):
         if os.environ.get(secret_name):
             env[secret_name] = os.environ[secret_name]  # injected at create, never stored
     return env

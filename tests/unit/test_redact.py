@@ -196,3 +196,12 @@ def test_redact_plan_keeps_the_spec_parseable():
     assert trailer == ["after the spec", ""]
     untouched = plan.replace("wandb-abcdef0123456789", "$WANDB_API_KEY")
     assert redact_plan(untouched) == untouched
+
+
+@pytest.mark.parametrize("text", ['{"key": "base-model", "text": "Which base model?"}',
+                                  '{"token": "sentencepiece", "keyboard": "qwerty"}'])
+def test_generic_key_names_in_json_are_not_secrets(text):
+    """Are `"key": …` / `"token": …` pairs (a question's key, a tokenizer) left alone, in text and data?"""
+    import json
+    assert redact(text) == text
+    assert redact_data(json.loads(text)) == json.loads(text)
