@@ -28,7 +28,9 @@ def _page(approval, *, error: str | None = None, unchecked: list | None = None,
     return render_template("approvals/detail.html", approval=approval, experiment=experiment,
                            plan_version=plan_version, plan=plan, estimate=(plan_version.estimate if plan_version else None),
                            error=error, unchecked=unchecked or [], answers=answers, note=note,
-                           secrets=approvals.requested_secrets(plan)), status
+                           secrets=approvals.requested_secrets(plan),
+                           terms=approvals.cost_terms(experiment, approval, plan_version.estimate if plan_version else None)
+                           ), status
 
 
 @bp.get("/approvals/<request_id>")

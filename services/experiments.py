@@ -152,7 +152,12 @@ def raise_counter_to(number: int) -> None:
 # --- create, find, edit ----------------------------------------------------------------
 
 def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> Experiment:
-    """Create an experiment in `proposed` with a fresh number; the caller commits."""
+    """Create an experiment in `proposed` with a fresh number; the caller commits.
+
+    A cost cap is the owner's to set, here as in `patch`: a token could otherwise create an
+    experiment with a huge cap, which approval keeps instead of the default 1.5× estimate.
+    """
+    _refuse_owner_only_fields(data, actor)
     cleaned = clean_fields(data)
     cleaned.setdefault("runpod_account", current_app.config["SAGAN_DEFAULT_RUNPOD_ACCOUNT"])
     now = utcnow()
@@ -181,20 +186,24 @@ OWNER_ONLY_FIELDS = frozenset({"auto_approve_plan", "cost_cap_usd", "pod_spec"})
 PATCHABLE = frozenset(EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
 
 
+def _refuse_owner_only_fields(data: dict, actor: Actor) -> None:
+    from services.errors import Forbidden
+    owner_only = OWNER_ONLY_FIELDS & set(data)
+    if owner_only and actor.kind != "owner":
+        raise Forbidden(f"Only the owner's session can set {', '.join(sorted(owner_only))}.",
+                        code="owner_session_required")
+
+
 def patch(experiment: Experiment, data: dict, actor: Actor) -> list:
     """The API's partial update: record fields, auto-approve, and a status change through
     transition(). Every check runs before anything changes. Returns the transition's side
     effects; the caller commits, then runs them."""
     from services import lifecycle
-    from services.errors import Forbidden
     unknown = set(data) - PATCHABLE
     if unknown:
         raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
                               field=sorted(unknown)[0])
-    owner_only = OWNER_ONLY_FIELDS & set(data)
-    if owner_only and actor.kind != "owner":
-        raise Forbidden(f"Only the owner's session can change {', '.join(sorted(owner_only))}.",
-                        code="owner_session_required")
+    _refuse_owner_only_fields(data, actor)
     if "pod_spec" in data:
         raise ValidationError("The pod spec comes from an approved plan; submit a new plan instead.",
                               field="pod_spec")
