@@ -42,5 +42,6 @@ def post_artifact():
     artifact = progress.store_artifact(g.pod, name, content,
                                        request.content_type)
     db.session.commit()
+    progress.enqueue_figure_sanitizing(artifact)
     return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,
             "sha256": artifact.sha256}, 201
