@@ -9,7 +9,7 @@ from flask import current_app
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import Counter, Experiment, db
-from services import events, registry
+from services import events, input_shape, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import NotFound, ValidationError
@@ -37,6 +37,8 @@ def clean_fields(data: dict, *, partial: bool = False) -> dict:
         if not isinstance(title, str) or not title.strip():
             raise ValidationError("Title is required.", field="title")
         title = " ".join(title.split())
+        if not input_shape.has_visible_text(title):
+            raise ValidationError("Title is required: this one has only invisible characters.", field="title")
         if len(title) > cfg["TITLE_MAX"]:
             raise ValidationError(
                 f"Title is {len(title)} characters; the limit is {cfg['TITLE_MAX']}.", field="title")

