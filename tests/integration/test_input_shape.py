@@ -3,7 +3,6 @@ surrogates and deeply nested JSON answer 400, never 500, and change nothing; art
 download intact (RFC 6266); titles of only invisible characters are refused."""
 from __future__ import annotations
 
-import json
 from urllib.parse import quote, unquote
 
 import pytest
