@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -73,6 +74,8 @@ class Config:
     REMEMBER_COOKIE_HTTPONLY = True
     REMEMBER_COOKIE_SECURE = SESSION_COOKIE_SECURE
     REMEMBER_COOKIE_SAMESITE = "Lax"  # "keep me logged in" is a session credential too (SPEC §10)
+    # "Keep me signed in" lasts 30 days, not Flask-Login's default of 365.
+    REMEMBER_COOKIE_DURATION = timedelta(days=30)
     # A board tab left open all day must still be able to post (SPEC §10).
     WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
     WTF_CSRF_HEADERS = ["X-CSRFToken"]

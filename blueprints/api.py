@@ -13,8 +13,8 @@ from flask import Blueprint, request
 from blueprints import access
 from blueprints.pods import artifact_download
 from models import ApprovalRequest, Artifact, Experiment, Pod, db
-from services import (approvals, events, experiments, lifecycle, markers, questions, registry, results, runs,
-                      spend)
+from services import (approvals, events, experiments, input_shape, lifecycle, markers, questions, registry, results,
+                      runs, spend)
 from services.dispatch import provisioner, watcher
 from services.errors import ValidationError
 from services.records import get_by_id
@@ -28,9 +28,7 @@ def json_body() -> dict:
     """The request's JSON object, or a clear 400."""
     if not request.data:
         raise ValidationError("Send a JSON object body (Content-Type: application/json).", code="invalid_json")
-    data = request.get_json(silent=True)
-    if data is None:
-        raise ValidationError("The body is not valid JSON.", code="invalid_json")
+    data = input_shape.parse_json(request.get_data())
     if not isinstance(data, dict):
         raise ValidationError("The body must be a JSON object.", code="invalid_json")
     return data

@@ -27,7 +27,10 @@ def _page(approval, *, error: str | None = None, unchecked: list | None = None,
     answers = form_answers if form_answers is not None else (approval.answers or {})
     return render_template("approvals/detail.html", approval=approval, experiment=experiment,
                            plan_version=plan_version, plan=plan, estimate=(plan_version.estimate if plan_version else None),
-                           error=error, unchecked=unchecked or [], answers=answers, note=note), status
+                           error=error, unchecked=unchecked or [], answers=answers, note=note,
+                           secrets=approvals.requested_secrets(plan),
+                           terms=approvals.cost_terms(experiment, approval, plan_version.estimate if plan_version else None)
+                           ), status
 
 
 @bp.get("/approvals/<request_id>")

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Blueprint, redirect, render_template, request, url_for
-from flask_login import login_user, logout_user
+from flask import Blueprint, redirect, render_template, request, session, url_for
+from flask_login import current_user, login_user, logout_user
 
 from blueprints import access
+from models import db
 from services import auth as auth_service
 from services.errors import RateLimited, ValidationError
 
@@ -39,6 +40,9 @@ def login():
         except ValidationError as exc:
             error, status = exc.message, 401
         else:
+            # A fresh session: nothing from before the login (a planted cookie, its CSRF
+            # secret) carries over; Flask-WTF makes a new CSRF secret on the next form.
+            session.clear()
             login_user(user, remember=bool(request.form.get("remember")))
             return redirect(_safe_next(request.args.get("next")))
     return render_template("auth/login.html", error=error, email=email), status
@@ -47,6 +51,21 @@ def login():
 @bp.post("/logout")
 @access.owner
 def logout():
-    """End the owner's session."""
+    """End the owner's session server-side: a copy of the cookie taken earlier stops working too."""
+    auth_service.end_sessions(current_user._get_current_object())
+    db.session.commit()
     logout_user()
+    session.clear()
     return redirect(url_for("auth.login"), code=303)
+
+
+@bp.post("/logout/everywhere")
+@access.owner
+def logout_everywhere():
+    """Sign out every browser and remember-me cookie, then sign this browser back in."""
+    user = current_user._get_current_object()
+    auth_service.end_sessions(user)
+    db.session.commit()
+    session.clear()
+    login_user(user)
+    return redirect(url_for("settings.index", signed_out=1), code=303)

@@ -7,7 +7,7 @@ from flask import Blueprint, Response, redirect, request, url_for
 
 from blueprints import access
 from models import Artifact, FleetIncident, Pod, db
-from services import experiments, lifecycle
+from services import experiments, input_shape, lifecycle
 from services.dispatch import provisioner, watcher
 from services.errors import SaganError
 from services.records import get_by_id
@@ -73,7 +73,8 @@ def artifact(artifact_id: str):
 def artifact_download(row: Artifact) -> Response:
     """An artifact as an attachment, inert even if a browser opened it (nosniff, sandbox CSP)."""
     response = Response(row.content, mimetype=row.content_type)
-    response.headers["Content-Disposition"] = f'attachment; filename="{row.name.rsplit("/", 1)[-1]}"'
+    # RFC 6266: a name with quotes, `;` or non-Latin-1 characters broke the old header.
+    response.headers["Content-Disposition"] = input_shape.content_disposition(row.name.rsplit("/", 1)[-1])
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

@@ -7,6 +7,7 @@ from flask import Blueprint, g, request
 
 from blueprints import access
 from models import db
+from services import input_shape
 from services.dispatch import progress, watcher
 from services.errors import ValidationError
 
@@ -17,9 +18,9 @@ bp = Blueprint("progress", __name__, url_prefix="/api")
 @access.pod
 def post_progress():
     """One progress post; a repeated (pod, seq) answers ok without storing it again."""
-    data = request.get_json(silent=True)
-    if data is None:
-        raise ValidationError("The body is not valid JSON.", code="invalid_json")
+    data = input_shape.parse_json(request.get_data())
+    if not isinstance(data, dict):
+        raise ValidationError("The body must be a JSON object.", code="invalid_json")
     post = progress.parse_progress(data)
     pod_id = g.pod.id
     event_id, created = progress.record_progress(g.pod, post)
@@ -42,5 +43,6 @@ def post_artifact():
     artifact = progress.store_artifact(g.pod, name, content,
                                        request.content_type)
     db.session.commit()
+    progress.enqueue_figure_sanitizing(artifact)
     return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,
             "sha256": artifact.sha256}, 201

@@ -5,7 +5,7 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 
 from blueprints import access
 from models import db
-from services import experiments, settings, shares
+from services import experiments, pod_secrets, settings, shares
 from services.dispatch import accounts
 from services.dispatch.spec import GPUS
 from services.errors import SaganError, ValidationError
@@ -14,7 +14,7 @@ bp = Blueprint("settings", __name__)
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
-          new_share=None, repo_error=None):
+          new_share=None, repo_error=None, secrets_error=None, secrets_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -30,7 +30,9 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                                                                       "research_repo_token_env",
                                                                       "research_repo_ssh_key_env")},
                            repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"),
-                           pod_accounts=accounts.scopes(current_app.config))
+                           pod_accounts=accounts.scopes(current_app.config),
+                           pod_secret_names=pod_secrets.allowlist(), secrets_error=secrets_error,
+                           secrets_form=secrets_form, signed_out=request.args.get("signed_out") == "1")
 
 
 @bp.get("/settings")
@@ -92,6 +94,20 @@ def revoke_share_link(link_id: str):
     shares.revoke(link_id)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1) + "#share-links", code=303)
+
+
+@bp.post("/settings/pod-secrets")
+@access.owner
+def pod_secret_allowlist():
+    """Save the names of server secrets pods may receive (never values; never Sagan's own)."""
+    raw = request.form.get("pod_secret_allowlist", "")
+    try:
+        pod_secrets.update_allowlist(raw)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(secrets_error=exc.message, secrets_form=raw)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1) + "#pod-secrets", code=303)
 
 
 @bp.post("/settings/research-repository")

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import ApprovalRequest, Experiment, PlanVersion, db
-from services import events, lifecycle, markers, plans, questions, registry, settings
+from services import events, lifecycle, markers, plans, pod_secrets, questions, registry, settings
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -60,8 +60,9 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     limit = current_app.config["MARKDOWN_MAX"]
     if len(markdown.encode()) > limit:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
-    markdown = redact(markdown)
-    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account)
+    markdown = plans.redact_plan(markdown)
+    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account,
+                         allowed_secrets=pod_secrets.allowlist())
     if not parsed.is_plan:
         raise Unprocessable(
             f"This has {parsed.data['section_count']} of the 11 plan sections, so it reads as "
@@ -76,9 +77,12 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     estimate = None
     if parsed.data["spec"] is not None and not parsed.data["spec_error"]:
         from services.dispatch.spec import as_pods
-        # Pods on the local backend run on this machine: no bill to estimate.
-        estimate = costs.estimate(as_pods(parsed.data["spec"]), settings.gpu_prices(),
-                                  local=experiment.runpod_account == "local").as_json()
+        pods = as_pods(parsed.data["spec"])
+        # Pods on the local backend run on this machine: no bill to estimate — unless the
+        # substitution policy lets them fall back to a paid account, which is priced.
+        accounts = costs.accounts_of(pods, experiment.runpod_account)
+        estimate = costs.estimate(pods, settings.gpu_prices(), local=not costs.is_paid(accounts)).as_json()
+        estimate["accounts"] = sorted(accounts)
     plan_json = plans.render_html(parsed.data)
     plan_version = PlanVersion(
         id=uuid.uuid4(), experiment_id=experiment.id, version=version, markdown=markdown,
@@ -108,7 +112,7 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
         title=f"Approve experiment plan: {experiment.title}"[:400], status="pending",
         checklist={item["label"][:500]: item["checked"] for item in parsed.data["checklist"]},
         answers={}, estimated_cost_usd=(estimate or {}).get("total_usd"),
-        requested_by=actor.id or actor.kind)
+        runpod_account=experiment.runpod_account, requested_by=actor.id or actor.kind)
     db.session.add(approval)
     db.session.flush()
     events.record(experiment, "approval_requested", actor, note="Experiment plan approval requested.",
@@ -223,7 +227,17 @@ def _record_decision(experiment: Experiment, approval: ApprovalRequest, decision
         markers.post_marker(experiment, "epm:textbox-answers", actor, metadata={"answers": answers})
 
 
+def _check_account_unchanged(experiment: Experiment, approval: ApprovalRequest) -> None:
+    """The plan was estimated for the account it was submitted under: approving it for
+    another (a token patched the experiment meanwhile) would approve a cost nobody saw."""
+    if approval.runpod_account and experiment.runpod_account != approval.runpod_account:
+        raise Conflict(f"#{experiment.number}'s RunPod account changed from {approval.runpod_account} to "
+                       f"{experiment.runpod_account} after this plan was submitted; its estimate is for "
+                       f"{approval.runpod_account}. Ask for a new plan.", code="account_changed")
+
+
 def _resolve_approved(experiment, approval, plan_version, actor, *, answers, note, metadata=None):
+    _check_account_unchanged(experiment, approval)
     _take(approval, "approved", actor, note, answers)
     plan_json = plan_version.plan_json
     # The approved spec is stored from the approved version, in this transaction (SPEC §4.2).
@@ -231,6 +245,8 @@ def _resolve_approved(experiment, approval, plan_version, actor, *, answers, not
     total = (plan_version.estimate or {}).get("total_usd")
     if experiment.cost_cap_usd is None and total:
         experiment.cost_cap_usd = round(1.5 * total, 2)  # the default cap (SPEC §6.8)
+    # An unknown (or $0) estimate sets no cap: a paid dispatch then waits for the owner's.
+    approval.cost_cap_usd = experiment.cost_cap_usd
     experiment.plan_md = plan_version.markdown
     experiment.plan_json = plan_json
     effects = lifecycle.transition(experiment, "approved", actor, note=note,
@@ -267,6 +283,11 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
     if plans.spec_is_valid(plan_json) is False:
         raise Unprocessable("The plan's runpod-spec is invalid; fix the plan before approving.",
                             code="invalid_spec", problems=plan_version.problems or [])
+    refused = [s["name"] for s in requested_secrets(plan_json) if not s["allowed"]]
+    if refused:
+        raise Unprocessable(f"The plan asks for secret(s) not on the pod-secret allowlist: {', '.join(refused)}. "
+                            "Add them in Settings or ask for a plan without them.", code="secrets_not_allowed",
+                            secrets=refused)
     if plan_json.get("is_blocker"):
         return acknowledge_blocker(experiment, approval, plan_version, actor, answers, note)
     unchecked = [label for label, checked in (approval.checklist or {}).items() if not checked]
@@ -275,6 +296,52 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
                               code="unchecked_items", unchecked=unchecked)
     note = (note or "").strip() or "Plan approved by the owner."
     return _resolve_approved(experiment, approval, plan_version, actor, answers=answers, note=note)
+
+
+@dataclass(frozen=True)
+class ApprovedTerms:
+    """What the owner approved for dispatch: the plan version, its spec, account and cap."""
+
+    approval: ApprovalRequest
+    plan_version: PlanVersion
+    spec: object
+    account: str
+    cost_cap_usd: float | None
+
+
+def approved_terms(experiment: Experiment) -> ApprovedTerms | None:
+    """The latest approved plan version's terms, or None when no plan with a spec was approved."""
+    approval = db.session.scalar(sa.select(ApprovalRequest).where(
+        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "approved",
+        ApprovalRequest.plan_version_id.is_not(None)).order_by(ApprovalRequest.resolved_at.desc()).limit(1))
+    version = db.session.get(PlanVersion, approval.plan_version_id) if approval else None
+    spec = (version.plan_json or {}).get("spec") if version else None
+    if spec is None:
+        return None
+    return ApprovedTerms(approval, version, spec, approval.runpod_account or experiment.runpod_account,
+                         approval.cost_cap_usd)
+
+
+def cost_terms(experiment: Experiment, approval: ApprovalRequest, estimate: dict | None) -> dict:
+    """What approving fixes, for the approval page: the account, whether it bills, and the cap
+    (the experiment's, else 1.5× a known estimate, else none — a paid dispatch then waits)."""
+    account = approval.runpod_account or experiment.runpod_account
+    accounts = (estimate or {}).get("accounts") or [account]
+    total = (estimate or {}).get("total_usd")
+    if approval.status == "approved":
+        cap = approval.cost_cap_usd
+    else:
+        cap = experiment.cost_cap_usd if experiment.cost_cap_usd is not None else (
+            round(1.5 * total, 2) if total else None)
+    return {"account": account, "accounts": accounts, "paid": costs.is_paid(set(accounts)), "cap": cap,
+            "account_changed": experiment.runpod_account != account}
+
+
+def requested_secrets(plan_json: dict) -> list[dict]:
+    """Each server secret the plan's pods would receive, and whether the allowlist allows it now."""
+    allowed = set(pod_secrets.allowlist())
+    return [{"name": name, "allowed": name in allowed}
+            for name in pod_secrets.requested((plan_json or {}).get("spec"))]
 
 
 def acknowledge_blocker(experiment, approval, plan_version, actor, answers, note) -> list:

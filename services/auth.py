@@ -172,6 +172,18 @@ def verify_token(secret: str) -> ApiToken | None:
     return token
 
 
+def end_sessions(user: User) -> None:
+    """End every session and remember-me cookie of `user`, server-side; the caller commits.
+
+    Cookies are signed, not stored, so a captured one stays valid until the id it carries
+    (`<id>:<session_version>`, see User.get_id) stops matching: bumping the version does
+    that for every copy at once.
+    """
+    db.session.execute(sa.update(User).where(User.id == user.id)
+                       .values(session_version=User.session_version + 1))
+    db.session.refresh(user)
+
+
 def set_password(email: str, password: str) -> User:
     """Change a password and end the user's existing sessions; the caller commits."""
     user = db.session.scalar(sa.select(User).where(User.email == (email or "").strip().lower()))

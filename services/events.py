@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Experiment, WorkflowEvent, db
-from services import registry
+from services import input_shape, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import ValidationError
@@ -22,6 +22,7 @@ def record(experiment: Experiment, event_type: str, actor: Actor, *, note: str |
     """Add one event to the experiment's log (redacted, capped); the caller commits."""
     if event_type not in registry.WORKFLOW_EVENT_TYPES:
         raise ValidationError(f"Unknown event type {event_type!r}.", field="event_type")
+    input_shape.check_metadata_size(metadata)
     note = redact(note)
     if note and len(note) > current_app.config["NOTE_MAX"]:
         raise ValidationError(

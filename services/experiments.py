@@ -9,7 +9,7 @@ from flask import current_app
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import Counter, Experiment, db
-from services import events, registry
+from services import events, input_shape, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import NotFound, ValidationError
@@ -37,6 +37,8 @@ def clean_fields(data: dict, *, partial: bool = False) -> dict:
         if not isinstance(title, str) or not title.strip():
             raise ValidationError("Title is required.", field="title")
         title = " ".join(title.split())
+        if not input_shape.has_visible_text(title):
+            raise ValidationError("Title is required: this one has only invisible characters.", field="title")
         if len(title) > cfg["TITLE_MAX"]:
             raise ValidationError(
                 f"Title is {len(title)} characters; the limit is {cfg['TITLE_MAX']}.", field="title")
@@ -98,7 +100,7 @@ def clean_tags(raw) -> list[str]:
         raise ValidationError("Tags must be a list of strings.", field="tags")
     tags: list[str] = []
     for tag in raw:
-        tag = tag.strip()
+        tag = redact(tag.strip())
         if not tag:
             continue
         if len(tag) > cfg["TAG_MAX_CHARS"]:
@@ -152,7 +154,12 @@ def raise_counter_to(number: int) -> None:
 # --- create, find, edit ----------------------------------------------------------------
 
 def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> Experiment:
-    """Create an experiment in `proposed` with a fresh number; the caller commits."""
+    """Create an experiment in `proposed` with a fresh number; the caller commits.
+
+    A cost cap is the owner's to set, here as in `patch`: a token could otherwise create an
+    experiment with a huge cap, which approval keeps instead of the default 1.5× estimate.
+    """
+    _refuse_owner_only_fields(data, actor)
     cleaned = clean_fields(data)
     cleaned.setdefault("runpod_account", current_app.config["SAGAN_DEFAULT_RUNPOD_ACCOUNT"])
     now = utcnow()
@@ -181,20 +188,24 @@ OWNER_ONLY_FIELDS = frozenset({"auto_approve_plan", "cost_cap_usd", "pod_spec"})
 PATCHABLE = frozenset(EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
 
 
+def _refuse_owner_only_fields(data: dict, actor: Actor) -> None:
+    from services.errors import Forbidden
+    owner_only = OWNER_ONLY_FIELDS & set(data)
+    if owner_only and actor.kind != "owner":
+        raise Forbidden(f"Only the owner's session can set {', '.join(sorted(owner_only))}.",
+                        code="owner_session_required")
+
+
 def patch(experiment: Experiment, data: dict, actor: Actor) -> list:
     """The API's partial update: record fields, auto-approve, and a status change through
     transition(). Every check runs before anything changes. Returns the transition's side
     effects; the caller commits, then runs them."""
     from services import lifecycle
-    from services.errors import Forbidden
     unknown = set(data) - PATCHABLE
     if unknown:
         raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
                               field=sorted(unknown)[0])
-    owner_only = OWNER_ONLY_FIELDS & set(data)
-    if owner_only and actor.kind != "owner":
-        raise Forbidden(f"Only the owner's session can change {', '.join(sorted(owner_only))}.",
-                        code="owner_session_required")
+    _refuse_owner_only_fields(data, actor)
     if "pod_spec" in data:
         raise ValidationError("The pod spec comes from an approved plan; submit a new plan instead.",
                               field="pod_spec")

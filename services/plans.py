@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from services.dispatch import spec as specs
+from services.redact import redact, redact_json_text
 
 SECTIONS = [
     ("Goal", "goal"), ("Hypothesis", "hypothesis"), ("Prediction", "prediction"),
@@ -59,8 +60,29 @@ def _split_spec(lines: list[str]) -> tuple[list[str], str | None, list[str], str
     return lines[:start], "\n".join(lines[start + 1:]), [], "runpod-spec block is not closed (missing ```)"
 
 
-def parse(markdown: str, *, kind: str = "experiment", account: str | None = None) -> ParsedPlan:
-    """Parse plan markdown into plan_json plus a list of problems."""
+def redact_plan(markdown: str) -> str:
+    """Plan markdown with secrets removed: prose as text, the runpod-spec value by value.
+
+    The spec is JSON: redacting its raw text could cut an escaped quote and break it, so it
+    is parsed, redacted per value, and written back only if something was removed.
+    """
+    text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    body, spec_text, trailer, _ = _split_spec(lines)
+    if spec_text is None:
+        return redact(text)
+    start = len(body)  # the fence line; the spec's lines follow it
+    end = start + 1 + len(spec_text.split("\n"))  # the closing fence, if there is one
+    parts = ([redact("\n".join(body))] if body else []) + [lines[start], redact_json_text(spec_text)]
+    parts += lines[end:end + 1]
+    if trailer:
+        parts.append(redact("\n".join(trailer)))
+    return "\n".join(parts)
+
+
+def parse(markdown: str, *, kind: str = "experiment", account: str | None = None,
+          allowed_secrets: list[str] | None = None) -> ParsedPlan:
+    """Parse plan markdown into plan_json plus a list of problems (`allowed_secrets`: see specs.validate)."""
     text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
     body_lines, spec_text, trailer_lines, fence_error = _split_spec(text.split("\n"))
 
@@ -123,7 +145,7 @@ def parse(markdown: str, *, kind: str = "experiment", account: str | None = None
         if error:
             data["spec_error"] = error
         else:
-            check = specs.validate(parsed, account)
+            check = specs.validate(parsed, account, allowed_secrets)
             data["spec"] = parsed
             data["spec_problems"] = check.problems
             data["unknown_spec_fields"] = check.unknown_fields

@@ -3,9 +3,18 @@
 It removes the exact values of configured secrets and anything shaped like a
 credential. Lesson from the old system: an agent printed the API token from `.env`
 into a tool result and it was shown on the run page.
+
+Two rules keep it from corrupting what it does not redact:
+
+- a shell reference (`$NAME`, `${NAME}`) is never a secret: it names one that is filled
+  in elsewhere (`-H "authorization: Bearer $SAGAN_POD_PROGRESS_TOKEN"` in a plan);
+- structured data is redacted value by value after parsing (`redact_data`,
+  `redact_json_text`), never as raw JSON text, where a replacement could eat a quote or
+  a backslash and break the document.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -17,22 +26,43 @@ SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
 _SECRET_ENV_NAMES = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 
+# A name whose value is a secret: NAME_TOKEN, HF_KEY, apiKey, password, db_passwd…
+# The secret word must be a whole name segment: "monkey" or "hotkey" is not a key.
+_SECRET_NAME = (r"(?:[A-Za-z0-9]+[_-])*"
+                r"(?:[A-Z0-9]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)"
+                r"|[a-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
+                r"|(?i:token|key|secret|password|passwd|apikey|api_key|api-key))")
+_SECRET_NAME_RE = re.compile(rf"{_SECRET_NAME}")
+# As a JSON key, a bare "key" or "token" is usually a name, an id or a question's key
+# ({"key": "base-model"}), not a credential: pairs need a more telling name.
+_TOO_GENERIC_KEYS = frozenset({"key", "token"})
+# A value that is a reference to a secret, not the secret: $NAME or ${NAME}.
+_SHELL_REFERENCE = r"(?!\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?![^\s'\"\\]))"
+# A value runs to whitespace, a quote, or a backslash (an escaped quote inside JSON text).
+_VALUE = r"[^\s'\"\\]+"
+
 _PATTERNS = [
+    # PEM private keys, whole block (RSA, EC, OPENSSH, ENCRYPTED…).
+    (re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.S),
+     REDACTED),
     # Authorization headers: keep the scheme so the text stays readable.
-    (re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s'\"]+"), r"\1" + REDACTED),
-    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"), r"\1" + REDACTED),
+    (re.compile(rf"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+){_SHELL_REFERENCE}{_VALUE}"),
+     r"\1" + REDACTED),
+    (re.compile(rf"(?i)\b(bearer\s+){_SHELL_REFERENCE}[A-Za-z0-9._~+/=-]{{12,}}"), r"\1" + REDACTED),
     (re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"), REDACTED),
     (re.compile(r"\bsk_[A-Za-z0-9_-]{8,}"), REDACTED),
     (re.compile(r"\bspt_[A-Za-z0-9_-]{8,}"), REDACTED),
     (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), REDACTED),  # RunPod API keys
     (re.compile(r"\b(hf_[A-Za-z0-9]{20,})"), REDACTED),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),  # GitHub tokens (classic, OAuth, app)
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),  # GitHub fine-grained tokens
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
+    # JSON / YAML / Python-dict pairs: "WANDB_API_KEY": "value", 'password': 'value'.
+    (re.compile(rf"(?<![A-Za-z0-9_])(['\"])(?!(?i:key|token)\1)({_SECRET_NAME})\1(\s*:\s*)(['\"]){_SHELL_REFERENCE}"
+                rf"(?:\\.|(?!\4).)+\4"),
+     r"\1\2\1\3\4" + REDACTED + r"\4"),
     # NAME_TOKEN=value, NAME_KEY: value, export NAME_SECRET="value", apiKey=value.
-    # The secret word must be a whole name segment: "monkey=3" or "hotkey=F5" is not a key.
-    (re.compile(r"\b((?:[A-Za-z0-9]+_)*"
-                r"(?:[A-Z0-9]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)"
-                r"|[a-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
-                r"|(?i:token|key|secret|password|passwd|apikey)))"
-                r"(\s*[=:]\s*)(['\"]?)[^\s'\"]+\3"),
+    (re.compile(rf"\b({_SECRET_NAME})(\s*[=:]\s*)(['\"]?){_SHELL_REFERENCE}{_VALUE}\3"),
      r"\1\2\3" + REDACTED + r"\3"),
     # credentials inside URLs: scheme://user:password@host
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1" + REDACTED + "@"),
@@ -62,12 +92,45 @@ def redact(text: str | None, extra_secrets: list[str] | None = None) -> str | No
     return text
 
 
+def is_secret_name(name: str) -> bool:
+    """Does a key such as `WANDB_API_KEY`, `password` or `apiKey` name a secret?"""
+    return bool(_SECRET_NAME_RE.fullmatch(name or "")) and name.lower() not in _TOO_GENERIC_KEYS
+
+
 def redact_data(value: Any) -> Any:
-    """Redact every string inside a JSON-like structure (keys and values)."""
+    """Redact every string inside a JSON-like structure, value by value.
+
+    A string value under a secret-named key (`"password": "…"`) goes whole, unless it is
+    a `$NAME` reference; keys and other strings pass through `redact`.
+    """
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {redact(str(k)): redact_data(v) for k, v in value.items()}
+        cleaned = {}
+        for key, item in value.items():
+            key = redact(str(key))
+            if isinstance(item, str) and item and is_secret_name(key) \
+                    and not re.fullmatch(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", item):
+                cleaned[key] = REDACTED
+            else:
+                cleaned[key] = redact_data(item)
+        return cleaned
     if isinstance(value, (list, tuple)):
         return [redact_data(v) for v in value]
     return value
+
+
+def redact_json_text(text: str) -> str:
+    """A JSON document's text with its values redacted after parsing.
+
+    Unchanged data keeps the original text (its formatting); redacted data is written back
+    as indented JSON. Text that is not JSON is redacted as text.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return redact(text)
+    cleaned = redact_data(data)
+    if cleaned == data:
+        return text
+    return json.dumps(cleaned, indent=2, ensure_ascii=False)

@@ -30,7 +30,13 @@ import bleach
 import markdown as markdown_lib
 import tinycss2
 from bleach import html5lib_shim
+from bleach._vendor.html5lib.constants import namespaces as HTML5_NAMESPACES
+from bleach._vendor.html5lib.constants import voidElements
+from bleach._vendor.html5lib.treewalkers.base import TreeWalker
+from bleach.linkifier import LinkifyFilter
 from bleach.sanitizer import BleachSanitizerFilter
+
+from services.errors import ValidationError
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -147,8 +153,43 @@ def render_markdown(text: str | None) -> str:
     """Markdown (tables, fenced code, lists) to sanitized HTML."""
     if not text:
         return ""
-    html = markdown_lib.markdown(text, extensions=_MARKDOWN_EXTENSIONS, output_format="html")
+    check_markdown_nesting(text)
+    html = markdown_lib.markdown(_defuse_slow_blocks(text), extensions=_MARKDOWN_EXTENSIONS,
+                                 output_format="html")
     return sanitize_html(html)
+
+
+# Python-Markdown's inline patterns rescan a paragraph once per match, and its link
+# pattern looks for the closing bracket from every `[`: 2,000 `[` in one paragraph took
+# 3 s, 30,000 never finished. A paragraph past these limits is shown as a code block
+# (verbatim, no inline markup), which no legitimate plan or comment needs.
+MARKDOWN_BLOCK_MAX_CHARS = 20_000
+MARKDOWN_BLOCK_MAX_BRACKETS = 256
+_BLOCK_SPLIT = re.compile(r"(\n[ \t]*\n)")
+# Block prefixes that nest: quotes and list items (`> - 1. `), at the start of a line.
+_MARKDOWN_NESTERS = re.compile(r"[ \t]*(?:>|[-*+][ \t]+|\d{1,9}[.)][ \t]+)")
+
+
+def check_markdown_nesting(text: str) -> None:
+    """Raise MarkupTooDeep for markdown whose quotes and lists nest deeper than the markup
+    limit (Python-Markdown recurses per level and overflows the stack on deep lists)."""
+    for line in text.split("\n"):
+        depth, position = 0, 0
+        while (found := _MARKDOWN_NESTERS.match(line, position)) and found.end() > position:
+            depth += 1
+            position = found.end()
+            if depth > MAX_NESTING_DEPTH:
+                raise MarkupTooDeep(f"The text nests quotes or lists more than {MAX_NESTING_DEPTH} levels "
+                                    "deep; flatten it.", field="markdown")
+
+
+def _defuse_slow_blocks(text: str) -> str:
+    parts = _BLOCK_SPLIT.split(text)
+    for index in range(0, len(parts), 2):
+        block = parts[index]
+        if len(block) > MARKDOWN_BLOCK_MAX_CHARS or block.count("[") > MARKDOWN_BLOCK_MAX_BRACKETS:
+            parts[index] = "\n".join("    " + line for line in block.split("\n"))
+    return "".join(parts)
 
 
 def parse_fragment(html: str) -> ElementTree.Element:
@@ -278,9 +319,62 @@ def _escape_style_text(css: str) -> str:
     return css.replace("<", "\\3c ")
 
 
+# --- the shape check (issue 17 item 5) ------------------------------------------------------
+
+# Deep nesting is what made the parser slow (16k nested <div>s took 16–22 s), and no
+# write-up needs more than a few dozen levels. Counted before parsing, in one pass.
+MAX_NESTING_DEPTH = 100
+# Elements whose end tag is optional (a new <p> or <li> closes the last): they never nest
+# by being left open, so they are not counted. Void elements have no end tag at all.
+_IMPLIED_END = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "thead",
+                          "tbody", "tfoot", "colgroup", "caption", "rb", "rt", "rtc", "rp"})
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)(?:\s[^>]*)?>")
+# Raw-text elements: what is inside is text, however tag-like.
+_RAW_TEXT = re.compile(r"<(script|style|textarea|title|xmp|iframe|noembed|noframes|noscript|plaintext)\b"
+                       r"[^>]*>.*?(?:</\1\s*>|\Z)", re.I | re.S)
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+
+
+class MarkupTooDeep(ValidationError):
+    """Markup nested deeper than MAX_NESTING_DEPTH: refused before any parsing."""
+
+    code = "markup_too_deep"
+
+
+def nesting_depth(html: str) -> int:
+    """How deep the markup's elements nest, counted over the raw text in linear time.
+
+    An over-estimate for markup that relies on the parser closing elements it leaves open
+    (`<b><i>` without end tags), which is what a hostile document does anyway.
+    """
+    text = _RAW_TEXT.sub("", _COMMENT.sub("", html))
+    open_tags: list[str] = []
+    deepest = 0
+    for match in _TAG.finditer(text):
+        closing, name = match.group(1), match.group(2).lower()
+        if name in voidElements or name in _IMPLIED_END or match.group(0).endswith("/>"):
+            continue
+        if not closing:
+            open_tags.append(name)
+            deepest = max(deepest, len(open_tags))
+        elif name in open_tags:
+            # Close back to the matching element, as a parser would for misnested tags.
+            while open_tags and open_tags.pop() != name:
+                pass
+    return deepest
+
+
+def check_nesting(html: str | None) -> None:
+    """Raise MarkupTooDeep when `html` nests deeper than MAX_NESTING_DEPTH."""
+    depth = nesting_depth(html or "")
+    if depth > MAX_NESTING_DEPTH:
+        raise MarkupTooDeep(f"The markup nests {depth:,} elements deep; the limit is {MAX_NESTING_DEPTH}. "
+                            "Flatten it (a write-up rarely needs more than a few dozen levels).", field="html")
+
+
 # --- the engine ---------------------------------------------------------------------------
 
-_CLEANER_SHELL = bleach.Cleaner()  # only for its html5lib walker and serializer
+_CLEANER_SHELL = bleach.Cleaner()  # only for its html5lib serializer
 # Parses every tag (tags=None): the allowlist is applied to the tree, not by the tokenizer,
 # which would otherwise turn unknown tags into escaped text before we could drop them.
 _PARSER = html5lib_shim.BleachHTMLParser(tags=None, strip=True, consume_entities=False,
@@ -290,24 +384,72 @@ _PARSER = html5lib_shim.BleachHTMLParser(tags=None, strip=True, consume_entities
 def _clean(html: str | None, policy: Policy) -> str:
     if not html:
         return ""
+    check_nesting(html)
     dom = _PARSER.parseFragment(html)
     styles = _prune(dom, policy)
     source = BleachSanitizerFilter(
-        source=_CLEANER_SHELL.walker(dom),
+        source=_LinearWalker(dom),
         allowed_tags=policy.tags | policy.svg_tags,
         attributes=_attribute_filter(policy),
         allowed_protocols=frozenset({"http", "https", "mailto", "data"}),
         strip_disallowed_tags=True, strip_html_comments=True,
     )
     if policy.linkify:
-        from bleach.linkifier import LinkifyFilter
         source = LinkifyFilter(source, callbacks=[_set_rel], skip_tags=["pre", "code"])
     else:
         source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)
-    for placeholder, css in styles.items():
-        out = out.replace(placeholder, css)
+    if styles:
+        # One pass for all placeholders: a replace per stylesheet would be quadratic.
+        out = re.sub(r"saganstyle[0-9a-f]{16}n[0-9]+", lambda m: styles.get(m.group(0), m.group(0)), out)
     return out
+
+
+class _LinearWalker(TreeWalker):
+    """Tokens from the pruned tree, with an explicit stack.
+
+    html5lib's own ElementTree walker finds a parent's place by scanning the parent's
+    children (`list(parent).index(node)`) each time it climbs back up, which is quadratic
+    in a wide document (5,000 sibling `<svg>`s took seconds). Same tokens, linear time.
+    """
+
+    def __iter__(self):
+        root = self.tree
+        if root.text:
+            yield from self.text(root.text)
+        stack = [("enter", child) for child in reversed(list(root))]
+        while stack:
+            action, element = stack.pop()
+            if action == "tail":
+                if element.tail:
+                    yield from self.text(element.tail)
+                continue
+            if action == "end":
+                yield self.endTag(*_split_name(element.tag))
+                continue
+            if not isinstance(element.tag, str):  # a comment
+                yield self.comment(element.text or "")
+                stack.append(("tail", element))
+                continue
+            namespace, name = _split_name(element.tag)
+            attrs = {_split_name(key): value for key, value in element.attrib.items()}
+            stack.append(("tail", element))
+            if (namespace is None or namespace == HTML5_NAMESPACES["html"]) and name in voidElements:
+                yield from self.emptyTag(namespace, name, attrs, bool(len(element) or element.text))
+                continue
+            yield self.startTag(namespace, name, attrs)
+            if element.text:
+                yield from self.text(element.text)
+            stack.append(("end", element))
+            stack.extend(("enter", child) for child in reversed(list(element)))
+
+
+def _split_name(name: str) -> tuple[str | None, str]:
+    """`{namespace}local` → (namespace, local); a plain name has no namespace."""
+    if name.startswith("{"):
+        namespace, local = name[1:].split("}", 1)
+        return namespace, local
+    return None, name
 
 
 def _set_rel(attrs, new=False):
@@ -350,6 +492,7 @@ def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
     stack = [root]
     while stack:
         parent = stack.pop()
+        removed = []
         for child in list(parent):
             if not isinstance(child.tag, str):
                 continue  # comments: bleach strips them
@@ -362,7 +505,7 @@ def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
             else:
                 keep = False  # MathML and anything else foreign
             if not keep:
-                _remove_keeping_tail(parent, child)
+                removed.append(child)
                 continue
             for key in list(child.attrib):
                 lowered = key.lower()
@@ -374,27 +517,34 @@ def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
                 for grandchild in list(child):
                     child.remove(grandchild)
                 if not css.strip():
-                    _remove_keeping_tail(parent, child)
+                    removed.append(child)
                     continue
                 placeholder = f"saganstyle{nonce}n{len(styles)}"
                 styles[placeholder] = css
                 child.text = placeholder
                 continue
             stack.append(child)
+        if removed:
+            _remove_keeping_tails(parent, removed)
     return styles
 
 
-def _remove_keeping_tail(parent: ElementTree.Element, child: ElementTree.Element) -> None:
-    """Remove `child` but keep the text that follows it (ElementTree stores it on the child)."""
-    if child.tail:
-        siblings = list(parent)
-        index = siblings.index(child)
-        if index > 0:
-            previous = siblings[index - 1]
-            previous.tail = (previous.tail or "") + child.tail
-        else:
-            parent.text = (parent.text or "") + child.tail
-    parent.remove(child)
+def _remove_keeping_tails(parent: ElementTree.Element, removed: list[ElementTree.Element]) -> None:
+    """Remove `removed` children of `parent` but keep the text after each (ElementTree
+    stores it on the child), in one pass over the children: removing one at a time
+    rescans them each time, quadratic for thousands of siblings."""
+    gone = {id(child) for child in removed}
+    kept: list[ElementTree.Element] = []
+    for child in list(parent):
+        if id(child) not in gone:
+            kept.append(child)
+            continue
+        if child.tail:
+            if kept:
+                kept[-1].tail = (kept[-1].tail or "") + child.tail
+            else:
+                parent.text = (parent.text or "") + child.tail
+    parent[:] = kept
 
 
 def _normalized(value: str) -> str:

@@ -8,6 +8,7 @@ from models import Setting, db
 # key → config name holding the default
 EDITABLE = {
     "auto_approve_max_usd": "SAGAN_AUTO_APPROVE_MAX_USD",
+    "pod_secret_allowlist": None,  # names of server env vars pods may receive (services/pod_secrets.py)
     "gpu_prices": None,  # {short name: USD per GPU-hour}; catalogue reference rates otherwise
     "webhook_url": None,  # Slack-compatible incoming webhook for owner-turn notifications
     "daily_cap_usd": None,  # optional spend cap across all experiments per UTC day (off by default)

@@ -15,6 +15,22 @@ HOURS_PER_MONTH = 730.0
 PRICE_UNKNOWN = "price unknown — set it in settings"
 
 
+def accounts_of(pods: list[dict], account: str) -> set[str]:
+    """Every account a dispatch of these pods may use: the given one and any the
+    substitution policies allow (the provisioner may fall back to them)."""
+    found = {account}
+    for pod in pods or []:
+        policy = ((pod.get("substitution_policy") or {}).get("account") or {}) if isinstance(pod, dict) else {}
+        if isinstance(policy, dict):
+            found |= {a for a in [policy.get("prefer"), *(policy.get("allowed") or [])] if isinstance(a, str)}
+    return found
+
+
+def is_paid(accounts: set[str]) -> bool:
+    """Does any of these accounts bill (everything but the local backend)?"""
+    return any(a != "local" for a in accounts)
+
+
 def gpu_prices(overrides: dict | None = None) -> dict[str, float | None]:
     """USD per GPU-hour by catalogue short name: reference rates, then owner overrides."""
     prices = {g.short: g.reference_price for g in specs.GPUS}

@@ -20,7 +20,7 @@ from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
 from services import runs
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
-from services.redact import redact
+from services.redact import redact, redact_json_text
 
 MESSAGE_MAX = 2_000
 METRICS_MAX = 50
@@ -232,7 +232,8 @@ def clean_artifact_name(raw: str | None) -> str:
             or any(ord(c) < 32 for c in name):
         raise ValidationError("The artifact name must be a relative path without '..' (at most 500 characters).",
                               field="name")
-    return posixpath.normpath(name)
+    # Names are shown and stored like any text: a key in a file name is still a key.
+    return redact(posixpath.normpath(name))
 
 
 def artifact_type(name: str, declared: str | None) -> str:
@@ -259,7 +260,10 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
                        f"{cfg['ARTIFACT_POD_MAX_BYTES']:,}.")
     if content_type.startswith("text/") or content_type == "application/json":
         try:
-            content = redact(content.decode("utf-8")).encode("utf-8")
+            text = content.decode("utf-8")
+            # JSON is redacted value by value, so a redaction never breaks the document.
+            text = redact_json_text(text) if content_type == "application/json" else redact(text)
+            content = text.encode("utf-8")
         except UnicodeDecodeError:
             raise ValidationError(f"{name} is not UTF-8 text.", field="content")
     digest = hashlib.sha256(content).hexdigest()
@@ -281,16 +285,27 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
 FIGURE_KINDS = {"image/svg+xml": "svg", "image/png": "image", "image/jpeg": "image", "text/html": "html_artifact"}
 
 
+# Markup up to this size is sanitized inside the upload (well under a second); larger
+# markup by a job, because sanitizing costs about a second per 50 KB of tags and an
+# upload may be 20 MB: the pod's request must not hold a web worker that long (issue 17
+# item 5). Until the job has run, the figure has no content and shows nothing.
+INLINE_SANITIZE_BYTES = 64 * 1024
+
+
 def _figure_for(artifact: Artifact) -> None:
-    """SVG, images and HTML become figures; SVG and HTML are sanitized now, on write (SPEC §8.2)."""
+    """SVG, images and HTML become figures; SVG and HTML are sanitized on write (SPEC §8.2),
+    never on read — large ones by `sanitize_figure`, queued once the upload committed."""
     from models import Figure
-    from services.sanitize import sanitize_result_html
+    from services.sanitize import check_nesting, sanitize_result_html
     kind = FIGURE_KINDS.get(artifact.content_type)
     if kind is None:
-        return
+        return None
     content = None
     if kind in ("svg", "html_artifact"):
-        content = sanitize_result_html(artifact.content.decode("utf-8", errors="replace"))
+        markup = artifact.content.decode("utf-8", errors="replace")
+        check_nesting(markup)  # linear and quick: a hostile document is refused now, with a 400
+        if len(artifact.content) <= INLINE_SANITIZE_BYTES:
+            content = sanitize_result_html(markup)
     figure = db.session.scalar(sa.select(Figure).where(Figure.artifact_id == artifact.id))
     if figure is None:
         db.session.add(Figure(id=uuid.uuid4(), experiment_id=artifact.experiment_id, kind=kind,
@@ -298,3 +313,28 @@ def _figure_for(artifact: Artifact) -> None:
                               content_type=artifact.content_type))
     else:
         figure.content = content
+
+
+def enqueue_figure_sanitizing(artifact: Artifact) -> str | None:
+    """After the upload committed: queue `sanitize_figure` if its markup figure was left for it."""
+    from models import Figure
+    from services import jobs
+    figure_id = db.session.scalar(sa.select(Figure.id).where(
+        Figure.artifact_id == artifact.id, Figure.kind.in_(("svg", "html_artifact")), Figure.content.is_(None)))
+    if figure_id is None:
+        return None
+    return jobs.enqueue_unique(jobs.DEFAULT, "workers.dispatch.sanitize_figure", str(figure_id),
+                               job_id=f"sanitize-figure-{figure_id}")
+
+
+def sanitize_figure(figure_id) -> str:
+    """The job: sanitize a large markup figure from its artifact's current content."""
+    from models import Figure
+    from services.sanitize import sanitize_result_html
+    figure = db.session.get(Figure, uuid.UUID(str(figure_id)))
+    artifact = db.session.get(Artifact, figure.artifact_id) if figure and figure.artifact_id else None
+    if artifact is None:
+        return "gone"
+    figure.content = sanitize_result_html(artifact.content.decode("utf-8", errors="replace"))
+    db.session.commit()
+    return "sanitized"

@@ -21,10 +21,11 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
-from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, RunEvent, db
-from services import events, jobs, lifecycle, registry, runs, settings
+from models import AgentRun, Experiment, Pod, RunEvent, db
+from services import approvals, events, jobs, lifecycle, pod_secrets, registry, runs, settings
 from services.actors import Actor
 from services.clock import utcnow
+from services.dispatch import costs
 from services.dispatch import spec as specs
 from services.dispatch import tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
@@ -102,15 +103,16 @@ def candidates(pod: dict, account: str, prices: dict | None = None) -> list[Cand
 # --- what may be dispatched -----------------------------------------------------------------------
 
 def approved_spec(experiment: Experiment):
-    """The spec of the approved plan version; refuses a spec changed after approval."""
-    approval = db.session.scalar(sa.select(ApprovalRequest).where(
-        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "approved",
-        ApprovalRequest.plan_version_id.is_not(None)).order_by(ApprovalRequest.resolved_at.desc()).limit(1))
-    version = db.session.get(PlanVersion, approval.plan_version_id) if approval else None
-    approved = (version.plan_json or {}).get("spec") if version else None
-    if approved is None:
+    """The spec of the approved plan version; refuses a spec or account changed after approval."""
+    terms = approvals.approved_terms(experiment)
+    if terms is None:
         raise Conflict(f"#{experiment.number} has no approved runpod-spec to dispatch; approve a plan with one.",
                        code="no_approved_spec")
+    approved = terms.spec
+    if experiment.runpod_account != terms.account:
+        raise Conflict(f"#{experiment.number}'s RunPod account is {experiment.runpod_account} but its plan was "
+                       f"approved for {terms.account}; an account change needs a new plan and approval.",
+                       code="account_changed")
     if _without_git_env(experiment.pod_spec) != _without_git_env(approved):
         raise Conflict(f"#{experiment.number}'s pod spec was changed after approval; only the branch/commit "
                        "variables may change without re-approval. Submit the change as a new plan.",
@@ -175,6 +177,11 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
 
 def _gate_reason(experiment: Experiment) -> str | None:
     from services import recovery, spend
+    terms = approvals.approved_terms(experiment)
+    if terms is not None and experiment.cost_cap_usd is None \
+            and costs.is_paid(costs.accounts_of(specs.as_pods(terms.spec) or [], terms.account)):
+        return (f"Dispatch paused: the approved plan's cost is unknown and it may run on a paid account "
+                f"({terms.account}). Set a cost cap on #{experiment.number}, then move it back to Approved.")
     if recovery.fleet_incident_open():
         return "Dispatch paused: a fleet incident is open. Resolve it to continue."
     if recovery.spend_cap_reached(experiment):
@@ -221,7 +228,9 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
         "SAGAN_GIT_BRANCH": branch, "SAGAN_GIT_COMMIT": commit,
         "SAGAN_EPS_BRANCH": branch, "SAGAN_EPS_COMMIT_SHA": commit,
     })
-    secret_names = list(pod_spec.get("secrets") or [])
+    # Only names on the owner's allowlist, never Sagan's own (checked again here: the list
+    # may have shrunk since the plan was approved).
+    secret_names = pod_secrets.for_pod(pod_spec.get("secrets"))
     repo = settings.get("research_repo_url")
     if repo:
         env["SAGAN_REPO_URL"] = repo  # the checkout goes on the volume: it survives a restart
@@ -229,10 +238,11 @@ def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, n
             env["SAGAN_REPO_NAME"] = settings.get("research_repo_dir")
         # A private repository: the owner named the variable holding the deploy token or key;
         # the pod gets its value as a secret and the bootstrap hands it to git by name.
+        # Sagan's own secrets are refused here too, whatever the setting says.
         for setting, pointer in (("research_repo_token_env", "SAGAN_REPO_TOKEN_ENV"),
                                  ("research_repo_ssh_key_env", "SAGAN_REPO_SSH_KEY_ENV")):
             name = settings.get(setting)
-            if name and os.environ.get(name):
+            if name and os.environ.get(name) and not pod_secrets.reserved(name):
                 env[pointer] = name
                 secret_names.append(name)
     declared = [a for a in ((pod_spec.get("config") or {}).get("artifacts") or [])
@@ -415,7 +425,9 @@ def recover_lost(run: AgentRun, stale_before) -> str | None:
 def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, prices: dict,
                    *, first_attempt: int = 1):
     """Try the pod's candidates in order; returns (Pod, None) or (None, (reason, message))."""
-    options = candidates(pod_spec, experiment.runpod_account, prices)
+    # The approved account, not the experiment's current one (launch refused a change, but
+    # the saga runs later).
+    options = candidates(pod_spec, approvals.approved_terms(experiment).account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
     refusals: list[BackendError] = []

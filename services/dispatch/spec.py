@@ -108,10 +108,11 @@ def _int_field(pod: dict, name: str, where: str, problems: list[str], *, minimum
         problems.append(f"{where}.{name}: must be at least {minimum}, got {value}")
 
 
-def validate(spec, account: str | None = None) -> SpecCheck:
+def validate(spec, account: str | None = None, allowed_secrets: list[str] | None = None) -> SpecCheck:
     """Check a parsed spec; returns the pods, every problem, and unknown fields.
 
-    `account` is the experiment's RunPod account, which the policy must allow.
+    `account` is the experiment's RunPod account, which the policy must allow;
+    `allowed_secrets`, when given, the pod-secret allowlist every `secrets` name must be on.
     """
     problems: list[str] = []
     unknown: list[str] = []
@@ -163,6 +164,9 @@ def validate(spec, account: str | None = None) -> SpecCheck:
             if not isinstance(secrets, list) or not all(
                     isinstance(s, str) and s and set(s) <= SECRET_NAME_CHARS for s in secrets):
                 problems.append(f"{where}.secrets: must be a list of environment variable names like HF_TOKEN")
+            elif allowed_secrets is not None:
+                from services.pod_secrets import problems as secret_problems
+                problems += secret_problems(secrets, where, allowed_secrets)
         _check_config(pod.get("config"), where, problems)
         if "substitution_policy" in pod:
             _check_policy(pod, gpu, where, problems, account)

@@ -1,0 +1,107 @@
+"""Shape limits on what clients send (issue 17 item 10).
+
+Each of these answered 500 before: a NUL character (PostgreSQL text cannot hold one), a
+lone surrogate (`"\\ud800"` is valid JSON but not encodable UTF-8), JSON nested deep
+enough to exhaust Python's recursion limit while parsing, and metadata of any size.
+Now each is a 400 that names the problem, checked before anything is stored.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+from services.errors import TooLarge, ValidationError
+
+JSON_MAX_DEPTH = 32
+METADATA_MAX_BYTES = 64 * 1024  # like event bodies (config EVENT_BODY_MAX)
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Characters that take no space: a title of only these looks empty on every page.
+_INVISIBLE = re.compile(r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f"
+                        r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]+")
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in JSON text, in one pass (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body's JSON, or ValidationError(invalid_json): bad UTF-8 or JSON, nesting past
+    JSON_MAX_DEPTH, or a NUL / lone surrogate in any string."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValidationError("The body is not UTF-8 text.", code="invalid_json") from None
+    if json_depth(text) > JSON_MAX_DEPTH:
+        raise ValidationError(f"The JSON nests more than {JSON_MAX_DEPTH} levels deep.", code="invalid_json")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValidationError("The body is not valid JSON.", code="invalid_json") from None
+    check_strings(data)
+    return data
+
+
+def check_text(value: str, field: str | None = None) -> None:
+    """Refuse a NUL character or a lone surrogate in one string."""
+    if "\x00" in value:
+        raise ValidationError(f"{field or 'The text'} contains a NUL character.", field=field, code="invalid_text")
+    if _LONE_SURROGATE.search(value):
+        raise ValidationError(f"{field or 'The text'} contains an unpaired UTF-16 surrogate (not valid Unicode).",
+                              field=field, code="invalid_text")
+
+
+def check_strings(data: Any) -> None:
+    """check_text on every key and string inside parsed JSON (iteratively)."""
+    stack = [(data, None)]
+    while stack:
+        value, field = stack.pop()
+        if isinstance(value, str):
+            check_text(value, field)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                check_text(key, key[:40])
+                stack.append((item, field or key[:40]))
+        elif isinstance(value, list):
+            stack.extend((item, field) for item in value)
+
+
+def check_metadata_size(metadata: dict | None, field: str = "metadata") -> None:
+    """Refuse metadata whose JSON is over METADATA_MAX_BYTES."""
+    if not metadata:
+        return
+    size = len(json.dumps(metadata, ensure_ascii=False, default=str).encode("utf-8", errors="replace"))
+    if size > METADATA_MAX_BYTES:
+        raise TooLarge(f"The {field} is {size:,} bytes of JSON; the limit is {METADATA_MAX_BYTES:,}.",
+                       field=field)
+
+
+def has_visible_text(text: str | None) -> bool:
+    """Does `text` show anything (not only spaces and zero-width characters)?"""
+    return bool(_INVISIBLE.sub("", text or ""))
+
+
+def content_disposition(filename: str) -> str:
+    """An RFC 6266 attachment header that any filename survives: an ASCII fallback without
+    quotes, backslashes, `;` or controls, and the exact name as UTF-8 in `filename*`."""
+    fallback = "".join(c if 32 <= ord(c) < 127 and c not in '"\\;%' else "_" for c in filename) or "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"

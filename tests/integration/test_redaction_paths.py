@@ -1,0 +1,65 @@
+"""Redaction on every way in (issue 17 item 9): tags, artifact names, plans' specs and JSON
+artifacts — and a plan whose command references `$SAGAN_POD_PROGRESS_TOKEN` (as the old
+system's plans do) is stored exactly as written and accepted, not broken and refused."""
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from models import Artifact, PlanVersion, db
+from services import experiments
+from services.redact import REDACTED
+from tests.integration.test_dispatch import plan_with, pod_spec
+from tests.integration.test_progress_ingest import pod, upload  # noqa: F401
+
+GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j"
+
+
+def test_tags_are_redacted(app, api_client):
+    """Is a token pasted into a tag stored as [REDACTED]?"""
+    writer = api_client("read,write")
+    response = writer.post("/api/experiments", json={"title": "Tagged", "tags": ["vision", GITHUB_TOKEN]})
+    assert response.status_code == 201
+    with app.app_context():
+        tags = experiments.get_experiment(response.get_json()["experiment"]["number"]).tags
+    assert tags == ["vision", REDACTED]
+
+
+def test_artifact_names_and_json_artifacts_are_redacted_and_stay_valid(app, client, pod):  # noqa: F811
+    """Is a key in an artifact's name removed, and a JSON artifact redacted per value so it
+    still parses?"""
+    _, secret, _ = pod
+    body = json.dumps({"config": {"WANDB_API_KEY": "wandb-abcdef0123456789", "lr": 0.1},
+                       "cmd": 'curl -H "authorization: Bearer $SAGAN_POD_PROGRESS_TOKEN" $URL'}).encode()
+    assert upload(client, secret, f"run-{GITHUB_TOKEN}.json", body).status_code == 201
+    with app.app_context():
+        artifact = db.session.scalar(sa.select(Artifact))
+        stored = json.loads(artifact.content)
+    assert GITHUB_TOKEN not in artifact.name and REDACTED in artifact.name
+    assert stored["config"] == {"WANDB_API_KEY": REDACTED, "lr": 0.1}
+    assert stored["cmd"] == 'curl -H "authorization: Bearer $SAGAN_POD_PROGRESS_TOKEN" $URL'
+
+
+def test_a_plan_referencing_the_pod_token_variable_is_accepted_unchanged(app, api_client, make_experiment):
+    """Is a plan whose spec's command sends `Bearer $SAGAN_POD_PROGRESS_TOKEN` stored byte for
+    byte and given an approval request (it used to be rewritten into invalid JSON and refused)?"""
+    number = make_experiment("Old-system plan", status="planning")
+    spec = pod_spec(dockerArgs='bash -lc \'curl -H "authorization: Bearer $SAGAN_POD_PROGRESS_TOKEN" '
+                               '-d @p.json "$SAGAN_PROGRESS_URL"\'')
+    markdown = plan_with(spec)
+    response = api_client("read,write").post(f"/api/experiments/{number}/plans", json={"markdown": markdown})
+    assert response.status_code == 201, response.get_json()["problems"]
+    with app.app_context():
+        assert db.session.scalar(sa.select(PlanVersion.markdown)) == markdown
+
+
+def test_a_secret_in_a_plans_spec_env_is_redacted_and_the_spec_still_parses(app, api_client, make_experiment):
+    """Is a literal key in the spec's env removed from the stored plan, leaving valid JSON?"""
+    number = make_experiment("Leaky plan", status="planning")
+    markdown = plan_with(pod_spec(env={"WANDB_API_KEY": "wandb-abcdef0123456789", "SEED": "3"}))
+    response = api_client("read,write").post(f"/api/experiments/{number}/plans", json={"markdown": markdown})
+    assert response.status_code == 201, response.get_json()["problems"]
+    assert response.get_json()["plan"]["spec"]["env"] == {"WANDB_API_KEY": REDACTED, "SEED": "3"}
+    with app.app_context():
+        assert "wandb-abcdef0123456789" not in db.session.scalar(sa.select(PlanVersion.markdown))
