@@ -2,14 +2,14 @@
 so dispatch uses what the owner approved, not what the experiment says later
 
 Revision ID: 0007_h17a_approved_terms
-Revises: 0006_pod_progress_seq
+Revises: 0007_h16_setup_failed
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_h17a_approved_terms"
-down_revision = "0006_pod_progress_seq"
+down_revision = "0007_h16_setup_failed"
 branch_labels = None
 depends_on = None
 
