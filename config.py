@@ -77,6 +77,8 @@ class Config:
     WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
     WTF_CSRF_HEADERS = ["X-CSRFToken"]
     MAX_CONTENT_LENGTH = _env_int("SAGAN_MAX_REQUEST_BYTES", 2 * 1024 * 1024)
+    # Reverse proxies whose X-Forwarded-For / -Proto are believed (services/trusted_proxies.py).
+    SAGAN_TRUSTED_PROXIES = os.environ.get("SAGAN_TRUSTED_PROXIES", "")
 
     # --- owner account -------------------------------------------------------------
     SAGAN_OWNER_EMAIL = os.environ.get("SAGAN_OWNER_EMAIL", "")
