@@ -232,16 +232,10 @@ def _sandbox_account() -> pwd.struct_passwd | None:
     return sandbox_user()
 
 
-def hand_over(*paths: Path) -> None:
-    """Give files Sagan wrote in a worktree to the sandbox user (only when we are root)."""
+def sandbox_owner() -> tuple[int, int] | None:
+    """(uid, gid) that files Sagan writes in a worktree are given to; None when not root."""
     user = _sandbox_account()
-    if user is None:
-        return
-    for path in paths:
-        try:
-            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
+    return (user.pw_uid, user.pw_gid) if user else None
 
 
 def _hand_over_tree(path: Path) -> None:
@@ -249,9 +243,11 @@ def _hand_over_tree(path: Path) -> None:
     if user is None:
         return
     os.chown(path, user.pw_uid, user.pw_gid)
-    for folder, dirs, files in os.walk(path):
+    # fwalk, not walk: each folder is opened through its parent's descriptor without
+    # following links, so a folder swapped for a link mid-walk cannot redirect a chown.
+    for _folder, dirs, files, folder_fd in os.fwalk(path, follow_symlinks=False):
         for name in dirs + files:
-            os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
+            os.chown(name, user.pw_uid, user.pw_gid, dir_fd=folder_fd, follow_symlinks=False)
 
 
 def check_reachable(path: Path) -> None:
