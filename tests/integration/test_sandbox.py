@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 
 import pytest
@@ -144,6 +145,43 @@ def test_search_finds_lines_and_rejects_bad_patterns(implementer):
     result = call(implementer, "search", pattern=r"def \w+", glob="*.py")
     assert "stats.py:4: def mean(values):" in result.content
     assert call(implementer, "search", pattern="(").content.startswith("invalid_input:")
+
+
+def test_search_skips_fifos_and_devices_instead_of_hanging(implementer, research_repo):  # noqa: F811
+    """Issue 17 item 12: a FIFO in the worktree blocked search's open() until its 30 s timeout
+    (and /dev/zero's twin would be read forever); now only regular files are read."""
+    from services.agents import code_tools
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    os.mkfifo(worktree / "a_pipe.py")
+    if os.geteuid() == 0:
+        os.mknod(worktree / "b_zero.py", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # what /dev/zero is
+    started = time.monotonic()
+    result = call(implementer, "search", pattern=r"def \w+", glob="*.py")
+    assert time.monotonic() - started < code_tools.SEARCH_TIMEOUT / 3, result.content
+    assert not result.is_error and "stats.py:4: def mean(values):" in result.content, result.content
+    for path in ("a_pipe.py", "b_zero.py") if os.geteuid() == 0 else ("a_pipe.py",):
+        started = time.monotonic()
+        read = call(implementer, "read_file", path=path)
+        assert read.is_error and "not a regular file" in read.content, read.content
+        written = call(implementer, "write_file", path=path, content="x")
+        assert written.is_error and written.content.startswith("path_refused:"), written.content
+        assert time.monotonic() - started < 5
+
+
+def test_write_file_refuses_a_file_with_another_hard_link(implementer, research_repo, tmp_path):  # noqa: F811
+    """A hard link to a file outside would let a truncating write change that file too."""
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    outside = worktree.parent / "outside-target.txt"  # same file system, outside the worktree
+    outside.write_text("keep me\n")
+    try:
+        os.link(outside, worktree / "linked.txt")
+        written = call(implementer, "write_file", path="linked.txt", content="overwritten\n")
+        assert written.is_error and "another hard link" in written.content, written.content
+        assert outside.read_text() == "keep me\n"
+    finally:
+        outside.unlink()
 
 
 # --- commands ----------------------------------------------------------------------------------
