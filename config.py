@@ -171,6 +171,8 @@ class Config:
     SAGAN_SANDBOX_MEMORY_MB = _env_int("SAGAN_SANDBOX_MEMORY_MB", 4096)
     SAGAN_SANDBOX_OUTPUT_BYTES = _env_int("SAGAN_SANDBOX_OUTPUT_BYTES", 1024 * 1024)
     SAGAN_SANDBOX_TMP_MB = _env_int("SAGAN_SANDBOX_TMP_MB", 512)
+    # What one sandboxed command may add to the worktree in total (files × RLIMIT_FSIZE is unbounded).
+    SAGAN_SANDBOX_WORKTREE_WRITE_MB = _env_int("SAGAN_SANDBOX_WORKTREE_WRITE_MB", 1024)
     SAGAN_SANDBOX_COMMANDS = os.environ.get(
         "SAGAN_SANDBOX_COMMANDS",
         "python3,python,pytest,ruff,flake8,mypy,ls,cat,head,tail,wc,grep,diff,sort,uniq,echo,true,false")

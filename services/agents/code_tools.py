@@ -433,7 +433,7 @@ def run_command(ctx: ToolContext, data: dict) -> ToolResult:
         text = outcome.describe()
         if not writable:
             text += "\n(The worktree was read-only for this command: reviewers do not change the code.)"
-        return ToolResult(_clip(text), is_error=outcome.timed_out or outcome.output_capped)
+        return ToolResult(_clip(text), is_error=outcome.stopped)
     return _in_worktree(ctx, work, "run_command")
 
 

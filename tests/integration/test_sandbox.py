@@ -244,6 +244,27 @@ def test_output_over_the_cap_stops_the_command(implementer, app, monkeypatch):
     assert result.content.count("x") <= 10_100
 
 
+def test_a_command_writing_past_the_worktree_quota_is_stopped(implementer, app, research_repo, monkeypatch):  # noqa: F811
+    """Issue 17 item 12: RLIMIT_FSIZE caps each file, not their number, so a command writing
+    many files could fill the disk; now the worktree's growth is capped per command."""
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_WORKTREE_WRITE_MB", 5)
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    before = sandbox.disk_usage(worktree)
+    # 100 files of 1 MiB, each well under the per-file limit; unchecked, 100 MiB.
+    result = call(implementer, "run_command", command="python3 -c \"import time\nfor i in range(100):\n"
+                  "    open(f'blob{i}.bin', 'wb').write(bytes(1 << 20)); time.sleep(0.02)\nprint('all written')\"")
+    grown = (sandbox.disk_usage(worktree) - before) / (1 << 20)
+    assert result.is_error and "wrote more than 5 MB into the worktree" in result.content, result.content
+    assert "all written" not in result.content.splitlines()  # the command itself is echoed above
+    assert 5 < grown < 40, grown  # stopped within a check interval or two of passing the quota
+    # …and a command that stays under it runs as usual.
+    for blob in worktree.glob("blob*.bin"):
+        blob.unlink()
+    small = call(implementer, "run_command", command="python3 -c \"open('small.bin', 'wb').write(bytes(1 << 20))\"")
+    assert not small.is_error and "[exit 0" in small.content, small.content
+
+
 def test_cpu_time_limit_kills_a_busy_loop(implementer, app, monkeypatch):
     """Does the CPU-time limit stop a spinning process even before the wall-clock timeout?"""
     monkeypatch.setitem(app.config, "SAGAN_SANDBOX_CPU_SECONDS", 1)
