@@ -220,7 +220,18 @@ def _mirror_git(mirror: Path, *args: str, check: bool = True) -> subprocess.Comp
                 what=f"git {args[0]}")
 
 
+def _check_remote(url: str) -> None:
+    """The repository's host is re-checked before every fetch and push, not only when the
+    owner saved it: its DNS may point somewhere private by now (services.notify)."""
+    try:
+        settings.check_repo_url(url)
+    except SaganError as exc:
+        raise WorkspaceError(f"The research repository is not reachable safely: {exc.message}",
+                             code="repo_refused") from None
+
+
 def _remote_git(mirror: Path, url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    _check_remote(url)
     return _run(["git", f"--git-dir={mirror}", "-c", "core.hooksPath=/dev/null", *args], env=_remote_env(url),
                 check=check, what=f"git {args[0]}")
 
@@ -329,8 +340,10 @@ def _clone(url: str, mirror: Path) -> None:
     partial = mirror.with_name(mirror.name + ".partial")
     if partial.exists():
         shutil.rmtree(partial)
-    # --no-local: never hard-link objects owned by someone else into Sagan's clone.
-    _run(["git", "-c", "core.hooksPath=/dev/null", "clone", "--bare", "--no-local", "--quiet", url, str(partial)],
+    # --no-local: never hard-link objects owned by someone else into Sagan's clone; "--":
+    # the URL is never read as an option, whatever it looks like.
+    _check_remote(url)
+    _run(["git", "-c", "core.hooksPath=/dev/null", "clone", "--bare", "--no-local", "--quiet", "--", url, str(partial)],
          env=_remote_env(url), what="git clone")
     _mirror_git(partial, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
     partial.chmod(0o700)
