@@ -42,6 +42,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,11 +247,13 @@ def _data_pipe(text: str) -> int:
 
 
 def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits: Limits | None = None,
-        shown_as: str | None = None) -> Outcome:
+        shown_as: str | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Outcome:
     """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it.
 
     `argv[0]` is looked up on the sandbox's PATH. The caller decides what may run (the
-    allowlist lives with the code tools); this function decides how.
+    allowlist lives with the code tools); this function decides how. `stdin` is fed to
+    the command (else it reads nothing); `env` adds variables to the built-from-scratch
+    environment (never Sagan's own).
     """
     bwrap, prlimit = check_available()
     limits = limits or Limits.from_config()
@@ -269,19 +272,34 @@ def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits:
         # user=/group= drop privileges between fork and exec without running Python in the
         # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=environment(), cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
+            command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, env={**environment(), **(env or {})}, cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
             **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
     except OSError as exc:
         raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
     finally:
         os.close(passwd_fd)
         os.close(group_fd)
+    if stdin is not None:
+        # A thread, so a command that writes before it has read everything cannot deadlock us.
+        threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
     quota = DiskQuota(worktree, limits.worktree_write_mb) if writable else None
     output, timed_out, capped, disk_capped = _collect(process, limits, started, quota)
     return Outcome(command=shown_as or " ".join(argv), exit_code=process.returncode, output=output,
                    seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits,
                    disk_capped=disk_capped)
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, ValueError):
+        pass  # the command stopped reading (or was killed): nothing to do
+    finally:
+        try:
+            pipe.close()
+        except BrokenPipeError:
+            pass
 
 
 def disk_usage(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""Reading, writing and handing over files inside a worktree without ever following a link.
+"""Reading and writing files inside a worktree without ever following a link.
 
 The worktree belongs to the sandbox user, and Sagan (often root) works in it while code
 that user runs may be changing it. Checking a path first and opening it afterwards is a
@@ -11,7 +11,8 @@ anywhere on the way is an error, never a detour; what is finally opened is check
 fstat on the open descriptor, which no later swap can change.
 
 services/agents/code_tools.py still resolves paths first (for readable refusals); this
-module is what makes the answer it got the one that is acted on.
+module is what makes the answer it got the one that is acted on. (apply_patch does not
+come here: it runs `git apply` inside the sandbox, as the sandbox user.)
 """
 from __future__ import annotations
 
@@ -129,15 +130,3 @@ def write_regular(root: Path, parts: tuple[str, ...], content: bytes, *,
         if owner is not None:
             os.fchown(fd, *owner)
     return existed
-
-
-def hand_over(root: Path, parts: tuple[str, ...], owner: tuple[int, int]) -> None:
-    """Give root/parts and each folder on the way to `owner`, never following a link."""
-    for depth in range(1, len(parts)):
-        with folder(root, parts[:depth]) as fd:
-            os.fchown(fd, *owner)
-    with folder(root, parts[:-1]) as dir_fd:
-        try:
-            os.chown(parts[-1], *owner, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass

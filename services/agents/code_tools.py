@@ -336,32 +336,33 @@ def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
         # Models often miscount hunk lengths; --recount forgives that, but misreads a patch of
         # several files without `diff --git` lines. Take the patch as written first.
         flags = [f"-p{strip}", "--whitespace=nowarn"]
-        check = workspaces.git(ws, "apply", "--check", "--verbose", *flags, input=patch, check=False)
-        if check.returncode != 0:
-            recounted = workspaces.git(ws, "apply", "--check", *flags, "--recount", input=patch, check=False)
-            if recounted.returncode == 0:
+        check = _git_apply_in_sandbox(ws, ["--check", "--verbose", *flags], patch, writable=False)
+        if check.exit_code != 0:
+            recounted = _git_apply_in_sandbox(ws, ["--check", *flags, "--recount"], patch, writable=False)
+            if recounted.exit_code == 0:
                 flags.append("--recount")
                 check = recounted
-        if check.returncode != 0:
+        if check.exit_code != 0:
             raise ValidationError("The patch does not apply, so nothing was changed. Read the current lines "
                                   "with read_file and send a patch whose context matches them:\n"
-                                  + (check.stderr or check.stdout).strip()[-3000:], field="patch",
-                                  code="patch_does_not_apply")
-        workspaces.git(ws, "apply", *flags, input=patch, what="git apply")
-        touched = []
-        for path in dict.fromkeys(paths):
-            real = resolve(ws, path)
-            if real.exists():
-                _hand_over_with_parents(ws, real)
-                touched.append(path)
+                                  + check.output.strip()[-3000:], field="patch", code="patch_does_not_apply")
+        applied = _git_apply_in_sandbox(ws, flags, patch, writable=True)
+        if not applied.ok:
+            raise workspaces.WorkspaceError(f"git apply failed: {applied.output.strip()[-2000:]} "
+                                            f"{applied.status_line()}")
+        touched = [path for path in dict.fromkeys(paths) if resolve(ws, path).exists()]
         return ToolResult(f"Applied the patch to {len(touched)} file(s): {', '.join(touched) or '(files removed)'}.")
     return _in_worktree(ctx, work, "apply_patch")
 
 
-def _hand_over_with_parents(ws: workspaces.Workspace, path: Path) -> None:
-    owner = workspaces.sandbox_owner()
-    if owner is not None:
-        worktree_io.hand_over(_root(ws), _parts(ws, path), owner)
+def _git_apply_in_sandbox(ws: workspaces.Workspace, args: list[str], patch: str, *, writable: bool):
+    """`git apply` as the sandbox user inside the sandbox, never as Sagan: whatever links the
+    worktree holds or grows meanwhile, the patch can only reach what sandboxed code could.
+    GIT_DIR=/dev/null makes it a plain patch tool (the worktree's `.git` points at metadata
+    the sandbox does not see)."""
+    return sandbox.run(ws.path, ["git", "apply", *args], writable=writable, stdin=patch.encode(),
+                       env={"GIT_DIR": "/dev/null"}, limits=sandbox.Limits.from_config(timeout=60.0),
+                       shown_as="git apply " + " ".join(args))
 
 
 # --- commands ----------------------------------------------------------------------------------

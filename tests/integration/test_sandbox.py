@@ -112,6 +112,18 @@ def test_write_then_patch_then_commit_records_the_commit(implementer, research_r
     assert call(implementer, "git_commit", message="again").content.startswith("Nothing to commit")
 
 
+def test_patches_are_applied_as_the_sandbox_user(implementer, research_repo):  # noqa: F811
+    """git apply runs inside the sandbox: what it creates belongs to the sandbox user, and a
+    folder it writes through could only ever lead where sandboxed code may write anyway."""
+    patch = "--- /dev/null\n+++ b/notes/new.md\n@@ -0,0 +1 @@\n+hello\n"
+    applied = call(implementer, "apply_patch", patch=patch)
+    assert not applied.is_error and "notes/new.md" in applied.content, applied.content
+    created = research_repo.worktree(implementer.experiment.number) / "notes" / "new.md"
+    assert created.read_text() == "hello\n"
+    if os.geteuid() == 0:
+        assert created.stat().st_uid == created.parent.stat().st_uid == sandbox.sandbox_user().pw_uid
+
+
 def test_a_patch_whose_hunks_do_not_apply_changes_nothing(implementer, research_repo):  # noqa: F811
     """Does apply_patch refuse a stale hunk, keep every file as it was and say how to fix it?"""
     call(implementer, "list_files")
