@@ -12,6 +12,7 @@ from htmx_flask import Htmx
 from config import INSTANCE_DIR, Config
 from models import db
 from services.agents import model_api
+from services.trusted_proxies import TrustedProxyFix, parse as parse_trusted_proxies
 
 login_manager = LoginManager()
 csrf = CSRFProtect()
@@ -32,6 +33,9 @@ def create_app(config: Config | type | None = None) -> Flask:
     # CSRF is checked by the access layer, which knows when a request carries a bearer
     # token instead of a session (blueprints/access.py); every other state change is checked.
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
+    # The client's address, not the reverse proxy's, for rate limits (services/trusted_proxies.py).
+    parse_trusted_proxies(app.config.get("SAGAN_TRUSTED_PROXIES") or "")  # a typo stops start-up, loudly
+    app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
     db.init_app(app)
     _configure_sqlite(app)

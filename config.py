@@ -80,6 +80,8 @@ class Config:
     WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
     WTF_CSRF_HEADERS = ["X-CSRFToken"]
     MAX_CONTENT_LENGTH = _env_int("SAGAN_MAX_REQUEST_BYTES", 2 * 1024 * 1024)
+    # Reverse proxies whose X-Forwarded-For / -Proto are believed (services/trusted_proxies.py).
+    SAGAN_TRUSTED_PROXIES = os.environ.get("SAGAN_TRUSTED_PROXIES", "")
 
     # --- owner account -------------------------------------------------------------
     SAGAN_OWNER_EMAIL = os.environ.get("SAGAN_OWNER_EMAIL", "")
@@ -180,6 +182,8 @@ class Config:
     SAGAN_SANDBOX_MEMORY_MB = _env_int("SAGAN_SANDBOX_MEMORY_MB", 4096)
     SAGAN_SANDBOX_OUTPUT_BYTES = _env_int("SAGAN_SANDBOX_OUTPUT_BYTES", 1024 * 1024)
     SAGAN_SANDBOX_TMP_MB = _env_int("SAGAN_SANDBOX_TMP_MB", 512)
+    # What one sandboxed command may add to the worktree in total (files × RLIMIT_FSIZE is unbounded).
+    SAGAN_SANDBOX_WORKTREE_WRITE_MB = _env_int("SAGAN_SANDBOX_WORKTREE_WRITE_MB", 1024)
     SAGAN_SANDBOX_COMMANDS = os.environ.get(
         "SAGAN_SANDBOX_COMMANDS",
         "python3,python,pytest,ruff,flake8,mypy,ls,cat,head,tail,wc,grep,diff,sort,uniq,echo,true,false")

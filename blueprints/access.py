@@ -160,11 +160,9 @@ def _bearer_failed() -> None:
     key = f"sagan:bearer-failures:{address}"
     window = current_app.config["BEARER_FAILURE_WINDOW"]
     try:
-        pipe = redis_store.connection().pipeline()
-        pipe.incr(key)
-        pipe.expire(key, window, nx=True)
-        pipe.ttl(key)
-        count, _set, ttl = pipe.execute()
+        # count_in_window, not INCR + EXPIRE … NX: NX needs Redis 7, and on the embedded
+        # Redis 6.2 the whole pipeline failed, so no failure was ever counted.
+        count, ttl = redis_store.count_in_window_with_ttl(key, window)
     except redis.RedisError:
         log.warning("bearer failure not counted: Redis is unavailable")
         return

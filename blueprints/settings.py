@@ -23,12 +23,7 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            share_links=links, share_numbers=shares.experiment_numbers(links),
                            share_error=share_error, share_form=share_form or {}, new_share=new_share,
                            scope_labels=shares.SCOPE_LABELS,
-                           repo={k: settings.get(k) or "" for k in ("research_repo_url", "research_repo_branch",
-                                                                      "research_repo_test_command",
-                                                                      "research_repo_lint_command",
-                                                                      "research_repo_dir",
-                                                                      "research_repo_token_env",
-                                                                      "research_repo_ssh_key_env")},
+                           repo={k: settings.get(k) or "" for k in settings.REPO_KEYS},
                            repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"),
                            pod_accounts=accounts.scopes(current_app.config),
                            pod_secret_names=pod_secrets.allowlist(), secrets_error=secrets_error,
@@ -121,3 +116,16 @@ def research_repository():
         return _page(repo_error=exc.message)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1), code=303)
+
+
+@bp.post("/settings/research-repository/clear")
+@access.owner
+def clear_research_repository():
+    """Forget the research repository, after the owner ticked the confirmation."""
+    try:
+        settings.clear_research_repo(request.form.get("confirm"))
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(repo_error=exc.message)
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1) + "#research-repository", code=303)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from flask import current_app
@@ -18,6 +18,37 @@ from services.errors import ValidationError
 TIMEOUT_SECONDS = 10
 
 
+class OutboundRefused(ValidationError):
+    """An outbound URL's host is (now) private or does not resolve: nothing was sent."""
+
+    code = "outbound_refused"
+
+
+def _forbidden(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if getattr(ip, "ipv4_mapped", None):  # ::ffff:127.0.0.1 is 127.0.0.1
+        ip = ip.ipv4_mapped
+    return ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_unspecified \
+        or ip.is_multicast
+
+
+def resolve_allowed(host: str, *, field: str = "url") -> list[str]:
+    """The addresses `host` resolves to, each checked: OutboundRefused if it does not resolve,
+    or (unless SAGAN_ALLOW_PRIVATE_URLS) if any address is private, loopback, link-local
+    (169.254.169.254, the cloud metadata service) or otherwise not public."""
+    host = (host or "").strip("[]")
+    try:
+        addresses = list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, None,
+                                                                               type=socket.SOCK_STREAM)))
+    except (socket.gaierror, UnicodeError):
+        raise OutboundRefused(f"The host {host} does not resolve.", field=field) from None
+    if not current_app.config.get("SAGAN_ALLOW_PRIVATE_URLS"):
+        for address in addresses:
+            if _forbidden(ipaddress.ip_address(address.split("%")[0])):
+                raise OutboundRefused(f"{host} resolves to a private or loopback address ({address}); "
+                                      "set SAGAN_ALLOW_PRIVATE_URLS=1 to allow that.", field=field)
+    return addresses
+
+
 def check_outbound_url(url: str, *, schemes=("https",)) -> str:
     """A configured URL must be https (or the given schemes) and, unless allowed, public."""
     url = (url or "").strip()
@@ -25,18 +56,15 @@ def check_outbound_url(url: str, *, schemes=("https",)) -> str:
     if parts.scheme not in schemes or not parts.hostname:
         raise ValidationError(f"The URL must start with {' or '.join(s + '://' for s in schemes)} and name a host.",
                               field="url")
-    if current_app.config.get("SAGAN_ALLOW_PRIVATE_URLS"):
-        return url
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, None)}
-    except socket.gaierror:
-        raise ValidationError(f"The host {parts.hostname} does not resolve.", field="url") from None
-    for address in addresses:
-        ip = ipaddress.ip_address(address)
-        if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_unspecified:
-            raise ValidationError(f"{parts.hostname} resolves to a private or loopback address ({address}); "
-                                  "set SAGAN_ALLOW_PRIVATE_URLS=1 to allow that.", field="url")
+    check_host(parts.hostname)
     return url
+
+
+def check_host(host: str, *, field: str = "url") -> None:
+    """A configured host must resolve to public addresses only — unless SAGAN_ALLOW_PRIVATE_URLS,
+    when it is not even looked up (a test or an intranet host may not resolve from here)."""
+    if not current_app.config.get("SAGAN_ALLOW_PRIVATE_URLS"):
+        resolve_allowed(host, field=field)
 
 
 def webhook_payload(experiment: Experiment) -> dict:
@@ -67,9 +95,30 @@ def deliver(experiment_id) -> int:
     experiment = db.session.get(Experiment, experiment_id)
     if not url or experiment is None or experiment.status not in registry.OWNER_TURN_STATUSES:
         return 0  # unset since, or the owner already acted
-    response = httpx.post(url, json=webhook_payload(experiment), timeout=TIMEOUT_SECONDS)
+    response = post_pinned(url, webhook_payload(experiment))
     response.raise_for_status()
     return response.status_code
+
+
+def post_pinned(url: str, body: dict) -> httpx.Response:
+    """POST `body` as JSON to `url`, connecting only to an address checked just now.
+
+    The host was checked when the owner saved the URL, but DNS can answer differently
+    later (rebinding: public at save, 127.0.0.1 or 169.254.169.254 at delivery). So the
+    name is resolved once here, that address checked, and the connection made to that
+    address — the Host header and TLS (SNI and certificate) still name the host. No
+    environment proxy and no redirects: either would connect somewhere not checked.
+    """
+    parts = urlsplit(url)
+    address = resolve_allowed(parts.hostname)[0]
+    literal = f"[{address}]" if ":" in address else address
+    netloc = literal + (f":{parts.port}" if parts.port else "")
+    pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+    host_header = parts.hostname + (f":{parts.port}" if parts.port else "")
+    with httpx.Client(trust_env=False, follow_redirects=False, timeout=TIMEOUT_SECONDS) as client:
+        request = client.build_request("POST", pinned, json=body, headers={"Host": host_header},
+                                       extensions={"sni_hostname": parts.hostname})
+        return client.send(request)
 
 
 def _hook(experiment_id, actor, metadata) -> None:

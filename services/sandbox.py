@@ -15,15 +15,20 @@ process or environment. One command = one bubblewrap sandbox:
 - **environment**: built from scratch (PATH, HOME=/tmp, locale); none of Sagan's or the
   providers' secrets, whatever the server's environment holds.
 - **limits**: CPU time, address space, file size and process count per process (prlimit),
-  a wall-clock timeout for the whole sandbox, and an output cap; past the timeout or the
-  cap the whole sandbox is killed. Killing bwrap is enough: the sandbox has its own pid
+  a wall-clock timeout for the whole sandbox, an output cap, and a total of what one
+  command may add to a writable worktree (SAGAN_SANDBOX_WORKTREE_WRITE_MB: the worktree's
+  disk use is measured before the command and re-measured while it runs); past the
+  timeout or either cap the whole sandbox is killed. Killing bwrap is enough: the sandbox has its own pid
   namespace and bwrap runs with --die-with-parent, so no background process outlives it.
 
 Limits of this design (say them, don't hide them): rlimits are per process, not a cgroup
 total, so a command may use N × the memory limit with N processes (the process limit
 bounds N); the sandbox user is shared by every sandbox (a dedicated account, never the local
-pods' one); `/usr` is readable; there is no seccomp
-filter beyond bubblewrap's defaults.
+pods' one); `/usr` is readable; there is no seccomp filter beyond bubblewrap's defaults; the
+worktree quota is a watchdog, not a file-system quota — it is checked a few times a second
+(DISK_CHECK_SECONDS), so a command can pass it by what it writes in that interval (each file
+is still capped by RLIMIT_FSIZE) before it is stopped, and what it wrote stays in the
+worktree for the next command to see.
 
 Where bubblewrap is missing, nothing runs: every call raises SandboxUnavailable with
 what to install.
@@ -35,7 +40,9 @@ import pwd
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +56,9 @@ MOUNT_POINT = "/worktree"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A fork bomb stops here; a test suite with a worker pool does not (threads count too).
 PROCESS_LIMIT = 1024
+# How often a running command's growth of the worktree is measured (at least; a measure
+# that takes long, on a huge worktree, is spaced out to keep it under a fifth of the time).
+DISK_CHECK_SECONDS = 0.25
 INSTALL_HINT = ("bubblewrap (bwrap) is not installed, so Sagan will not run agent-written code or tests. "
                 "Install it on the host that serves the `local` queue: Debian/Ubuntu `apt-get install "
                 "bubblewrap`, Fedora `dnf install bubblewrap`.")
@@ -75,6 +85,7 @@ class Limits:
     memory_mb: int
     output_bytes: int
     tmp_mb: int
+    worktree_write_mb: int = 1024
 
     @classmethod
     def from_config(cls, config=None, **overrides) -> "Limits":
@@ -83,7 +94,8 @@ class Limits:
                   "cpu_seconds": int(config["SAGAN_SANDBOX_CPU_SECONDS"]),
                   "memory_mb": int(config["SAGAN_SANDBOX_MEMORY_MB"]),
                   "output_bytes": int(config["SAGAN_SANDBOX_OUTPUT_BYTES"]),
-                  "tmp_mb": int(config["SAGAN_SANDBOX_TMP_MB"])}
+                  "tmp_mb": int(config["SAGAN_SANDBOX_TMP_MB"]),
+                  "worktree_write_mb": int(config["SAGAN_SANDBOX_WORKTREE_WRITE_MB"])}
         values.update(overrides)
         return cls(**values)
 
@@ -99,14 +111,24 @@ class Outcome:
     timed_out: bool = False
     output_capped: bool = False
     limits: Limits | None = None
+    disk_capped: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.output_capped
+        return self.exit_code == 0 and not self.timed_out and not self.output_capped and not self.disk_capped
+
+    @property
+    def stopped(self) -> bool:
+        """Was the sandbox killed for passing a limit (rather than ending by itself)?"""
+        return self.timed_out or self.output_capped or self.disk_capped
 
     def status_line(self) -> str:
         if self.timed_out:
             return f"[stopped: still running after the {self.limits.timeout:g} s timeout; the sandbox was killed]"
+        if self.disk_capped:
+            return (f"[stopped: the command wrote more than {self.limits.worktree_write_mb:,} MB into the worktree "
+                    "(SAGAN_SANDBOX_WORKTREE_WRITE_MB); the sandbox was killed. What it wrote is still there: "
+                    "remove it before running more]")
         if self.output_capped:
             return (f"[stopped: output passed the cap of {self.limits.output_bytes:,} bytes; the sandbox was "
                     "killed and the output is shown up to the cap]")
@@ -226,11 +248,13 @@ def _data_pipe(text: str) -> int:
 
 
 def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits: Limits | None = None,
-        shown_as: str | None = None) -> Outcome:
+        shown_as: str | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Outcome:
     """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it.
 
     `argv[0]` is looked up on the sandbox's PATH. The caller decides what may run (the
-    allowlist lives with the code tools); this function decides how.
+    allowlist lives with the code tools); this function decides how. `stdin` is fed to
+    the command (else it reads nothing); `env` adds variables to the built-from-scratch
+    environment (never Sagan's own).
     """
     bwrap, prlimit = check_available()
     limits = limits or Limits.from_config()
@@ -249,25 +273,86 @@ def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits:
         # user=/group= drop privileges between fork and exec without running Python in the
         # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=environment(), cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
+            command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, env={**environment(), **(env or {})}, cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
             **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
     except OSError as exc:
         raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
     finally:
         os.close(passwd_fd)
         os.close(group_fd)
-    output, timed_out, capped = _collect(process, limits, started)
+    if stdin is not None:
+        # A thread, so a command that writes before it has read everything cannot deadlock us.
+        threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
+    quota = DiskQuota(worktree, limits.worktree_write_mb) if writable else None
+    output, timed_out, capped, disk_capped = _collect(process, limits, started, quota)
     return Outcome(command=shown_as or " ".join(argv), exit_code=process.returncode, output=output,
-                   seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits)
+                   seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits,
+                   disk_capped=disk_capped)
 
 
-def _collect(process: subprocess.Popen, limits: Limits, started: float) -> tuple[str, bool, bool]:
-    """Read the merged output until EOF, the timeout or the cap; kill the sandbox on the latter two."""
+def _feed(pipe, data: bytes) -> None:
+    try:
+        pipe.write(data)
+    except (BrokenPipeError, ValueError):
+        pass  # the command stopped reading (or was killed): nothing to do
+    finally:
+        try:
+            pipe.close()
+        except BrokenPipeError:
+            pass
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes of disk the tree at `path` occupies (allocated blocks; hard links counted once).
+
+    fwalk without following links: the tree belongs to the sandbox, which may swap a folder
+    for a link to somewhere large while we count.
+    """
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for _folder, dirs, files, folder_fd in os.fwalk(path, follow_symlinks=False, onerror=lambda _exc: None):
+        for name in dirs + files:
+            try:
+                info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            except OSError:
+                continue  # removed meanwhile
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                if (info.st_dev, info.st_ino) in seen:
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+    return total
+
+
+class DiskQuota:
+    """What one command may add to the worktree, measured from before it started."""
+
+    def __init__(self, worktree: Path, megabytes: int):
+        self.worktree = worktree
+        self.allowed = megabytes * 1024 * 1024
+        self.baseline = disk_usage(worktree)
+        self.next_check = 0.0
+
+    def exceeded(self, now: float) -> bool:
+        """True once the worktree grew past the quota; measures at most every DISK_CHECK_SECONDS."""
+        if now < self.next_check:
+            return False
+        measuring = time.monotonic()
+        grown = disk_usage(self.worktree) - self.baseline
+        took = time.monotonic() - measuring
+        self.next_check = time.monotonic() + max(DISK_CHECK_SECONDS, 4 * took)
+        return grown > self.allowed
+
+
+def _collect(process: subprocess.Popen, limits: Limits, started: float,
+             quota: DiskQuota | None = None) -> tuple[str, bool, bool, bool]:
+    """Read the merged output until EOF, the timeout, the output cap or the worktree quota;
+    kill the sandbox on the last three."""
     deadline = started + limits.timeout
     chunks: list[bytes] = []
     size = 0
-    timed_out = capped = False
+    timed_out = capped = disk_capped = False
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     fd = process.stdout.fileno()
@@ -277,7 +362,10 @@ def _collect(process: subprocess.Popen, limits: Limits, started: float) -> tuple
             if remaining <= 0:
                 timed_out = True
                 break
-            if not selector.select(min(remaining, 0.5)):
+            if quota is not None and quota.exceeded(time.monotonic()):
+                disk_capped = True
+                break
+            if not selector.select(min(remaining, DISK_CHECK_SECONDS)):
                 continue
             data = os.read(fd, 65536)
             if not data:
@@ -288,17 +376,23 @@ def _collect(process: subprocess.Popen, limits: Limits, started: float) -> tuple
             if size > limits.output_bytes:
                 capped = True
                 break
-        if not (timed_out or capped):
-            try:
-                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
+        # Output closed: the command is ending, or closed its stdout and carries on writing.
+        while not (timed_out or capped or disk_capped) and process.poll() is None:
+            if time.monotonic() >= deadline:
                 timed_out = True
+            elif quota is not None and quota.exceeded(time.monotonic()):
+                disk_capped = True
+            else:
+                try:
+                    process.wait(timeout=min(max(deadline - time.monotonic(), 0.01), DISK_CHECK_SECONDS))
+                except subprocess.TimeoutExpired:
+                    pass
     finally:
         selector.close()
-        if timed_out or capped or process.poll() is None:
+        if timed_out or capped or disk_capped or process.poll() is None:
             _kill(process)
         process.stdout.close()
-    return b"".join(chunks).decode("utf-8", errors="replace"), timed_out, capped
+    return b"".join(chunks).decode("utf-8", errors="replace"), timed_out, capped, disk_capped
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -1,6 +1,8 @@
 """Owner-editable settings: stored in the Setting table, defaults from config.py."""
 from __future__ import annotations
 
+import re
+
 from flask import current_app
 
 from models import Setting, db
@@ -103,13 +105,19 @@ def update_pricing(form: dict) -> None:
     put("daily_cap_usd", daily)
 
 
-def check_repo_url(url: str) -> str:
-    """The research repository (SPEC §6.11): https or ssh only; a local path or file:// only
-    with SAGAN_ALLOW_LOCAL_REPO=1 (tests use a local git fixture)."""
-    import re
+# ssh URLs as git reads them: ssh://[user@]host[:port]/path, or scp-style [user@]host:path.
+# No part may start with "-": git hands the host (and user) to ssh as an argument, and
+# "-oProxyCommand=…" there is a command Sagan's user would run.
+_SSH_URL = re.compile(r"ssh://(?:(?P<user>[\w.-]+)@)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?"
+                      r"/(?P<path>[\w./~-]+)")
+_SCP_URL = re.compile(r"(?:(?P<user>[\w.-]+)@)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):(?P<path>[\w./~-]+)")
 
+
+def check_repo_url(url: str) -> str:
+    """The research repository (SPEC §6.11): https or ssh only, to a public host; a local
+    path or file:// only with SAGAN_ALLOW_LOCAL_REPO=1 (tests use a local git fixture)."""
     from services.errors import ValidationError
-    from services.notify import check_outbound_url
+    from services.notify import check_host, check_outbound_url
     url = (url or "").strip()
     if not url:
         raise ValidationError("Give the repository's git URL.", field="research_repo_url")
@@ -119,17 +127,26 @@ def check_repo_url(url: str) -> str:
         raise ValidationError("A local repository path needs SAGAN_ALLOW_LOCAL_REPO=1; use an https or ssh URL.",
                               field="research_repo_url")
     if url.startswith("https://"):
-        return check_outbound_url(url)
-    if re.fullmatch(r"(ssh://)?[\w.-]+@[\w.-]+(:\d+)?[:/][\w./~-]+", url):
-        return url
-    raise ValidationError("The repository URL must be https://… or ssh (git@host:org/repo.git).",
-                          field="research_repo_url")
+        try:
+            return check_outbound_url(url)
+        except ValidationError as exc:
+            raise ValidationError(exc.message, field="research_repo_url") from None
+    match = _SSH_URL.fullmatch(url) or (None if "://" in url else _SCP_URL.fullmatch(url))
+    if match is None:
+        raise ValidationError("The repository URL must be https://… or ssh (git@host:org/repo.git or "
+                              "ssh://git@host/org/repo.git).", field="research_repo_url")
+    for part in ("user", "host", "path"):
+        if (match.group(part) or "").startswith("-"):
+            raise ValidationError(f"The repository URL's {part} starts with '-', which ssh would read as an "
+                                  "option (e.g. -oProxyCommand=…); refused.", field="research_repo_url")
+    if match.groupdict().get("port") and not 0 < int(match.group("port")) < 65536:
+        raise ValidationError("The repository URL's port must be between 1 and 65535.", field="research_repo_url")
+    check_host(match.group("host"), field="research_repo_url")  # the same public-host rule as https
+    return url
 
 
 def update_research_repo(form: dict) -> None:
     """Store the research repository settings after checking them; the caller commits."""
-    import re
-
     from services.errors import ValidationError
     url = check_repo_url(form.get("research_repo_url", ""))
     branch = (form.get("research_repo_branch") or "main").strip()
@@ -161,3 +178,18 @@ def update_research_repo(form: dict) -> None:
     put("research_repo_dir", folder)
     for name, value in {**commands, **credentials}.items():
         put(name, value)
+
+
+REPO_KEYS = ("research_repo_url", "research_repo_branch", "research_repo_test_command", "research_repo_lint_command",
+             "research_repo_dir", "research_repo_token_env", "research_repo_ssh_key_env")
+
+
+def clear_research_repo(confirm: str | None) -> None:
+    """Forget the research repository (URL, branch, commands) once the owner confirmed it;
+    the caller commits. Worktrees already made stay on disk until their experiments close."""
+    from services.errors import ValidationError
+    if confirm != "yes":
+        raise ValidationError("Tick the box to confirm: code agents and pods will stop using the repository.",
+                              field="confirm")
+    for key in REPO_KEYS:
+        put(key, None)

@@ -220,7 +220,18 @@ def _mirror_git(mirror: Path, *args: str, check: bool = True) -> subprocess.Comp
                 what=f"git {args[0]}")
 
 
+def _check_remote(url: str) -> None:
+    """The repository's host is re-checked before every fetch and push, not only when the
+    owner saved it: its DNS may point somewhere private by now (services.notify)."""
+    try:
+        settings.check_repo_url(url)
+    except SaganError as exc:
+        raise WorkspaceError(f"The research repository is not reachable safely: {exc.message}",
+                             code="repo_refused") from None
+
+
 def _remote_git(mirror: Path, url: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    _check_remote(url)
     return _run(["git", f"--git-dir={mirror}", "-c", "core.hooksPath=/dev/null", *args], env=_remote_env(url),
                 check=check, what=f"git {args[0]}")
 
@@ -232,16 +243,10 @@ def _sandbox_account() -> pwd.struct_passwd | None:
     return sandbox_user()
 
 
-def hand_over(*paths: Path) -> None:
-    """Give files Sagan wrote in a worktree to the sandbox user (only when we are root)."""
+def sandbox_owner() -> tuple[int, int] | None:
+    """(uid, gid) that files Sagan writes in a worktree are given to; None when not root."""
     user = _sandbox_account()
-    if user is None:
-        return
-    for path in paths:
-        try:
-            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
+    return (user.pw_uid, user.pw_gid) if user else None
 
 
 def _hand_over_tree(path: Path) -> None:
@@ -249,9 +254,11 @@ def _hand_over_tree(path: Path) -> None:
     if user is None:
         return
     os.chown(path, user.pw_uid, user.pw_gid)
-    for folder, dirs, files in os.walk(path):
+    # fwalk, not walk: each folder is opened through its parent's descriptor without
+    # following links, so a folder swapped for a link mid-walk cannot redirect a chown.
+    for _folder, dirs, files, folder_fd in os.fwalk(path, follow_symlinks=False):
         for name in dirs + files:
-            os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
+            os.chown(name, user.pw_uid, user.pw_gid, dir_fd=folder_fd, follow_symlinks=False)
 
 
 def check_reachable(path: Path) -> None:
@@ -333,8 +340,10 @@ def _clone(url: str, mirror: Path) -> None:
     partial = mirror.with_name(mirror.name + ".partial")
     if partial.exists():
         shutil.rmtree(partial)
-    # --no-local: never hard-link objects owned by someone else into Sagan's clone.
-    _run(["git", "-c", "core.hooksPath=/dev/null", "clone", "--bare", "--no-local", "--quiet", url, str(partial)],
+    # --no-local: never hard-link objects owned by someone else into Sagan's clone; "--":
+    # the URL is never read as an option, whatever it looks like.
+    _check_remote(url)
+    _run(["git", "-c", "core.hooksPath=/dev/null", "clone", "--bare", "--no-local", "--quiet", "--", url, str(partial)],
          env=_remote_env(url), what="git clone")
     _mirror_git(partial, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
     partial.chmod(0o700)

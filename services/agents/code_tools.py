@@ -4,7 +4,10 @@ experiment's own worktree, and nowhere else.
 Every call takes the worktree's lock (services.workspaces.locked) for its whole duration,
 so two agents never write one worktree at once. Paths are relative to the repository
 root; absolute paths, `..`, anything under `.git` and symbolic links that lead out of the
-worktree are refused before any file is touched. Commands run only in the sandbox
+worktree are refused before any file is touched; and since code running as the sandbox
+user may swap a folder for a link at any moment, files are then opened, read, written and
+handed over link by link without following any (services/worktree_io.py), so what was
+checked is what is touched. Only regular files are read. Commands run only in the sandbox
 (services.sandbox): the repository's configured test and lint commands, or one program
 from SAGAN_SANDBOX_COMMANDS, without a shell. Agents that cannot write files (reviewers)
 get the worktree read-only inside the sandbox too.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -23,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from flask import current_app
 
 from models import CodeCommit, db
-from services import events, sandbox, settings, workspaces
+from services import events, sandbox, settings, workspaces, worktree_io
 from services.agents.tools import ToolContext, ToolResult, tool
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, SaganError, ValidationError
@@ -122,6 +126,15 @@ def resolve(ws: workspaces.Workspace, raw: str, *, allow_root: bool = False) -> 
     return real
 
 
+def _root(ws: workspaces.Workspace) -> Path:
+    return Path(os.path.realpath(ws.path))
+
+
+def _parts(ws: workspaces.Workspace, real: Path) -> tuple[str, ...]:
+    """The components of a resolved path below the worktree root, for worktree_io's no-follow walk."""
+    return real.relative_to(_root(ws)).parts
+
+
 def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
     """Head and tail of a long text, so both the start and the end (the verdict) show."""
     if len(text) <= limit:
@@ -143,23 +156,29 @@ def list_files(ctx: ToolContext, data: dict) -> ToolResult:
         start = resolve(ws, data.get("path") or ".", allow_root=True)
         if not start.is_dir():
             raise PathRefused(f"{data.get('path')!r} is not a folder.", field="path")
-        root = Path(os.path.realpath(ws.path))
+        prefix = _parts(ws, start)
         lines: list[str] = []
-        for folder, dirs, files in os.walk(start):  # never follows symbolic links
-            dirs[:] = sorted(d for d in dirs if d != ".git")
-            here = Path(folder)
-            for name in sorted(dirs) + sorted(f for f in files if not (here == root and f == ".git")):
-                path = here / name
-                rel = path.relative_to(root).as_posix()
-                if path.is_symlink():
-                    lines.append(f"{rel} -> {os.readlink(path)}")
-                elif path.is_dir():
-                    lines.append(rel + "/")
-                else:
-                    lines.append(rel)
-                if len(lines) >= LIST_MAX:
-                    lines.append(f"… (stopped at {LIST_MAX} entries; list a subfolder)")
-                    return ToolResult("\n".join(lines))
+        # fwalk from a descriptor opened link by link: a folder swapped for a link while we
+        # list is not entered (os.walk would list wherever the link points).
+        with worktree_io.folder(_root(ws), prefix) as start_fd:
+            for folder, dirs, files, folder_fd in os.fwalk(".", dir_fd=start_fd, follow_symlinks=False):
+                dirs[:] = sorted(d for d in dirs if d != ".git")
+                here = PurePosixPath(*prefix, *PurePosixPath(folder).parts)  # "./a" has the parts ("a",)
+                for name in sorted(dirs) + sorted(f for f in files if not (here == PurePosixPath() and f == ".git")):
+                    rel = (here / name).as_posix()
+                    try:
+                        mode = os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISLNK(mode):
+                        lines.append(f"{rel} -> {os.readlink(name, dir_fd=folder_fd)}")
+                    elif stat.S_ISDIR(mode):
+                        lines.append(rel + "/")
+                    else:
+                        lines.append(rel)
+                    if len(lines) >= LIST_MAX:
+                        lines.append(f"… (stopped at {LIST_MAX} entries; list a subfolder)")
+                        return ToolResult("\n".join(lines))
         return ToolResult("\n".join(lines) or "(empty)")
     return _in_worktree(ctx, work, "list_files")
 
@@ -170,12 +189,10 @@ def list_files(ctx: ToolContext, data: dict) -> ToolResult:
 def read_file(ctx: ToolContext, data: dict) -> ToolResult:
     def work(ws):
         path = resolve(ws, data["path"])
-        if not path.is_file():
-            raise PathRefused(f"{data['path']!r} is not a file in the worktree.", field="path")
-        if path.stat().st_size > READ_MAX_BYTES:
-            raise ValidationError(f"{data['path']} is {path.stat().st_size:,} bytes; read it in line ranges "
+        raw, size = worktree_io.read_regular(_root(ws), _parts(ws, path), max_bytes=READ_MAX_BYTES)
+        if raw is None:
+            raise ValidationError(f"{data['path']} is {size:,} bytes; read it in line ranges "
                                   "after finding the lines with search.", field="path")
-        raw = path.read_bytes()
         if b"\x00" in raw[:8192]:
             return ToolResult(f"{data['path']} is a binary file ({len(raw):,} bytes); not shown.")
         lines = raw.decode("utf-8", errors="replace").splitlines()
@@ -192,26 +209,42 @@ def read_file(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 # The search runs in a child process of Sagan's own interpreter so a pathological regex
-# (catastrophic backtracking holds the GIL) can be stopped by a timeout. It never follows
-# symbolic links, so it cannot read outside the worktree.
+# (catastrophic backtracking holds the GIL) can be stopped by a timeout. It reads only
+# regular files, reached link by link without following any (the same walk as
+# services/worktree_io.py, restated because this script cannot import Sagan): a FIFO would
+# block the open until someone writes to it, and a device (/dev/zero) never ends.
 _SEARCH_SCRIPT = r"""
-import fnmatch, os, re, sys
+import fnmatch, os, re, stat, sys
 root, start, pattern, glob, flags, limit = sys.argv[1:7]
 regex = re.compile(pattern, re.IGNORECASE if flags == "i" else 0)
+DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+fd = os.open(root, DIR)
+for part in [p for p in start.split("/") if p]:
+    try:
+        child = os.open(part, DIR, dir_fd=fd)
+    except OSError:
+        sys.exit(0)  # swapped for a link or removed since it was checked: nothing to search
+    os.close(fd)
+    fd = child
 found = 0
-for folder, dirs, files in os.walk(start):
+for folder, dirs, files, folder_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
     dirs[:] = sorted(d for d in dirs if d != ".git")
     for name in sorted(files):
-        path = os.path.join(folder, name)
-        rel = os.path.relpath(path, root)
-        if name == ".git" or os.path.islink(path) or (glob and not fnmatch.fnmatch(rel, glob)
-                                                         and not fnmatch.fnmatch(name, glob)):
+        rel = os.path.normpath(os.path.join(start, folder, name))
+        if name == ".git" or (glob and not fnmatch.fnmatch(rel, glob) and not fnmatch.fnmatch(name, glob)):
             continue
         try:
-            if os.path.getsize(path) > 2_000_000:
-                continue
-            with open(path, "rb") as handle:
-                data = handle.read()
+            info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > 2_000_000:
+                continue  # links, FIFOs, sockets, devices, large files
+            handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+            try:
+                opened = os.fstat(handle)
+                if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                    continue  # swapped between the look and the open
+                data = os.read(handle, 2_000_001)
+            finally:
+                os.close(handle)
         except OSError:
             continue
         if b"\0" in data[:8192]:
@@ -239,9 +272,11 @@ def search(ctx: ToolContext, data: dict) -> ToolResult:
 
     def work(ws):
         start = resolve(ws, data.get("path") or ".", allow_root=True)
+        if not start.is_dir():
+            raise PathRefused(f"{data.get('path')!r} is not a folder; search a folder (or the root).", field="path")
         try:
             result = subprocess.run(
-                [sys.executable, "-I", "-S", "-c", _SEARCH_SCRIPT, os.path.realpath(ws.path), str(start),
+                [sys.executable, "-I", "-S", "-c", _SEARCH_SCRIPT, str(_root(ws)), "/".join(_parts(ws, start)),
                  data["pattern"], data.get("glob") or "", "i" if data.get("ignore_case") else "",
                  str(SEARCH_MAX_MATCHES)], capture_output=True, text=True, errors="replace",
                 timeout=SEARCH_TIMEOUT, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
@@ -256,22 +291,6 @@ def search(ctx: ToolContext, data: dict) -> ToolResult:
 
 # --- writing -----------------------------------------------------------------------------------
 
-def _make_parents(ws: workspaces.Workspace, path: Path) -> None:
-    root = Path(os.path.realpath(ws.path))
-    missing = []
-    for parent in path.parents:
-        if parent == root or root not in parent.parents:
-            break
-        if parent.exists() or parent.is_symlink():
-            if parent.is_symlink() or not parent.is_dir():
-                raise PathRefused(f"{parent.relative_to(root)} is not a folder.", field="path")
-            break
-        missing.append(parent)
-    for folder in reversed(missing):
-        folder.mkdir(mode=0o755)
-        workspaces.hand_over(folder)
-
-
 @tool("write_file", "Create or replace a text file in the worktree with the given content.",
       {"path": {"type": "string", "maxLength": 1000}, "content": {"type": "string", "maxLength": WRITE_MAX}},
       ["path", "content"], own_transaction=True)
@@ -282,14 +301,7 @@ def write_file(ctx: ToolContext, data: dict) -> ToolResult:
 
     def work(ws):
         path = resolve(ws, data["path"])
-        if path.is_dir():
-            raise PathRefused(f"{data['path']!r} is a folder.", field="path")
-        existed = path.exists()
-        _make_parents(ws, path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        workspaces.hand_over(path)
+        existed = worktree_io.write_regular(_root(ws), _parts(ws, path), content, owner=workspaces.sandbox_owner())
         verb = "Replaced" if existed else "Created"
         return ToolResult(f"{verb} {path.relative_to(os.path.realpath(ws.path)).as_posix()} "
                           f"({len(content):,} bytes, {data['content'].count(chr(10)) + 1} lines).")
@@ -324,35 +336,33 @@ def apply_patch(ctx: ToolContext, data: dict) -> ToolResult:
         # Models often miscount hunk lengths; --recount forgives that, but misreads a patch of
         # several files without `diff --git` lines. Take the patch as written first.
         flags = [f"-p{strip}", "--whitespace=nowarn"]
-        check = workspaces.git(ws, "apply", "--check", "--verbose", *flags, input=patch, check=False)
-        if check.returncode != 0:
-            recounted = workspaces.git(ws, "apply", "--check", *flags, "--recount", input=patch, check=False)
-            if recounted.returncode == 0:
+        check = _git_apply_in_sandbox(ws, ["--check", "--verbose", *flags], patch, writable=False)
+        if check.exit_code != 0:
+            recounted = _git_apply_in_sandbox(ws, ["--check", *flags, "--recount"], patch, writable=False)
+            if recounted.exit_code == 0:
                 flags.append("--recount")
                 check = recounted
-        if check.returncode != 0:
+        if check.exit_code != 0:
             raise ValidationError("The patch does not apply, so nothing was changed. Read the current lines "
                                   "with read_file and send a patch whose context matches them:\n"
-                                  + (check.stderr or check.stdout).strip()[-3000:], field="patch",
-                                  code="patch_does_not_apply")
-        workspaces.git(ws, "apply", *flags, input=patch, what="git apply")
-        touched = []
-        for path in dict.fromkeys(paths):
-            real = resolve(ws, path)
-            if real.exists():
-                _hand_over_with_parents(ws, real)
-                touched.append(path)
+                                  + check.output.strip()[-3000:], field="patch", code="patch_does_not_apply")
+        applied = _git_apply_in_sandbox(ws, flags, patch, writable=True)
+        if not applied.ok:
+            raise workspaces.WorkspaceError(f"git apply failed: {applied.output.strip()[-2000:]} "
+                                            f"{applied.status_line()}")
+        touched = [path for path in dict.fromkeys(paths) if resolve(ws, path).exists()]
         return ToolResult(f"Applied the patch to {len(touched)} file(s): {', '.join(touched) or '(files removed)'}.")
     return _in_worktree(ctx, work, "apply_patch")
 
 
-def _hand_over_with_parents(ws: workspaces.Workspace, path: Path) -> None:
-    root = Path(os.path.realpath(ws.path))
-    workspaces.hand_over(path)
-    for parent in path.parents:
-        if parent == root or root not in parent.parents:
-            break
-        workspaces.hand_over(parent)
+def _git_apply_in_sandbox(ws: workspaces.Workspace, args: list[str], patch: str, *, writable: bool):
+    """`git apply` as the sandbox user inside the sandbox, never as Sagan: whatever links the
+    worktree holds or grows meanwhile, the patch can only reach what sandboxed code could.
+    GIT_DIR=/dev/null makes it a plain patch tool (the worktree's `.git` points at metadata
+    the sandbox does not see)."""
+    return sandbox.run(ws.path, ["git", "apply", *args], writable=writable, stdin=patch.encode(),
+                       env={"GIT_DIR": "/dev/null"}, limits=sandbox.Limits.from_config(timeout=60.0),
+                       shown_as="git apply " + " ".join(args))
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -424,7 +434,7 @@ def run_command(ctx: ToolContext, data: dict) -> ToolResult:
         text = outcome.describe()
         if not writable:
             text += "\n(The worktree was read-only for this command: reviewers do not change the code.)"
-        return ToolResult(_clip(text), is_error=outcome.timed_out or outcome.output_capped)
+        return ToolResult(_clip(text), is_error=outcome.stopped)
     return _in_worktree(ctx, work, "run_command")
 
 

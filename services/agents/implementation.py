@@ -557,6 +557,7 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
                 db.session.commit()
                 checks.append({"role": role, "command": command, "exit_code": outcome.exit_code,
                                "timed_out": outcome.timed_out, "output_capped": outcome.output_capped,
+                               "disk_capped": outcome.disk_capped,
                                "seconds": round(outcome.seconds, 2), "ok": outcome.ok})
                 tails.append(f"$ {command}\n{outcome.tail(3000)}\n{outcome.status_line()}")
             passed = all(c["ok"] for c in checks)

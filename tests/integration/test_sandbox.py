@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 
 import pytest
@@ -111,6 +112,18 @@ def test_write_then_patch_then_commit_records_the_commit(implementer, research_r
     assert call(implementer, "git_commit", message="again").content.startswith("Nothing to commit")
 
 
+def test_patches_are_applied_as_the_sandbox_user(implementer, research_repo):  # noqa: F811
+    """git apply runs inside the sandbox: what it creates belongs to the sandbox user, and a
+    folder it writes through could only ever lead where sandboxed code may write anyway."""
+    patch = "--- /dev/null\n+++ b/notes/new.md\n@@ -0,0 +1 @@\n+hello\n"
+    applied = call(implementer, "apply_patch", patch=patch)
+    assert not applied.is_error and "notes/new.md" in applied.content, applied.content
+    created = research_repo.worktree(implementer.experiment.number) / "notes" / "new.md"
+    assert created.read_text() == "hello\n"
+    if os.geteuid() == 0:
+        assert created.stat().st_uid == created.parent.stat().st_uid == sandbox.sandbox_user().pw_uid
+
+
 def test_a_patch_whose_hunks_do_not_apply_changes_nothing(implementer, research_repo):  # noqa: F811
     """Does apply_patch refuse a stale hunk, keep every file as it was and say how to fix it?"""
     call(implementer, "list_files")
@@ -144,6 +157,43 @@ def test_search_finds_lines_and_rejects_bad_patterns(implementer):
     result = call(implementer, "search", pattern=r"def \w+", glob="*.py")
     assert "stats.py:4: def mean(values):" in result.content
     assert call(implementer, "search", pattern="(").content.startswith("invalid_input:")
+
+
+def test_search_skips_fifos_and_devices_instead_of_hanging(implementer, research_repo):  # noqa: F811
+    """Issue 17 item 12: a FIFO in the worktree blocked search's open() until its 30 s timeout
+    (and /dev/zero's twin would be read forever); now only regular files are read."""
+    from services.agents import code_tools
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    os.mkfifo(worktree / "a_pipe.py")
+    if os.geteuid() == 0:
+        os.mknod(worktree / "b_zero.py", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # what /dev/zero is
+    started = time.monotonic()
+    result = call(implementer, "search", pattern=r"def \w+", glob="*.py")
+    assert time.monotonic() - started < code_tools.SEARCH_TIMEOUT / 3, result.content
+    assert not result.is_error and "stats.py:4: def mean(values):" in result.content, result.content
+    for path in ("a_pipe.py", "b_zero.py") if os.geteuid() == 0 else ("a_pipe.py",):
+        started = time.monotonic()
+        read = call(implementer, "read_file", path=path)
+        assert read.is_error and "not a regular file" in read.content, read.content
+        written = call(implementer, "write_file", path=path, content="x")
+        assert written.is_error and written.content.startswith("path_refused:"), written.content
+        assert time.monotonic() - started < 5
+
+
+def test_write_file_refuses_a_file_with_another_hard_link(implementer, research_repo, tmp_path):  # noqa: F811
+    """A hard link to a file outside would let a truncating write change that file too."""
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    outside = worktree.parent / "outside-target.txt"  # same file system, outside the worktree
+    outside.write_text("keep me\n")
+    try:
+        os.link(outside, worktree / "linked.txt")
+        written = call(implementer, "write_file", path="linked.txt", content="overwritten\n")
+        assert written.is_error and "another hard link" in written.content, written.content
+        assert outside.read_text() == "keep me\n"
+    finally:
+        outside.unlink()
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -204,6 +254,27 @@ def test_output_over_the_cap_stops_the_command(implementer, app, monkeypatch):
                   command="python3 -c \"import sys\nwhile True: sys.stdout.write('x' * 1000)\"")
     assert result.is_error and "output passed the cap of 10,000 bytes" in result.content
     assert result.content.count("x") <= 10_100
+
+
+def test_a_command_writing_past_the_worktree_quota_is_stopped(implementer, app, research_repo, monkeypatch):  # noqa: F811
+    """Issue 17 item 12: RLIMIT_FSIZE caps each file, not their number, so a command writing
+    many files could fill the disk; now the worktree's growth is capped per command."""
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_WORKTREE_WRITE_MB", 5)
+    call(implementer, "list_files")
+    worktree = research_repo.worktree(implementer.experiment.number)
+    before = sandbox.disk_usage(worktree)
+    # 100 files of 1 MiB, each well under the per-file limit; unchecked, 100 MiB.
+    result = call(implementer, "run_command", command="python3 -c \"import time\nfor i in range(100):\n"
+                  "    open(f'blob{i}.bin', 'wb').write(bytes(1 << 20)); time.sleep(0.02)\nprint('all written')\"")
+    grown = (sandbox.disk_usage(worktree) - before) / (1 << 20)
+    assert result.is_error and "wrote more than 5 MB into the worktree" in result.content, result.content
+    assert "all written" not in result.content.splitlines()  # the command itself is echoed above
+    assert 5 < grown < 40, grown  # stopped within a check interval or two of passing the quota
+    # …and a command that stays under it runs as usual.
+    for blob in worktree.glob("blob*.bin"):
+        blob.unlink()
+    small = call(implementer, "run_command", command="python3 -c \"open('small.bin', 'wb').write(bytes(1 << 20))\"")
+    assert not small.is_error and "[exit 0" in small.content, small.content
 
 
 def test_cpu_time_limit_kills_a_busy_loop(implementer, app, monkeypatch):
