@@ -354,4 +354,4 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 # Code tools (worktree, sandbox, git) and the code loop's `code_step` register themselves here.
-from services.agents import code_tools, implementation  # noqa: E402,F401
+from services.agents import code_tools, implementation, repo_tools  # noqa: E402,F401
