@@ -266,7 +266,7 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
                                           f"({', '.join(definition.tools)}).", is_error=True)
             runs.append_event(run.id, "tool_result", result.content,
                               {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
-            results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),
+            results.append({"type": "tool_result", "tool_use_id": block["id"], "content": result.api_content(),
                             "is_error": result.is_error})
             effects += result.effects
             enqueue += result.enqueue

@@ -271,7 +271,7 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
         existing.content, existing.size, existing.sha256, existing.content_type = \
             content, len(content), digest, content_type
     db.session.flush()
-    _figure_for(existing)
+    figure_for(existing)
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "artifact_uploaded", name,
                           {"pod_id": str(pod.id), "size": len(content), "sha256": digest})
@@ -281,7 +281,7 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
 FIGURE_KINDS = {"image/svg+xml": "svg", "image/png": "image", "image/jpeg": "image", "text/html": "html_artifact"}
 
 
-def _figure_for(artifact: Artifact) -> None:
+def figure_for(artifact: Artifact) -> None:
     """SVG, images and HTML become figures; SVG and HTML are sanitized now, on write (SPEC §8.2)."""
     from models import Figure
     from services.sanitize import sanitize_result_html
