@@ -46,30 +46,48 @@ OUTPUT_MOUNT = "/output"
 CODE_MAX = 100_000
 MARK = "=== sagan-analysis-trailer "
 IMAGES_SHOWN = 3
+PRINTED_SHOWN = 40_000  # characters of the code's output in the tool result (head and tail)
 INPUT_MAX_BYTES = 1024 * 1024 * 1024  # artifacts copied into one analysis, in all
 
 # Runs inside the sandbox as /worktree/runner.py, with the analysis environment's Python.
 RUNNER = r'''
 import base64, json, os, secrets, signal, subprocess, sys
+mark_prefix, print_limit = sys.argv[1], int(sys.argv[2])
 env = dict(os.environ, MPLBACKEND="Agg", MPLCONFIGDIR="/tmp/matplotlib", OPENBLAS_NUM_THREADS="1",
            OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", ARTIFACTS="/artifacts", OUTPUT="/output")
-code = subprocess.run([sys.executable, "-I", "/worktree/analysis.py"], cwd="/output", env=env).returncode
+child = subprocess.Popen([sys.executable, "-I", "/worktree/analysis.py"], cwd="/output", env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+printed, capped = 0, False
+out = sys.stdout.buffer
+while True:
+    data = os.read(child.stdout.fileno(), 65536)
+    if not data:
+        break
+    out.write(data[:max(print_limit - printed, 0)])
+    printed += len(data)
+    if printed > print_limit:
+        capped = True
+        child.kill()
+        break
+code = child.wait()
 try:
     os.kill(-1, signal.SIGKILL)  # everything the code left running, so nothing writes after us
 except ProcessLookupError:
     pass
 files = []
-for folder, dirs, names in os.walk("/output"):
-    dirs.sort()
-    for name in sorted(names):
-        path = os.path.join(folder, name)
-        if os.path.islink(path) or not os.path.isfile(path):
-            continue
-        with open(path, "rb") as handle:
-            files.append({"name": os.path.relpath(path, "/output"), "data": base64.b64encode(handle.read()).decode()})
-sys.stdout.flush()
-mark = "%s%s ===" % (sys.argv[1], secrets.token_hex(16))
-sys.stdout.write("\n%s\n%s\n" % (mark, json.dumps({"exit": code, "files": files})))
+if not capped:
+    for folder, dirs, names in os.walk("/output"):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as handle:
+                files.append({"name": os.path.relpath(path, "/output"),
+                              "data": base64.b64encode(handle.read()).decode()})
+out.flush()
+mark = "%s%s ===" % (mark_prefix, secrets.token_hex(16))
+sys.stdout.write("\n%s\n%s\n" % (mark, json.dumps({"exit": code, "printed_capped": capped, "files": files})))
 '''
 
 
@@ -115,6 +133,14 @@ def _write_inputs(folder: Path, code: str, artifacts: list) -> None:
         os.chmod(current, 0o755 if current != str(folder) else 0o711)
         for name in files:
             os.chmod(os.path.join(current, name), 0o644)
+
+
+def _clip(text: str, limit: int = PRINTED_SHOWN) -> str:
+    """Head and tail of what the code printed, so the start and the end (the error) both show."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… [{len(text) - limit:,} characters cut] …\n{text[-half:]}"
 
 
 def split_trailer(output: str) -> tuple[str, dict | None]:
@@ -192,15 +218,20 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
         _write_inputs(folder, code, inputs)
         mounts = (sandbox.Mount(ENV_MOUNT, str(env_path)), sandbox.Mount(ARTIFACTS_MOUNT, str(folder / "artifacts")),
                   sandbox.Mount(OUTPUT_MOUNT, size_mb=int(current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"])))
-        outcome = sandbox.run(folder / "code", [f"{ENV_MOUNT}/bin/python", "-I", "/worktree/runner.py", MARK],
+        argv = [f"{ENV_MOUNT}/bin/python", "-I", "/worktree/runner.py", MARK,
+                str(current_app.config["SAGAN_SANDBOX_OUTPUT_BYTES"])]
+        outcome = sandbox.run(folder / "code", argv,
                               writable=False, limits=limits, mounts=mounts,
                               shown_as=f"run_analysis ({code.count(chr(10)) + 1} lines of Python)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     printed, trailer = split_trailer(outcome.output)
-    outcome.output = printed
+    outcome.output = _clip(printed)
     if trailer is not None:
         outcome.exit_code = trailer.get("exit")
+        if trailer.get("printed_capped"):  # the runner's cap on what the code prints
+            outcome.output_capped = True
+            outcome.limits = dataclasses.replace(limits, output_bytes=int(current_app.config["SAGAN_SANDBOX_OUTPUT_BYTES"]))
     text = outcome.describe()
     output_mb = current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"]
     if "No space left on device" in printed or "File too large" in printed:
@@ -208,8 +239,8 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
                  "limit; write less (fewer points, smaller figures).")
     if "Network is unreachable" in printed or "Temporary failure in name resolution" in printed:
         text += "\nThere is no network in the analysis sandbox: work from the artifacts under /artifacts."
-    failed = not outcome.ok
-    if trailer is None:
+    if trailer is None or not outcome.ok:
+        # A failed analysis changes nothing: half-written figures are not evidence.
         return ToolResult(redact(text + "\nNo files were kept."), is_error=True)
     with db.session.begin_nested():
         stored, skipped = _store(experiment, run, call_id, trailer.get("files") or [])
@@ -223,4 +254,4 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
             "\n".join(f"- {s}" for s in skipped)
     if images:
         text += f"\nThe first {len(images)} image(s) follow, so you can check them."
-    return ToolResult(redact(text), is_error=failed, images=images)
+    return ToolResult(redact(text), images=images)
