@@ -29,6 +29,7 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import stat
 import subprocess
 from contextlib import contextmanager
@@ -367,7 +368,10 @@ MIRROR_FETCH_INTERVAL = 60  # seconds between fetches of the clone for read-only
 def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
     """Sagan's bare clone of the research repository, cloned on first use and fetched at
     most once a minute (a Redis key throttles it across processes), for tools that read
-    git objects and never a working tree (services.agents.repo_tools)."""
+    git objects and never a working tree (services.agents.repo_tools).
+
+    On the host that serves the `local` queue this is the clone the worktrees share, so
+    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed."""
     url, _ = repo or repo_settings()
     base, mirror, _ = _paths(Target(None, 0), url)
     _mkdir(root(), 0o711)
@@ -377,8 +381,9 @@ def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
             _clone(url, mirror)
             fetch = True
         else:
-            fetch = bool(redis_store.connection().set(f"sagan:workspace-mirror-fetched:{mirror}", "1",
-                                                      nx=True, ex=MIRROR_FETCH_INTERVAL))
+            # Per host: each host that runs these tools has a clone of its own.
+            key = f"sagan:workspace-mirror-fetched:{socket.gethostname()}:{mirror}"
+            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL))
         if fetch:
             _remote_git(mirror, url, "fetch", "--prune", "--quiet", "origin")
     return mirror
