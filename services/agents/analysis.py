@@ -33,7 +33,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Artifact, db
+from models import Artifact, Pod, db
 from services import runs, sandbox
 from services.agents.tools import ToolContext, ToolResult, tool
 from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name, figure_for
@@ -116,23 +116,39 @@ def _limits() -> sandbox.Limits:
                                       output_bytes=printed + output_mb * 1024 * 1024 * 4 // 3 + 64 * 1024)
 
 
-def _write_inputs(folder: Path, code: str, artifacts: list) -> None:
-    """The code, the runner and the artifacts, readable by the sandbox user."""
+def input_paths(rows) -> dict[str, str]:
+    """Where each artifact appears under /artifacts: by its name, or `<pod>/<name>` when
+    several pods uploaded the same name (seeds of one sweep often do)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.name] = counts.get(row.name, 0) + 1
+    return {str(row.id): (row.name if counts[row.name] == 1 else f"{row.pod or 'analysis'}/{row.name}")
+            for row in rows}
+
+
+def _write_inputs(folder: Path, code: str, inputs: list[tuple[str, bytes]]) -> list[str]:
+    """The code, the runner and the artifacts, readable by the sandbox user; the paths that
+    could not be placed (a file where another artifact needs a folder)."""
     folder.chmod(0o711)
-    work, inputs = folder / "code", folder / "artifacts"
-    for path in (work, inputs):
+    work, artifacts = folder / "code", folder / "artifacts"
+    for path in (work, artifacts):
         path.mkdir(mode=0o755)
         path.chmod(0o755)
     (work / "analysis.py").write_text(code)
     (work / "runner.py").write_text(RUNNER)
-    for name, content in artifacts:
-        target = inputs / name
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        target.write_bytes(content)
+    unplaced = []
+    for name, content in inputs:
+        target = artifacts / name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            target.write_bytes(content)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            unplaced.append(name)
     for current, dirs, files in os.walk(folder):
         os.chmod(current, 0o755 if current != str(folder) else 0o711)
         for name in files:
             os.chmod(os.path.join(current, name), 0o644)
+    return unplaced
 
 
 def _clip(text: str, limit: int = PRINTED_SHOWN) -> str:
@@ -184,10 +200,11 @@ def _store(experiment, run, call_id: str, files: list[dict]) -> tuple[list[Artif
     return stored, skipped
 
 
-@tool("run_analysis", "Run Python (numpy, pandas, scipy, matplotlib) over this experiment's artifacts in the sandbox: "
-                      "they are read-only under /artifacts (or $ARTIFACTS); the working folder /output ($OUTPUT) is "
-                      "where figures (PNG/SVG), CSV or JSON go — they become artifacts you can embed. No network; "
-                      "time, memory and output are limited.",
+@tool("run_analysis", "Run Python (numpy, pandas, scipy, matplotlib) over this experiment's artifacts in the "
+                      "sandbox: they are read-only under /artifacts ($ARTIFACTS) by name, or /artifacts/<pod>/<name> "
+                      "when several pods uploaded one name. Figures (PNG/SVG), CSV or JSON written to the working "
+                      "folder /output ($OUTPUT) become artifacts you can embed. No network; time, memory and "
+                      "output are limited.",
       {"code": {"type": "string", "maxLength": CODE_MAX, "description": "a Python script"},
        "timeout_seconds": {"type": "integer", "description": "shorter than the configured limit, if you like"}},
       ["code"], own_transaction=True)
@@ -203,19 +220,22 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
     limits = _limits()
     if data.get("timeout_seconds"):
         limits = dataclasses.replace(limits, timeout=float(max(1, min(int(data["timeout_seconds"]), limits.timeout))))
-    rows = db.session.execute(sa.select(Artifact.name, Artifact.content, Artifact.size)
+    rows = db.session.execute(sa.select(Artifact.id, Artifact.name, Artifact.content, Artifact.size,
+                                        Pod.name.label("pod"))
+                              .outerjoin(Pod, Pod.id == Artifact.pod_id)
                               .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name)).all()
     if sum(r.size for r in rows) > INPUT_MAX_BYTES:
         raise ValidationError(f"This experiment's artifacts pass {INPUT_MAX_BYTES:,} bytes in all; too much to "
                               "mount for one analysis.", field="code")
-    inputs = [(r.name, r.content) for r in rows]
+    paths = input_paths(rows)
+    inputs = [(paths[str(r.id)], r.content) for r in rows]
     # Nothing below touches the database until the results are stored: the sandbox can run for
     # minutes, and an open transaction would hold SQLite's write lock meanwhile.
     db.session.commit()
     call_id = uuid.uuid4().hex[:8]
     folder = Path(tempfile.mkdtemp(prefix="sagan-analysis-"))
     try:
-        _write_inputs(folder, code, inputs)
+        unplaced = _write_inputs(folder, code, inputs)
         mounts = (sandbox.Mount(ENV_MOUNT, str(env_path)), sandbox.Mount(ARTIFACTS_MOUNT, str(folder / "artifacts")),
                   sandbox.Mount(OUTPUT_MOUNT, size_mb=int(current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"])))
         argv = [f"{ENV_MOUNT}/bin/python", "-I", "/worktree/runner.py", MARK,
@@ -233,6 +253,8 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
             outcome.output_capped = True
             outcome.limits = dataclasses.replace(limits, output_bytes=int(current_app.config["SAGAN_SANDBOX_OUTPUT_BYTES"]))
     text = outcome.describe()
+    if unplaced:
+        text += "\nNot under /artifacts (a file of that name is in the way): " + ", ".join(unplaced)
     output_mb = current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"]
     if "No space left on device" in printed or "File too large" in printed:
         text += (f"\nThe code wrote more than the output folder holds ({output_mb} MB) or a file over the size "

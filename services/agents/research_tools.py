@@ -29,6 +29,7 @@ from services.redact import redact
 from services.sanitize import parse_fragment, sanitize_result_html, text_of
 
 SEARCH_LIMIT = 50
+LIST_MAX = 500
 PLAN_SHOWN = 30_000
 RESULT_SHOWN = 30_000
 TEXT_SHOWN = 60_000
@@ -150,12 +151,15 @@ def list_artifacts(ctx: ToolContext, data: dict) -> ToolResult:
     rows = db.session.execute(
         sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size, Pod.name.label("pod"))
         .outerjoin(Pod, Pod.id == Artifact.pod_id)
-        .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name, Artifact.created_at)).all()
+        .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name, Artifact.created_at)
+        .limit(LIST_MAX + 1)).all()
     if not rows:
         return ToolResult("This experiment has no artifacts yet.")
-    return ToolResult(_json([{"id": str(r.id), "name": r.name, "type": r.content_type, "size": r.size,
-                              "pod": r.pod or ("(analysis)" if r.name.startswith("analysis/") else None)}
-                             for r in rows]))
+    listing = _json([{"id": str(r.id), "name": r.name, "type": r.content_type, "size": r.size,
+                      "pod": r.pod or ("(analysis)" if r.name.startswith("analysis/") else None)}
+                     for r in rows[:LIST_MAX]])
+    more = f"\n(showing the first {LIST_MAX} by name)" if len(rows) > LIST_MAX else ""
+    return ToolResult(listing + more)
 
 
 def own_artifact(experiment: Experiment, *, artifact_id: str | None = None, name: str | None = None) -> Artifact:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Experiment, WorkflowEvent, db
+from models import AgentRun, Experiment, WorkflowEvent, db
 from services import approvals, events, lifecycle, markers, questions, registry, runs
 from services.actors import Actor
 from services.errors import SaganError, ValidationError

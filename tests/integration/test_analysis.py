@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from models import Artifact, Figure, db
+from models import Artifact, Figure, Pod, db
 from services.agents import tools
 from services.dispatch import progress
 from tests.integration.code_fixtures import tool_context
@@ -171,3 +172,23 @@ def test_bad_input_is_a_clear_error(app, analysis, monkeypatch):
         monkeypatch.setitem(app.config, "SAGAN_ANALYSIS_ENV", "/nonexistent/analysis-env")
         missing = tools.call(ctx, "run_analysis", {"code": "print(1)"})
         assert missing.is_error and "scripts/analysis_env.py" in missing.content
+
+
+def test_two_pods_files_of_one_name_appear_under_each_pods_name(app, analysis):
+    number, ctx = analysis
+    with app.app_context():
+        first = db.session.scalar(sa.select(Pod).where(Pod.name == f"sagan-{number}-a-0-1"))
+        second = Pod(id=uuid.uuid4(), agent_run_id=first.agent_run_id, experiment_id=first.experiment_id,
+                     account="local", name=f"sagan-{number}-a-1-1", status="running")
+        db.session.add(second)
+        db.session.flush()
+        progress.store_artifact(first, "final.json", b'{"loss": 2.1}', None)
+        progress.store_artifact(second, "final.json", b'{"loss": 2.2}', None)
+        db.session.commit()
+        result = run(ctx, "import json, os\nfor pod in sorted(os.listdir('/artifacts')):\n"
+                          "    path = f'/artifacts/{pod}/final.json'\n"
+                          "    if os.path.isfile(path):\n        print(pod, json.load(open(path))['loss'])\n"
+                          "print(sorted(os.listdir('/artifacts/seed-1')))\n")
+        assert not result.is_error, result.content
+        assert f"sagan-{number}-a-0-1 2.1" in result.content and f"sagan-{number}-a-1-1 2.2" in result.content
+        assert "['metrics.csv']" in result.content  # unique names stay where they were
