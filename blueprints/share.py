@@ -71,10 +71,15 @@ def _open(token: str):
 
 def _result_context(link, token: str, experiment) -> dict:
     comments = discussion.thread("experiment", experiment.id).comments if link.include_comments else []
-    texts = {"result": experiment.body or "", **{c.id: c.body_html for c in comments}}
+    figures = results.figures(experiment)
+    texts = {"result": experiment.body or "", **{c.id: c.body_html for c in comments},
+             **{("figure", f.id): f.html for f in figures if f.html}}
     readable = _links_for_reader(link, token, texts)
+    for figure in figures:
+        if figure.html:
+            figure.html = readable.pop(("figure", figure.id))
     return {"link": link, "experiment": experiment, "result_title": title_without_confidence(experiment.title),
-            "confidence": confidence_of(experiment.title), "figures": results.figures(experiment),
+            "confidence": confidence_of(experiment.title), "figures": figures,
             "result_body": readable.pop("result"), "comments": comments, "comment_bodies": readable}
 
 

@@ -132,7 +132,10 @@ def source(ctx: ToolContext, revision: str | None = None) -> Source:
     """
     repo = workspaces.repo_settings()
     experiment = ctx.experiment
-    branch = workspaces.branch_name(experiment) if experiment is not None else None
+    # The branch the experiment runs (set by the code loop or the owner), else the code
+    # loop's own branch name, which exists once the implementer committed.
+    branches = [b for b in ((experiment.git_branch or "").strip(), workspaces.branch_name(experiment))
+                if b and _REVISION.fullmatch(b)] if experiment is not None else []
     db.session.commit()
     mirror = workspaces.mirror_for_reading(repo)
     if revision:
@@ -142,7 +145,7 @@ def source(ctx: ToolContext, revision: str | None = None) -> Source:
             raise ValidationError(f"The research repository has no branch or commit {wanted!r}.", field="revision",
                                   code="no_such_revision")
         return Source(mirror, commit, wanted)
-    if branch:
+    for branch in dict.fromkeys(branches):
         commit = _resolve(mirror, branch)
         if commit is not None:
             return Source(mirror, commit, branch)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from models import db
 from services import settings
 from tests.integration.code_fixtures import call, git, research_repo, tool_context  # noqa: F401
 
@@ -95,6 +96,20 @@ def test_tools_read_the_experiments_branch_once_it_has_one(app, repo, make_exper
         assert f"[experiment-{number} @" in read.content and "--warmup" in read.content
         on_main = call(ctx, "repo_read_file", path="src/train.py", revision="main")
         assert "--warmup" not in on_main.content and "[main @" in on_main.content
+
+
+def test_the_branch_set_on_the_experiment_comes_first(app, repo, make_experiment):
+    from services import experiments
+    with app.app_context():
+        number, ctx = _ctx(app, make_experiment)
+        push_files(repo, {"owner.txt": "the owner's branch\n"}, branch="owner-fix", message="Owner's fix")
+        push_files(repo, {"loop.txt": "the loop's branch\n"}, branch=f"experiment-{number}", message="Loop")
+        experiments.get_experiment(number).git_branch = "owner-fix"
+        db.session.commit()
+        ctx = tool_context(number, "experiment-planner")
+        listing = call(ctx, "repo_list_files")
+        assert "[owner-fix @" in listing.content and "owner.txt" in listing.content
+        assert "loop.txt" not in listing.content
 
 
 def test_symbolic_links_are_shown_never_followed(app, repo, make_experiment):

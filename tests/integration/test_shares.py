@@ -205,6 +205,8 @@ def test_experiment_references_lead_mentors_only_to_results_they_can_open(app, m
                      comment=f"Compare #{private} and #{cited}.")
     with app.app_context():
         results.save_clean_result(experiments.get_experiment(number), body, AGENT)
+        results.attach_markup(experiments.get_experiment(number), "html_artifact",
+                              f"<table><tr><td>as in #{private}</td></tr></table>", AGENT, title="Table")
         db.session.commit()
         assert f'href="/experiments/{cited}"' in experiments.get_experiment(number).body  # the owner's view
     _promote(app, number)
@@ -214,7 +216,7 @@ def test_experiment_references_lead_mentors_only_to_results_they_can_open(app, m
     assert page.status_code == 200
     text = html_lib.unescape(page.text)  # the result sits in the frame's srcdoc
     assert f'href="/s/{token}/{cited}"' in text and f"unlike #{private}." in text
-    assert "/experiments/" not in text
+    assert "/experiments/" not in text and f"as in #{private}</td>" in text  # the figure too
     assert f"Compare #{private} and <a href=\"/s/{token}/{cited}\"" in text
 
     _id, single = _link(app, scope="experiment", number=number, include_comments=True)
