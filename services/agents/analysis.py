@@ -35,6 +35,7 @@ from flask import current_app
 
 from models import Artifact, Pod, db
 from services import runs, sandbox
+from services.agents.research_tools import IMAGE_MAX_BYTES, MODEL_IMAGE_TYPES
 from services.agents.tools import ToolContext, ToolResult, tool
 from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name, figure_for
 from services.errors import SaganError, ValidationError
@@ -267,7 +268,7 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
     with db.session.begin_nested():
         stored, skipped = _store(experiment, run, call_id, trailer.get("files") or [])
     images = [(a.content_type, a.content) for a in stored
-              if a.content_type in ("image/png", "image/jpeg") and a.size <= 1_000_000][:IMAGES_SHOWN]
+              if a.content_type in MODEL_IMAGE_TYPES and a.size <= IMAGE_MAX_BYTES][:IMAGES_SHOWN]
     if stored:
         text += "\nFiles written, now artifacts of #%d (embed a figure with <img src=\"artifact:NAME\">):\n" % \
             experiment.number + "\n".join(f"- {a.name} ({a.content_type}, {a.size:,} bytes)" for a in stored)
