@@ -8,9 +8,10 @@ run's own experiment's: an id or name of another experiment's artifact is "no su
 artifact here", never its content.
 
 `read_artifact` returns text, JSON and CSV as text, and PNG/JPEG figures as image blocks
-inside the tool_result, which the Messages API accepts for image/jpeg, image/png,
-image/gif and image/webp (base64 source). SVG is not an accepted image type, so an SVG
-figure comes back as its (sanitized) markup, which the model reads as text.
+inside the tool_result (its `content` may be a list of text and image blocks). Looked up
+2026-12-01: the Messages API takes base64 image sources of type image/jpeg, image/png,
+image/gif and image/webp, up to 5 MB each; SVG is not among them, so an SVG figure comes
+back as its (sanitized) markup, which the model reads as text.
 """
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ pd.DataFrame({"seed": [1, 2], "final": final}).to_csv("summary.csv", index=False
 '''
 
 
-def test_an_analysis_reads_artifacts_computes_and_its_figures_become_artifacts(app, analysis):
+def test_an_analysis_reads_artifacts_computes_and_its_figures_become_artifacts(app, analysis, client, owner):
     number, ctx = analysis
     with app.app_context():
         result = run(ctx, FIGURE)
@@ -95,6 +95,9 @@ def test_an_analysis_reads_artifacts_computes_and_its_figures_become_artifacts(a
         # The analyzer embeds the figure it drew.
         saved = tools.call(ctx, "write_clean_result", {"html": f'<p>Results: seeds agree.</p><img src="artifact:{png_name}">'})
         assert not saved.is_error, saved.content
+        db.session.commit()
+    page = client.get(f"/experiments/{number}")  # the owner's page lists the analysis's files
+    assert page.status_code == 200 and png_name in page.text
 
 
 def test_code_that_loops_forever_is_killed_at_the_limit_and_keeps_nothing(app, analysis):
