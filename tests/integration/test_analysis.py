@@ -134,6 +134,16 @@ def test_code_that_prints_too_much_is_stopped_at_the_output_cap(app, analysis, m
         assert "No files were kept." in result.content and len(_artifacts(number)) == before
 
 
+def test_code_past_the_memory_limit_fails_and_keeps_nothing(app, analysis, monkeypatch):
+    number, ctx = analysis
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_MEMORY_MB", 1024)
+    with app.app_context():
+        before = len(_artifacts(number))
+        result = run(ctx, "import numpy as np\nopen('half.txt', 'w').write('x')\nbig = np.ones(4 * 1024**3 // 8)\n")
+        assert result.is_error and "MemoryError" in result.content and "No files were kept." in result.content
+        assert len(_artifacts(number)) == before
+
+
 def test_code_that_tries_the_network_gets_no_network(app, analysis):
     _, ctx = analysis
     with app.app_context():
