@@ -29,14 +29,21 @@ $(STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements.txt
 	@touch $@
 
+# The analysis environment run_analysis imports from (numpy, pandas, scipy, matplotlib); a
+# stamp makes it instant when already built. Without it Sagan runs and run_analysis says so.
+ANALYSIS_ENV := $(PY) scripts/analysis_env.py || echo "warning: no analysis environment; run_analysis is unavailable"
+
 demo: $(STAMP)
+	@$(ANALYSIS_ENV)
 	$(PY) scripts/run_embedded.py --demo --demo-agents $(if $(PORT),--port $(PORT))
 
 run: $(STAMP)
+	@$(ANALYSIS_ENV)
 	$(PY) scripts/run_embedded.py $(if $(filter 1 true yes on,$(DEMO)),--demo) $(if $(PORT),--port $(PORT))
 
 test: $(STAMP)
 	$(PY) scripts/test_services.py
+	@$(ANALYSIS_ENV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Each bench prints one JSON document and a short table; docs/performance.md has the figures.

@@ -188,6 +188,11 @@ class Config:
         "SAGAN_SANDBOX_COMMANDS",
         "python3,python,pytest,ruff,flake8,mypy,ls,cat,head,tail,wc,grep,diff,sort,uniq,echo,true,false")
     SAGAN_SANDBOX_READONLY_PATHS = os.environ.get("SAGAN_SANDBOX_READONLY_PATHS", "")
+    # `run_analysis` (services/agents/analysis.py): Python with numpy, pandas, scipy and
+    # matplotlib, built by scripts/analysis_env.py (`make run`, `make test`), mounted read-only.
+    SAGAN_ANALYSIS_ENV = os.environ.get("SAGAN_ANALYSIS_ENV", str(INSTANCE_DIR / "analysis-env"))
+    SAGAN_ANALYSIS_TIMEOUT_SECONDS = _env_int("SAGAN_ANALYSIS_TIMEOUT_SECONDS", 300)
+    SAGAN_ANALYSIS_OUTPUT_MB = _env_int("SAGAN_ANALYSIS_OUTPUT_MB", 20)
 
     # --- outbound URLs -------------------------------------------------------------
     SAGAN_ALLOW_LOCAL_REPO = _env_bool("SAGAN_ALLOW_LOCAL_REPO", False)

@@ -7,11 +7,11 @@ Unknown, revoked and expired tokens all get the same 404 page.
 """
 from __future__ import annotations
 
-from flask import Blueprint, Flask, make_response, render_template, request
+from flask import Blueprint, Flask, make_response, render_template, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 
 from blueprints import access
-from services import discussion, results, shares
+from services import discussion, results, sanitize, shares
 from services.errors import RateLimited
 from services.result_lint import confidence_of, title_without_confidence
 
@@ -69,10 +69,28 @@ def _open(token: str):
     return link, None
 
 
-def _result_context(link, experiment) -> dict:
+def _result_context(link, token: str, experiment) -> dict:
+    comments = discussion.thread("experiment", experiment.id).comments if link.include_comments else []
+    figures = results.figures(experiment)
+    texts = {"result": experiment.body or "", **{c.id: c.body_html for c in comments},
+             **{("figure", f.id): f.html for f in figures if f.html}}
+    readable = _links_for_reader(link, token, texts)
+    for figure in figures:
+        if figure.html:
+            figure.html = readable.pop(("figure", figure.id))
     return {"link": link, "experiment": experiment, "result_title": title_without_confidence(experiment.title),
-            "confidence": confidence_of(experiment.title), "figures": results.figures(experiment),
-            "comments": discussion.thread("experiment", experiment.id).comments if link.include_comments else []}
+            "confidence": confidence_of(experiment.title), "figures": figures,
+            "result_body": readable.pop("result"), "comments": comments, "comment_bodies": readable}
+
+
+def _links_for_reader(link, token: str, texts: dict) -> dict:
+    """`#123` links lead a mentor only to results this link shares; others become plain text."""
+    refs = set().union(*(sanitize.experiment_refs(html) for html in texts.values()))
+    openable = shares.openable_numbers(link, refs)
+
+    def href_for(number: int) -> str | None:
+        return url_for("share.result", token=token, number=number) if number in openable else None
+    return {key: sanitize.relink_experiment_refs(html, href_for) for key, html in texts.items()}
 
 
 @bp.get("/<token>")
@@ -86,7 +104,7 @@ def view(token: str):
     if link.scope == "experiment":
         if not found:
             return _not_found()
-        return render_template("share/result.html", token=token, listed=False, **_result_context(link, found[0]))
+        return render_template("share/result.html", token=token, listed=False, **_result_context(link, token, found[0]))
     items = [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
               "excerpt": results.excerpt(e)} for e in found]
     return render_template("share/index.html", token=token, link=link, items=items)
@@ -103,4 +121,4 @@ def result(token: str, number: int):
     if experiment is None:
         return _not_found()
     return render_template("share/result.html", token=token, listed=link.scope != "experiment",
-                           **_result_context(link, experiment))
+                           **_result_context(link, token, experiment))

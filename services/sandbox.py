@@ -71,6 +71,21 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alterna
 _LOCALE_ENV = ("LANG", "LANGUAGE", "TZ")
 
 
+@dataclass(frozen=True)
+class Mount:
+    """One more thing a sandbox sees: a host folder read-only at `dest`, or (source None)
+    a private tmpfs of `size_mb` at `dest` — writable, and full at that size."""
+
+    dest: str
+    source: str | None = None
+    size_mb: int = 0
+
+    def args(self) -> list[str]:
+        if self.source is None:
+            return ["--size", str(self.size_mb * 1024 * 1024), "--tmpfs", self.dest]
+        return ["--ro-bind", self.source, self.dest]
+
+
 class SandboxUnavailable(SaganError):
     """bubblewrap (or prlimit) is missing: refuse rather than run code unconfined."""
 
@@ -210,7 +225,7 @@ def readonly_paths(config=None) -> list[str]:
 
 
 def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, extra_ro: list[str],
-                passwd_fd: int, group_fd: int) -> list[str]:
+                passwd_fd: int, group_fd: int, mounts: tuple[Mount, ...] = ()) -> list[str]:
     args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
     for name in _SYSTEM_ROOTS:
@@ -227,6 +242,8 @@ def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, e
              "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     for path in extra_ro:
         args += ["--ro-bind", path, path]
+    for mount in mounts:
+        args += mount.args()
     args += ["--bind" if writable else "--ro-bind", str(worktree), MOUNT_POINT, "--chdir", MOUNT_POINT]
     return args
 
@@ -248,13 +265,15 @@ def _data_pipe(text: str) -> int:
 
 
 def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits: Limits | None = None,
-        shown_as: str | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Outcome:
+        shown_as: str | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None,
+        mounts: tuple[Mount, ...] = ()) -> Outcome:
     """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it.
 
     `argv[0]` is looked up on the sandbox's PATH. The caller decides what may run (the
     allowlist lives with the code tools); this function decides how. `stdin` is fed to
     the command (else it reads nothing); `env` adds variables to the built-from-scratch
-    environment (never Sagan's own).
+    environment (never Sagan's own); `mounts` adds read-only folders or size-capped scratch
+    space (the analysis tool's inputs and output).
     """
     bwrap, prlimit = check_available()
     limits = limits or Limits.from_config()
@@ -266,7 +285,7 @@ def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits:
     group_fd = _data_pipe(f"sandbox:x:{gid}:\n")
     command = [*_prlimit_args(prlimit, limits),
                *_bwrap_args(bwrap, worktree, writable=writable, limits=limits, extra_ro=readonly_paths(),
-                            passwd_fd=passwd_fd, group_fd=group_fd),
+                            passwd_fd=passwd_fd, group_fd=group_fd, mounts=mounts),
                "--", *argv]
     started = time.monotonic()
     try:

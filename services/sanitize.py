@@ -108,6 +108,12 @@ SVG_ATTRIBUTES = frozenset({
 IMAGE_DATA_PREFIXES = ("data:image/png;", "data:image/png,", "data:image/jpeg;", "data:image/jpeg,",
                        "data:image/svg+xml;", "data:image/svg+xml,")
 LINK_PREFIXES = ("http://", "https://", "mailto:", "#")
+# `#123` in text is a reference to experiment 123 (plans and results cite earlier work so);
+# it becomes a link to the experiment's page, the one relative link the policies allow.
+EXPERIMENT_REF = re.compile(r"(?<![\w&#/])#([1-9][0-9]{0,8})\b")
+EXPERIMENT_HREF = re.compile(r"/experiments/([1-9][0-9]{0,8})")
+EXPERIMENT_REF_CLASS = "experiment-ref"
+_NO_REF_INSIDE = frozenset({"a", "pre", "code", "style", "kbd", "samp"})
 LINK_REL = "noopener noreferrer nofollow"
 
 _MARKDOWN_EXTENSIONS = ["extra", "sane_lists", "nl2br"]
@@ -396,8 +402,8 @@ def _clean(html: str | None, policy: Policy) -> str:
     )
     if policy.linkify:
         source = LinkifyFilter(source, callbacks=[_set_rel], skip_tags=["pre", "code"])
-    else:
-        source = _LinkAttributes(source, new_tab=policy.new_tab_links)
+    source = _ExperimentRefs(source)
+    source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)
     if styles:
         # One pass for all placeholders: a replace per stylesheet would be quadratic.
@@ -460,7 +466,8 @@ def _set_rel(attrs, new=False):
 
 class _LinkAttributes(html5lib_shim.Filter):
     """rel="noopener noreferrer nofollow" on every link; in results, open in a new tab
-    (the frame's sandbox allows popups that escape it, never its own navigation away)."""
+    (the frame's sandbox allows popups that escape it, never its own navigation away; an
+    experiment link navigating the frame would load the dashboard inside the result)."""
 
     def __init__(self, source, new_tab: bool):
         super().__init__(source)
@@ -472,12 +479,104 @@ class _LinkAttributes(html5lib_shim.Filter):
                     and token.get("namespace") in (None, html5lib_shim.namespaces["html"]):
                 data = dict(token.get("data") or {})
                 data[(None, "rel")] = LINK_REL
-                if self.new_tab and (data.get((None, "href")) or "").startswith(("http", "mailto")):
+                if self.new_tab and (data.get((None, "href")) or "").startswith(("http", "mailto", "/experiments/")):
                     data[(None, "target")] = "_blank"
                 else:
                     data.pop((None, "target"), None)
                 token["data"] = data
             yield token
+
+
+class _ExperimentRefs(html5lib_shim.Filter):
+    """`#123` in text becomes `<a href="/experiments/123" class="experiment-ref">#123</a>`;
+    not inside links, code or styles, and not in SVG (whose text cannot hold HTML links)."""
+
+    def __iter__(self):
+        skipping = 0  # depth inside elements whose text stays text
+        for token in super().__iter__():
+            kind = token["type"]
+            foreign = token.get("namespace") not in (None, html5lib_shim.namespaces["html"])
+            if kind == "StartTag" and (token["name"] in _NO_REF_INSIDE or foreign):
+                skipping += 1
+            elif kind == "EndTag" and (token["name"] in _NO_REF_INSIDE or foreign):
+                skipping = max(skipping - 1, 0)
+            elif kind == "Characters" and not skipping and "#" in token["data"]:
+                yield from _split_refs(token["data"])
+                continue
+            yield token
+
+
+def _split_refs(text: str):
+    html_ns = html5lib_shim.namespaces["html"]
+    position = 0
+    for match in EXPERIMENT_REF.finditer(text):
+        if match.start() > position:
+            yield {"type": "Characters", "data": text[position:match.start()]}
+        yield {"type": "StartTag", "name": "a", "namespace": html_ns,
+               "data": {(None, "href"): f"/experiments/{match.group(1)}", (None, "class"): EXPERIMENT_REF_CLASS}}
+        yield {"type": "Characters", "data": match.group(0)}
+        yield {"type": "EndTag", "name": "a", "namespace": html_ns}
+        position = match.end()
+    if position < len(text):
+        yield {"type": "Characters", "data": text[position:]}
+
+
+def relink_experiment_refs(html: str | None, href_for) -> str:
+    """Sanitized HTML with each link to an experiment (`/experiments/N`) pointed at
+    `href_for(N)`, or turned back into plain text where that is None.
+
+    For readers who cannot open the dashboard (a mentor on a share link): a link only to
+    what they may see. Works on the stored, sanitized markup; changes nothing else.
+    """
+    if not html or "/experiments/" not in html:
+        return html or ""
+    dom = _PARSER.parseFragment(html)
+    styles = _protect_styles(dom)
+    for parent in list(dom.iter()):
+        for child in list(parent):
+            if not isinstance(child.tag, str) or local_name(child.tag) != "a" or child.tag.startswith("{"):
+                continue
+            found = EXPERIMENT_HREF.fullmatch(child.get("href") or "")
+            if found is None:
+                continue
+            target = href_for(int(found.group(1)))
+            if target:
+                child.set("href", target)
+                continue
+            _unwrap(parent, child)
+    out = _CLEANER_SHELL.serializer.render(_CLEANER_SHELL.walker(dom))
+    for placeholder, css in styles.items():
+        out = out.replace(placeholder, css)
+    return out
+
+
+def experiment_refs(html: str | None) -> set[int]:
+    """The experiment numbers sanitized HTML links to."""
+    return {int(n) for n in re.findall(r'href="/experiments/([1-9][0-9]{0,8})"', html or "")}
+
+
+def _protect_styles(dom: ElementTree.Element) -> dict[str, str]:
+    """Stored `<style>` text through the serializer unchanged (it would escape `>`)."""
+    styles = {}
+    nonce = secrets.token_hex(8)
+    for element in dom.iter():
+        if isinstance(element.tag, str) and element.tag == "style" and element.text:
+            placeholder = f"saganstyle{nonce}n{len(styles)}"
+            styles[placeholder] = element.text
+            element.text = placeholder
+    return styles
+
+
+def _unwrap(parent: ElementTree.Element, child: ElementTree.Element) -> None:
+    """Replace an element by its text (links hold text only), keeping what follows it."""
+    text = text_of(child) + (child.tail or "")
+    siblings = list(parent)
+    index = siblings.index(child)
+    if index > 0:
+        siblings[index - 1].tail = (siblings[index - 1].tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+    parent.remove(child)
 
 
 def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
@@ -567,7 +666,7 @@ def _attribute_filter(policy: Policy):
         if any(word in normalized for word in ("javascript:", "vbscript:", "expression(", "livescript:")):
             return False
         if name == "href":
-            return normalized.startswith(LINK_PREFIXES)
+            return normalized.startswith(LINK_PREFIXES) or (tag == "a" and EXPERIMENT_HREF.fullmatch(value) is not None)
         if name == "src":
             # No remote loads: a result must not phone home when a mentor opens it.
             return tag == "img" and normalized.startswith(IMAGE_DATA_PREFIXES)

@@ -124,6 +124,15 @@ def shared_result(link: ShareLink, number: int) -> Experiment | None:
     return next((e for e in shared_results(link) if e.number == number), None)
 
 
+def openable_numbers(link: ShareLink, numbers: set[int]) -> set[int]:
+    """Which of these experiment numbers a reader of `link` can open through it: other
+    shared results of an "all promoted results" link; none for a one-experiment link."""
+    if not numbers or link.scope == "experiment":
+        return set()
+    return set(db.session.scalars(sa.select(Experiment.number).where(
+        Experiment.number.in_(sorted(numbers)), Experiment.status == "shared", Experiment.has_clean_result.is_(True))))
+
+
 SCOPE_LABELS = {"experiment": "one experiment", "all_promoted": "all promoted results",
                 "project": "a project"}
 assert set(SCOPE_LABELS) == set(registry.SHARE_SCOPES)

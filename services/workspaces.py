@@ -29,6 +29,7 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import stat
 import subprocess
 from contextlib import contextmanager
@@ -366,6 +367,51 @@ def remove(experiment: Experiment) -> bool:
         shutil.rmtree(ws.path, ignore_errors=True)
         _mirror_git(ws.mirror, "worktree", "prune", check=False)
     return True
+
+
+# --- the clone, for read-only tools ------------------------------------------------------------
+
+MIRROR_FETCH_INTERVAL = 60  # seconds between fetches of the clone for read-only tools
+
+
+def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
+    """Sagan's bare clone of the research repository, cloned on first use and fetched at
+    most once a minute (a Redis key throttles it across processes), for tools that read
+    git objects and never a working tree (services.agents.repo_tools).
+
+    On the host that serves the `local` queue this is the clone the worktrees share, so
+    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed."""
+    url, _ = repo or repo_settings()
+    base, mirror, _ = _paths(Target(None, 0), url)
+    _mkdir(root(), 0o711)
+    _mkdir(base, 0o711)
+    with _mirror_locked(mirror):
+        if not (mirror / "HEAD").exists():
+            _clone(url, mirror)
+            fetch = True
+        else:
+            # Per host: each host that runs these tools has a clone of its own.
+            key = f"sagan:workspace-mirror-fetched:{socket.gethostname()}:{mirror}"
+            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL))
+        if fetch:
+            _remote_git(mirror, url, "fetch", "--prune", "--quiet", "origin")
+    return mirror
+
+
+def read_git(mirror: Path, *args: str, check: bool = True, timeout: float | None = None,
+             input: str | None = None) -> subprocess.CompletedProcess:
+    """A read-only git command on the clone: no config but ours, literal pathspecs."""
+    env = {**_local_env(), "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1"}
+    try:
+        result = subprocess.run(["git", f"--git-dir={mirror}", *_HARDENING, *args], cwd=root(), env=env,
+                                input=input, capture_output=True, text=True, errors="replace",
+                                timeout=timeout or GIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise WorkspaceError(f"git {args[0]} took longer than {timeout or GIT_TIMEOUT:g} s and was stopped; "
+                             "narrow it down.") from None
+    if check and result.returncode != 0:
+        raise WorkspaceError(f"git {args[0]} failed: {(result.stderr or result.stdout).strip()[-2000:]}")
+    return result
 
 
 # --- reading and writing git state --------------------------------------------------------------

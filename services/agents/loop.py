@@ -342,7 +342,7 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
                                       f"({', '.join(definition.tools)}).", is_error=True)
         runs.append_event(run.id, "tool_result", result.content,
                           {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
-        results.append({"type": "tool_result", "tool_use_id": block["id"], "content": redact(result.content),
+        results.append({"type": "tool_result", "tool_use_id": block["id"], "content": result.api_content(),
                         "is_error": result.is_error})
         effects += result.effects
         enqueue += result.enqueue

@@ -5,6 +5,7 @@ none can approve a plan, raise a cap or change an approved spec (SPEC §5.5).
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass, field
@@ -12,10 +13,11 @@ from typing import Callable
 
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Experiment, WorkflowEvent, db
+from models import AgentRun, Experiment, WorkflowEvent, db
 from services import approvals, events, lifecycle, markers, questions, registry, runs
 from services.actors import Actor
 from services.errors import SaganError, ValidationError
+from services.redact import redact
 
 RESULT_MAX = 64 * 1024
 
@@ -30,6 +32,19 @@ class ToolResult:
     # The run ends with this tool call, in the same commit: nothing that reacts to the
     # tool (an owner answering the questions) can find the run still "running".
     finish: bool = False
+    # (media type, bytes) of figures the model should see: image blocks after the text.
+    images: list = field(default_factory=list)
+
+    def api_content(self) -> str | list[dict]:
+        """The tool_result's `content` for the Messages API: the text (redacted), followed by
+        base64 image blocks when the tool returned figures."""
+        text = redact(self.content)
+        if not self.images:
+            return text
+        return [{"type": "text", "text": text}] + [
+            {"type": "image", "source": {"type": "base64", "media_type": media_type,
+                                         "data": base64.b64encode(data).decode()}}
+            for media_type, data in self.images]
 
 
 @dataclass
@@ -224,12 +239,16 @@ def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
 
 # --- results, comments, follow-ups ----------------------------------------------------------
 
-@tool("write_clean_result", "Write the experiment's clean result (self-contained HTML); optional title.",
+@tool("write_clean_result", "Write the experiment's clean result (self-contained HTML); optional title. Embed a "
+                            "figure artifact with <img src=\"artifact:NAME\">.",
       {"html": {"type": "string", "maxLength": 200_000}, "title": {"type": "string", "maxLength": 300}},
       ["html"])
 def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
     from services import results
-    saved = results.save_clean_result(ctx.need_experiment(), data["html"], ctx.actor, title=data.get("title"))
+    from services.agents.research_tools import embed_artifacts
+    experiment = ctx.need_experiment()
+    saved = results.save_clean_result(experiment, embed_artifacts(experiment, data["html"]), ctx.actor,
+                                      title=data.get("title"))
     lint = saved.report.summary()
     if not saved.changed:
         return ToolResult(f"Nothing changed (still version {saved.version}). {lint}")
@@ -319,18 +338,6 @@ def wait_for_pods(ctx: ToolContext, data: dict) -> ToolResult:
     return ToolResult(f"Waiting for dispatch {dispatch.short_id}.", park={"pods": str(dispatch.id)})
 
 
-@tool("read_artifact", "Read one uploaded artifact of this experiment by its name.",
-      {"name": {"type": "string", "maxLength": 500}}, ["name"])
-def read_artifact(ctx: ToolContext, data: dict) -> ToolResult:
-    artifact = db.session.scalar(sa.select(Artifact).where(
-        Artifact.experiment_id == ctx.need_experiment().id, Artifact.name == data["name"]))
-    if artifact is None:
-        raise ValidationError(f"No artifact named {data['name']!r} on this experiment.")
-    if not artifact.content_type.startswith(("text/", "application/json", "image/svg")):
-        return ToolResult(f"{artifact.name}: {artifact.content_type}, {artifact.size} bytes (binary; not shown).")
-    return ToolResult(artifact.content.decode("utf-8", errors="replace"))
-
-
 # --- sub-agents ---------------------------------------------------------------------------
 
 @tool("spawn_agent", "Start a sub-agent on this experiment and wait for it to finish.",
@@ -354,4 +361,4 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 # Code tools (worktree, sandbox, git) and the code loop's `code_step` register themselves here.
-from services.agents import code_tools, implementation  # noqa: E402,F401
+from services.agents import analysis, code_tools, implementation, repo_tools, research_tools  # noqa: E402,F401

@@ -275,7 +275,7 @@ def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | Non
         existing.content, existing.size, existing.sha256, existing.content_type = \
             content, len(content), digest, content_type
     db.session.flush()
-    _figure_for(existing)
+    figure_for(existing)
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "artifact_uploaded", name,
                           {"pod_id": str(pod.id), "size": len(content), "sha256": digest})
@@ -292,7 +292,7 @@ FIGURE_KINDS = {"image/svg+xml": "svg", "image/png": "image", "image/jpeg": "ima
 INLINE_SANITIZE_BYTES = 64 * 1024
 
 
-def _figure_for(artifact: Artifact) -> None:
+def figure_for(artifact: Artifact) -> None:
     """SVG, images and HTML become figures; SVG and HTML are sanitized on write (SPEC §8.2),
     never on read — large ones by `sanitize_figure`, queued once the upload committed."""
     from models import Figure

@@ -74,3 +74,15 @@ def test_questions_are_answered_on_the_page(app, client, owner, make_experiment)
     assert done.status_code == 303
     with app.app_context():
         assert experiments.get_experiment(number).status == "clarifying"
+
+
+def test_experiment_references_in_a_plan_link_to_those_experiments(app, client, owner, make_experiment):
+    """Does `#<number>` in a plan's sections show as a link to that experiment on the page?"""
+    earlier = make_experiment("Earlier sweep")
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    plan = TWO_POD.replace("## Hypothesis\n", f"## Hypothesis\nAs #{earlier} found, seeds matter.\n", 1)
+    assert plan != TWO_POD
+    client.post(f"/experiments/{number}/plan", data={"markdown": plan, "csrf_token": owner.csrf()})
+    page = client.get(f"/experiments/{number}").text
+    assert f'As <a href="/experiments/{earlier}" class="experiment-ref" rel="noopener noreferrer nofollow">' \
+           f'#{earlier}</a> found' in page

@@ -190,3 +190,36 @@ def test_only_the_owner_manages_links(app, client, api_client, owner, make_exper
     assert scripted.post("/settings/share-links", data={"scope": "all_promoted"}).status_code in (302, 401)
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(ShareLink.id))) == 0
+
+
+def test_experiment_references_lead_mentors_only_to_results_they_can_open(app, make_experiment):
+    """Does `#N` in a shared result link to N's share page when the link shares N, and stay plain
+    text (no dashboard link a mentor cannot open) otherwise — in the result and the comments?"""
+    import html as html_lib
+    private = _result(app, make_experiment, "Private (LOW confidence)", status="completed")
+    cited = _result(app, make_experiment, "Cited (HIGH confidence)", status="awaiting_promotion")
+    _promote(app, cited)
+    body = HTML.replace("</body>", f"<p>Agrees with #{cited}; unlike #{private}.</p></body>") \
+        if "</body>" in HTML else HTML + f"<p>Agrees with #{cited}; unlike #{private}.</p>"
+    number = _result(app, make_experiment, "Citing (HIGH confidence)", status="awaiting_promotion",
+                     comment=f"Compare #{private} and #{cited}.")
+    with app.app_context():
+        results.save_clean_result(experiments.get_experiment(number), body, AGENT)
+        results.attach_markup(experiments.get_experiment(number), "html_artifact",
+                              f"<table><tr><td>as in #{private}</td></tr></table>", AGENT, title="Table")
+        db.session.commit()
+        assert f'href="/experiments/{cited}"' in experiments.get_experiment(number).body  # the owner's view
+    _promote(app, number)
+
+    _id, token = _link(app, scope="all_promoted", include_comments=True)
+    page = app.test_client().get(f"/s/{token}/{number}")
+    assert page.status_code == 200
+    text = html_lib.unescape(page.text)  # the result sits in the frame's srcdoc
+    assert f'href="/s/{token}/{cited}"' in text and f"unlike #{private}." in text
+    assert "/experiments/" not in text and f"as in #{private}</td>" in text  # the figure too
+    assert f"Compare #{private} and <a href=\"/s/{token}/{cited}\"" in text
+
+    _id, single = _link(app, scope="experiment", number=number, include_comments=True)
+    alone = html_lib.unescape(app.test_client().get(f"/s/{single}").text)
+    assert "/experiments/" not in alone and f"/s/{single}/{cited}" not in alone
+    assert f"Agrees with #{cited};" in alone
