@@ -171,8 +171,25 @@ if [ -n "${SAGAN_REPO_URL:-}" ]; then
 fi
 case $ARTIFACT_DIR in /*) ;; *) ARTIFACT_DIR=$RUN_DIR/$ARTIFACT_DIR ;; esac
 
+# --- metrics helper: the training script can `import sagan_metrics` (docs/metrics.md) ---
+fetch_metrics_helper() {
+    local dir=$WORKDIR/sagan-lib
+    { [ -n "${SAGAN_PROGRESS_URL:-}" ] && command -v python3 >/dev/null 2>&1; } || return 0
+    mkdir -p "$dir" && python3 - "${SAGAN_PROGRESS_URL%/progress}/metrics/helper.py" "$dir/sagan_metrics.py" <<'PY' \
+        || { log "could not fetch the metrics helper"; return 0; }
+import os, sys, urllib.request
+request = urllib.request.Request(sys.argv[1], headers={
+    "Authorization": "Bearer " + os.environ.get("SAGAN_POD_PROGRESS_TOKEN", "")})
+with urllib.request.urlopen(request, timeout=30) as answer, open(sys.argv[2] + ".tmp", "wb") as out:
+    out.write(answer.read())
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+    export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
+}
+
 # --- 2, 3. run ----------------------------------------------------------------------
 if [ "$rc" -eq 0 ]; then
+    fetch_metrics_helper
     progress 5 "bootstrap complete on branch ${BRANCH:-(none)}" bootstrap
     mkdir -p "$ARTIFACT_DIR" 2>/dev/null
     cd "$RUN_DIR" || exit 1

@@ -1,0 +1,336 @@
+"""Scalar metrics from pods: batch ingest, downsampled chart data, and the compare table.
+
+A pod posts batches of up to 1,000 points — `{"seq": n, "points": [{"step", "name", "value",
+"wall_time"?}, …]}` — with its own `spt_` token (POST /api/metrics). A batch is stored
+whole or not at all, once per (pod, seq): a retry of a batch already stored answers ok and
+writes nothing. With each batch, the series summary (`metric_series`: one row per pod and
+metric name) is brought up to date, so listing an experiment's metrics, the compare table
+and the "latest value" never read the points.
+
+Charts never ship raw points past a few thousand: the database buckets each series by step
+(min, max and mean per bucket, `DOWNSAMPLE_TARGET` buckets), so a series of 100,000 points
+answers as 1,000 buckets, and the chart draws the mean line inside its min–max band.
+
+A metric's unit, when it has one, is written in brackets at the end of its name:
+`"val/accuracy [%]"`, `"step_time [s]"`.
+"""
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from models import Experiment, MetricPoint, MetricSeries, Pod, db
+from models.metric import NAME_MAX
+from services.clock import utcnow
+from services.errors import TooLarge, ValidationError
+from services.redact import redact
+
+BATCH_MAX = 1_000
+NAMES_PER_BATCH_MAX = 50
+SEQ_LIMIT = 2**62
+STEP_LIMIT = 2**62
+DOWNSAMPLE_TARGET = 1_000
+CHARTS_MAX = 24          # metric names drawn on one page
+COMPARE_MAX = 12         # experiments side by side
+POINT_FIELDS = {"step", "name", "value", "wall_time"}
+_UNIT = re.compile(r"\s*\[([^\[\]]{1,16})\]\s*$")
+
+
+@dataclass
+class Batch:
+    seq: int
+    steps: list[int]
+    names: list[str]
+    values: list[float]
+    wall_times: list[float | None]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+def _finite(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def parse_batch(data) -> Batch:
+    """Validate a batch body; every problem is a clear 400 naming the point, nothing is kept."""
+    if not isinstance(data, dict):
+        raise ValidationError("The body must be a JSON object with seq and points.", code="invalid_json")
+    unknown = set(data) - {"seq", "points"}
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
+    seq = data.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < SEQ_LIMIT:
+        raise ValidationError("seq must be a non-negative whole number (it makes a retried batch count once).",
+                              field="seq")
+    points = data.get("points")
+    if not isinstance(points, list) or not points:
+        raise ValidationError("points must be a non-empty list of {step, name, value} objects.", field="points")
+    if len(points) > BATCH_MAX:
+        raise TooLarge(f"{len(points):,} points in one batch; the limit is {BATCH_MAX:,}: send several batches.")
+    steps, names, values, wall_times = [], [], [], []
+    for index, point in enumerate(points):
+        if not isinstance(point, dict):
+            raise ValidationError(f"points[{index}] must be an object.", field="points")
+        if not point.keys() <= POINT_FIELDS:
+            extra = sorted(set(point) - POINT_FIELDS)
+            raise ValidationError(f"points[{index}] has unknown field(s): {', '.join(extra)}.", field="points")
+        step, name, value, wall_time = point.get("step"), point.get("name"), point.get("value"), point.get("wall_time")
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < STEP_LIMIT:
+            raise ValidationError(f"points[{index}].step must be a non-negative whole number.", field="points")
+        if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX or not name.isprintable() \
+                or not name.strip():
+            raise ValidationError(f"points[{index}].name must be printable text of 1–{NAME_MAX} characters.",
+                                  field="points")
+        if not _finite(value):
+            raise ValidationError(f"points[{index}].value must be a finite number (not NaN, inf or text).",
+                                  field="points")
+        if wall_time is not None and (not _finite(wall_time) or wall_time < 0):
+            raise ValidationError(f"points[{index}].wall_time must be seconds since the epoch.", field="points")
+        steps.append(step)
+        names.append(name)
+        values.append(float(value))
+        wall_times.append(None if wall_time is None else float(wall_time))
+    distinct = set(names)
+    if len(distinct) > NAMES_PER_BATCH_MAX:
+        raise ValidationError(f"{len(distinct)} metric names in one batch; the limit is {NAMES_PER_BATCH_MAX}.",
+                              field="points")
+    return Batch(seq, steps, _redacted(names, distinct), values, wall_times)
+
+
+def _redacted(names: list[str], distinct: set[str]) -> list[str]:
+    """Names are stored and shown, so they pass the redactor — once per distinct name."""
+    cleaned = {name: (redact(name) or "")[:NAME_MAX] for name in distinct}
+    return [cleaned[name] for name in names]
+
+
+def _summaries(batch: Batch) -> dict[str, list]:
+    """name → [points, first step, last step, value at last step, min, max] within the batch."""
+    out: dict[str, list] = {}
+    for step, name, value in zip(batch.steps, batch.names, batch.values):
+        row = out.get(name)
+        if row is None:
+            out[name] = [1, step, step, value, value, value]
+            continue
+        row[0] += 1
+        if step < row[1]:
+            row[1] = step
+        if step >= row[2]:
+            row[2], row[3] = step, value
+        if value < row[4]:
+            row[4] = value
+        if value > row[5]:
+            row[5] = value
+    return out
+
+
+# The series summary merges a batch into what is stored: counts add, the range widens, and
+# the latest value is the one at the highest step (batches may arrive out of order).
+_MERGE_SERIES = """
+  points = metric_series.points + excluded.points,
+  first_step = CASE WHEN excluded.first_step < metric_series.first_step THEN excluded.first_step
+                    ELSE metric_series.first_step END,
+  last_value = CASE WHEN excluded.last_step >= metric_series.last_step THEN excluded.last_value
+                    ELSE metric_series.last_value END,
+  last_step = CASE WHEN excluded.last_step > metric_series.last_step THEN excluded.last_step
+                   ELSE metric_series.last_step END,
+  min_value = CASE WHEN excluded.min_value < metric_series.min_value THEN excluded.min_value
+                   ELSE metric_series.min_value END,
+  max_value = CASE WHEN excluded.max_value > metric_series.max_value THEN excluded.max_value
+                   ELSE metric_series.max_value END,
+  updated_at = excluded.updated_at
+"""
+
+# PostgreSQL stores a batch in one round trip: the points go in from arrays (unnest), and
+# the summary rows are merged only when the points were new — a repeated (pod, seq) finds
+# its rows there already and writes nothing at all.
+_PG_RECORD = sa.text(f"""
+WITH points AS (
+  INSERT INTO metric_points (pod_id, seq, position, experiment_id, name, step, value, wall_time)
+  SELECT :pod_id, :seq, p.position, :experiment_id, p.name, p.step, p.value, p.wall_time
+  FROM unnest(CAST(:positions AS INTEGER[]), CAST(:names AS TEXT[]), CAST(:steps AS BIGINT[]),
+              CAST(:values AS DOUBLE PRECISION[]), CAST(:wall_times AS DOUBLE PRECISION[]))
+       AS p(position, name, step, value, wall_time)
+  WHERE NOT EXISTS (SELECT 1 FROM metric_points WHERE pod_id = :pod_id AND seq = :seq)
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+), stored AS (SELECT count(*) AS n FROM points), series AS (
+  INSERT INTO metric_series AS metric_series (pod_id, name, experiment_id, points, first_step, last_step,
+                                              last_value, min_value, max_value, updated_at)
+  SELECT :pod_id, s.name, :experiment_id, s.points, s.first_step, s.last_step, s.last_value, s.min_value,
+         s.max_value, :now
+  FROM unnest(CAST(:s_names AS TEXT[]), CAST(:s_points AS BIGINT[]), CAST(:s_first AS BIGINT[]),
+              CAST(:s_last AS BIGINT[]), CAST(:s_last_value AS DOUBLE PRECISION[]),
+              CAST(:s_min AS DOUBLE PRECISION[]), CAST(:s_max AS DOUBLE PRECISION[]))
+       AS s(name, points, first_step, last_step, last_value, min_value, max_value)
+  WHERE (SELECT n FROM stored) > 0
+  ON CONFLICT (pod_id, name) DO UPDATE SET {_MERGE_SERIES}
+)
+SELECT n FROM stored
+""")
+
+
+def record_batch(pod: Pod, batch: Batch) -> bool:
+    """Store one batch for `pod`; True when stored, False for a (pod, seq) already stored."""
+    summaries = _summaries(batch)
+    if db.engine.dialect.name == "postgresql":
+        stored = db.session.execute(_PG_RECORD, {
+            "pod_id": pod.id, "seq": batch.seq, "experiment_id": pod.experiment_id, "now": utcnow(),
+            "positions": list(range(len(batch))), "names": batch.names, "steps": batch.steps,
+            "values": batch.values, "wall_times": batch.wall_times,
+            "s_names": list(summaries), "s_points": [s[0] for s in summaries.values()],
+            "s_first": [s[1] for s in summaries.values()], "s_last": [s[2] for s in summaries.values()],
+            "s_last_value": [s[3] for s in summaries.values()], "s_min": [s[4] for s in summaries.values()],
+            "s_max": [s[5] for s in summaries.values()],
+        }).scalar()
+        return bool(stored)
+    return _record_portable(pod, batch, summaries)
+
+
+def _record_portable(pod: Pod, batch: Batch, summaries: dict[str, list]) -> bool:
+    """The same writes statement by statement (SQLite, the embedded default)."""
+    seen = db.session.scalar(sa.select(sa.literal(1)).where(MetricPoint.pod_id == pod.id,
+                                                            MetricPoint.seq == batch.seq).limit(1))
+    if seen:
+        return False
+    db.session.execute(sa.insert(MetricPoint), [
+        {"pod_id": pod.id, "seq": batch.seq, "position": i, "experiment_id": pod.experiment_id, "name": name,
+         "step": step, "value": value, "wall_time": wall_time}
+        for i, (step, name, value, wall_time) in enumerate(zip(batch.steps, batch.names, batch.values,
+                                                               batch.wall_times))])
+    now = utcnow()
+    table = MetricSeries.__table__
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+    for name, (count, first, last, last_value, low, high) in summaries.items():
+        stmt = sqlite_insert(table).values(pod_id=pod.id, name=name, experiment_id=pod.experiment_id, points=count,
+                                           first_step=first, last_step=last, last_value=last_value,
+                                           min_value=low, max_value=high, updated_at=now)
+        db.session.execute(stmt.on_conflict_do_update(index_elements=["pod_id", "name"], set_={
+            "points": table.c.points + stmt.excluded.points,
+            "first_step": sa.func.min(table.c.first_step, stmt.excluded.first_step),
+            "last_value": sa.case((stmt.excluded.last_step >= table.c.last_step, stmt.excluded.last_value),
+                                  else_=table.c.last_value),
+            "last_step": sa.func.max(table.c.last_step, stmt.excluded.last_step),
+            "min_value": sa.func.min(table.c.min_value, stmt.excluded.min_value),
+            "max_value": sa.func.max(table.c.max_value, stmt.excluded.max_value),
+            "updated_at": now}))
+    return True
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def unit_of(name: str) -> str | None:
+    """The unit written in brackets at the end of a metric name, if any."""
+    found = _UNIT.search(name)
+    return found.group(1).strip() if found else None
+
+
+def label_of(name: str) -> str:
+    """The metric name without its bracketed unit."""
+    return _UNIT.sub("", name) or name
+
+
+def pod_label(run_index: int, attempt: int | None) -> str:
+    """How a chart names a pod's line: its run (a seed, usually) and the attempt if retried."""
+    label = f"run {run_index}"
+    return label if (attempt or 1) == 1 else f"{label} (attempt {attempt})"
+
+
+@dataclass
+class MetricSummary:
+    name: str
+    label: str
+    unit: str | None
+    pods: int
+    points: int
+    last_value: float       # mean over pods of each pod's latest value
+    last_min: float         # the spread of those latest values across pods
+    last_max: float
+    min_value: float
+    max_value: float
+    last_step: int
+
+
+def summaries_for(experiment_ids) -> dict[uuid.UUID, dict[str, MetricSummary]]:
+    """experiment id → metric name → summary, for many experiments in one query."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(
+        sa.select(MetricSeries.experiment_id, MetricSeries.name, sa.func.count(), sa.func.sum(MetricSeries.points),
+                  sa.func.avg(MetricSeries.last_value), sa.func.min(MetricSeries.last_value),
+                  sa.func.max(MetricSeries.last_value), sa.func.min(MetricSeries.min_value),
+                  sa.func.max(MetricSeries.max_value), sa.func.max(MetricSeries.last_step))
+        .where(MetricSeries.experiment_id.in_(ids))
+        .group_by(MetricSeries.experiment_id, MetricSeries.name)
+        .order_by(MetricSeries.experiment_id, MetricSeries.name))
+    out: dict[uuid.UUID, dict[str, MetricSummary]] = {}
+    for experiment_id, name, pods, points, last, last_min, last_max, low, high, last_step in rows:
+        out.setdefault(experiment_id, {})[name] = MetricSummary(
+            name, label_of(name), unit_of(name), pods, int(points or 0), float(last), float(last_min),
+            float(last_max), float(low), float(high), int(last_step))
+    return out
+
+
+def page_context(experiment: Experiment) -> dict:
+    """What templates/experiments/_metrics.html needs: the metric names (charts load their data)."""
+    found = summaries_for([experiment.id]).get(experiment.id, {})
+    names = list(found.values())
+    return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
+
+
+_DOWNSAMPLED = sa.text("""
+SELECT p.pod_id,
+       CASE WHEN s.points <= :target THEN p.step
+            ELSE (p.step - s.first_step) * :target / (s.last_step - s.first_step + 1) END AS bucket,
+       avg(CAST(p.step AS DOUBLE PRECISION)) AS step, avg(p.value) AS mean, min(p.value) AS low,
+       max(p.value) AS high, count(*) AS n
+FROM metric_series s
+JOIN metric_points p ON p.experiment_id = s.experiment_id AND p.name = s.name AND p.pod_id = s.pod_id
+WHERE s.experiment_id = :experiment_id AND s.name = :name
+GROUP BY p.pod_id, bucket
+ORDER BY p.pod_id, bucket
+""")
+
+
+def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET) -> dict:
+    """One metric of one experiment, every pod a series, at most `target` buckets a series:
+    {"name", "label", "unit", "series": [{"label", "pod", "points", "downsampled", "x", "y",
+    "min", "max"}]} — `min`/`max` are the bucket's range (equal to `y` where not downsampled)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX:
+        raise ValidationError("Name the metric: ?name=… (1–120 characters).", field="name")
+    series = db.session.execute(
+        sa.select(MetricSeries.pod_id, MetricSeries.points, Pod.run_index, Pod.attempt, Pod.name)
+        .join(Pod, Pod.id == MetricSeries.pod_id)
+        .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
+        .order_by(Pod.run_index, Pod.attempt)).all()
+    by_pod = {}
+    for pod_id, points, run_index, attempt, pod_name in series:
+        by_pod[pod_id] = {"label": pod_label(run_index, attempt), "pod": pod_name, "points": int(points), "downsampled": points > target,
+                          "x": [], "y": [], "min": [], "max": []}
+    if by_pod:
+        for pod_id, _bucket, step, mean, low, high, _n in db.session.execute(
+                _DOWNSAMPLED, {"experiment_id": experiment.id, "name": name, "target": target}):
+            line = by_pod[pod_id]
+            line["x"].append(round(float(step), 3))
+            line["y"].append(float(mean))
+            line["min"].append(float(low))
+            line["max"].append(float(high))
+    return {"name": name, "label": label_of(name), "unit": unit_of(name), "series": list(by_pod.values())}
+
+
+def compare(experiments: list[Experiment]) -> dict:
+    """The compare view's table: one row per experiment, one column per metric name (the
+    latest value, mean over pods), in the order the metrics first appear."""
+    summaries = summaries_for(e.id for e in experiments)
+    columns: list[str] = []
+    for experiment in experiments:
+        for name in summaries.get(experiment.id, {}):
+            if name not in columns:
+                columns.append(name)
+    return {"metric_columns": [{"name": n, "label": label_of(n), "unit": unit_of(n)} for n in columns[:CHARTS_MAX]],
+            "metric_cells": {e.id: summaries.get(e.id, {}) for e in experiments}}
