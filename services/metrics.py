@@ -323,6 +323,36 @@ def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGE
     return {"name": name, "label": label_of(name), "unit": unit_of(name), "series": list(by_pod.values())}
 
 
+def series_version(experiment: Experiment, name) -> str | None:
+    """A tag that changes whenever a point of this metric is stored (None: no such metric)."""
+    if not isinstance(name, str):
+        return None
+    count, updated = db.session.execute(
+        sa.select(sa.func.sum(MetricSeries.points), sa.func.max(MetricSeries.updated_at))
+        .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)).one()
+    return f"m{count}-{updated.timestamp():.6f}" if count else None
+
+
+def experiments_to_compare(raw_numbers: list[str]) -> list[Experiment]:
+    """The experiments named by `?e=12&e=15` (or `e=12,15`), in that order; bad input is a 400."""
+    numbers: list[int] = []
+    for raw in raw_numbers:
+        for part in raw.replace(",", " ").split():
+            text = part.strip().lstrip("#")
+            if not text.isdigit() or int(text) >= 2**31:
+                raise ValidationError(f"{part[:20]!r} is not an experiment number.", field="e")
+            if int(text) not in numbers:
+                numbers.append(int(text))
+    if len(numbers) > COMPARE_MAX:
+        raise ValidationError(f"{len(numbers)} experiments chosen; compare at most {COMPARE_MAX} at once.",
+                              field="e")
+    found = {e.number: e for e in db.session.scalars(sa.select(Experiment).where(Experiment.number.in_(numbers)))}
+    missing = [n for n in numbers if n not in found]
+    if missing:
+        raise ValidationError(f"No experiment #{', #'.join(map(str, missing))}.", field="e")
+    return [found[n] for n in numbers]
+
+
 def compare(experiments: list[Experiment]) -> dict:
     """The compare view's table: one row per experiment, one column per metric name (the
     latest value, mean over pods), in the order the metrics first appear."""
