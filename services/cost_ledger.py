@@ -27,6 +27,7 @@ class Ledger:
     gpu_usd: float = 0.0
     gpu_unpriced: int = 0             # pods that ran at an unknown rate
     pods_running: int = 0
+    pods_running_unpriced: int = 0
     burn_usd_per_hour: float = 0.0    # the running pods' rates, summed
     estimate_usd: float | None = None  # the latest plan's GPU estimate (None: none, or unknown prices)
     estimate_known_usd: float | None = None  # what the estimate's known prices add up to
@@ -91,10 +92,10 @@ def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -
     if not ids:
         return {}
     ledgers = _agent_costs(ids)
-    for experiment_id, (spent, burn, unpriced, live) in spend.gpu_by_experiment(ids).items():
+    for experiment_id, (spent, burn, unpriced, live, live_unpriced) in spend.gpu_by_experiment(ids).items():
         ledger = ledgers.setdefault(experiment_id, Ledger())
-        ledger.gpu_usd, ledger.burn_usd_per_hour, ledger.gpu_unpriced, ledger.pods_running = \
-            spent, burn, unpriced, live
+        ledger.gpu_usd, ledger.burn_usd_per_hour, ledger.gpu_unpriced = spent, burn, unpriced
+        ledger.pods_running, ledger.pods_running_unpriced = live, live_unpriced
     if with_estimates:
         for experiment_id, estimate in _estimates(ids).items():
             ledger = ledgers.setdefault(experiment_id, Ledger())
