@@ -283,44 +283,47 @@ def page_context(experiment: Experiment) -> dict:
     return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
 
 
+# One pass over the series' index, no sort: buckets of `width` steps from `lo`, every pod
+# on the same grid (so overlaid runs line up), hashed by the database; the ~1,000 rows a
+# series comes back as are put in order here. Width 1 is the raw points.
 _DOWNSAMPLED = sa.text("""
-SELECT p.pod_id,
-       CASE WHEN s.points <= :target THEN p.step
-            ELSE (p.step - s.first_step) * :target / (s.last_step - s.first_step + 1) END AS bucket,
-       avg(CAST(p.step AS DOUBLE PRECISION)) AS step, avg(p.value) AS mean, min(p.value) AS low,
-       max(p.value) AS high, count(*) AS n
-FROM metric_series s
-JOIN metric_points p ON p.experiment_id = s.experiment_id AND p.name = s.name AND p.pod_id = s.pod_id
-WHERE s.experiment_id = :experiment_id AND s.name = :name
-GROUP BY p.pod_id, bucket
-ORDER BY p.pod_id, bucket
+SELECT pod_id, (step - :lo) / :width AS bucket, avg(value) AS mean, min(value) AS low, max(value) AS high,
+       min(step) AS first_step, max(step) AS last_step
+FROM metric_points
+WHERE experiment_id = :experiment_id AND name = :name
+GROUP BY pod_id, bucket
 """)
 
 
 def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET) -> dict:
-    """One metric of one experiment, every pod a series, at most `target` buckets a series:
-    {"name", "label", "unit", "series": [{"label", "pod", "points", "downsampled", "x", "y",
-    "min", "max"}]} — `min`/`max` are the bucket's range (equal to `y` where not downsampled)."""
+    """One metric of one experiment, every pod a series, at most about `target` buckets a
+    series: {"name", "label", "unit", "series": [{"label", "pod", "points", "downsampled",
+    "x", "y", "min", "max"}]} — `y` is the bucket's mean, `min`/`max` its range (all three
+    the point itself where nothing was merged), `x` the middle of the bucket's steps."""
     if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX:
         raise ValidationError("Name the metric: ?name=… (1–120 characters).", field="name")
     series = db.session.execute(
-        sa.select(MetricSeries.pod_id, MetricSeries.points, Pod.run_index, Pod.attempt, Pod.name)
+        sa.select(MetricSeries.pod_id, MetricSeries.points, MetricSeries.first_step, MetricSeries.last_step,
+                  Pod.run_index, Pod.attempt, Pod.name)
         .join(Pod, Pod.id == MetricSeries.pod_id)
         .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
         .order_by(Pod.run_index, Pod.attempt)).all()
-    by_pod = {}
-    for pod_id, points, run_index, attempt, pod_name in series:
-        by_pod[pod_id] = {"label": pod_label(run_index, attempt), "pod": pod_name, "points": int(points), "downsampled": points > target,
-                          "x": [], "y": [], "min": [], "max": []}
-    if by_pod:
-        for pod_id, _bucket, step, mean, low, high, _n in db.session.execute(
-                _DOWNSAMPLED, {"experiment_id": experiment.id, "name": name, "target": target}):
-            line = by_pod[pod_id]
-            line["x"].append(round(float(step), 3))
-            line["y"].append(float(mean))
-            line["min"].append(float(low))
-            line["max"].append(float(high))
-    return {"name": name, "label": label_of(name), "unit": unit_of(name), "series": list(by_pod.values())}
+    body = {"name": name, "label": label_of(name), "unit": unit_of(name), "series": []}
+    if not series:
+        return body
+    lo, hi = min(row.first_step for row in series), max(row.last_step for row in series)
+    width = 1 if max(row.points for row in series) <= target else -(-(hi - lo + 1) // target)
+    buckets: dict = {row.pod_id: [] for row in series}
+    for pod_id, bucket, mean, low, high, first, last in db.session.execute(
+            _DOWNSAMPLED, {"experiment_id": experiment.id, "name": name, "lo": lo, "width": width}):
+        buckets[pod_id].append((bucket, (first + last) / 2, float(mean), float(low), float(high)))
+    for row in series:
+        rows = sorted(buckets[row.pod_id])
+        body["series"].append({
+            "label": pod_label(row.run_index, row.attempt), "pod": row.name, "points": int(row.points),
+            "downsampled": len(rows) < row.points, "x": [r[1] for r in rows], "y": [r[2] for r in rows],
+            "min": [r[3] for r in rows], "max": [r[4] for r in rows]})
+    return body
 
 
 def series_version(experiment: Experiment, name) -> str | None:
