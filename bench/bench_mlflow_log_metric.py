@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -70,11 +72,20 @@ def ensure_mlflow() -> Path:
     return mlflow
 
 
-def post(url: str, body: dict) -> dict:
+def post(url: str, body: dict, tries: int = 5) -> dict:
+    """One JSON POST; retried a few times, since a busy MLflow's workers may still be
+    starting when /health first answers (a dropped connection, not a refusal)."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read() or b"{}")
+    for attempt in range(1, tries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return json.loads(answer.read() or b"{}")
+        except (ConnectionError, http.client.HTTPException, urllib.error.URLError):
+            if attempt == tries:
+                raise
+            time.sleep(attempt)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

@@ -147,26 +147,31 @@ _MERGE_SERIES = """
 
 # PostgreSQL stores a batch in one round trip: the points go in from arrays (unnest), and
 # the summary rows are merged only when the points were new — a repeated (pod, seq) finds
-# its rows there already and writes nothing at all.
+# its rows there already and writes nothing at all. The arrays travel as array literals
+# (`{1,2,3}`) built with str.join: psycopg adapting 1,000-element lists element by element
+# cost more than the insert. Names go once each, points refer to them by index.
 _PG_RECORD = sa.text(f"""
-WITH points AS (
+WITH names AS (
+  SELECT name, ordinality AS idx FROM unnest(CAST(:distinct_names AS TEXT[])) WITH ORDINALITY AS n(name, ordinality)
+), points AS (
   INSERT INTO metric_points (pod_id, seq, position, experiment_id, name, step, value, wall_time)
-  SELECT :pod_id, :seq, p.position, :experiment_id, p.name, p.step, p.value, p.wall_time
-  FROM unnest(CAST(:positions AS INTEGER[]), CAST(:names AS TEXT[]), CAST(:steps AS BIGINT[]),
-              CAST(:values AS DOUBLE PRECISION[]), CAST(:wall_times AS DOUBLE PRECISION[]))
-       AS p(position, name, step, value, wall_time)
+  SELECT :pod_id, :seq, p.position - 1, :experiment_id, names.name, p.step, p.value, p.wall_time
+  FROM unnest(CAST(:name_idx AS INTEGER[]), CAST(:steps AS BIGINT[]), CAST(:values AS DOUBLE PRECISION[]),
+              CAST(:wall_times AS DOUBLE PRECISION[])) WITH ORDINALITY AS p(name_idx, step, value, wall_time, position)
+  JOIN names ON names.idx = p.name_idx
   WHERE NOT EXISTS (SELECT 1 FROM metric_points WHERE pod_id = :pod_id AND seq = :seq)
   ON CONFLICT DO NOTHING
   RETURNING 1
 ), stored AS (SELECT count(*) AS n FROM points), series AS (
   INSERT INTO metric_series AS metric_series (pod_id, name, experiment_id, points, first_step, last_step,
                                               last_value, min_value, max_value, updated_at)
-  SELECT :pod_id, s.name, :experiment_id, s.points, s.first_step, s.last_step, s.last_value, s.min_value,
+  SELECT :pod_id, names.name, :experiment_id, s.points, s.first_step, s.last_step, s.last_value, s.min_value,
          s.max_value, :now
-  FROM unnest(CAST(:s_names AS TEXT[]), CAST(:s_points AS BIGINT[]), CAST(:s_first AS BIGINT[]),
-              CAST(:s_last AS BIGINT[]), CAST(:s_last_value AS DOUBLE PRECISION[]),
-              CAST(:s_min AS DOUBLE PRECISION[]), CAST(:s_max AS DOUBLE PRECISION[]))
-       AS s(name, points, first_step, last_step, last_value, min_value, max_value)
+  FROM unnest(CAST(:s_points AS BIGINT[]), CAST(:s_first AS BIGINT[]), CAST(:s_last AS BIGINT[]),
+              CAST(:s_last_value AS DOUBLE PRECISION[]), CAST(:s_min AS DOUBLE PRECISION[]),
+              CAST(:s_max AS DOUBLE PRECISION[])) WITH ORDINALITY
+       AS s(points, first_step, last_step, last_value, min_value, max_value, idx)
+  JOIN names ON names.idx = s.idx
   WHERE (SELECT n FROM stored) > 0
   ON CONFLICT (pod_id, name) DO UPDATE SET {_MERGE_SERIES}
 )
@@ -174,18 +179,25 @@ SELECT n FROM stored
 """)
 
 
+def _array(values) -> str:
+    """A PostgreSQL array literal of numbers (None as NULL); repr keeps every float exact."""
+    return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+
+
 def record_batch(pod: Pod, batch: Batch) -> bool:
     """Store one batch for `pod`; True when stored, False for a (pod, seq) already stored."""
     summaries = _summaries(batch)
     if db.engine.dialect.name == "postgresql":
+        index = {name: i for i, name in enumerate(summaries, start=1)}
+        rows = list(summaries.values())
         stored = db.session.execute(_PG_RECORD, {
             "pod_id": pod.id, "seq": batch.seq, "experiment_id": pod.experiment_id, "now": utcnow(),
-            "positions": list(range(len(batch))), "names": batch.names, "steps": batch.steps,
-            "values": batch.values, "wall_times": batch.wall_times,
-            "s_names": list(summaries), "s_points": [s[0] for s in summaries.values()],
-            "s_first": [s[1] for s in summaries.values()], "s_last": [s[2] for s in summaries.values()],
-            "s_last_value": [s[3] for s in summaries.values()], "s_min": [s[4] for s in summaries.values()],
-            "s_max": [s[5] for s in summaries.values()],
+            "distinct_names": list(summaries), "name_idx": _array([index[n] for n in batch.names]),
+            "steps": _array(batch.steps), "values": _array(batch.values),
+            "wall_times": _array(batch.wall_times),
+            "s_points": _array([r[0] for r in rows]), "s_first": _array([r[1] for r in rows]),
+            "s_last": _array([r[2] for r in rows]), "s_last_value": _array([r[3] for r in rows]),
+            "s_min": _array([r[4] for r in rows]), "s_max": _array([r[5] for r in rows]),
         }).scalar()
         return bool(stored)
     return _record_portable(pod, batch, summaries)
