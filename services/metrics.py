@@ -304,7 +304,9 @@ SELECT pod_id, (step - :lo) / :width AS bucket, avg(value) AS mean, min(value) A
 FROM metric_points
 WHERE experiment_id = :experiment_id AND name = :name
 GROUP BY pod_id, bucket
-""")
+""").bindparams(sa.bindparam("experiment_id", type_=sa.Uuid())).columns(
+    pod_id=sa.Uuid(), bucket=sa.BigInteger(), mean=sa.Float(), low=sa.Float(), high=sa.Float(),
+    first_step=sa.BigInteger(), last_step=sa.BigInteger())
 
 
 def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET) -> dict:

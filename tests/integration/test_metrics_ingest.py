@@ -275,3 +275,38 @@ def test_the_helper_finds_the_metrics_url_from_the_progress_url(monkeypatch):
     monkeypatch.delenv("SAGAN_METRICS_URL", raising=False)
     monkeypatch.setenv("SAGAN_PROGRESS_URL", "https://sagan.example/api/progress")
     assert sagan_metrics.Metrics(token="t").url == "https://sagan.example/api/metrics"
+
+
+def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
+    """The embedded default (SQLite): the same batch semantics — stored once per (pod, seq),
+    the summary merged, the chart data downsampled — through the statement-by-statement path."""
+    import flask_migrate
+
+    import config as sagan_config
+    from app import create_app
+    from services import experiments, metrics
+    from services.actors import Actor
+
+    class LiteConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    lite = create_app(LiteConfig)
+    with lite.app_context():
+        flask_migrate.upgrade(directory=str(Path(__file__).resolve().parents[2] / "migrations"))
+        experiment = experiments.create_experiment({"title": "Lite"}, Actor("owner"))
+        db.session.flush()
+        pod = Pod(id=uuid.uuid4(), experiment_id=experiment.id, account="local", name="lite-0", status="running")
+        db.session.add(pod)
+        db.session.flush()
+        for seq, start in ((1, 1000), (2, 0), (2, 0)):
+            batch = metrics.parse_batch({"seq": seq, "points": points(1000, start=start)})
+            metrics.record_batch(pod, batch)
+        db.session.commit()
+        series = db.session.get(MetricSeries, (pod.id, "loss"))
+        assert (series.points, series.first_step, series.last_step) == (2000, 0, 1999)
+        assert series.last_value == pytest.approx(1 / 2000) and series.max_value == 1.0
+        chart = metrics.chart_data(experiment, "loss")
+        line = chart["series"][0]
+        assert line["downsampled"] and len(line["x"]) == 1000 and line["max"][0] == 1.0
+        db.session.remove()
+        db.engine.dispose()
