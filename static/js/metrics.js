@@ -35,6 +35,17 @@
     return unit ? text + " " + unit : text;
   }
 
+  // Tick labels with as many decimals as the tick spacing needs (a learning rate's 0.0003,
+  // a loss's 1.5, a step count's 15,000), exponents only for the very small or large.
+  function ticks(u, splits, axisIndex, space, increment) {
+    var decimals = Math.max(0, -Math.floor(Math.log10(increment || 1)));
+    return splits.map(function (v) {
+      if (v === 0) { return "0"; }
+      if (decimals > 6 || Math.abs(v) >= 1e7) { return v.toExponential(1); }
+      return decimals ? v.toFixed(decimals) : Math.round(v).toLocaleString();
+    });
+  }
+
   // Debiased exponential moving average (as TensorBoard smooths): the first points are not
   // pulled towards zero. x gaps do not matter: smoothing is over the points in order.
   function smooth(ys, weight) {
@@ -95,8 +106,7 @@
       width: width, height: width < 420 ? 200 : 240, series: series, bands: bands,
       scales: { x: { time: false } },
       axes: [Object.assign({ label: "step" }, axis),
-             Object.assign({ label: unit ? label + " [" + unit + "]" : label, size: 56,
-                             values: function (u, splits) { return splits.map(function (v) { return format(v); }); } }, axis)],
+             Object.assign({ label: unit ? label + " [" + unit + "]" : label, size: 60, space: 24, values: ticks }, axis)],
       legend: { live: true },
       cursor: { sync: { key: chart.syncKey }, points: { size: 6 } }
     };
