@@ -13,6 +13,8 @@ Run: .venv/bin/python bench/bench_mlflow_log_metric.py [--seconds 15] [--runs 20
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -69,19 +72,27 @@ def ensure_mlflow() -> Path:
     return mlflow
 
 
-def post(url: str, body: dict) -> dict:
+def post(url: str, body: dict, tries: int = 5) -> dict:
+    """One JSON POST; retried a few times, since a busy MLflow's workers may still be
+    starting when /health first answers (a dropped connection, not a refusal)."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read() or b"{}")
+    for attempt in range(1, tries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return json.loads(answer.read() or b"{}")
+        except (ConnectionError, http.client.HTTPException, urllib.error.URLError):
+            if attempt == tries:
+                raise
+            time.sleep(attempt)
+    raise AssertionError("unreachable")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=int, default=15)
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=5)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def mlflow_server(workers: int, runs: int):
+    """An MLflow tracking server on its own fresh database beside the bench's (same
+    PostgreSQL), with one experiment and `runs` runs; yields (url, run ids, work directory).
+    Calls skip() — a JSON "skipped" document, exit 0 — when MLflow cannot be had."""
     mlflow = ensure_mlflow()
 
     import sqlalchemy as sa
@@ -99,7 +110,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [str(mlflow), "server", "--backend-store-uri", store, "--default-artifact-root", str(workdir / "artifacts"),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers)],
+         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 120  # the first start creates MLflow's schema
@@ -115,12 +126,9 @@ def main() -> None:
             skip("mlflow server did not answer within 120 s")
         experiment = post(f"{url}/api/2.0/mlflow/experiments/create", {"name": "sagan-bench"})["experiment_id"]
         run_ids = [post(f"{url}/api/2.0/mlflow/runs/create", {"experiment_id": experiment})["run"]["info"]["run_id"]
-                   for _ in range(args.runs)]
+                   for _ in range(runs)]
         (workdir / "runs").write_text("\n".join(run_ids) + "\n")
-        (workdir / "log.lua").write_text(LUA)
-        env = {"RUNS_FILE": str(workdir / "runs")}
-        harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
-        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "log.lua"), env=env)
+        yield url, run_ids, workdir
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
@@ -129,6 +137,19 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=5)
+    args = parser.parse_args()
+    with mlflow_server(args.workers, args.runs) as (url, _run_ids, workdir):
+        (workdir / "log.lua").write_text(LUA)
+        env = {"RUNS_FILE": str(workdir / "runs")}
+        harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
+        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "log.lua"), env=env)
     harness.report({"bench": "mlflow_log_metric", "mlflow": MLFLOW_VERSION, "server": f"mlflow server --workers {args.workers}",
                     "database": "postgresql", "machine": harness.machine(), "wrk": "2 threads, 8 connections",
                     "seconds": args.seconds, "runs": args.runs, **result}, [

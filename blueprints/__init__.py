@@ -7,7 +7,7 @@ from flask import Flask
 
 def register_blueprints(app: Flask) -> None:
     from blueprints import (access, api, approvals, auth, board, errors, experiments, filters, health,
-                            input_limits, pods, progress, runs, security_headers, settings, tokens)
+                            input_limits, metrics, pods, progress, runs, security_headers, settings, tokens)
 
     access.init_app(app)
     input_limits.init_app(app)
@@ -20,5 +20,5 @@ def register_blueprints(app: Flask) -> None:
     share.init_app(app)
     for module in (results, discussion, share):
         app.register_blueprint(module.bp)
-    for module in (auth, board, experiments, approvals, runs, pods, settings, tokens, health, api, progress):
+    for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress):
         app.register_blueprint(module.bp)

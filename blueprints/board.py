@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, make_response, render_template, reques
 from blueprints import access
 from blueprints._htmx import render
 from models import db
-from services import board_moves, experiments, lifecycle, registry
+from services import board_moves, cost_ledger, experiments, lifecycle, registry
 from services.dispatch.view import board_progress
 from services.errors import SaganError
 
@@ -44,6 +44,8 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "columns": columns,
         # Live pod progress and spend for the cards that can have pods: one query for all.
         "pod_progress": board_progress(with_pods),
+        # Every card's spend so far (agents + GPU), in two queries for the whole board.
+        "card_spend": cost_ledger.ledgers_for([e for c in columns for e in c.cards], with_estimates=False),
         "filters": filters,
         "tags": experiments.all_tags(),
         "kinds": registry.EXPERIMENT_KINDS,

@@ -6,7 +6,8 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from blueprints import access
 from blueprints._htmx import is_fragment_request, render
 from models import db
-from services import approvals, code_view, events, experiments, lifecycle, markers, questions, registry
+from services import (approvals, code_view, cost_ledger, events, experiments, lifecycle, markers, metrics,
+                      questions, registry)
 from services.dispatch import view as pod_view
 from services.errors import SaganError, ValidationError
 
@@ -73,6 +74,7 @@ def _detail_context(experiment, **extra) -> dict:
             "open_questions": questions.open_questions(experiment), "answer_error": None, "answers": None,
             "status_error": None, "override_error": None,
             "edit_error": None, **_result_context(experiment), **code_view.page_context(experiment),
+            **metrics.page_context(experiment), **cost_ledger.page_context(experiment),
             **_form_choices(), **extra}
 
 

@@ -44,8 +44,25 @@ def money(value) -> str:
     return "price unknown" if value is None else f"${value:,.2f}"
 
 
+def usd(value: float) -> str:
+    """A known amount: cents, or three significant digits below a cent, so a real spend of a
+    fraction of a cent never reads as $0.00."""
+    if 0 < abs(value) < 0.01:
+        return f"${value:.3g}"
+    return f"${value:,.2f}"
+
+
+def metric_value(value: float) -> str:
+    """A metric as a person reads it: four significant digits, no exponent for everyday sizes."""
+    if value == 0 or 1e-3 <= abs(value) < 1e6:
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return f"{value:.3e}"
+
+
 def init_app(app: Flask) -> None:
     app.add_template_filter(age)
+    app.add_template_filter(usd)
+    app.add_template_filter(metric_value)
     app.add_template_filter(column_of)
     app.add_template_filter(sanitized)
     app.add_template_filter(words)

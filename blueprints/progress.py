@@ -1,17 +1,22 @@
 """What pods post: progress and artifacts, authenticated by the pod's own token."""
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import unquote
 
-from flask import Blueprint, g, request
+from flask import Blueprint, g, request, send_file
 
 from blueprints import access
 from models import db
-from services import input_shape
+from services import input_shape, metrics
 from services.dispatch import progress, watcher
 from services.errors import ValidationError
 
 bp = Blueprint("progress", __name__, url_prefix="/api")
+
+# The helper a training script imports to post metrics; the bootstrap fetches it from here,
+# so a pod always runs the helper of the server it reports to.
+METRICS_HELPER = Path(__file__).resolve().parents[1] / "scripts" / "sagan_metrics.py"
 
 
 @bp.post("/progress")
@@ -28,6 +33,26 @@ def post_progress():
     if created:
         watcher.after_progress(pod_id, post)
     return {"ok": True, "id": str(event_id) if event_id else None, "duplicate": not created}
+
+
+@bp.post("/metrics")
+@access.pod
+def post_metrics():
+    """A batch of scalar metric points; a repeated (pod, seq) answers ok without storing it again."""
+    data = request.get_json(silent=True)
+    if data is None:
+        raise ValidationError("The body is not valid JSON.", code="invalid_json")
+    batch = metrics.parse_batch(data)
+    created = metrics.record_batch(g.pod, batch)
+    db.session.commit()
+    return {"ok": True, "points": len(batch) if created else 0, "duplicate": not created}
+
+
+@bp.get("/metrics/helper.py")
+@access.pod
+def metrics_helper():
+    """scripts/sagan_metrics.py, for the pod's bootstrap to put on the training script's path."""
+    return send_file(METRICS_HELPER, mimetype="text/x-python", max_age=0)
 
 
 @bp.post("/artifacts")

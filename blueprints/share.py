@@ -11,7 +11,8 @@ from flask import Blueprint, Flask, make_response, render_template, request, url
 from flask.sessions import SecureCookieSessionInterface
 
 from blueprints import access
-from services import discussion, results, sanitize, shares
+from blueprints.metrics import chart_json
+from services import discussion, metrics, results, sanitize, shares
 from services.errors import RateLimited
 from services.result_lint import confidence_of, title_without_confidence
 
@@ -55,8 +56,9 @@ def _not_found():
     return make_response(render_template("share/not_found.html"), 404)
 
 
-def _open(token: str):
-    """(link, None) for a live link, else (None, the response to send)."""
+def _open(token: str, *, count_view: bool = True):
+    """(link, None) for a live link, else (None, the response to send). The charts' data
+    requests are part of a page view already counted (`count_view=False`)."""
     try:
         shares.check_rate(request.remote_addr)
     except RateLimited as exc:
@@ -65,11 +67,12 @@ def _open(token: str):
     link = shares.resolve(token)
     if link is None:
         return None, _not_found()
-    shares.record_view(link)
+    if count_view:
+        shares.record_view(link)
     return link, None
 
 
-def _result_context(link, token: str, experiment) -> dict:
+def _result_context(link, token: str, experiment, *, listed: bool) -> dict:
     comments = discussion.thread("experiment", experiment.id).comments if link.include_comments else []
     figures = results.figures(experiment)
     texts = {"result": experiment.body or "", **{c.id: c.body_html for c in comments},
@@ -78,7 +81,11 @@ def _result_context(link, token: str, experiment) -> dict:
     for figure in figures:
         if figure.html:
             figure.html = readable.pop(("figure", figure.id))
-    return {"link": link, "experiment": experiment, "result_title": title_without_confidence(experiment.title),
+    data_url = (url_for("share.result_metrics", token=token, number=experiment.number) if listed
+                else url_for("share.view_metrics", token=token))
+    return {"link": link, "experiment": experiment, "token": token, "listed": listed,
+            **metrics.page_context(experiment), "metrics_data_url": data_url, "metrics_refresh": None,
+            "result_title": title_without_confidence(experiment.title),
             "confidence": confidence_of(experiment.title), "figures": figures,
             "result_body": readable.pop("result"), "comments": comments, "comment_bodies": readable}
 
@@ -104,7 +111,7 @@ def view(token: str):
     if link.scope == "experiment":
         if not found:
             return _not_found()
-        return render_template("share/result.html", token=token, listed=False, **_result_context(link, token, found[0]))
+        return render_template("share/result.html", **_result_context(link, token, found[0], listed=False))
     items = [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
               "excerpt": results.excerpt(e)} for e in found]
     return render_template("share/index.html", token=token, link=link, items=items)
@@ -120,5 +127,31 @@ def result(token: str, number: int):
     experiment = shares.shared_result(link, number)
     if experiment is None:
         return _not_found()
-    return render_template("share/result.html", token=token, listed=link.scope != "experiment",
-                           **_result_context(link, token, experiment))
+    return render_template("share/result.html",
+                           **_result_context(link, token, experiment, listed=link.scope != "experiment"))
+
+
+@bp.get("/<token>/metrics")
+@access.share
+def view_metrics(token: str):
+    """Chart data for the one experiment a link shares (the page's metric charts)."""
+    link, refusal = _open(token, count_view=False)
+    if refusal is not None:
+        return refusal
+    found = shares.shared_results(link) if link.scope == "experiment" else []
+    if not found:
+        return _not_found()
+    return chart_json(found[0], request.args.get("name"))
+
+
+@bp.get("/<token>/<int:number>/metrics")
+@access.share
+def result_metrics(token: str, number: int):
+    """Chart data for one result of an "all promoted results" link."""
+    link, refusal = _open(token, count_view=False)
+    if refusal is not None:
+        return refusal
+    experiment = shares.shared_result(link, number)
+    if experiment is None:
+        return _not_found()
+    return chart_json(experiment, request.args.get("name"))

@@ -343,6 +343,23 @@ if [ -n "${SAGAN_REPO_URL:-}" ]; then
     fi
 fi
 case $ARTIFACT_DIR in /*) ;; *) ARTIFACT_DIR=$RUN_DIR/$ARTIFACT_DIR ;; esac
+# --- metrics helper: the training script can `import sagan_metrics` (docs/metrics.md) ---
+fetch_metrics_helper() {
+    local dir=$WORKDIR/sagan-lib
+    { [ -n "${SAGAN_PROGRESS_URL:-}" ] && command -v python3 >/dev/null 2>&1; } || return 0
+    mkdir -p "$dir" && python3 - "${SAGAN_PROGRESS_URL%/progress}/metrics/helper.py" "$dir/sagan_metrics.py" <<'PY' \
+        || { log "could not fetch the metrics helper"; return 0; }
+import os, sys, urllib.request
+request = urllib.request.Request(sys.argv[1], headers={
+    "Authorization": "Bearer " + os.environ.get("SAGAN_POD_PROGRESS_TOKEN", "")})
+with urllib.request.urlopen(request, timeout=30) as answer, open(sys.argv[2] + ".tmp", "wb") as out:
+    out.write(answer.read())
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+PY
+    export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+
 if [ "$rc" -ne 0 ]; then
     log "could not prepare the repository (exit $rc)"
     upload_log
@@ -358,6 +375,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 
 # --- 3. run -------------------------------------------------------------------------
+fetch_metrics_helper
 progress 5 "bootstrap complete on branch ${BRANCH:-(none)}" bootstrap
 mkdir -p "$ARTIFACT_DIR" 2>/dev/null
 # stderr goes through tee into the file and back to stderr; stdout stays stdout.

@@ -38,6 +38,44 @@ def _results_demo(number_of: dict) -> tuple[str, int]:
     return token, number_of["shared"]
 
 
+def _metrics_demo(numbers: list[int]) -> None:
+    """Training curves for these experiments, posted through the real ingest: two seeds each,
+    loss and accuracy over 20,000 steps (downsampled when drawn), a learning rate; agent runs
+    and a pod with a rate for the cost ledger. Each experiment learns a little differently."""
+    import math
+    import random
+    import uuid
+
+    from models import AgentRun, Experiment, Pod, db
+    from services import metrics
+    for rank, number in enumerate(numbers):
+        experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number))
+        db.session.add(AgentRun(id=uuid.uuid4(), kind="apply", agent="code-writer", request="r", status="completed",
+                                scope_id=experiment.id, model="claude-sonnet-5-5", cost_usd=0.84 + rank,
+                                input_tokens=180_000, output_tokens=22_000))
+        for seed in range(2):
+            pod = Pod(id=uuid.uuid4(), experiment_id=experiment.id, account="team", run_index=seed,
+                      name=f"sagan-{number}-shots-{seed}", status="exited", cost_per_hr=0.69,
+                      uptime_seconds=5400 + 600 * seed, gpu_type_id="NVIDIA GeForce RTX 4090")
+            db.session.add(pod)
+            db.session.flush()
+            rng = random.Random(number * 10 + seed)
+            floor, speed = 0.55 + 0.12 * rank + 0.03 * seed, 1800 * (1 + 0.3 * rank)
+            rows = []
+            for step in range(0, 20_000, 2):
+                loss = floor + 2.2 * math.exp(-step / speed) + rng.gauss(0, 0.04)
+                rows.append({"step": step, "name": "loss", "value": loss})
+                if step % 500 == 0:
+                    accuracy = 100 * (0.9 - 0.05 * rank - 0.8 * math.exp(-step / (speed * 1.4))) + rng.gauss(0, 0.4)
+                    rows.append({"step": step, "name": "val/accuracy [%]", "value": accuracy})
+                    rows.append({"step": step, "name": "lr", "value": 3e-4 * min(1, step / 1000)
+                                 * 0.5 * (1 + math.cos(math.pi * step / 20_000))})
+            for seq, start in enumerate(range(0, len(rows), metrics.BATCH_MAX), start=1):
+                metrics.record_batch(pod, metrics.parse_batch({"seq": seq,
+                                                               "points": rows[start:start + metrics.BATCH_MAX]}))
+    db.session.commit()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
@@ -89,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))
                      if e.number != with_plan}
         share_token, shared_number = _results_demo(number_of)
+        _metrics_demo([number_of["awaiting_promotion"], number_of["shared"]])
     pages = {
         "login": "/login",
         "board": "/",
@@ -108,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         "clean-result": f"/experiments/{number_of['awaiting_promotion']}#clean-result",
         "share-list": f"/s/{share_token}",
         "share-result": f"/s/{share_token}/{shared_number}",
+        "metric-charts": f"/experiments/{number_of['awaiting_promotion']}#metrics",
+        "compare": f"/experiments/compare?e={number_of['awaiting_promotion']}&e={number_of['shared']}",
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
@@ -150,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                         card.get_by_role("button", name="Move").click()
                         page.locator("#toasts .toast").wait_for()
                     page.wait_for_load_state("networkidle")
+                    if page.locator("[data-metric-chart]").count():
+                        page.locator("[data-metric-chart] .uplot").first.wait_for()
                     file = out / f"{name}-{width_name}-{scheme}.png"
                     page.screenshot(path=str(file), full_page=True)
                     if name == "clean-result":
@@ -158,6 +201,22 @@ def main(argv: list[str] | None = None) -> int:
                         section.locator("iframe").first.content_frame.locator("summary").first.click()
                         page.wait_for_timeout(300)
                         section.screenshot(path=str(file.with_name(f"{file.stem}.section.png")))
+                    if name == "metric-charts":
+                        # The charts with the cost ledger, the cursor on the first chart: hover values.
+                        # The header stays at the top of the page, not over the clipped sections.
+                        page.evaluate("document.querySelector('.topbar').style.position = 'static'")
+                        plot = page.locator("[data-metric-chart] .u-over").first
+                        plot.scroll_into_view_if_needed()
+                        box = plot.bounding_box()
+                        page.mouse.move(box["x"] + box["width"] * 0.35, box["y"] + box["height"] * 0.5)
+                        page.wait_for_timeout(200)
+                        # Clipped from the full page, so the sticky header does not cover the top.
+                        for section, suffix in (("#metrics", "section"), ("#cost", "cost")):
+                            box = page.evaluate("""(s) => { const r = document.querySelector(s).getBoundingClientRect();
+                                return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height}; }""",
+                                                section)
+                            page.screenshot(path=str(file.with_name(f"{file.stem}.{suffix}.png")), full_page=True,
+                                            clip=box)
                     if args.slices:
                         total = page.evaluate("document.documentElement.scrollHeight")
                         for part, top in enumerate(range(0, total, height)):

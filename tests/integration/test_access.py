@@ -69,6 +69,9 @@ def test_the_known_pages_have_the_expected_rules(app):
     assert rule_of["api.list_experiments"] == ("api", "read")
     assert rule_of["share.view"] == ("share", None) and rule_of["share.result"] == ("share", None)
     assert rule_of["api.promote_experiment"] == ("api", "write+promote")
+    for endpoint in ("progress.post_progress", "progress.post_artifact", "progress.post_metrics",
+                     "progress.metrics_helper"):
+        assert rule_of[endpoint] == ("pod", None), endpoint
     assert rule_of["api.patch_clean_result"] == ("api", "write")
     for endpoint in ("results.save", "results.preview", "results.draft", "results.promote",
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",

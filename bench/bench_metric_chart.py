@@ -1,0 +1,115 @@
+"""Chart data endpoint: `GET /experiments/<n>/metrics/data?name=loss` for an experiment
+whose runs each posted 100,000 points of that metric (beside other metrics), gunicorn on
+PostgreSQL. The server downsamples each series to at most 1,000 buckets (min, max and mean
+per bucket) in the database.
+
+Budget: server time under 100 ms at p50 for 100,000 points per series (one run), and the
+query count does not grow with the points. Also measured: four runs overlaid (400,000
+points in all) and the 304 a polling chart gets when nothing changed.
+Prints one JSON document on stdout and a short table on stderr.
+
+Run: .venv/bin/python bench/bench_metric_chart.py [--points 100000] [--requests 30]
+"""
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import harness
+
+BUDGET_MS = 100
+
+
+def seed(app, points: int, pods: int, title: str) -> int:
+    """An experiment with `pods` running pods, each with `points` points of "loss" and 1,000
+    of "accuracy [%]", written as the ingest writes them (batches of 1,000, one summary row
+    per series); returns the experiment number."""
+    import sqlalchemy as sa
+
+    from models import AgentRun, Pod, db
+    from services import experiments
+    from services.actors import Actor
+
+    with app.app_context():
+        experiment = experiments.create_experiment({"title": title}, Actor("owner"))
+        db.session.flush()
+        for index in range(pods):
+            run = AgentRun(id=uuid.uuid4(), kind="apply", agent="bench", request="", scope_id=experiment.id,
+                           status="waiting")
+            db.session.add(run)
+            db.session.flush()
+            pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                      name=f"sagan-chart-{experiment.number}-{index}", run_index=index, status="running")
+            db.session.add(pod)
+            db.session.flush()
+            for name, count in (("loss", points), ("accuracy [%]", 1000)):
+                db.session.execute(sa.text("""
+                    INSERT INTO metric_points (pod_id, seq, position, experiment_id, name, step, value, wall_time)
+                    SELECT :pod, (s / 1000) + :seq_base, s % 1000, :experiment, :name, s,
+                           2.0 / (1 + s / 1000.0) + random() * 0.05, 1.7e9 + s
+                    FROM generate_series(0, :count - 1) AS s"""),
+                    {"pod": pod.id, "experiment": experiment.id, "name": name, "count": count,
+                     "seq_base": 0 if name == "loss" else 10_000_000})
+                db.session.execute(sa.text("""
+                    INSERT INTO metric_series (pod_id, name, experiment_id, points, first_step, last_step, last_value,
+                                               min_value, max_value, updated_at)
+                    SELECT :pod, CAST(:name AS VARCHAR), :experiment, count(*), min(step), max(step),
+                           (array_agg(value ORDER BY step DESC))[1], min(value), max(value), now()
+                    FROM metric_points WHERE pod_id = :pod AND name = :name"""),
+                    {"pod": pod.id, "experiment": experiment.id, "name": name})
+        db.session.commit()
+        return experiment.number
+
+
+def vacuum() -> None:
+    """VACUUM (outside a transaction) so the visibility map lets the index-only scan skip the
+    heap — what autovacuum does on a live server after a burst of inserts."""
+    import sqlalchemy as sa
+    engine = sa.create_engine(harness.DB_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("VACUUM ANALYZE metric_points"))
+        conn.execute(sa.text("VACUUM ANALYZE metric_series"))
+    engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=30)
+    args = parser.parse_args()
+    app = harness.fresh_database()
+    harness.create_owner(app)
+    one = seed(app, args.points, 1, "Chart bench, one run")
+    four = seed(app, args.points, 4, "Chart bench, four runs")
+    small = seed(app, 1000, 1, "Chart bench, small")
+    vacuum()
+    with harness.Server() as server:
+        client = harness.login(server.url)
+        single = harness.sample(client, f"/experiments/{one}/metrics/data?name=loss", args.requests)
+        overlaid = harness.sample(client, f"/experiments/{four}/metrics/data?name=loss", args.requests)
+        few = harness.sample(client, f"/experiments/{small}/metrics/data?name=loss", args.requests)
+        etag = client.get(f"/experiments/{one}/metrics/data?name=loss").headers["ETag"]
+        unchanged = harness.sample(client, f"/experiments/{one}/metrics/data?name=loss", args.requests,
+                                   headers={"If-None-Match": etag}, expect=304)
+        body = client.get(f"/experiments/{one}/metrics/data?name=loss").json()
+        client.close()
+    buckets = len(body["series"][0]["x"])
+    constant = single["queries"] == few["queries"]
+    ok = single["server_p50_ms"] < BUDGET_MS
+    harness.report({"bench": "metric_chart", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+                    "machine": harness.machine(), "points_per_series": args.points, "buckets_returned": buckets,
+                    "one_series": single, "four_series": overlaid, "one_series_1000_points": few,
+                    "unchanged_304": unchanged, "budget_ms": BUDGET_MS, "queries_constant": constant,
+                    "meets_budget": ok and constant}, [
+        (f"chart data, {args.points:,} points, p50 / p95", f"{single['server_p50_ms']} / {single['server_p95_ms']} ms",
+         f"< {BUDGET_MS} ms", ok),
+        (f"four runs overlaid ({4 * args.points:,} points) p50", f"{overlaid['server_p50_ms']} ms", "(no budget)", None),
+        ("1,000 points p50", f"{few['server_p50_ms']} ms", "(for scale)", None),
+        ("unchanged (304) p50", f"{unchanged['server_p50_ms']} ms", "(a polling chart)", None),
+        ("queries (100,000 vs 1,000 points)", f"{single['queries']} vs {few['queries']}", "constant", constant),
+        ("buckets returned per series", str(buckets), "≤ 1,000", None),
+    ])
+
+
+if __name__ == "__main__":
+    main()

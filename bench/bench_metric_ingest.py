@@ -1,0 +1,163 @@
+"""Metric ingest throughput: POST /api/metrics with batches of 1,000 points (10 metrics ×
+100 steps) under wrk on loopback, 2 threads, 8 connections, many pods, against gunicorn on
+PostgreSQL — and, in the same run on the same PostgreSQL, MLflow's
+`/api/2.0/mlflow/runs/log-batch` with the same 1,000 points a request (MLflow's own cap).
+
+Target: at least 50,000 points/s on the 2-core machine. MLflow is context, run from its own
+venv (bench_mlflow_log_metric.py); when it cannot be installed its half says "skipped".
+Prints one JSON document on stdout and a short table on stderr.
+
+Run: .venv/bin/python bench/bench_metric_ingest.py [--seconds 15] [--pods 50] [--workers 5] [--no-mlflow]
+Needs: PostgreSQL (BENCH_DATABASE_URL, dropped and created anew), Redis (BENCH_REDIS_URL,
+flushed), and `wrk`. It serves the plain product app (`app:create_app()`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import harness
+from bench_progress_ingest import prepare
+
+TARGET_POINTS_PER_SECOND = 50_000
+POINTS_PER_REQUEST = 1_000
+
+# Both scripts build each request's 1,000 points afresh (new steps, new timestamps), so
+# neither server sees a repeated body; the cost of building them is wrk's, not the servers'.
+COMMON_LUA = r"""
+local names = {"loss", "val/loss", "accuracy [%]", "val/accuracy [%]", "lr", "grad_norm",
+               "tokens_per_s", "step_time [s]", "gpu_mem [GB]", "perplexity"}
+local counter = 0
+local thread_id = 0
+local id = 0
+function setup(thread) thread:set("id", id); id = id + 1 end
+function init(args) thread_id = id end
+"""
+
+SAGAN_LUA = COMMON_LUA + r"""
+local tokens = {}
+for line in io.lines(os.getenv("TOKENS_FILE")) do tokens[#tokens + 1] = line end
+request = function()
+  counter = counter + 1
+  local token = tokens[(counter % #tokens) + 1]
+  local base = (counter * 10 + thread_id) * 100
+  local parts = {}
+  for i = 0, 999 do
+    local n = math.floor(i / 100)
+    parts[i + 1] = string.format('{"step":%d,"name":"%s","value":%.6f}', base + i % 100, names[n + 1], 1 / (1 + i))
+  end
+  local body = string.format('{"seq":%d,"points":[%s]}', counter * 10 + thread_id, table.concat(parts, ","))
+  return wrk.format("POST", "/api/metrics", {["Authorization"] = "Bearer " .. token,
+                                             ["Content-Type"] = "application/json"}, body)
+end
+"""
+
+MLFLOW_LUA = COMMON_LUA + r"""
+local runs = {}
+for line in io.lines(os.getenv("RUNS_FILE")) do runs[#runs + 1] = line end
+request = function()
+  counter = counter + 1
+  local run = runs[(counter % #runs) + 1]
+  local base = (counter * 10 + thread_id) * 100
+  local parts = {}
+  for i = 0, 999 do
+    local n = math.floor(i / 100)
+    parts[i + 1] = string.format('{"key":"%s","value":%.6f,"timestamp":%d,"step":%d}', names[n + 1], 1 / (1 + i),
+                                 1700000000000 + base + i % 100, base + i % 100)
+  end
+  local body = string.format('{"run_id":"%s","metrics":[%s]}', run, table.concat(parts, ","))
+  return wrk.format("POST", "/api/2.0/mlflow/runs/log-batch", {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def run_sagan(args) -> dict:
+    tokens = prepare(args.pods)
+    workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
+    (workdir / "tokens").write_text("\n".join(tokens) + "\n")
+    (workdir / "post.lua").write_text(SAGAN_LUA)
+    port = harness.free_port()
+    server = subprocess.Popen(
+        [harness.GUNICORN, "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
+         "--no-control-socket", "--log-level", "warning", "app:create_app()"],
+        cwd=harness.ROOT, env=harness.server_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    env = {"TOKENS_FILE": str(workdir / "tokens")}
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        harness.wrk(url, seconds=3, script=str(workdir / "post.lua"), env=env)  # warm-up
+        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "post.lua"), env=env)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
+        shutil.rmtree(workdir, ignore_errors=True)
+    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    result["points_stored"] = _stored_points()
+    return result
+
+
+def _stored_points() -> int:
+    """What the database holds after warm-up and run: the points really went in."""
+    import sqlalchemy as sa
+    engine = sa.create_engine(harness.DB_URL)
+    with engine.connect() as conn:
+        count = conn.execute(sa.text("SELECT count(*) FROM metric_points")).scalar()
+    engine.dispose()
+    return int(count)
+
+
+def run_mlflow(args) -> dict:
+    import bench_mlflow_log_metric as mlflow_bench
+    try:
+        with mlflow_bench.mlflow_server(args.workers, args.pods) as (url, _runs, workdir):
+            (workdir / "batch.lua").write_text(MLFLOW_LUA)
+            env = {"RUNS_FILE": str(workdir / "runs")}
+            harness.wrk(url, seconds=3, script=str(workdir / "batch.lua"), env=env)  # warm-up
+            result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "batch.lua"), env=env)
+    except SystemExit:  # mlflow_bench.skip() printed why and exits: keep Sagan's figure
+        return {"skipped": True}
+    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    result["mlflow"] = mlflow_bench.MLFLOW_VERSION
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--pods", type=int, default=50, help="pods posting (MLflow: as many runs)")
+    parser.add_argument("--workers", type=int, default=5, help="gunicorn / mlflow workers (2 × cores + 1)")
+    parser.add_argument("--no-mlflow", action="store_true")
+    args = parser.parse_args()
+    sagan = run_sagan(args)
+    mlflow = {"skipped": True, "reason": "--no-mlflow"} if args.no_mlflow else run_mlflow(args)
+    ok = sagan["points_per_second"] >= TARGET_POINTS_PER_SECOND and sagan["non_2xx"] == 0
+    ratio = (round(sagan["points_per_second"] / mlflow["points_per_second"], 2)
+             if mlflow.get("points_per_second") else None)
+    harness.report({"bench": "metric_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
+                    "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
+                    "pods": args.pods, "points_per_request": POINTS_PER_REQUEST, "sagan": sagan,
+                    "mlflow_log_batch": mlflow, "sagan_over_mlflow": ratio,
+                    "target_points_per_second": TARGET_POINTS_PER_SECOND, "meets_budget": ok}, [
+        ("Sagan metric ingest points/s", f"{sagan['points_per_second']:,}", f"≥ {TARGET_POINTS_PER_SECOND:,}", ok),
+        ("  requests/s (1,000 points each)", f"{sagan['requests_per_second']:,.1f}",
+         f"non-2xx {sagan['non_2xx']}", None),
+        ("MLflow log-batch points/s", f"{mlflow['points_per_second']:,}" if ratio else "skipped", "(same run)", None),
+        ("Sagan ÷ MLflow", f"{ratio}×" if ratio else "—", "", None),
+    ])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Metric charts' data and the compare view (owner pages; the mentor's are in share.py)."""
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, render_template, request
+
+from blueprints import access
+from services import cost_ledger, experiments, metrics
+
+bp = Blueprint("metrics", __name__)
+
+
+def chart_json(experiment, name: str | None):
+    """The chart data as JSON behind an ETag from the series summary: a chart that polls
+    while pods run gets a 304 for one small query when nothing new arrived."""
+    version = metrics.series_version(experiment, name)
+    if version and version in request.if_none_match:
+        response = jsonify()
+        response.status_code = 304
+    else:
+        response = jsonify(metrics.chart_data(experiment, name))
+    if version:
+        response.set_etag(version)
+    response.headers["Cache-Control"] = "private, no-cache"
+    return response
+
+
+@bp.get("/experiments/<int:number>/metrics/data")
+@access.owner
+def chart_data(number: int):
+    """One metric's downsampled series, every pod overlaid (static/js/metrics.js draws it)."""
+    return chart_json(experiments.get_experiment(number), request.args.get("name"))
+
+
+@bp.get("/experiments/compare")
+@access.owner
+def compare():
+    """Several experiments side by side: key numbers and each metric's latest value."""
+    chosen = metrics.experiments_to_compare(request.args.getlist("e"))
+    return render_template("experiments/compare.html", compared=chosen,
+                           ledgers=cost_ledger.ledgers_for(chosen), **metrics.compare(chosen))

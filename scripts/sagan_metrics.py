@@ -1,0 +1,161 @@
+"""Post scalar metrics (loss, accuracy per step) from a training script to Sagan.
+
+Standard library only; runs on any pod with Python 3.8+. The pod's bootstrap puts this file
+on PYTHONPATH, and the pod's environment says where to post (SAGAN_PROGRESS_URL, whose
+/api/metrics sibling receives batches, or SAGAN_METRICS_URL) and with which token
+(SAGAN_POD_PROGRESS_TOKEN, never printed).
+
+In a script:
+
+    import sagan_metrics
+    for step in range(steps):
+        ...
+        sagan_metrics.log(step, loss=loss, **{"val/accuracy [%]": 100 * acc})
+    sagan_metrics.flush()          # also done at exit
+
+From a shell:
+
+    python3 sagan_metrics.py 120 loss=0.31 "val/accuracy [%]=91.5"
+
+Points are buffered and sent in batches of up to 1,000 (or every FLUSH_SECONDS). Each
+batch carries a sequence number, so a batch retried after a timeout is stored once. A
+metric's unit goes in brackets at the end of its name. Failures are reported on stderr and
+never raise into the training script; without a URL or token the points are printed.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BATCH_MAX = 1000
+FLUSH_SECONDS = 10.0
+RETRIES = 5
+
+
+def _default_url() -> str | None:
+    explicit = os.environ.get("SAGAN_METRICS_URL")
+    if explicit:
+        return explicit
+    progress = os.environ.get("SAGAN_PROGRESS_URL", "")
+    if progress.endswith("/progress"):
+        return progress[: -len("progress")] + "metrics"
+    return None
+
+
+class Metrics:
+    """A buffer of points for one pod; `log` adds, `flush` sends."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, flush_seconds: float = FLUSH_SECONDS,
+                 retry_seconds: float = 1.0, out=sys.stderr) -> None:
+        self.url = url if url is not None else _default_url()
+        self.token = token if token is not None else os.environ.get("SAGAN_POD_PROGRESS_TOKEN")
+        self.flush_seconds = flush_seconds
+        self.retry_seconds = retry_seconds
+        self.out = out
+        self._points: list[dict] = []
+        self._lock = threading.Lock()
+        self._last_flush = time.monotonic()
+        # Sequence numbers start at the clock in microseconds and only go up, so a script that
+        # restarts on the same pod never reuses a seq (which the server would drop as a retry).
+        self._seq = time.time_ns() // 1000
+
+    def log(self, step: int, values: dict | None = None, *, wall_time: float | None = None, **named) -> None:
+        """Record `name=value` pairs at `step`; non-finite values are skipped with a warning."""
+        stamp = time.time() if wall_time is None else wall_time
+        with self._lock:
+            for name, value in {**(values or {}), **named}.items():
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    self._warn(f"{name}={value!r} at step {step} is not a number; skipped")
+                    continue
+                if not math.isfinite(number):
+                    self._warn(f"{name}={value!r} at step {step} is not finite; skipped")
+                    continue
+                self._points.append({"step": int(step), "name": str(name), "value": number, "wall_time": stamp})
+            due = len(self._points) >= BATCH_MAX or time.monotonic() - self._last_flush >= self.flush_seconds
+        if due:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Send everything buffered; True when every batch was stored (or there was nothing)."""
+        with self._lock:
+            points, self._points = self._points, []
+            self._last_flush = time.monotonic()
+        ok = True
+        for start in range(0, len(points), BATCH_MAX):
+            ok = self._send(points[start:start + BATCH_MAX]) and ok
+        return ok
+
+    def _next_seq(self) -> int:
+        self._seq = max(self._seq + 1, time.time_ns() // 1000)
+        return self._seq
+
+    def _send(self, points: list[dict]) -> bool:
+        if not self.url or not self.token:
+            for point in points:
+                print(f"metric step={point['step']} {point['name']}={point['value']:g}", file=self.out)
+            return True
+        body = json.dumps({"seq": self._next_seq(), "points": points}).encode()
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Authorization": "Bearer " + self.token, "Content-Type": "application/json",
+            "User-Agent": "sagan-metrics"})
+        for attempt in range(1, RETRIES + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=30):
+                    return True
+            except urllib.error.HTTPError as exc:
+                answer = exc.read(300).decode("utf-8", "replace").replace("\n", " ")
+                if exc.code not in (408, 425, 429) and exc.code < 500:
+                    self._warn(f"batch of {len(points)} refused ({exc.code}): {answer}")
+                    return False
+                problem = f"{exc.code}: {answer}"
+            except Exception as exc:  # connection refused, timeout, DNS: worth another try
+                problem = f"{exc.__class__.__name__}: {exc}"
+            if attempt < RETRIES:
+                time.sleep(self.retry_seconds * attempt)
+        self._warn(f"batch of {len(points)} not sent after {RETRIES} tries ({problem})")
+        return False
+
+    def _warn(self, message: str) -> None:
+        print(f"sagan-metrics: {message}", file=self.out)
+
+
+_default: Metrics | None = None
+
+
+def _shared() -> Metrics:
+    global _default
+    if _default is None:
+        _default = Metrics()
+        atexit.register(_default.flush)
+    return _default
+
+
+def log(step: int, values: dict | None = None, **named) -> None:
+    """Module-level `log`: one buffer per process, flushed at exit."""
+    _shared().log(step, values, **named)
+
+
+def flush() -> bool:
+    return _shared().flush()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or not argv[0].isdigit() or any("=" not in pair for pair in argv[1:]):
+        print("usage: sagan_metrics.py STEP NAME=VALUE [NAME=VALUE …]", file=sys.stderr)
+        return 2
+    metrics = Metrics()
+    metrics.log(int(argv[0]), dict(pair.rsplit("=", 1) for pair in argv[1:]))
+    return 0 if metrics.flush() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

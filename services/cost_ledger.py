@@ -1,0 +1,114 @@
+"""What an experiment costs: the plan's estimate against what was spent, split into agent
+tokens and GPU time, with the burn rate of the pods running now (SPEC §6.8).
+
+Agent tokens are the sum of the experiment's agent runs' `cost_usd`. A run whose model has
+no known price recorded its tokens at a cost of 0: the ledger says "price unknown" for it
+rather than adding a false $0.00 (`_price_unknown` is the one place that decides). GPU time
+is services/spend.py's: rate × uptime per pod; a pod that ran without a known rate is
+counted as unknown too. Everything here is a constant number of queries for any number of
+experiments (the board shows every card's spend).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from models import AgentRun, Experiment, PlanVersion, db
+from services import spend
+
+
+@dataclass
+class Ledger:
+    agents_usd: float = 0.0
+    agent_runs: int = 0
+    agent_tokens: int = 0
+    agents_unpriced: int = 0          # runs with tokens whose model has no price
+    gpu_usd: float = 0.0
+    gpu_unpriced: int = 0             # pods that ran at an unknown rate
+    pods_running: int = 0
+    pods_running_unpriced: int = 0
+    burn_usd_per_hour: float = 0.0    # the running pods' rates, summed
+    estimate_usd: float | None = None  # the latest plan's GPU estimate (None: none, or unknown prices)
+    estimate_known_usd: float | None = None  # what the estimate's known prices add up to
+    estimate_unpriced: tuple = ()     # GPUs the estimate had no price for
+
+    @property
+    def total_usd(self) -> float:
+        return self.agents_usd + self.gpu_usd
+
+    @property
+    def price_unknown(self) -> bool:
+        """Some of what was spent has no price: the total is a lower bound."""
+        return bool(self.agents_unpriced or self.gpu_unpriced)
+
+    @property
+    def has_spend(self) -> bool:
+        return bool(self.agent_runs or self.gpu_usd or self.gpu_unpriced or self.pods_running)
+
+    @property
+    def over_estimate(self) -> bool:
+        return self.estimate_usd is not None and self.gpu_usd > self.estimate_usd
+
+
+def _price_unknown(model: str | None, tokens: int) -> bool:
+    """A run that used tokens of a model without a price (its cost_usd of 0 is not a price)."""
+    from services.agents.loop import model_price  # the loop owns the price table
+    return bool(model) and tokens > 0 and model_price(model) is None
+
+
+def _agent_costs(ids: list) -> dict:
+    rows = db.session.execute(
+        sa.select(AgentRun.scope_id, AgentRun.model, sa.func.count(),
+                  sa.func.coalesce(sa.func.sum(AgentRun.cost_usd), 0),
+                  sa.func.coalesce(sa.func.sum(AgentRun.input_tokens + AgentRun.output_tokens), 0))
+        .where(AgentRun.scope_kind == "experiment", AgentRun.scope_id.in_(ids), AgentRun.kind != "experiment")
+        .group_by(AgentRun.scope_id, AgentRun.model))
+    out: dict = {}
+    for experiment_id, model, runs, cost, tokens in rows:
+        ledger = out.setdefault(experiment_id, Ledger())
+        ledger.agent_runs += runs
+        ledger.agents_usd += float(cost)
+        ledger.agent_tokens += int(tokens)
+        if _price_unknown(model, int(tokens)):
+            ledger.agents_unpriced += runs
+    return out
+
+
+def _estimates(ids: list) -> dict:
+    """experiment id → the estimate of its latest plan version that has one."""
+    latest = (sa.select(PlanVersion.experiment_id, sa.func.max(PlanVersion.version).label("version"))
+              .where(PlanVersion.experiment_id.in_(ids), PlanVersion.estimate.is_not(None))
+              .group_by(PlanVersion.experiment_id).subquery())
+    rows = db.session.execute(sa.select(PlanVersion.experiment_id, PlanVersion.estimate).join(
+        latest, sa.and_(latest.c.experiment_id == PlanVersion.experiment_id, latest.c.version == PlanVersion.version)))
+    return dict(rows.all())
+
+
+def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -> dict:
+    """experiment id → Ledger, for any number of experiments in three queries (two without
+    the estimates, as on the board)."""
+    ids = [e.id for e in experiments]
+    if not ids:
+        return {}
+    ledgers = _agent_costs(ids)
+    for experiment_id, (spent, burn, unpriced, live, live_unpriced) in spend.gpu_by_experiment(ids).items():
+        ledger = ledgers.setdefault(experiment_id, Ledger())
+        ledger.gpu_usd, ledger.burn_usd_per_hour, ledger.gpu_unpriced = spent, burn, unpriced
+        ledger.pods_running, ledger.pods_running_unpriced = live, live_unpriced
+    if with_estimates:
+        for experiment_id, estimate in _estimates(ids).items():
+            ledger = ledgers.setdefault(experiment_id, Ledger())
+            ledger.estimate_usd = estimate.get("total_usd")
+            ledger.estimate_known_usd = estimate.get("known_usd")
+            ledger.estimate_unpriced = tuple(estimate.get("unknown_prices") or ())
+    return {i: ledgers.get(i, Ledger()) for i in ids}
+
+
+def ledger_for(experiment: Experiment) -> Ledger:
+    return ledgers_for([experiment])[experiment.id]
+
+
+def page_context(experiment: Experiment) -> dict:
+    """What templates/experiments/_cost.html needs."""
+    return {"ledger": ledger_for(experiment)}
