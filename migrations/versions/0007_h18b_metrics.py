@@ -2,14 +2,14 @@
 per pod and metric name
 
 Revision ID: 0007_h18b_metrics
-Revises: 0006_pod_progress_seq
+Revises: 0007_h17a_approved_terms
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_h18b_metrics"
-down_revision = "0006_pod_progress_seq"
+down_revision = "0007_h17a_approved_terms"
 branch_labels = None
 depends_on = None
 
