@@ -419,7 +419,8 @@ def read_git(mirror: Path, *args: str, check: bool = True, timeout: float | None
 def check_no_nested_git(ws: Workspace) -> None:
     """Refuse to run git while the worktree holds a `.git` other than its own pointer file."""
     found = []
-    for folder, dirs, files in os.walk(ws.path):
+    # fwalk: a folder swapped for a link mid-walk is not entered (os.walk would follow the swap).
+    for folder, dirs, files, _folder_fd in os.fwalk(ws.path, follow_symlinks=False):
         for name in list(dirs) + files:
             if name == ".git" and not (Path(folder) == ws.path and name in files):
                 found.append(os.path.relpath(os.path.join(folder, name), ws.path))

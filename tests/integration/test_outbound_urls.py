@@ -216,7 +216,7 @@ def test_the_research_repository_is_clear_only_with_confirmation(app, client, ow
     cleared = client.post("/settings/research-repository/clear", data={"confirm": "yes", "csrf_token": owner.csrf()})
     assert cleared.status_code == 303
     with app.app_context():
-        assert [settings.get(key) for key in settings.REPO_KEYS] == [None, None, None, None]
+        assert {key: settings.get(key) for key in settings.REPO_KEYS} == dict.fromkeys(settings.REPO_KEYS)
     assert "Clear repository" not in client.get("/settings").text
 
 
