@@ -291,7 +291,10 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
         action = model_api.stop_action(response.stop_reason)
         if action == "raise_output_limit":
             higher = model_api.next_max_tokens(max_tokens, run.model)
-            if higher is None or run.turns >= definition.max_turns:
+            if run.turns >= definition.max_turns:
+                return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns "
+                                      "(the last reply was cut off by the output limit).")
+            if higher is None:
                 return _finish_failed(run, "output_limit", f"The model's reply was cut off at {max_tokens:,} output "
                                       "tokens, the most this model writes in one reply, so the step could not "
                                       "finish. Split the task into smaller steps (a shorter plan or fewer files "
