@@ -278,7 +278,7 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
                 response = stream.get_final_message()
         except anthropic.APIStatusError as exc:
             if model_api.is_context_overflow(exc):
-                if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+                if _can_trim_harder(run, budget):
                     budget //= 4
                     continue
                 return _finish_failed(run, "context_limit", f"The conversation no longer fits the model's context "
@@ -304,12 +304,17 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
             max_tokens = higher
             continue
         if action == "trim_context":
-            if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+            if _can_trim_harder(run, budget):
                 budget //= 4
                 continue
             return _finish_failed(run, "context_limit", "The reply ran into the model's context window and there "
                                   "is nothing left to trim.")
         return response
+
+
+def _can_trim_harder(run: AgentRun, budget: int) -> bool:
+    """Would a quarter of the budget drop more old tool results (so asking again can help)?"""
+    return budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4) > 0
 
 
 def _record_blocks(run: AgentRun, blocks: list[dict]) -> None:
