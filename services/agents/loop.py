@@ -278,7 +278,7 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
                 response = stream.get_final_message()
         except anthropic.APIStatusError as exc:
             if model_api.is_context_overflow(exc):
-                if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+                if _can_trim_harder(run, budget):
                     budget //= 4
                     continue
                 return _finish_failed(run, "context_limit", f"The conversation no longer fits the model's context "
@@ -291,7 +291,10 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
         action = model_api.stop_action(response.stop_reason)
         if action == "raise_output_limit":
             higher = model_api.next_max_tokens(max_tokens, run.model)
-            if higher is None or run.turns >= definition.max_turns:
+            if run.turns >= definition.max_turns:
+                return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns "
+                                      "(the last reply was cut off by the output limit).")
+            if higher is None:
                 return _finish_failed(run, "output_limit", f"The model's reply was cut off at {max_tokens:,} output "
                                       "tokens, the most this model writes in one reply, so the step could not "
                                       "finish. Split the task into smaller steps (a shorter plan or fewer files "
@@ -301,12 +304,17 @@ def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_t
             max_tokens = higher
             continue
         if action == "trim_context":
-            if budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4):
+            if _can_trim_harder(run, budget):
                 budget //= 4
                 continue
             return _finish_failed(run, "context_limit", "The reply ran into the model's context window and there "
                                   "is nothing left to trim.")
         return response
+
+
+def _can_trim_harder(run: AgentRun, budget: int) -> bool:
+    """Would a quarter of the budget drop more old tool results (so asking again can help)?"""
+    return budget > 1000 and model_api.trim_tool_results(copy.deepcopy(run.conversation), budget // 4) > 0
 
 
 def _record_blocks(run: AgentRun, blocks: list[dict]) -> None:

@@ -181,7 +181,7 @@ class FakeAnthropic:
         self._server = None
         self._thread = None
         self._secret = b"fake-anthropic-signing-key"
-        self._issued: dict[str, list] = {}    # tool_use / message id → the assistant content sent
+        self._issued: dict[tuple, list] = {}  # (conversation, tool_use id) → the assistant content sent
         self._paused: list[list] = []         # pause_turn contents that may come back as the last turn
         self._cache: set[str] = set()         # prefix hashes written to the prompt cache
 
@@ -297,7 +297,7 @@ class FakeAnthropic:
         issued = None
         for block in blocks:
             if block.get("type") == "tool_use":
-                issued = self._issued.get(block.get("id"))
+                issued = self._issued.get((key, block.get("id")))
                 break
         if issued is not None and [_normal(b) for b in blocks] != issued:
             first = blocks[0].get("type") if blocks else "nothing"
@@ -413,7 +413,7 @@ class FakeAnthropic:
             normal = [_normal(b) for b in content]
             for block in content:
                 if block["type"] == "tool_use":
-                    self._issued[block["id"]] = normal
+                    self._issued[(self._conversation_key(body), block["id"])] = normal
             if stop_reason == "pause_turn":
                 self._paused.append(normal)
         return message

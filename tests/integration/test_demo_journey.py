@@ -176,9 +176,8 @@ def _after(messages: list, answer: dict, result: str, update: str | None = None)
     messages = messages + [{"role": "assistant", "content": answer["content"]},
                            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"],
                                                          "content": result}]}]
-    if update:
-        messages += [{"role": "assistant", "content": [{"type": "text", "text": "(waiting)"}]},
-                     {"role": "user", "content": f"Update while you waited:\n{update}"}]
+    if update:  # as the loop sends it: a text block after the parked call's tool result
+        messages[-1]["content"].append({"type": "text", "text": f"Update while you waited:\n{update}"})
     return messages
 
 

@@ -130,6 +130,17 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
                 WorkflowEvent.entity_id == experiment_id)) if n]
             assert f"Automatic recovery queued after agent run {str(first_id)[:8]} failed." in notes
             assert "Uploads verified." in notes
+        # The recovery parked on wait_for_pods, was woken and continued the same conversation:
+        # its earlier turns went back exactly as the API sent them (signed thinking first), and
+        # the update followed the parked call's result in the same user turn.
+        woken = [b["messages"] for b in agents.requests["experiment-orchestrator"]
+                 if isinstance(b["messages"][-1]["content"], list)
+                 and any(c.get("text", "").startswith("Update while you waited") for c in b["messages"][-1]["content"])]
+        assert woken
+        sent = [m["content"] for m in woken[-1] if m["role"] == "assistant"]
+        issued = [r["content"] for r in fake_anthropic.responses]
+        assert len(sent) == 2 and all(turn in issued and turn[0]["type"] == "thinking" for turn in sent)
+        assert woken[-1][-1]["content"][0]["type"] == "tool_result"
     finally:
         counter.shutdown()
         counter.server_close()

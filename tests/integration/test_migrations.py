@@ -18,14 +18,14 @@ from services import registry
 MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")
 
 
-def check_values(app, constraint: str) -> list[str]:
+def check_values(app, constraint: str, table: str = "experiments") -> list[str]:
     """The quoted values of a CHECK constraint, as PostgreSQL's catalog prints it."""
     with app.app_context():
         definition = db.session.scalar(sa.text(
             "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c "
             "JOIN pg_class t ON t.oid = c.conrelid "
-            "WHERE c.conname = :name AND t.relname = 'experiments'"), {"name": constraint})
-    assert definition, f"no constraint {constraint} on experiments"
+            "WHERE c.conname = :name AND t.relname = :table"), {"name": constraint, "table": table})
+    assert definition, f"no constraint {constraint} on {table}"
     return re.findall(r"'([^']*)'", definition)
 
 
@@ -37,6 +37,11 @@ def test_status_check_constraint_lists_exactly_the_registry(app):
 def test_status_before_block_constraint_lists_the_registry(app):
     """Is status_before_block limited to the registry's statuses too?"""
     assert check_values(app, "ck_experiments_status_before_block") == registry.STATUS_NAMES
+
+
+def test_failure_reason_constraint_lists_exactly_the_registry(app):
+    """Do the migrations' failure reasons (output_limit, model_refusal, … included) match the registry's?"""
+    assert check_values(app, "ck_agent_runs_failure_reason", "agent_runs") == list(registry.FAILURE_REASONS)
 
 
 def test_database_refuses_a_status_outside_the_registry(app, make_experiment):

@@ -23,3 +23,19 @@ def test_bad_frontmatter_is_refused():
         loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [launch_rockets]\n---\nbody")
     with pytest.raises(ValidationError, match="max_turns"):
         loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 0\ntools: [get_plan]\n---\nbody")
+
+
+def test_effort_is_high_for_the_planner_and_critics_and_medium_elsewhere():
+    """Does each shipped agent declare its effort: high for the planner and the critics?"""
+    for name in loader.names():
+        expected = "high" if name == "experiment-planner" or name.endswith("-critic") else "medium"
+        assert loader.get(name).effort == expected, name
+
+
+def test_effort_defaults_to_medium_and_must_be_known():
+    """A definition without effort gets medium; an unknown effort is a clear error."""
+    base = "---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [get_plan]\n"
+    assert loader.parse(base + "---\nbody").effort == "medium"
+    assert loader.parse(base + "effort: max\n---\nbody").effort == "max"
+    with pytest.raises(ValidationError, match="effort must be one of low, medium, high, xhigh, max"):
+        loader.parse(base + "effort: turbo\n---\nbody")

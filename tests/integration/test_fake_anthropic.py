@@ -1,0 +1,136 @@
+"""The fake Messages API refuses what the real one refuses (Sonnet 5.5 migration guide, read
+2026-12-01), through the real SDK over HTTP, so the agent tests cannot pass against a
+friendlier API than production's."""
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from tests.fakes.anthropic_server import FakeAnthropic, reply, text, tool_use
+
+MODEL = "claude-sonnet-5-5"
+BRIEF = [{"role": "user", "content": "Plan the seed sweep. " * 10}]
+
+
+@pytest.fixture
+def fake():
+    with FakeAnthropic() as server:
+        yield server
+
+
+def _client(fake):
+    return anthropic.Anthropic(api_key="sk-ant-test", base_url=fake.url, max_retries=0)
+
+
+def _first_turn(fake, client):
+    fake.script(reply(text("Looking first."), tool_use("get_experiment", {})))
+    message = client.messages.create(model=MODEL, max_tokens=1000, messages=BRIEF,
+                                     thinking={"type": "adaptive", "display": "summarized"})
+    blocks = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": blocks[-1]["id"], "content": "ok"}]}
+    return blocks, result
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"tool_choice": {"type": "any"}}, "forced tool use"),
+    ({"tool_choice": {"type": "tool", "name": "get_experiment"}}, "forced tool use"),
+    ({"temperature": 0.2}, "sampling parameters"),
+    ({"top_p": 0.9}, "sampling parameters"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking.type.enabled"),
+    ({"thinking": {"type": "disabled"}}, "thinking.type.disabled"),
+    ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+    ({"max_tokens": 200_000}, "maximum allowed number of output tokens"),
+])
+def test_refused_settings_get_the_real_400(fake, setting, message):
+    """Each setting the model refuses is a 400 invalid_request_error in the API's error shape."""
+    fake.script(reply(text("never")))
+    params = {"model": MODEL, "max_tokens": 1000, "messages": BRIEF,
+              "tools": [{"name": "get_experiment", "input_schema": {"type": "object"}}]}
+    if {"temperature", "top_p"} & set(setting):
+        params["extra_body"] = setting  # SDK 2.14 no longer even takes sampling parameters
+    else:
+        params.update(setting)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        with _client(fake).messages.stream(**params) as stream:
+            stream.get_final_message()
+    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert message in caught.value.body["error"]["message"] and caught.value.body["request_id"]
+    assert fake.remaining() == 1  # the script was not consumed
+
+
+def test_thinking_must_come_back_unchanged(fake):
+    """Dropping, editing or re-signing the thinking block of a tool-using turn is refused;
+    sending it back exactly is accepted."""
+    client = _client(fake)
+    blocks, result = _first_turn(fake, client)
+    assert blocks[0]["type"] == "thinking" and blocks[0]["thinking"] == "Looking first." and blocks[0]["signature"]
+    assert [b["type"] for b in blocks] == ["thinking", "tool_use"]  # the narration came back inside thinking
+    edited = [{**blocks[0], "thinking": "Something else."}, blocks[1]]
+    for content, error in ((blocks[1:], "Expected `thinking`"), (edited, "Invalid `signature`")):
+        with pytest.raises(anthropic.BadRequestError, match=error):
+            client.messages.create(model=MODEL, max_tokens=1000,
+                                   messages=BRIEF + [{"role": "assistant", "content": content}, result])
+    fake.script(reply(text("Done.")))
+    done = client.messages.create(model=MODEL, max_tokens=1000,
+                                  messages=BRIEF + [{"role": "assistant", "content": blocks}, result])
+    assert done.stop_reason == "end_turn"
+
+
+def test_thinking_is_bound_to_the_model_and_the_conversation(fake):
+    """The same blocks sent in another conversation, or to another model, are refused."""
+    client = _client(fake)
+    blocks, result = _first_turn(fake, client)
+    other = [{"role": "user", "content": "A different task."}]
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        client.messages.create(model=MODEL, max_tokens=1000,
+                               messages=other + [{"role": "assistant", "content": blocks}, result])
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+        client.messages.create(model="claude-sonnet-5", max_tokens=1000,
+                               messages=BRIEF + [{"role": "assistant", "content": blocks}, result])
+
+
+def test_prefill_and_unanswered_tool_calls_are_refused(fake):
+    """A conversation ending on an assistant turn, or tool calls without their results next, is a 400."""
+    client = _client(fake)
+    blocks, result = _first_turn(fake, client)
+    with pytest.raises(anthropic.BadRequestError, match="prefill"):
+        client.messages.create(model=MODEL, max_tokens=1000,
+                               messages=BRIEF + [{"role": "assistant", "content": [{"type": "text", "text": "Sure:"}]}])
+    with pytest.raises(anthropic.BadRequestError, match="without `tool_result`"):
+        client.messages.create(model=MODEL, max_tokens=1000, messages=BRIEF + [
+            {"role": "assistant", "content": blocks}, {"role": "user", "content": "Go on."}])
+
+
+def test_omitted_display_is_the_default(fake):
+    """Without display summarized the thinking text is empty, the signature present."""
+    fake.script(reply(text("Hidden narration."), tool_use("get_experiment", {})))
+    message = _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF)
+    assert message.content[0].type == "thinking" and message.content[0].thinking == ""
+    assert message.content[0].signature
+
+
+def test_cache_usage_follows_the_breakpoints(fake):
+    """A marked prefix is written once, then read by the next call that shares it."""
+    client = _client(fake)
+    system = [{"type": "text", "text": "You are Sagan's planner. " * 200, "cache_control": {"type": "ephemeral"}}]
+    fake.script(reply(text("one")), reply(text("two")))
+    first = client.messages.create(model=MODEL, max_tokens=1000, system=system, messages=BRIEF)
+    second = client.messages.create(model=MODEL, max_tokens=1000, system=system,
+                                    messages=[{"role": "user", "content": "Another question."}])
+    assert first.usage.cache_creation_input_tokens > 1000 and first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.cache_creation_input_tokens == 0
+
+
+def test_streaming_speaks_the_event_format(fake):
+    """The SDK's stream helper assembles thinking, text and tool input from the fake's SSE."""
+    fake.script(reply(text("Narration."), tool_use("get_experiment", {"number": 7}), thinking="Plan."))
+    with _client(fake).messages.stream(model=MODEL, max_tokens=64_000, messages=BRIEF,
+                                       thinking={"type": "adaptive", "display": "summarized"}) as stream:
+        kinds = [event.type for event in stream]
+        message = stream.get_final_message()
+    assert {"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+            "message_delta", "message_stop"} <= set(kinds)
+    assert message.content[0].thinking == "Plan.\n\nNarration." and message.content[0].signature
+    assert message.content[1].input == {"number": 7} and message.stop_reason == "tool_use"
+    assert message.usage.output_tokens > 0
