@@ -4,6 +4,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
+from services import settings
+from services.dispatch import spec as specs
 
 # What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
 _POD_SPEND = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0
@@ -36,8 +38,6 @@ def unpriced_spend_by_experiment(experiment_ids) -> dict:
     ids = list(experiment_ids)
     if not ids:
         return {}
-    from services import settings
-    from services.dispatch import spec as specs
     prices = settings.gpu_prices()
     dearest = max((p for p in prices.values() if p), default=0.0)
     rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
