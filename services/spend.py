@@ -63,5 +63,11 @@ def spend_today() -> float:
     return float(total or 0)
 
 
+def price_unknown(pod) -> bool:
+    """A RunPod pod whose price nobody told us (the provider reported none, the owner set none):
+    its spend is unknown, not $0. Local pods are free."""
+    return pod.account != "local" and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
+
+
 def pods_spend(pods) -> float:
     return sum(float(p.adjusted_cost_per_hr or p.cost_per_hr or 0) * (p.uptime_seconds or 0) / 3600.0 for p in pods)

@@ -217,7 +217,10 @@ def test_an_unknown_price_is_shown_unknown_and_counts_toward_the_cap(app, runpod
     number = approved(pod_spec())
     run_id = running_dispatch(app, runpod, number)
     page = client.get(f"/experiments/{number}")
-    assert "price unknown" in page.text
+    assert "price unknown · spent unknown" in page.text
+    listed = client.get(f"/api/experiments/{number}/pods").get_json()
+    assert listed["pods"][0]["priceKnown"] is False and listed["pods"][0]["spendUsd"] is None
+    assert listed["spendIncomplete"] is True
     with app.app_context():
         experiment = experiments.get_experiment(number)
         experiment.cost_cap_usd = 1.0
