@@ -331,8 +331,8 @@ def pod_json(pod) -> dict:
             "gpuCount": pod.gpu_count, "cloudType": pod.cloud_type, "providerPodId": pod.provider_pod_id,
             "progressPct": pod.progress_pct, "progressMessage": pod.progress_message, "exitCode": pod.exit_code,
             "costPerHr": pod.cost_per_hr, "uptimeSeconds": pod.uptime_seconds,
-            "spendUsd": round(spend.pods_spend([pod]), 4),
-            "stale": watcher.is_stale(pod), "stopReason": pod.stop_reason, "sshHost": pod.ssh_host,
+            "spendUsd": None if spend.price_unknown(pod) else round(spend.pods_spend([pod]), 4),
+            "priceKnown": not spend.price_unknown(pod), "stale": watcher.is_stale(pod), "stopReason": pod.stop_reason, "sshHost": pod.ssh_host,
             "sshPort": pod.ssh_port, "agentRunId": str(pod.agent_run_id) if pod.agent_run_id else None,
             "lastProgressAt": pod.last_progress_at.isoformat() if pod.last_progress_at else None}
 
@@ -357,7 +357,8 @@ def list_pods(ref: str):
     """Pods with status, progress and cost."""
     experiment = experiments.get_experiment(ref)
     pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id).order_by(Pod.created_at)))
-    return {"pods": [pod_json(p) for p in pods], "spendUsd": round(spend.pods_spend(pods), 4)}
+    return {"pods": [pod_json(p) for p in pods], "spendUsd": round(spend.pods_spend(pods), 4),
+            "spendIncomplete": any(spend.price_unknown(p) for p in pods)}  # unknown prices are not $0
 
 
 @bp.post("/pods/<pod_id>/stop")

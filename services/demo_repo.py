@@ -15,7 +15,6 @@ of real work: nothing happens when another repository is configured, and nothing
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from flask import current_app
 
-from services import settings, workspaces
+from services import settings, system_users, workspaces
 from services.errors import SaganError
 
 BRANCH = "main"
@@ -235,8 +234,8 @@ def _build(base: Path) -> None:
     _git("clone", "--quiet", "--bare", str(src), str(base / "origin.git"), cwd=base)
     # Local pods run as SAGAN_LOCAL_POD_USER when Sagan is root, and git will not serve them a
     # repository another account owns; Sagan's own pushes trust this one path (workspaces).
-    if os.geteuid() == 0:
-        account = pwd.getpwnam(current_app.config["SAGAN_LOCAL_POD_USER"])
+    account = system_users.ensure_user(current_app.config["SAGAN_LOCAL_POD_USER"])  # None unless root
+    if account is not None:
         for root, dirs, files in os.walk(base / "origin.git"):
             for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                 os.chown(name, account.pw_uid, account.pw_gid)

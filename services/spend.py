@@ -4,6 +4,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
+from services import settings
+from services.dispatch import spec as specs
 
 # What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
 _POD_SPEND = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0
@@ -36,8 +38,6 @@ def unpriced_spend_by_experiment(experiment_ids) -> dict:
     ids = list(experiment_ids)
     if not ids:
         return {}
-    from services import settings
-    from services.dispatch import spec as specs
     prices = settings.gpu_prices()
     dearest = max((p for p in prices.values() if p), default=0.0)
     rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
@@ -61,6 +61,12 @@ def spend_today() -> float:
     total = db.session.scalar(
         sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.last_started_at >= midnight))
     return float(total or 0)
+
+
+def price_unknown(pod) -> bool:
+    """A RunPod pod whose price nobody told us (the provider reported none, the owner set none):
+    its spend is unknown, not $0. Local pods are free."""
+    return pod.account != "local" and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
 
 
 def pods_spend(pods) -> float:

@@ -209,9 +209,10 @@ def enqueue_dispatch(run_id) -> str:
 
 # --- the saga -------------------------------------------------------------------------------------
 
-def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, name: str, token: str,
-            *, local: bool) -> dict[str, str]:
-    """Everything a pod is told (SPEC §6.5); named secrets come from the server environment."""
+def pod_env(experiment: Experiment, run: AgentRun, pod_spec: dict, index: int, name: str,
+            token: str) -> dict[str, str]:
+    """Everything a pod is told (SPEC §6.5), the same on every backend (a local pod's sandbox
+    shows it /workspace too); named secrets come from the server environment."""
     base = current_app.config["SAGAN_BASE_URL"].rstrip("/")
     env = {k: str(v) for k, v in (pod_spec.get("env") or {}).items()}
     branch = experiment.git_branch or env.get("SAGAN_GIT_BRANCH") or env.get("SAGAN_EPS_BRANCH") or ""
@@ -311,13 +312,14 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
         pods_spec = specs.as_pods(approved_spec(experiment))
     except Conflict as exc:
         return _fail(run, experiment, "spec_invalid", exc.message, created=[])
-    # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
-    # and creates only the missing ones, so no pod is ever created twice.
+    # Nothing new while an earlier dispatch's pod may still bill (a failure's survivor).
     still_up = stop_earlier_pods(run, experiment)
     if still_up:
         return _fail(run, experiment, "provider_error", "Pods of an earlier dispatch may still be billing and "
                      "could not be stopped: " + ", ".join(p.name for p in still_up) + ". No new pod was "
                      "created; stop them, then dispatch again.", created=[])
+    # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
+    # and creates only the missing ones, so no pod is ever created twice.
     earlier = _pods_by_index(run.id)
     if not earlier:
         runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
@@ -457,7 +459,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
                 name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
                 args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
                 disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
-                env={**pod_env(experiment, run, pod_spec, index, name, token, local=local), **wrapper_env})
+                env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env})
             if not local:
                 _check_request_size(request)
             made = backend.create(request)

@@ -24,6 +24,7 @@ class PodCard:
     spend_usd: float
     chart: Markup | None   # inline SVG polyline of progress over time, or None
     retention_warning: str | None = None  # a day before a stopped pod is terminated
+    price_unknown: bool = False            # shown as unknown, never as $0
 
 
 def pods_for(experiment: Experiment) -> list[PodCard]:
@@ -38,7 +39,7 @@ def pods_for(experiment: Experiment) -> list[PodCard]:
         for row in rows:
             posts.setdefault(row.pod_id, []).append((row.created_at, row.progress_pct))
     return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, [])),
-                    watcher.retention_warning(p)) for p in pods]
+                    watcher.retention_warning(p), spend.price_unknown(p)) for p in pods]
 
 
 def _chart(points) -> Markup | None:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import events, lifecycle, registry, runs, spend
+from services import events, lifecycle, redis_store, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.backends.base import BackendError, backend_for
@@ -52,7 +52,6 @@ def watch_now_and_then() -> dict | None:
     A Redis key with that expiry is the gate, so several schedulers (or a fast tick) never
     poll the provider more often than configured. Progress posts still get an immediate look
     (`after_progress`), so a long period delays only what polling alone can see."""
-    from services import redis_store
     period_ms = max(int(current_app.config["POD_WATCH_SECONDS"] * 1000), 1000)
     if not redis_store.connection().set(WATCH_GATE_KEY, "1", nx=True, px=period_ms):
         return None

@@ -39,8 +39,9 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
     """What `make demo` runs: the scripted agents (with the code-writing stage on the demo's own
     research repository, or without it as on a host with no sandbox) and a real worker process
     (with the scheduler) on the test database. Everything the sandbox and the local pods use
-    lives in one /tmp folder of mode 0711: they run as `nobody` when the suite runs as root,
-    and must be able to walk down to it."""
+    lives in one /tmp folder of mode 0711: they run as their dedicated users when the suite runs
+    as root, and must be able to walk down to it. The watcher runs every second, like the
+    scheduler (SAGAN_POD_WATCH_SECONDS is its real period)."""
     base = tempfile.mkdtemp(prefix="sagan-journey-", dir="/tmp")
     os.chmod(base, 0o711)
     agents = DemoAgents().start()
@@ -59,7 +60,8 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
         agents.code_stage = True
     env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
            "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
-           "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_INSTANCE_DIR": str(tmp_path)}
+           "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_POD_WATCH_SECONDS": "1",
+           "SAGAN_INSTANCE_DIR": str(tmp_path)}
     worker = subprocess.Popen([sys.executable, "-m", "workers.launcher"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     yield Path(base)

@@ -9,7 +9,6 @@ as `nobody` when the suite runs as root, and must be able to walk down to what t
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import experiments, runs, settings
+from services import experiments, runs, settings, system_users
 from services.agents import tools
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "research_repo"
@@ -74,12 +73,12 @@ def research_repo(app, monkeypatch):
     git("commit", "--quiet", "-m", "Tiny research project", cwd=src)
     origin = base / "origin.git"
     git("clone", "--quiet", "--bare", str(src), str(origin))
-    if os.geteuid() == 0:
-        # Local pods (as nobody) clone it; git refuses repositories owned by someone else.
-        nobody = pwd.getpwnam("nobody")
+    pod_user = system_users.ensure_user(app.config["SAGAN_LOCAL_POD_USER"])  # None unless root
+    if pod_user is not None:
+        # Owned by the local pods' user, as services/demo_repo.py does for the demo.
         for folder, dirs, files in os.walk(origin):
             for name in [folder] + [os.path.join(folder, n) for n in dirs + files]:
-                os.chown(name, nobody.pw_uid, nobody.pw_gid)
+                os.chown(name, pod_user.pw_uid, pod_user.pw_gid)
     workspaces = base / "workspaces"
     monkeypatch.setitem(app.config, "SAGAN_WORKSPACES_DIR", str(workspaces))
     with app.app_context():

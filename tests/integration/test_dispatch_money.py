@@ -6,13 +6,14 @@ empty account listing is an incident rather than a wave of vanishes, and unknown
 never count as $0."""
 from __future__ import annotations
 
+import base64
+import subprocess
 from datetime import timedelta
 
-import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, FleetIncident, Pod, db
-from services import clock, experiments, runs
+from services import clock, experiments, redis_store, runs
 from services.dispatch import provisioner, watcher
 from tests.integration import test_dispatch as base
 from tests.integration.test_dispatch import A100, H100, dispatch, notes, pod_spec, run_events
@@ -203,7 +204,6 @@ def test_the_watcher_runs_once_per_configured_period(app, runpod, monkeypatch):
     """SAGAN_POD_WATCH_SECONDS is the watcher's period however often the scheduler ticks."""
     monkeypatch.setitem(app.config, "POD_WATCH_SECONDS", 600)
     with app.app_context():
-        from services import redis_store
         redis_store.connection().delete(watcher.WATCH_GATE_KEY)
         assert watcher.watch_now_and_then() is not None
         assert watcher.watch_now_and_then() is None
@@ -217,7 +217,10 @@ def test_an_unknown_price_is_shown_unknown_and_counts_toward_the_cap(app, runpod
     number = approved(pod_spec())
     run_id = running_dispatch(app, runpod, number)
     page = client.get(f"/experiments/{number}")
-    assert "price unknown" in page.text
+    assert "price unknown · spent unknown" in page.text
+    listed = client.get(f"/api/experiments/{number}/pods").get_json()
+    assert listed["pods"][0]["priceKnown"] is False and listed["pods"][0]["spendUsd"] is None
+    assert listed["spendIncomplete"] is True
     with app.app_context():
         experiment = experiments.get_experiment(number)
         experiment.cost_cap_usd = 1.0
@@ -256,16 +259,12 @@ def test_the_bootstrap_travels_in_the_env_and_args_stay_short(app, runpod, appro
     dispatch(app, number)
     body = creates(runpod)[0].body
     assert len(body["args"]) < provisioner.MAX_ARGS_CHARS and "SAGAN_BOOTSTRAP_B64" in body["args"]
-    import base64
     assert base64.b64decode(body["env"]["SAGAN_BOOTSTRAP_B64"]) == provisioner.BOOTSTRAP.read_bytes()
     assert body["env"]["SAGAN_DOCKER_ARGS"] == pod_spec()["dockerArgs"]
 
 
-@pytest.mark.parametrize("gpu", ["A100"])
-def test_the_bootstrap_command_decodes_and_runs(tmp_path, gpu):
+def test_the_bootstrap_command_decodes_and_runs():
     """The short `args` really reproduces the script from the env var (run here with bash)."""
-    import base64
-    import subprocess
     script = b"#!/usr/bin/env bash\necho from-the-env-var\n"
     env = {"PATH": "/usr/bin:/bin", "SAGAN_BOOTSTRAP_B64": base64.b64encode(script).decode()}
     out = subprocess.run(["bash", "-c", provisioner.RUNPOD_ARGS.split(" ", 2)[2].strip("'")], env=env,

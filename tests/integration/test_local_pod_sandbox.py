@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from services import system_users
 from services.dispatch.backends import BackendError, PodRequest
 from services.dispatch.backends.local import LocalBackend
 from tests.fakes.pod_receiver import PodReceiver
@@ -125,6 +126,5 @@ def test_pods_and_sandboxed_code_never_share_a_user(instance):
     with pytest.raises(BackendError) as caught:
         LocalBackend(instance / "local-pods", run_as="sagan-sandbox", sandbox_user="sagan-sandbox")
     assert "different users" in caught.value.message
-    from services import system_users
     pod_user, sandbox_user = system_users.ensure_user("sagan-pod"), system_users.ensure_user("sagan-sandbox")
     assert pod_user.pw_uid != sandbox_user.pw_uid and 0 not in (pod_user.pw_uid, sandbox_user.pw_uid)

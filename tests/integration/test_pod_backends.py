@@ -793,3 +793,30 @@ def test_after_its_script_the_pod_waits_to_be_stopped(tmp_path, receiver):
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)
+
+
+def test_an_ssh_deploy_key_reaches_git_through_a_file_that_is_removed(tmp_path, receiver):
+    """SAGAN_REPO_SSH_KEY_ENV names the variable holding the key: git's ssh gets it as `-i <file>`
+    (a 0600 file in TMPDIR), the file is gone after the clone, the variable is unset for the
+    experiment, and the key is in no progress post and not in the pod's log."""
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAtestkey0123456789\n-----END OPENSSH PRIVATE KEY-----"
+    tools, record = tmp_path / "bin", tmp_path / "ssh-called.txt"
+    tools.mkdir()
+    # A stand-in ssh on PATH: it records what git gave it (and the key file's content), then fails
+    # like an unreachable host would.
+    (tools / "ssh").write_text(f"#!/bin/bash\nfor a in \"$@\"; do echo \"arg:$a\"; done > {record}\n"
+                               f"while [ $# -gt 0 ]; do [ \"$1\" = -i ] && {{ stat -c %a \"$2\"; cat \"$2\"; }} >> {record}; "
+                               f"shift; done\necho 'ssh: connect to host example.invalid: refused' >&2; exit 255\n")
+    (tools / "ssh").chmod(0o755)
+    result = run_bootstrap(tmp_path / "w", receiver, "env > \"$SAGAN_WORKDIR/env.txt\"",
+                           PATH=f"{tools}:{os.environ['PATH']}", TMPDIR=str(tmp_path),
+                           SAGAN_REPO_URL="ssh://git@example.invalid/org/private.git",
+                           SAGAN_REPO_SSH_KEY_ENV="DEPLOY_KEY", DEPLOY_KEY=key)
+    assert result.returncode != 0
+    called = record.read_text()
+    key_file = next(line[4:] for line in called.splitlines() if line.startswith("arg:") and "sagan-key." in line)
+    assert "arg:-i" in called and "600" in called and key.splitlines()[1] in called
+    assert not Path(key_file).exists()
+    assert receiver.progress[-1]["message"].startswith("setup failed: could not clone")
+    assert key.splitlines()[1] not in json.dumps(receiver.progress)
+    assert key.splitlines()[1] not in (tmp_path / "w" / ".sagan" / "logs" / "pod.log").read_text()
