@@ -51,7 +51,8 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ValidationError("The body is not UTF-8 text.", code="invalid_json") from None
-    if json_depth(text) > JSON_MAX_DEPTH:
+    # A body with fewer brackets than the limit cannot nest past it: most never need the walk.
+    if text.count("[") + text.count("{") > JSON_MAX_DEPTH and json_depth(text) > JSON_MAX_DEPTH:
         raise ValidationError(f"The JSON nests more than {JSON_MAX_DEPTH} levels deep.", code="invalid_json")
     try:
         data = json.loads(text)

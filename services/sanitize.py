@@ -334,11 +334,10 @@ MAX_NESTING_DEPTH = 100
 # by being left open, so they are not counted. Void elements have no end tag at all.
 _IMPLIED_END = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "thead",
                           "tbody", "tfoot", "colgroup", "caption", "rb", "rt", "rtc", "rp"})
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)(?:\s[^>]*)?>")
+_TAG_NAME = re.compile(r"(/?)([A-Za-z][A-Za-z0-9:-]*)")
 # Raw-text elements: what is inside is text, however tag-like.
-_RAW_TEXT = re.compile(r"<(script|style|textarea|title|xmp|iframe|noembed|noframes|noscript|plaintext)\b"
-                       r"[^>]*>.*?(?:</\1\s*>|\Z)", re.I | re.S)
-_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
+                       "noscript", "plaintext"})
 
 
 class MarkupTooDeep(ValidationError):
@@ -350,23 +349,46 @@ class MarkupTooDeep(ValidationError):
 def nesting_depth(html: str) -> int:
     """How deep the markup's elements nest, counted over the raw text in linear time.
 
-    An over-estimate for markup that relies on the parser closing elements it leaves open
-    (`<b><i>` without end tags), which is what a hostile document does anyway.
+    Walks from `<` to `>` with str.find (never a regex that could rescan): each step moves
+    past what it read, comments and raw-text elements are skipped whole, and an unclosed
+    `<` or comment ends the scan. An over-estimate for markup that relies on the parser
+    closing elements left open (`<b><i>` without end tags), which hostile documents do.
     """
-    text = _RAW_TEXT.sub("", _COMMENT.sub("", html))
+    lowered = html.lower()
     open_tags: list[str] = []
     deepest = 0
-    for match in _TAG.finditer(text):
-        closing, name = match.group(1), match.group(2).lower()
-        if name in voidElements or name in _IMPLIED_END or match.group(0).endswith("/>"):
+    position = 0
+    while (start := html.find("<", position)) >= 0:
+        if html.startswith("<!--", start):
+            end = html.find("-->", start + 4)
+            if end < 0:
+                break
+            position = end + 3
             continue
-        if not closing:
-            open_tags.append(name)
-            deepest = max(deepest, len(open_tags))
-        elif name in open_tags:
-            # Close back to the matching element, as a parser would for misnested tags.
-            while open_tags and open_tags.pop() != name:
-                pass
+        end = html.find(">", start + 1)
+        if end < 0:
+            break  # no tag can close any more: the rest is text
+        position = end + 1
+        found = _TAG_NAME.match(html, start + 1, end)
+        if not found:
+            continue  # <!doctype>, <?xml?>, "a < b"
+        closing, name = found.group(1), found.group(2).lower()
+        if closing:
+            if name in open_tags:
+                # Close back to the matching element, as a parser would for misnested tags.
+                while open_tags and open_tags.pop() != name:
+                    pass
+            continue
+        if name in _RAW_TEXT:
+            close = lowered.find("</" + name, position)
+            if close < 0:
+                break
+            position = close
+            continue
+        if name in voidElements or name in _IMPLIED_END or html[end - 1] == "/":
+            continue
+        open_tags.append(name)
+        deepest = max(deepest, len(open_tags))
     return deepest
 
 
