@@ -3,7 +3,9 @@
 The worker process builds the app once, before any fork, without opening a database
 connection. Each work horse (the forked child that runs one job) first drops whatever
 pooled connections it inherited — without closing them, they belong to the parent — so
-every connection a job uses is created inside the horse (STYLE §12).
+every connection a job uses is created inside the horse (STYLE §12). On SQLite that is not
+enough: the worker also forks only while its scheduler thread has no transaction open
+(services/fork_guard.py explains why).
 
 Production can use these classes with plain RQ too:
     rq worker -w workers.runtime.SaganWorker -u "$REDIS_URL" agents dispatch default
@@ -15,6 +17,8 @@ import logging
 from flask import Flask, has_app_context
 from rq import Worker
 from rq.job import Job
+
+from services.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,10 @@ class SaganWorker(Worker):
         except Exception:  # noqa: BLE001 - never let signalling stop the shutdown itself
             log.exception("could not flag the shutdown for the running job")
         super().request_stop(signum, frame)
+
+    def fork_work_horse(self, job, queue):
+        with fork_guard.quiet_for_fork():
+            super().fork_work_horse(job, queue)
 
     def main_work_horse(self, job, queue):
         forget_inherited_connections(job_app())
