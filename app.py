@@ -11,7 +11,6 @@ from htmx_flask import Htmx
 
 from config import INSTANCE_DIR, Config
 from models import db
-from services.fork_guard import guard as fork_guard
 
 login_manager = LoginManager()
 csrf = CSRFProtect()
@@ -62,9 +61,7 @@ def create_app(config: Config | type | None = None) -> Flask:
 
 
 def _configure_sqlite(app: Flask) -> None:
-    """SQLite (embedded default): WAL so the web and the worker can write at once, and every
-    connection known to the fork guard (services/fork_guard.py) so the worker never forks
-    in the middle of one of its own transactions."""
+    """SQLite (embedded default): WAL so the web and the worker can write at once."""
     if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         return
     import sqlalchemy as sa
@@ -79,15 +76,6 @@ def _configure_sqlite(app: Flask) -> None:
             cursor.close()
             # Let SQLAlchemy, not the driver, decide when transactions begin (below).
             dbapi_connection.isolation_level = None
-            fork_guard.track(dbapi_connection)
-
-        @sa.event.listens_for(db.engine, "close")
-        def _closed(dbapi_connection, _record):
-            fork_guard.forget(dbapi_connection)
-
-        @sa.event.listens_for(db.engine, "close_detached")
-        def _closed_detached(dbapi_connection):
-            fork_guard.forget(dbapi_connection)
 
         @sa.event.listens_for(db.engine, "begin")
         def _begin_immediate(conn):
@@ -95,5 +83,4 @@ def _configure_sqlite(app: Flask) -> None:
             # first and writes later cannot wait for the lock once another process (the
             # worker, a heartbeat) committed in between: SQLite answers "database is locked"
             # at once. BEGIN IMMEDIATE waits (busy_timeout) instead.
-            with fork_guard.beginning():
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -3,9 +3,9 @@
 The worker process builds the app once, before any fork, without opening a database
 connection. Each work horse (the forked child that runs one job) first drops whatever
 pooled connections it inherited — without closing them, they belong to the parent — so
-every connection a job uses is created inside the horse (STYLE §12). On SQLite that is not
-enough: the worker also forks only while its scheduler thread has no transaction open
-(services/fork_guard.py explains why).
+every connection a job uses is created inside the horse (STYLE §12). And it forks only
+between two ticks of the scheduler thread beside it, so a horse never inherits a lock that
+thread held (services/fork_guard.py).
 
 Production can use these classes with plain RQ too:
     rq worker -w workers.runtime.SaganWorker -u "$REDIS_URL" agents dispatch default
@@ -17,6 +17,7 @@ import logging
 from flask import Flask, has_app_context
 from rq import Worker
 from rq.job import Job
+from sqlalchemy.orm import configure_mappers
 
 from services.fork_guard import guard as fork_guard
 
@@ -75,6 +76,8 @@ class SaganWorker(Worker):
             kwargs["job_class"] = AppContextJob
         super().__init__(*args, **kwargs)
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
+        # One-time set-up done here, before any fork, not lazily by whichever thread is first.
+        configure_mappers()
 
     def request_stop(self, signum, frame):
         """Warm shutdown: tell the running agent loop (in the work horse) to park its run

@@ -10,7 +10,6 @@ while it asks the provider about each pod.
 """
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -24,7 +23,7 @@ from rq.registry import FailedJobRegistry
 import config as sagan_config
 from app import create_app
 from models import AgentRun, Setting, db
-from services import fork_guard, redis_store, runs
+from services import redis_store, runs
 from services.actors import Actor
 from services.agents import loop
 from services.dispatch import provisioner, watcher
@@ -96,48 +95,39 @@ def _failed_jobs(app) -> list[str]:
             for job in jobs]
 
 
-def test_a_horse_is_not_forked_inside_the_schedulers_transaction(sqlite_app, caplog):
-    """With the scheduler thread inside a write transaction when a dispatch job is due, does
-    the worker wait for it to end before forking, so the job claims its run at once?"""
+def test_a_horse_is_not_forked_inside_the_schedulers_transaction(sqlite_app, monkeypatch, fork_wait_seen):
+    """With the scheduler's tick inside a write transaction when a dispatch job is due, does
+    the worker wait for the tick to end before forking, so the job claims its run at once?"""
     [run_id] = _queued_dispatches(sqlite_app, 1)
-    holding, fork_waiting, done = threading.Event(), threading.Event(), threading.Event()
+    holding, fork_waiting = threading.Event(), fork_wait_seen
 
-    class SeeTheWait(logging.Handler):
-        def emit(self, record):
-            if "fork waits" in record.getMessage():
-                fork_waiting.set()
+    def watch_until_the_fork_waits():
+        _hold_a_write("held while the worker wants to fork")
+        holding.set()
+        # Without the guard there is no wait to see: the tick lets go after a while and the
+        # horse, forked meanwhile, fails on the lock it inherited.
+        fork_waiting.wait(timeout=10)
+        db.session.commit()
 
-    watcher_log = SeeTheWait()
-    logging.getLogger(fork_guard.__name__).addHandler(watcher_log)
-    caplog.set_level(logging.INFO, logger=fork_guard.__name__)
-
-    def scheduler_thread():
-        with sqlite_app.app_context():
-            _hold_a_write("held across the fork")
-            holding.set()
-            # Without the guard there is no wait to see; the job then fails on its own.
-            fork_waiting.wait(timeout=10)
-            db.session.commit()
-            db.session.remove()
-        done.set()
-
-    thread = threading.Thread(target=scheduler_thread)
-    thread.start()
-    assert holding.wait(10)
+    monkeypatch.setattr(watcher, "watch", watch_until_the_fork_waits)
+    monkeypatch.setattr(loop, "reconcile_runs", lambda: None)  # it would hide a failed job
+    ticking = scheduler.Scheduler(sqlite_app, interval=30)
+    thread = threading.Thread(target=ticking.run_once)
     try:
+        thread.start()
+        assert holding.wait(10), "the tick never took the write lock"
         with sqlite_app.app_context():
             worker = runtime.SaganWorker([queues.get_queue(queues.DISPATCH)], connection=redis_store.connection())
         started = time.monotonic()
         worker.work(burst=True)
         elapsed = time.monotonic() - started
     finally:
-        logging.getLogger(fork_guard.__name__).removeHandler(watcher_log)
         thread.join(15)
     assert _failed_jobs(sqlite_app) == []
     # The saga ran: no approved spec, so it fails for that reason, not for a locked database.
     assert _dispatch_outcomes(sqlite_app, [run_id]) == {run_id: ("failed", "spec_invalid")}
     assert elapsed < 25, f"the job waited {elapsed:.1f}s: it met SQLite's busy timeout"
-    assert done.is_set() and fork_waiting.is_set()
+    assert fork_waiting.is_set()
 
 
 def test_many_dispatch_jobs_beside_a_ticking_scheduler(sqlite_app, monkeypatch):
