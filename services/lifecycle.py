@@ -45,7 +45,8 @@ TRANSITIONS: list[Rule] = [
     _rule(["proposed", "clarifying"], ["planning"], [OWNER, AGENT], "start_planner_plan"),
     _rule(["clarifying", "planning"], ["awaiting_clarifications"], [AGENT]),
     _rule(["awaiting_clarifications"], ["clarifying"], [OWNER], "redispatch_planner_with_answers"),
-    _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM], "request_approval"),
+    # A valid plan: services.approvals opens the approval request in the move's transaction.
+    _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM]),
     # Approving starts the orchestrator in the same transaction (services.approvals), so the
     # move itself carries no after-commit effect.
     _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM]),
@@ -62,8 +63,10 @@ TRANSITIONS: list[Rule] = [
     _rule(["testing"], ["implementing"], [AGENT]),
     _rule(["testing", "implementing"], ["queued"], [SYSTEM]),
     _rule(["queued"], ["running"], [SYSTEM]),
-    _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
-    _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
+    # Pods upload their own artifacts before they exit; the watcher moves on to verifying and
+    # checks the uploads (services.dispatch.verify) in the same transaction as these moves.
+    _rule(["running"], ["uploading"], [SYSTEM, AGENT]),
+    _rule(["uploading"], ["verifying"], [AGENT, SYSTEM]),
     _rule(["verifying"], ["interpreting"], [AGENT]),
     _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM]),
     _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
@@ -113,28 +116,15 @@ def rule_for_move(experiment: Experiment, to: str, role: str) -> Rule | None:
     return None
 
 
-# Side-effect hooks, filled in by the issues that bring agents, approvals and pods.
-# A hook receives (experiment_id, actor, metadata) after the transition committed.
+# Side-effect handlers by name, filled from the one table in services/side_effects.py by
+# create_app. A handler receives (experiment_id, actor, metadata) after the move committed.
 SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
-
-
-def register_side_effect(name: str, hook: Callable) -> None:
-    hooks = SIDE_EFFECT_HOOKS.setdefault(name, [])
-    if hook not in hooks:  # create_app may run many times in one process (tests)
-        hooks.append(hook)
-
 
 # Guards: checks a rule's owner makes *before* the move, keyed like side effects (e.g. the
 # promotion rule's lint confirmation), so every way of making that move — the board, the
 # status form, the API — meets the same check. A guard receives (experiment, to, actor,
-# metadata) and raises a SaganError to refuse; nothing has changed then.
+# metadata) and raises a SaganError to refuse; nothing has changed then. Filled like the hooks.
 GUARDS: dict[str, list[Callable]] = {}
-
-
-def register_guard(name: str, guard: Callable) -> None:
-    guards = GUARDS.setdefault(name, [])
-    if guard not in guards:
-        guards.append(guard)
 
 
 @dataclass

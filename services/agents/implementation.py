@@ -604,7 +604,7 @@ def enqueue_workspace_removal(experiment_id) -> str:
                                job_id=f"workspace-remove-{experiment_id}")
 
 
-def _hook_remove_workspace(experiment_id, actor, metadata):
+def on_close_remove_workspace(experiment_id, actor, metadata):
     """A closed or promoted experiment's worktree is removed on the host that has it."""
     if settings.get("research_repo_url"):
         enqueue_workspace_removal(experiment_id)
@@ -614,8 +614,3 @@ def remove_workspace(experiment_id) -> bool:
     from services import workspaces
     experiment = db.session.get(Experiment, uuid.UUID(str(experiment_id)))
     return bool(experiment) and workspaces.remove(experiment)
-
-
-def install() -> None:
-    lifecycle.register_side_effect("stop_active_work", _hook_remove_workspace)
-    lifecycle.register_side_effect("promote", _hook_remove_workspace)
