@@ -21,14 +21,17 @@ from rq.job import Job
 from sqlalchemy.orm import configure_mappers
 
 from services.fork_guard import guard as fork_guard
+from services.jobs import AGENTS, LOCAL
 
 log = logging.getLogger(__name__)
 
 _app: Flask | None = None
 
-# Imported once by the worker, before it forks, so every horse inherits them instead of
-# importing them again: the Anthropic SDK alone took 5-8 s per agent job on a busy machine.
+# Imported once by a worker that runs agents (code agents run on `local`), before it forks,
+# so every horse inherits them instead of importing them again: the Anthropic SDK alone took
+# 5-8 s per agent job on a busy machine.
 PRELOADED_MODULES = ("anthropic",)
+AGENT_QUEUES = (AGENTS, LOCAL)
 
 
 def set_app(app: Flask | None) -> None:
@@ -83,8 +86,13 @@ class SaganWorker(Worker):
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
         # One-time set-up done here, before any fork, not lazily by whichever thread is first.
         configure_mappers()
-        for name in PRELOADED_MODULES:
-            importlib.import_module(name)
+
+    def bootstrap(self, *args, **kwargs):
+        super().bootstrap(*args, **kwargs)
+        # After registering, so the worker is seen as up while it imports (seconds when busy).
+        if any(name in AGENT_QUEUES for name in self.queue_names()):
+            for module in PRELOADED_MODULES:
+                importlib.import_module(module)
 
     def request_stop(self, signum, frame):
         """Warm shutdown: tell the running agent loop (in the work horse) to park its run
