@@ -5,7 +5,7 @@ connection. Each work horse (the forked child that runs one job) first drops wha
 pooled connections it inherited — without closing them, they belong to the parent — so
 every connection a job uses is created inside the horse (STYLE §12). And it forks only
 between two ticks of the scheduler thread beside it, so a horse never inherits a lock that
-thread held (services/fork_guard.py).
+thread held (workers/fork_guard.py).
 
 Production can use these classes with plain RQ too:
     rq worker -w workers.runtime.SaganWorker -u "$REDIS_URL" agents dispatch default
@@ -20,7 +20,7 @@ from rq import Worker
 from rq.job import Job
 from sqlalchemy.orm import configure_mappers
 
-from services.fork_guard import guard as fork_guard
+from workers.fork_guard import guard as fork_guard
 from services.jobs import AGENTS, LOCAL
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from flask import Flask
 
 from models import db
 from services import redis_store
-from services.fork_guard import guard as fork_guard
+from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Scheduler:
     def run_once(self) -> bool:
         """Tick once if we hold the lease; True when a tick ran. Errors are logged, not raised."""
         try:
-            # The worker beside this thread forks only between ticks (services/fork_guard.py).
+            # The worker beside this thread forks only between ticks (workers/fork_guard.py).
             with fork_guard.busy():
                 if not self.hold_lease():
                     return False

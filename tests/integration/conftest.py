@@ -8,7 +8,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from services import fork_guard
+from workers import fork_guard
 
 
 @pytest.fixture

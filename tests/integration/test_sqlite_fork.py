@@ -1,12 +1,13 @@
 """The embedded default (SQLite) with a forking worker and its scheduler thread: a work horse
-never inherits a transaction of the parent (issue 19 item 7, services/fork_guard.py).
+is never forked in the middle of a tick, so it never inherits the tick's transaction
+(issue 19 item 7, workers/fork_guard.py).
 
 SQLite keeps the bookkeeping of its locks in process memory; a horse forked while the
 scheduler thread is inside a transaction inherits "this process holds the write lock" and no
 thread to release it, so its first BEGIN IMMEDIATE waits busy_timeout (30 s) and fails with
 "database is locked" however fresh its connection. These tests run real forking workers on a
-real SQLite file beside a scheduler thread that holds transactions, as the pod watcher does
-while it asks the provider about each pod.
+real SQLite file beside a scheduler whose tick holds a transaction, as the pod watcher does
+while it asks the provider about each pod; each fails without the guard.
 """
 from __future__ import annotations
 
