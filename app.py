@@ -54,13 +54,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     import cli
     cli.register(app)
 
-    from services import follow_ups, notify, results
-    from services.agents import implementation, orchestration
-    orchestration.install()
-    implementation.install()
-    notify.install()
-    results.install()
-    follow_ups.install()
+    from services import side_effects
+    side_effects.install()
 
     if not app.testing:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -447,9 +447,6 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
                         approved.plan_version_id if approved else None, pending, diff, requests)
 
 
-DECISIONS = ("approve", "reject", "defer")
-
-
 def resolve(approval: ApprovalRequest, decision, actor: Actor, *, answers=None, note: str | None = None,
             confirm_unchecked: bool = False) -> list:
     """The owner's decision on a request, from the page or the API alike. The caller commits."""

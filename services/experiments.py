@@ -22,78 +22,113 @@ EDITABLE_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "t
 
 # --- validation -----------------------------------------------------------------------
 
-def clean_fields(data: dict, *, partial: bool = False) -> dict:
+def clean_fields(data: dict, *, partial: bool = False, limits=None) -> dict:
     """Validate experiment fields from a form or JSON body; raise on the first problem.
 
-    Unknown keys are refused rather than ignored, so a typo never looks like success.
+    Unknown keys are refused rather than ignored, so a typo never looks like success. Each
+    field has its cleaner in FIELD_CLEANERS, checked in that order; `limits` (default: the
+    app's config) gives the length limits. A create (not `partial`) needs a title.
     """
-    cfg = current_app.config
+    limits = current_app.config if limits is None else limits
     unknown = set(data) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
     cleaned: dict = {}
-    if "title" in data or not partial:
-        title = data.get("title")
-        if not isinstance(title, str) or not title.strip():
-            raise ValidationError("Title is required.", field="title")
-        title = " ".join(title.split())
-        if not input_shape.has_visible_text(title):
-            raise ValidationError("Title is required: this one has only invisible characters.", field="title")
-        if len(title) > cfg["TITLE_MAX"]:
-            raise ValidationError(
-                f"Title is {len(title)} characters; the limit is {cfg['TITLE_MAX']}.", field="title")
-        cleaned["title"] = redact(title)
-    if "hypothesis" in data:
-        hypothesis = data["hypothesis"]
-        if hypothesis is not None and not isinstance(hypothesis, str):
-            raise ValidationError("Hypothesis must be text.", field="hypothesis")
-        hypothesis = (hypothesis or "").strip() or None
-        if hypothesis and len(hypothesis) > cfg["HYPOTHESIS_MAX"]:
-            raise ValidationError(
-                f"Hypothesis is {len(hypothesis)} characters; the limit is {cfg['HYPOTHESIS_MAX']}.",
-                field="hypothesis")
-        cleaned["hypothesis"] = redact(hypothesis)
-    for name, choices in (("kind", registry.EXPERIMENT_KINDS), ("priority", registry.PRIORITIES),
-                          ("assignee_kind", registry.ASSIGNEE_KINDS),
-                          ("runpod_account", registry.RUNPOD_ACCOUNTS)):
-        if name in data and data[name] not in (None, ""):
-            if data[name] not in choices:
-                raise ValidationError(
-                    f"{name.replace('_', ' ').capitalize()} must be one of: {', '.join(choices)}.",
-                    field=name)
-            cleaned[name] = data[name]
-    if "compute_size" in data:
-        size = data["compute_size"] or None
-        if size is not None and size not in registry.COMPUTE_SIZES:
-            raise ValidationError(
-                f"Compute size must be one of: {', '.join(registry.COMPUTE_SIZES)}.", field="compute_size")
-        cleaned["compute_size"] = size
-    if "tags" in data:
-        cleaned["tags"] = clean_tags(data["tags"])
-    if "cost_cap_usd" in data:
-        cap = data["cost_cap_usd"]
-        if cap in (None, ""):
-            cleaned["cost_cap_usd"] = None
-        else:
-            try:
-                cap = float(cap)
-            except (TypeError, ValueError):
-                raise ValidationError("Cost cap must be a number of dollars.", field="cost_cap_usd")
-            if not 0 <= cap <= 1_000_000:
-                raise ValidationError("Cost cap must be between 0 and 1,000,000 dollars.", field="cost_cap_usd")
-            cleaned["cost_cap_usd"] = cap
-    for name, limit in (("git_branch", 255), ("git_commit", 64)):
-        if name in data:
-            value = (data[name] or "").strip() or None
-            if value and (len(value) > limit or any(c.isspace() for c in value)):
-                raise ValidationError(f"{name.replace('_', ' ').capitalize()} is not valid.", field=name)
-            cleaned[name] = value
+    for name, clean in FIELD_CLEANERS:
+        if name in data or (name == "title" and not partial):
+            value = clean(data.get(name), limits)
+            if value is not _LEAVE_OUT:
+                cleaned[name] = value
     return cleaned
 
 
-def clean_tags(raw) -> list[str]:
+# A cleaner's answer for "nothing to store": an empty choice keeps the current value.
+_LEAVE_OUT = object()
+
+
+def _clean_title(title, limits) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise ValidationError("Title is required.", field="title")
+    title = " ".join(title.split())
+    if not input_shape.has_visible_text(title):
+        raise ValidationError("Title is required: this one has only invisible characters.", field="title")
+    if len(title) > limits["TITLE_MAX"]:
+        raise ValidationError(f"Title is {len(title)} characters; the limit is {limits['TITLE_MAX']}.",
+                              field="title")
+    return redact(title)
+
+
+def _clean_hypothesis(hypothesis, limits) -> str | None:
+    if hypothesis is not None and not isinstance(hypothesis, str):
+        raise ValidationError("Hypothesis must be text.", field="hypothesis")
+    hypothesis = (hypothesis or "").strip() or None
+    if hypothesis and len(hypothesis) > limits["HYPOTHESIS_MAX"]:
+        raise ValidationError(
+            f"Hypothesis is {len(hypothesis)} characters; the limit is {limits['HYPOTHESIS_MAX']}.",
+            field="hypothesis")
+    return redact(hypothesis)
+
+
+def _choice(name: str, choices):
+    """A cleaner for a field that takes one of `choices`; empty leaves the field as it is."""
+    def clean(value, limits):
+        if value in (None, ""):
+            return _LEAVE_OUT
+        if value not in choices:
+            raise ValidationError(f"{name.replace('_', ' ').capitalize()} must be one of: {', '.join(choices)}.",
+                                  field=name)
+        return value
+    return clean
+
+
+def _clean_compute_size(size, limits) -> str | None:
+    size = size or None
+    if size is not None and size not in registry.COMPUTE_SIZES:
+        raise ValidationError(f"Compute size must be one of: {', '.join(registry.COMPUTE_SIZES)}.",
+                              field="compute_size")
+    return size
+
+
+def _clean_cost_cap(cap, limits) -> float | None:
+    if cap in (None, ""):
+        return None
+    try:
+        cap = float(cap)
+    except (TypeError, ValueError):
+        raise ValidationError("Cost cap must be a number of dollars.", field="cost_cap_usd")
+    if not 0 <= cap <= 1_000_000:
+        raise ValidationError("Cost cap must be between 0 and 1,000,000 dollars.", field="cost_cap_usd")
+    return cap
+
+
+def _git_name(name: str, limit: int):
+    """A cleaner for a git branch or commit: no spaces, at most `limit` characters."""
+    def clean(value, limits):
+        value = (value or "").strip() or None
+        if value and (len(value) > limit or any(c.isspace() for c in value)):
+            raise ValidationError(f"{name.replace('_', ' ').capitalize()} is not valid.", field=name)
+        return value
+    return clean
+
+
+FIELD_CLEANERS = (
+    ("title", _clean_title),
+    ("hypothesis", _clean_hypothesis),
+    ("kind", _choice("kind", registry.EXPERIMENT_KINDS)),
+    ("priority", _choice("priority", registry.PRIORITIES)),
+    ("assignee_kind", _choice("assignee_kind", registry.ASSIGNEE_KINDS)),
+    ("runpod_account", _choice("runpod_account", registry.RUNPOD_ACCOUNTS)),
+    ("compute_size", _clean_compute_size),
+    ("tags", lambda tags, limits: clean_tags(tags, limits)),
+    ("cost_cap_usd", _clean_cost_cap),
+    ("git_branch", _git_name("git_branch", 255)),
+    ("git_commit", _git_name("git_commit", 64)),
+)
+
+
+def clean_tags(raw, limits=None) -> list[str]:
     """Tags from a list or a comma-separated string: trimmed, de-duplicated, capped."""
-    cfg = current_app.config
+    limits = current_app.config if limits is None else limits
     if isinstance(raw, str):
         raw = raw.split(",")
     if not isinstance(raw, (list, tuple)) or not all(isinstance(t, str) for t in raw):
@@ -103,13 +138,13 @@ def clean_tags(raw) -> list[str]:
         tag = redact(tag.strip())
         if not tag:
             continue
-        if len(tag) > cfg["TAG_MAX_CHARS"]:
-            raise ValidationError(f"Tag {tag[:20]!r}… is longer than {cfg['TAG_MAX_CHARS']} characters.",
+        if len(tag) > limits["TAG_MAX_CHARS"]:
+            raise ValidationError(f"Tag {tag[:20]!r}… is longer than {limits['TAG_MAX_CHARS']} characters.",
                                   field="tags")
         if tag not in tags:
             tags.append(tag)
-    if len(tags) > cfg["TAGS_MAX"]:
-        raise ValidationError(f"At most {cfg['TAGS_MAX']} tags.", field="tags")
+    if len(tags) > limits["TAGS_MAX"]:
+        raise ValidationError(f"At most {limits['TAGS_MAX']} tags.", field="tags")
     return tags
 
 

@@ -161,7 +161,3 @@ def return_when_done(limit: int = 50) -> int:
         lifecycle.run_side_effects(effects)
         moved += 1
     return moved
-
-
-def install() -> None:
-    lifecycle.register_side_effect("propose_follow_ups", start_proposer)

@@ -45,7 +45,8 @@ TRANSITIONS: list[Rule] = [
     _rule(["proposed", "clarifying"], ["planning"], [OWNER, AGENT], "start_planner_plan"),
     _rule(["clarifying", "planning"], ["awaiting_clarifications"], [AGENT]),
     _rule(["awaiting_clarifications"], ["clarifying"], [OWNER], "redispatch_planner_with_answers"),
-    _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM], "request_approval"),
+    # A valid plan: services.approvals opens the approval request in the move's transaction.
+    _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM]),
     # Approving starts the orchestrator in the same transaction (services.approvals), so the
     # move itself carries no after-commit effect.
     _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM]),
@@ -62,8 +63,10 @@ TRANSITIONS: list[Rule] = [
     _rule(["testing"], ["implementing"], [AGENT]),
     _rule(["testing", "implementing"], ["queued"], [SYSTEM]),
     _rule(["queued"], ["running"], [SYSTEM]),
-    _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
-    _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
+    # Pods upload their own artifacts before they exit; the watcher moves on to verifying and
+    # checks the uploads (services.dispatch.verify) in the same transaction as these moves.
+    _rule(["running"], ["uploading"], [SYSTEM, AGENT]),
+    _rule(["uploading"], ["verifying"], [AGENT, SYSTEM]),
     _rule(["verifying"], ["interpreting"], [AGENT]),
     _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM]),
     _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
@@ -113,28 +116,15 @@ def rule_for_move(experiment: Experiment, to: str, role: str) -> Rule | None:
     return None
 
 
-# Side-effect hooks, filled in by the issues that bring agents, approvals and pods.
-# A hook receives (experiment_id, actor, metadata) after the transition committed.
+# Side-effect handlers by name, filled from the one table in services/side_effects.py by
+# create_app. A handler receives (experiment_id, actor, metadata) after the move committed.
 SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
-
-
-def register_side_effect(name: str, hook: Callable) -> None:
-    hooks = SIDE_EFFECT_HOOKS.setdefault(name, [])
-    if hook not in hooks:  # create_app may run many times in one process (tests)
-        hooks.append(hook)
-
 
 # Guards: checks a rule's owner makes *before* the move, keyed like side effects (e.g. the
 # promotion rule's lint confirmation), so every way of making that move — the board, the
 # status form, the API — meets the same check. A guard receives (experiment, to, actor,
-# metadata) and raises a SaganError to refuse; nothing has changed then.
+# metadata) and raises a SaganError to refuse; nothing has changed then. Filled like the hooks.
 GUARDS: dict[str, list[Callable]] = {}
-
-
-def register_guard(name: str, guard: Callable) -> None:
-    guards = GUARDS.setdefault(name, [])
-    if guard not in guards:
-        guards.append(guard)
 
 
 @dataclass
@@ -196,35 +186,70 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
     if to == current:
         raise ValidationError(f"#{experiment.number} is already {to}.", field="status")
 
-    role = actor.transition_role
-    rule = None
+    rule = _check_move(experiment, to, actor, note=note, metadata=metadata or {}, override=override,
+                       scope_grant=scope_grant)
+    values = status_values(to, current)
+    _compare_and_set(experiment, current, values)
+    event_metadata = dict(metadata or {})
     if override:
-        if role != OWNER:
-            raise Forbidden("Only the owner can override a status.", code="override_forbidden")
-        if experiment.terminal:
-            raise ValidationError("A finished experiment is reopened, not overridden.", field="status")
-        if not note:
-            raise ValidationError("An override needs a note saying why.", field="note")
-    else:
-        rule = rule_for_move(experiment, to, role)
-        if rule is None and scope_grant in SCOPE_GRANTS and actor.kind == "token":
-            owner_rule = rule_for_move(experiment, to, OWNER)
-            if owner_rule is not None and owner_rule.side_effect == SCOPE_GRANTS[scope_grant]:
-                rule = owner_rule
-        if rule is None:
-            raise Conflict(describe_refusal(experiment, to, role), code="transition_not_allowed",
-                           allowed=[m.to for m in allowed_moves(experiment, role)])
-        if rule.note_required and not note:
-            raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
-        for guard in GUARDS.get(rule.side_effect or "", []):
-            guard(experiment, to, actor, metadata or {})
+        event_metadata["override"] = True
+    events.record(experiment, "state_changed", actor, note=note, metadata=event_metadata or None,
+                  from_status=current, to_status=to)
+    return effects_of_move(rule, to, experiment.id, actor, event_metadata, note)
 
+
+def _check_move(experiment: Experiment, to: str, actor: Actor, *, note: str | None, metadata: dict,
+                override: bool, scope_grant: str | None) -> Rule | None:
+    """May `actor` make this move? The rule that allows it (None for an owner's override), or
+    a refusal; the rule's guards run last."""
+    if override:
+        check_override(experiment, actor.transition_role, note)
+        return None
+    rule = rule_allowing(experiment, to, actor, scope_grant)
+    if rule.note_required and not note:
+        raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
+    for guard in GUARDS.get(rule.side_effect or "", []):
+        guard(experiment, to, actor, metadata)
+    return rule
+
+
+def check_override(experiment: Experiment, role: str, note: str | None) -> None:
+    """Only the owner overrides, never a finished experiment, and always with a note."""
+    if role != OWNER:
+        raise Forbidden("Only the owner can override a status.", code="override_forbidden")
+    if experiment.terminal:
+        raise ValidationError("A finished experiment is reopened, not overridden.", field="status")
+    if not note:
+        raise ValidationError("An override needs a note saying why.", field="note")
+
+
+def rule_allowing(experiment: Experiment, to: str, actor: Actor, scope_grant: str | None = None) -> Rule:
+    """The table's rule for this move by this actor — or, for a token holding a granted scope,
+    the owner's rule it opens (SCOPE_GRANTS); a Conflict listing the allowed moves otherwise."""
+    role = actor.transition_role
+    rule = rule_for_move(experiment, to, role)
+    if rule is None and scope_grant in SCOPE_GRANTS and actor.kind == "token":
+        owner_rule = rule_for_move(experiment, to, OWNER)
+        if owner_rule is not None and owner_rule.side_effect == SCOPE_GRANTS[scope_grant]:
+            rule = owner_rule
+    if rule is None:
+        raise Conflict(describe_refusal(experiment, to, role), code="transition_not_allowed",
+                       allowed=[m.to for m in allowed_moves(experiment, role)])
+    return rule
+
+
+def status_values(to: str, current: str) -> dict:
+    """The columns a move writes: the status, and where a block returns to."""
     values = {"status": to, "updated_at": utcnow()}
     if to == "blocked":
         values["status_before_block"] = current
     elif current == "blocked":
         values["status_before_block"] = None
-    # Compare-and-set: only one writer can move the row away from `current`.
+    return values
+
+
+def _compare_and_set(experiment: Experiment, current: str, values: dict) -> None:
+    """Write the move only if the row is still at `current`: of two writers, one wins."""
     result = db.session.execute(
         sa.update(Experiment)
         .where(Experiment.id == experiment.id, Experiment.status == current)
@@ -239,15 +264,14 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
     for key, value in values.items():
         set_committed_value(experiment, key, value)
 
-    event_metadata = dict(metadata or {})
-    if override:
-        event_metadata["override"] = True
-    events.record(experiment, "state_changed", actor, note=note, metadata=event_metadata or None,
-                  from_status=current, to_status=to)
+
+def effects_of_move(rule: Rule | None, to: str, experiment_id, actor: Actor, metadata: dict,
+                    note: str | None) -> list[SideEffect]:
+    """What runs after the move commits: the rule's side effect, and the owner's notification
+    whenever the move enters an owner turn, whatever made it (SPEC §8.7)."""
     effects = []
     if rule and rule.side_effect:
-        effects.append(SideEffect(rule.side_effect, experiment.id, actor, {**event_metadata, "note": note}))
+        effects.append(SideEffect(rule.side_effect, experiment_id, actor, {**metadata, "note": note}))
     if to in registry.OWNER_TURN_STATUSES:
-        # Whatever made the move, entering an owner turn tells the owner (SPEC §8.7).
-        effects.append(SideEffect("notify_owner", experiment.id, actor, {"status": to}))
+        effects.append(SideEffect("notify_owner", experiment_id, actor, {"status": to}))
     return effects

@@ -121,13 +121,8 @@ def post_pinned(url: str, body: dict) -> httpx.Response:
         return client.send(request)
 
 
-def _hook(experiment_id, actor, metadata) -> None:
+def on_notify_owner(experiment_id, actor, metadata) -> None:
     try:
         enqueue(experiment_id)
     except Exception:  # noqa: BLE001 - a notification must never break the move that caused it
         current_app.logger.exception("could not queue the owner notification")
-
-
-def install() -> None:
-    from services import lifecycle
-    lifecycle.register_side_effect("notify_owner", _hook)

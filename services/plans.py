@@ -82,15 +82,33 @@ def redact_plan(markdown: str) -> str:
 
 def parse(markdown: str, *, kind: str = "experiment", account: str | None = None,
           allowed_secrets: list[str] | None = None) -> ParsedPlan:
-    """Parse plan markdown into plan_json plus a list of problems (`allowed_secrets`: see specs.validate)."""
+    """Parse plan markdown into plan_json plus a list of problems, step by step: split off the
+    spec block, cut the rest into sections, read the checklist and textboxes, check the spec
+    (`allowed_secrets`: see specs.validate)."""
     text = (markdown or "").replace("\r\n", "\n").replace("\r", "\n")
     body_lines, spec_text, trailer_lines, fence_error = _split_spec(text.split("\n"))
+    preamble, sections = split_sections(body_lines)
+    data: dict = {"preamble": "\n".join(preamble).strip(), "trailer": "\n".join(trailer_lines).strip()}
+    section_fields, problems = read_sections(sections)
+    data.update(section_fields)
+    data["checklist"] = checklist_items(data.get("approval_checklist") or "")
+    data["textboxes"], textbox_problems = textbox_keys(text)
+    problems += textbox_problems
+    spec_fields, spec_problems = _check_spec(spec_text, fence_error, account, allowed_secrets)
+    data.update(spec_fields)
+    problems += spec_problems
+    data["is_blocker"] = kind == "experiment" and spec_text is None
+    return ParsedPlan(data, problems)
 
+
+def split_sections(lines: list[str]) -> tuple[list[str], list[dict]]:
+    """The lines before the first known section heading, and each known section with its lines.
+    Headings inside code fences are text, not sections."""
     preamble: list[str] = []
     sections: list[dict] = []
     current: dict | None = None
     in_fence = False
-    for line in body_lines:
+    for line in lines:
         if _ANY_FENCE.match(line):
             in_fence = not in_fence
         heading = None if in_fence else _HEADING.match(line)
@@ -101,61 +119,74 @@ def parse(markdown: str, *, kind: str = "experiment", account: str | None = None
             sections.append(current)
             continue
         (current["lines"] if current else preamble).append(line)
+    return preamble, sections
 
+
+def read_sections(sections: list[dict]) -> tuple[dict, list[str]]:
+    """Each section's body under its field (the first of a repeated one wins), the sections in
+    order, their count, None for every missing one — and the problems: repeats, gaps."""
     problems: list[str] = []
-    data: dict = {
-        "preamble": "\n".join(preamble).strip(),
-        "sections": [], "checklist": [], "textboxes": [], "spec": None, "spec_error": None,
-        "spec_problems": [], "unknown_spec_fields": [], "is_blocker": False,
-        "trailer": "\n".join(trailer_lines).strip(),
-    }
-    seen_fields = set()
+    fields: dict = {"sections": []}
+    seen: set[str] = set()
     for section in sections:
-        if section["field"] in seen_fields:
+        if section["field"] in seen:
             problems.append(f"Section \"{section['title']}\" appears more than once; the first is used.")
             continue
-        seen_fields.add(section["field"])
+        seen.add(section["field"])
         body = "\n".join(section["lines"]).strip()
-        data["sections"].append({"title": section["title"], "body_md": body})
-        data[section["field"]] = body
-    data["section_count"] = len(seen_fields)
+        fields["sections"].append({"title": section["title"], "body_md": body})
+        fields[section["field"]] = body
+    fields["section_count"] = len(seen)
     for title, field in SECTIONS:
-        data.setdefault(field, None)
-        if field not in seen_fields:
+        if field not in seen:
+            fields[field] = None
             problems.append(f"Missing section: {title}.")
+    return fields, problems
 
-    checklist_text = data.get("approval_checklist") or ""
-    for line in checklist_text.split("\n"):
+
+def checklist_items(checklist_md: str) -> list[dict]:
+    """`- [ ] label` / `- [x] label` lines of the approval checklist."""
+    items = []
+    for line in checklist_md.split("\n"):
         item = _CHECK_ITEM.match(line)
         if item:
-            data["checklist"].append({"label": item.group(2).strip(), "checked": item.group(1) != " "})
+            items.append({"label": item.group(2).strip(), "checked": item.group(1) != " "})
+    return items
+
+
+def textbox_keys(text: str) -> tuple[list[str], list[str]]:
+    """The `[TEXTBOX:key]` keys anywhere in the plan, once each, and the keys refused (not
+    kebab-case) as problems."""
+    keys: list[str] = []
+    problems: list[str] = []
     for line in text.split("\n"):
         box = _TEXTBOX.match(line)
         if box:
             key = box.group(1)
             if not _KEBAB.match(key):
                 problems.append(f"Textbox key {key!r} must be kebab-case, e.g. [TEXTBOX:budget-notes].")
-            elif key not in data["textboxes"]:
-                data["textboxes"].append(key)
+            elif key not in keys:
+                keys.append(key)
+    return keys, problems
 
-    if fence_error:
-        data["spec_error"] = fence_error
-    elif spec_text is not None:
+
+def _check_spec(spec_text: str | None, fence_error: str | None, account: str | None,
+                allowed_secrets: list[str] | None = None) -> tuple[dict, list[str]]:
+    """The plan's spec fields (parsed spec, error, problems, unknown fields) and its problems."""
+    fields: dict = {"spec": None, "spec_error": fence_error, "spec_problems": [], "unknown_spec_fields": []}
+    if not fence_error and spec_text is not None:
         parsed, error = specs.parse_spec_text(spec_text)
         if error:
-            data["spec_error"] = error
+            fields["spec_error"] = error
         else:
             check = specs.validate(parsed, account, allowed_secrets)
-            data["spec"] = parsed
-            data["spec_problems"] = check.problems
-            data["unknown_spec_fields"] = check.unknown_fields
+            fields.update(spec=parsed, spec_problems=check.problems, unknown_spec_fields=check.unknown_fields)
             if check.problems:
-                data["spec_error"] = f"{len(check.problems)} problem(s) in runpod-spec"
-    if data["spec_error"]:
-        problems.append(data["spec_error"] if not data["spec_problems"] else data["spec_error"] + ".")
-        problems += data["spec_problems"]
-    data["is_blocker"] = kind == "experiment" and spec_text is None
-    return ParsedPlan(data, problems)
+                fields["spec_error"] = f"{len(check.problems)} problem(s) in runpod-spec"
+    if not fields["spec_error"]:
+        return fields, []
+    headline = fields["spec_error"] + ("." if fields["spec_problems"] else "")
+    return fields, [headline] + fields["spec_problems"]
 
 
 def spec_is_valid(plan_json: dict) -> bool:

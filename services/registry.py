@@ -214,10 +214,3 @@ REVIEW_VERDICTS = ["pass", "needs_targeted_fix", "blocked_needs_user_decision",
                    "fail_not_worth_continuing"]
 REVIEW_MAX_ROUNDS = 3
 
-# Old system's run-event names, accepted on import and mapped (SPEC §5.4).
-LEGACY_RUN_EVENT_NAMES = {
-    "runpod_status": "pod_status", "runpod_stopped": "pod_stopped",
-    "runpod_stop_requested": "pod_stop_requested", "runpod_stop_failed": "pod_stop_failed",
-    "runpod_vanished": "pod_vanished", "runpod_exited": "pod_exited",
-    "runpod_progress": "pod_progress", "runpod_substitution": "pod_substitution",
-}

@@ -204,7 +204,7 @@ def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool
     return effects
 
 
-def _guard_promotion(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+def check_promotion(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
     """A promotion made as a plain status move (board, status form, API) meets the same lint
     check as the Promote button; confirming a failing lint is done with that button."""
     if metadata.get("promoted") or not experiment.body:
@@ -216,7 +216,7 @@ def _guard_promotion(experiment: Experiment, to: str, actor: Actor, metadata: di
                          + " Promote from the experiment page to confirm.", findings=report.as_json()["findings"])
 
 
-def _hook_request_promotion(experiment_id, actor: Actor, metadata: dict) -> None:
+def on_request_promotion(experiment_id, actor: Actor, metadata: dict) -> None:
     """clean_result_drafting → awaiting_promotion: lint ran, the owner's turn is marked."""
     experiment = db.session.get(Experiment, experiment_id)
     if experiment is None:
@@ -228,7 +228,7 @@ def _hook_request_promotion(experiment_id, actor: Actor, metadata: dict) -> None
     db.session.commit()
 
 
-def _hook_promote(experiment_id, actor: Actor, metadata: dict) -> None:
+def on_promote(experiment_id, actor: Actor, metadata: dict) -> None:
     """A promotion made as a plain status move (board, API status) still gets its marker."""
     if (metadata or {}).get("promoted"):
         return
@@ -238,12 +238,6 @@ def _hook_promote(experiment_id, actor: Actor, metadata: dict) -> None:
     markers.post_marker(experiment, "epm:promoted", actor, note=f"Promoted to {experiment.status}.",
                         metadata={"to": experiment.status, "via": "status move"})
     db.session.commit()
-
-
-def install() -> None:
-    lifecycle.register_side_effect("request_promotion", _hook_request_promotion)
-    lifecycle.register_side_effect("promote", _hook_promote)
-    lifecycle.register_guard("promote", _guard_promotion)
 
 
 # --- figures ------------------------------------------------------------------------------

@@ -3,22 +3,35 @@
 The worker process builds the app once, before any fork, without opening a database
 connection. Each work horse (the forked child that runs one job) first drops whatever
 pooled connections it inherited — without closing them, they belong to the parent — so
-every connection a job uses is created inside the horse (STYLE §12).
+every connection a job uses is created inside the horse (STYLE §12). And it forks only
+between two ticks of the scheduler thread beside it, so a horse never inherits a lock that
+thread held (workers/fork_guard.py).
 
 Production can use these classes with plain RQ too:
     rq worker -w workers.runtime.SaganWorker -u "$REDIS_URL" agents dispatch default
 """
 from __future__ import annotations
 
+import importlib
 import logging
 
 from flask import Flask, has_app_context
 from rq import Worker
 from rq.job import Job
+from sqlalchemy.orm import configure_mappers
+
+from workers.fork_guard import guard as fork_guard
+from services.jobs import AGENTS, LOCAL
 
 log = logging.getLogger(__name__)
 
 _app: Flask | None = None
+
+# Imported once by a worker that runs agents (code agents run on `local`), before it forks,
+# so every horse inherits them instead of importing them again: the Anthropic SDK alone took
+# 5-8 s per agent job on a busy machine.
+PRELOADED_MODULES = ("anthropic",)
+AGENT_QUEUES = (AGENTS, LOCAL)
 
 
 def set_app(app: Flask | None) -> None:
@@ -71,6 +84,15 @@ class SaganWorker(Worker):
             kwargs["job_class"] = AppContextJob
         super().__init__(*args, **kwargs)
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
+        # One-time set-up done here, before any fork, not lazily by whichever thread is first.
+        configure_mappers()
+
+    def bootstrap(self, *args, **kwargs):
+        super().bootstrap(*args, **kwargs)
+        # After registering, so the worker is seen as up while it imports (seconds when busy).
+        if any(name in AGENT_QUEUES for name in self.queue_names()):
+            for module in PRELOADED_MODULES:
+                importlib.import_module(module)
 
     def request_stop(self, signum, frame):
         """Warm shutdown: tell the running agent loop (in the work horse) to park its run
@@ -81,6 +103,10 @@ class SaganWorker(Worker):
         except Exception:  # noqa: BLE001 - never let signalling stop the shutdown itself
             log.exception("could not flag the shutdown for the running job")
         super().request_stop(signum, frame)
+
+    def fork_work_horse(self, job, queue):
+        with fork_guard.quiet_for_fork():
+            super().fork_work_horse(job, queue)
 
     def main_work_horse(self, job, queue):
         forget_inherited_connections(job_app())

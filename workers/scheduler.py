@@ -17,6 +17,7 @@ from flask import Flask
 
 from models import db
 from services import redis_store
+from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,15 @@ class Scheduler:
     def run_once(self) -> bool:
         """Tick once if we hold the lease; True when a tick ran. Errors are logged, not raised."""
         try:
-            if not self.hold_lease():
-                return False
-            with self.app.app_context():
-                try:
-                    tick(self.app)
-                finally:
-                    db.session.remove()
+            # The worker beside this thread forks only between ticks (workers/fork_guard.py).
+            with fork_guard.busy():
+                if not self.hold_lease():
+                    return False
+                with self.app.app_context():
+                    try:
+                        tick(self.app)
+                    finally:
+                        db.session.remove()
             return True
         except Exception:  # noqa: BLE001 - one bad tick must not end the loop
             log.exception("scheduler tick failed")

@@ -199,19 +199,25 @@ def _attempts_exhausted(step: Step, state: CodeState, agent: str, marker: str) -
 
 def _findings(state: CodeState, experiment: Experiment) -> str:
     """What the previous round asked for: reviewers' fixes, the reconciler's decision, or failing tests."""
-    cycle = _cycle(experiment)
     previous = state.round - 1 if not state.reconciled else state.round
+    return findings_of_round(_cycle(experiment), previous)
+
+
+def findings_of_round(cycle: list[WorkflowEvent], code_round: int) -> str:
+    """The fixes asked for in `code_round`, one line each, from the cycle's events (oldest
+    first; the latest of each kind counts): each reviewer that did not pass, the reconciler's
+    decision, the tests' failure with its output."""
     lines = []
     for agent, marker in REVIEWERS.items():
-        found = [e for e in cycle if e.marker == marker and int(_review(e).get("round") or 0) == previous
+        found = [e for e in cycle if e.marker == marker and int(_review(e).get("round") or 0) == code_round
                  and _review(e).get("review_pair") == "code_review"]
         if found and _review(found[-1]).get("verdict") != "pass":
             review = _review(found[-1])
             lines.append(f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or found[-1].note or ''}")
-    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and int(_review(e).get("round") or 0) == previous]
+    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and int(_review(e).get("round") or 0) == code_round]
     if reconcile:
         lines.append(f"- reconciler decided: {_review(reconcile[-1]).get('reconciler_decision') or reconcile[-1].note}")
-    tests = [e for e in cycle if e.marker == TEST_MARKER and (e.metadata_ or {}).get("round") == previous
+    tests = [e for e in cycle if e.marker == TEST_MARKER and (e.metadata_ or {}).get("round") == code_round
              and (e.metadata_ or {}).get("verdict") != "pass"]
     if tests:
         meta = tests[-1].metadata_ or {}
@@ -369,6 +375,31 @@ def _implementing(step: Step, state: CodeState, experiment: Experiment) -> bool:
     return False
 
 
+# What the review pair's verdicts of a round lead to (review_outcome), and the reconciler's
+# decision (reconciler_outcome): the decision table of the code_reviewing step, without effects.
+TO_TESTING, NEXT_ROUND, RECONCILE, APPLY_RECONCILED_FIX, BLOCK = (
+    "testing", "next_round", "reconcile", "apply_reconciled_fix", "block")
+
+
+def review_outcome(code_round: int, verdicts: dict[str, str | None]) -> str:
+    """Both pass: test. A serious verdict, or round 3 reached: ask the reconciler. Else: fix."""
+    if all(v == "pass" for v in verdicts.values()):
+        return TO_TESTING
+    if any(v in SERIOUS for v in verdicts.values()) or code_round >= MAX_ROUNDS:
+        return RECONCILE
+    return NEXT_ROUND
+
+
+def reconciler_outcome(code_round: int, decision: str | None) -> str:
+    """pass: test. A targeted fix: another round, or after the last round the one fix applied
+    without review. Anything else blocks for the owner."""
+    if decision == "pass":
+        return TO_TESTING
+    if decision == "needs_targeted_fix":
+        return NEXT_ROUND if code_round < MAX_ROUNDS else APPLY_RECONCILED_FIX
+    return BLOCK
+
+
 def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> bool:
     n = state.round
     commit = latest_commit(experiment)
@@ -386,12 +417,12 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
             step.start(agent, _reviewer_request(agent, state, experiment))
         return False
     verdicts = {agent: _review(event).get("verdict") for agent, event in reviews.items()}
-    if all(v == "pass" for v in verdicts.values()):
+    outcome = review_outcome(n, verdicts)
+    if outcome == TO_TESTING:
         step.move("testing", f"Code review pair passed round {n}; running the repository's tests on {sha12}.",
                   code_round=n)
         return True
-    needs_reconciler = any(v in SERIOUS for v in verdicts.values()) or n >= MAX_ROUNDS
-    if not needs_reconciler:
+    if outcome == NEXT_ROUND:
         step.move("implementing", f"Round {n} reviewer pair landed needs_targeted_fix; dispatching implementer "
                                   f"for round {n + 1} fixes", code_round=n + 1, verdicts=verdicts)
         return True
@@ -403,19 +434,20 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
         step.start(RECONCILER, _reconciler_request(state, experiment))
         return False
     decision = _review(reconcile).get("verdict")
-    text = _review(reconcile).get("reconciler_decision") or reconcile.note or ""
-    if decision == "pass":
+    outcome = reconciler_outcome(n, decision)
+    if outcome == TO_TESTING:
         step.move("testing", f"Round {n} reconciler settled the review pair: pass. Running the tests on {sha12}.",
                   code_round=n)
         return True
-    if decision == "needs_targeted_fix":
-        if n < MAX_ROUNDS:
-            step.move("implementing", f"Round {n} reconciler settled on a targeted fix; dispatching implementer "
-                                      f"for round {n + 1} fixes", code_round=n + 1)
-        else:
-            step.move("implementing", f"Round {n} reconciler picked the minimal fix; dispatching implementer to "
-                                      "apply it (no review rounds after round 3)", code_round=n, reconciled=True)
+    if outcome == NEXT_ROUND:
+        step.move("implementing", f"Round {n} reconciler settled on a targeted fix; dispatching implementer "
+                                  f"for round {n + 1} fixes", code_round=n + 1)
         return True
+    if outcome == APPLY_RECONCILED_FIX:
+        step.move("implementing", f"Round {n} reconciler picked the minimal fix; dispatching implementer to "
+                                  "apply it (no review rounds after round 3)", code_round=n, reconciled=True)
+        return True
+    text = _review(reconcile).get("reconciler_decision") or reconcile.note or ""
     step.block(f"Code review round {n}: the reconciler says {decision}: {text}")
     return False
 
@@ -605,7 +637,7 @@ def enqueue_workspace_removal(experiment_id) -> str:
                                job_id=f"workspace-remove-{experiment_id}")
 
 
-def _hook_remove_workspace(experiment_id, actor, metadata):
+def on_close_remove_workspace(experiment_id, actor, metadata):
     """A closed or promoted experiment's worktree is removed on the host that has it."""
     if settings.get("research_repo_url"):
         enqueue_workspace_removal(experiment_id)
@@ -615,8 +647,3 @@ def remove_workspace(experiment_id) -> bool:
     from services import workspaces
     experiment = db.session.get(Experiment, uuid.UUID(str(experiment_id)))
     return bool(experiment) and workspaces.remove(experiment)
-
-
-def install() -> None:
-    lifecycle.register_side_effect("stop_active_work", _hook_remove_workspace)
-    lifecycle.register_side_effect("promote", _hook_remove_workspace)

@@ -84,7 +84,7 @@ def begin_orchestrator(experiment: Experiment, actor: Actor, *, plan_run_id=None
     return effects + [lifecycle.SideEffect("enqueue_run", experiment.id, actor, {"run_id": str(run.id)})]
 
 
-# --- hooks (installed by create_app) ------------------------------------------------------------
+# --- after-move handlers (wired in services/side_effects.py) ------------------------------------------------------------
 
 def _planner(mode: str):
     def hook(experiment_id, actor, metadata):
@@ -93,17 +93,17 @@ def _planner(mode: str):
     return hook
 
 
-_HOOK_PLANNER_CLARIFY = _planner("clarify")
-_HOOK_PLANNER_PLAN = _planner("plan")
-_HOOK_PLANNER_ANSWERS = _planner("answers")
-_HOOK_PLANNER_REJECTED = _planner("rejected")
+on_start_planner_clarify = _planner("clarify")
+on_start_planner_plan = _planner("plan")
+on_redispatch_planner_with_answers = _planner("answers")
+on_redispatch_planner_with_note = _planner("rejected")
 
 
-def _hook_enqueue_run(experiment_id, actor, metadata):
+def on_enqueue_run(experiment_id, actor, metadata):
     jobs.enqueue_run(metadata["run_id"])
 
 
-def _hook_reuse_plan(experiment_id, actor, metadata):
+def on_start_orchestrator(experiment_id, actor, metadata):
     """A board move re-used an approved plan: start the orchestrator in its own transaction."""
     experiment = db.session.get(Experiment, experiment_id)
     if experiment is None or experiment.status != "approved":
@@ -113,7 +113,7 @@ def _hook_reuse_plan(experiment_id, actor, metadata):
     lifecycle.run_side_effects(effects)
 
 
-def _hook_stop_active_work(experiment_id, actor, metadata):
+def on_stop_active_work(experiment_id, actor, metadata):
     """Archiving or cancelling an experiment cancels its active runs."""
     active = list(db.session.scalars(sa.select(AgentRun).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
@@ -133,12 +133,12 @@ def _hook_stop_active_work(experiment_id, actor, metadata):
     db.session.commit()
 
 
-def _hook_enqueue_dispatch(experiment_id, actor, metadata):
+def on_enqueue_dispatch(experiment_id, actor, metadata):
     from services.dispatch import provisioner
     provisioner.enqueue_dispatch(metadata["run_id"])
 
 
-def _hook_stop_run_pods(experiment_id, actor, metadata):
+def on_stop_run_pods(experiment_id, actor, metadata):
     """A cancelled run's pods are stopped with their volumes kept."""
     import uuid as uuid_lib
 
@@ -155,7 +155,7 @@ def _hook_stop_run_pods(experiment_id, actor, metadata):
     db.session.commit()
 
 
-def _hook_wake_orchestrator(experiment_id, actor, metadata):
+def on_wake_orchestrator(experiment_id, actor, metadata):
     """A gate was resolved (gate_pending → approved): the orchestrator carries on."""
     parked = db.session.scalar(sa.select(AgentRun).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == "apply",
@@ -168,16 +168,3 @@ def _hook_wake_orchestrator(experiment_id, actor, metadata):
         effects = begin_orchestrator(experiment, actor)
         db.session.commit()
         lifecycle.run_side_effects(effects)
-
-
-def install() -> None:
-    lifecycle.register_side_effect("start_planner_clarify", _HOOK_PLANNER_CLARIFY)
-    lifecycle.register_side_effect("start_planner_plan", _HOOK_PLANNER_PLAN)
-    lifecycle.register_side_effect("redispatch_planner_with_answers", _HOOK_PLANNER_ANSWERS)
-    lifecycle.register_side_effect("redispatch_planner_with_note", _HOOK_PLANNER_REJECTED)
-    lifecycle.register_side_effect("enqueue_run", _hook_enqueue_run)
-    lifecycle.register_side_effect("start_orchestrator", _hook_reuse_plan)
-    lifecycle.register_side_effect("stop_active_work", _hook_stop_active_work)
-    lifecycle.register_side_effect("wake_orchestrator", _hook_wake_orchestrator)
-    lifecycle.register_side_effect("enqueue_dispatch", _hook_enqueue_dispatch)
-    lifecycle.register_side_effect("stop_run_pods", _hook_stop_run_pods)

@@ -19,7 +19,8 @@ from services.dispatch.backends.base import BackendError, backend_for
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
-ACTIVE = ("deploying", "running", "retrying", "stop_requested", "exited")
+# Pods the watcher asks the provider about: the live ones, and exited ones not yet settled.
+WATCHED_POD_STATUSES = ("deploying", "running", "retrying", "stop_requested", "exited")
 VANISH_CHECKS = 3
 VANISH_SPAN = timedelta(minutes=2)
 FLEET_WINDOW = timedelta(minutes=5)
@@ -62,7 +63,7 @@ def watch(limit: int = 100) -> dict:
     """Poll a batch of active pods (least recently checked first) and react; then enforce caps
     and terminate stopped pods past their retention."""
     now = utcnow()
-    pods = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(ACTIVE), Pod.provider_pod_id.is_not(None))
+    pods = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(WATCHED_POD_STATUSES), Pod.provider_pod_id.is_not(None))
                                    .order_by(Pod.last_checked_at.asc().nulls_first()).limit(limit)))
     seen = {"checked": 0, "vanished": 0}
     listings = _AccountListings()

@@ -1,10 +1,14 @@
-"""Integration fixtures: a live HTTP server for clients that speak real HTTP (the CLI)."""
+"""Integration fixtures: a live HTTP server for clients that speak real HTTP (the CLI), and
+a way to see the worker's fork wait for the scheduler."""
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 from werkzeug.serving import make_server
+
+from workers import fork_guard
 
 
 @pytest.fixture
@@ -17,3 +21,22 @@ def live_server(app):
     yield server
     server.shutdown()
     thread.join(timeout=5)
+
+
+@pytest.fixture
+def fork_wait_seen():
+    """An event set when the worker's fork guard logs that a fork waits for a scheduler tick."""
+    seen = threading.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record):
+            if "fork waits" in record.getMessage():
+                seen.set()
+
+    handler = Watch()
+    guard_log = logging.getLogger(fork_guard.__name__)
+    guard_log.addHandler(handler)
+    guard_log.setLevel(logging.INFO)
+    yield seen
+    guard_log.removeHandler(handler)
+    guard_log.setLevel(logging.NOTSET)

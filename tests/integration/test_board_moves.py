@@ -114,18 +114,15 @@ def test_refused_move_explains_on_the_card(htmx_client, make_experiment):
     assert "HX-Trigger" not in response.headers
 
 
-def test_side_effect_hooks_fire_after_a_board_move(htmx_client, make_experiment):
+def test_side_effect_hooks_fire_after_a_board_move(htmx_client, make_experiment, monkeypatch):
     """Does the board run the move's hook once the move is committed?"""
     calls = []
-    lifecycle.register_side_effect("start_planner_clarify", lambda *a: calls.append(a))
-    try:
-        number = make_experiment()
-        response = htmx_client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed"},
-                                    headers={"X-CSRFToken": htmx_client.csrf})
-        assert response.headers["HX-Trigger"] == "pipeline-changed"
-        assert len(calls) == 1
-    finally:
-        lifecycle.SIDE_EFFECT_HOOKS.pop("start_planner_clarify", None)
+    monkeypatch.setitem(lifecycle.SIDE_EFFECT_HOOKS, "start_planner_clarify", [lambda *a: calls.append(a)])
+    number = make_experiment()
+    response = htmx_client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed"},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    assert response.headers["HX-Trigger"] == "pipeline-changed"
+    assert len(calls) == 1
 
 
 def test_a_board_promotion_meets_the_lint_check(app_ctx, make_experiment):

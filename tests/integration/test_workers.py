@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 
 import pytest
 import sqlalchemy as sa
@@ -65,6 +66,45 @@ def test_work_horse_opens_its_own_database_connection(app, job_app):
     assert job.return_value() != parent_backend
     with app.app_context():
         assert backend_pid() == parent_backend  # the parent's connection still works
+
+
+PROBE_LOCK = threading.Lock()
+
+
+def take_the_probe_lock() -> str:
+    """A job: take the lock the test's scheduler tick holds. A horse forked mid-tick has a copy
+    of it that is held for ever (nothing in the horse will release it)."""
+    if not PROBE_LOCK.acquire(timeout=5):
+        return "inherited a held lock"
+    PROBE_LOCK.release()
+    return "ok"
+
+
+def test_a_horse_never_inherits_a_lock_the_scheduler_holds(app, job_app, monkeypatch, fork_wait_seen):
+    """With the scheduler thread mid-tick, holding a lock, when a job is due, does the worker
+    fork only after the tick (as when the first tick configured SQLAlchemy's mappers under
+    their mutex and the horse waited on it for ever)?"""
+    holding = threading.Event()
+
+    def tick_holding_a_lock(app):
+        with PROBE_LOCK:
+            holding.set()
+            fork_wait_seen.wait(timeout=10)  # without the guard, nothing waits: let go later
+
+    monkeypatch.setattr(scheduler, "tick", tick_holding_a_lock)
+    thread = threading.Thread(target=scheduler.Scheduler(app, interval=30).run_once)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with app.app_context():
+            job = queues.enqueue("default", "tests.integration.test_workers.take_the_probe_lock")
+            worker = runtime.SaganWorker([queues.get_queue(queues.DEFAULT)], connection=redis_store.connection())
+        worker.work(burst=True)
+    finally:
+        thread.join(15)
+    assert job.get_status(refresh=True) == "finished", job.latest_result()
+    assert job.return_value() == "ok"
+    assert fork_wait_seen.is_set()
 
 
 def test_only_one_scheduler_ticks_at_a_time(app, monkeypatch):

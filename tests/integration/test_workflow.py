@@ -131,19 +131,16 @@ def test_tokens_act_as_agents_not_owner(app_ctx):
         lifecycle.transition(experiment, "approved", TOKEN)
 
 
-def test_side_effects_run_only_after_commit(app_ctx):
+def test_side_effects_run_only_after_commit(app_ctx, monkeypatch):
     """Are side effects returned, not run, by transition() — and run by run_side_effects()?"""
     calls = []
-    lifecycle.register_side_effect("start_planner_clarify", lambda *args: calls.append(args))
-    try:
-        experiment = _new()
-        effects = lifecycle.transition(experiment, "clarifying", OWNER)
-        assert calls == [] and [e.name for e in effects] == ["start_planner_clarify"]
-        db.session.commit()
-        lifecycle.run_side_effects(effects)
-        assert calls and calls[0][0] == experiment.id
-    finally:
-        lifecycle.SIDE_EFFECT_HOOKS.pop("start_planner_clarify", None)
+    monkeypatch.setitem(lifecycle.SIDE_EFFECT_HOOKS, "start_planner_clarify", [lambda *args: calls.append(args)])
+    experiment = _new()
+    effects = lifecycle.transition(experiment, "clarifying", OWNER)
+    assert calls == [] and [e.name for e in effects] == ["start_planner_clarify"]
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    assert calls and calls[0][0] == experiment.id
 
 
 def test_four_concurrent_writers_one_winner(app):
