@@ -100,7 +100,7 @@ class _AccountListings:
         """The account lists no pod at all, while Sagan knows two or more of its pods exist."""
         if account not in self._known:
             self._known[account] = db.session.scalar(sa.select(sa.func.count(Pod.id)).where(
-                Pod.account == account, Pod.status.in_(ACTIVE), Pod.provider_pod_id.is_not(None))) or 0
+                Pod.account == account, Pod.status.in_(WATCHED_POD_STATUSES), Pod.provider_pod_id.is_not(None))) or 0
         if self._known[account] < 2:
             return False  # the one pod we know is missing: that is what a vanish looks like
         if account not in self._listed:

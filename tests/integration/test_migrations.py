@@ -137,11 +137,3 @@ def test_migrated_schema_matches_the_models(app):
             diff = compare_metadata(context, db.metadata)
     assert diff == []
 
-
-def test_failure_reason_constraint_lists_exactly_the_registry(app):
-    """A new failure reason (setup_failed) reaches the database's CHECK through a migration."""
-    with app.app_context():
-        definition = db.session.scalar(sa.text(
-            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
-            "WHERE c.conname = 'ck_agent_runs_failure_reason' AND t.relname = 'agent_runs'"))
-    assert re.findall(r"'([^']*)'", definition) == list(registry.FAILURE_REASONS)

@@ -19,12 +19,6 @@ READ_BY_LIBRARIES = {
     "MAX_CONTENT_LENGTH": "Flask",
 }
 
-# Documented and read into config.py, but used nowhere yet: other engineers are making these
-# real right now (h16: the watcher's period and pod retention; h18a: the pod panels' polling).
-# The lead removes this allowlist when their branches are merged.
-BEING_MADE_REAL = {"SAGAN_POD_WATCH_SECONDS", "SAGAN_POD_RETENTION_DAYS", "SAGAN_POLL_PODS_SECONDS"}
-
-
 def settings_read_by_config() -> set[str]:
     source = (ROOT / "config.py").read_text()
     return {name for pattern in ENV_READ for name in re.findall(pattern, source)}
@@ -77,7 +71,7 @@ def test_every_documented_setting_is_read_and_used():
     assert keys["SAGAN_SCHEDULER_TICK_SECONDS"] == "SCHEDULER_TICK_SECONDS"
     code = project_code()
     unused = []
-    for name in sorted(documented - BEING_MADE_REAL):
+    for name in sorted(documented):
         key = keys.get(name)
         if key is not None:
             if key not in READ_BY_LIBRARIES and not re.search(rf"\b{key}\b", code):
@@ -86,9 +80,3 @@ def test_every_documented_setting_is_read_and_used():
             unused.append(name)
     assert not unused, f"documented but used nowhere: {', '.join(unused)}"
 
-
-def test_the_being_made_real_allowlist_holds_only_what_is_still_unused():
-    """Does every name on the allowlist still need it (so it is dropped once made real)?"""
-    keys, code = config_keys_by_setting(), project_code()
-    now_used = sorted(name for name in BEING_MADE_REAL if re.search(rf"\b{keys[name]}\b", code))
-    assert not now_used, f"remove from BEING_MADE_REAL, they are used now: {', '.join(now_used)}"
