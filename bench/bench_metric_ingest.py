@@ -104,9 +104,15 @@ def run_sagan(args) -> dict:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
         shutil.rmtree(workdir, ignore_errors=True)
-    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    result["points_per_second"] = _stored_rate(result, args.seconds)
     result["points_stored"] = _stored_points()
     return result
+
+
+def _stored_rate(result: dict, seconds: int) -> int:
+    """Points per second of the requests that succeeded (a refused batch stored nothing)."""
+    accepted = max(0.0, result["requests_per_second"] - result["non_2xx"] / seconds)
+    return round(accepted * POINTS_PER_REQUEST)
 
 
 def _stored_points() -> int:
@@ -129,7 +135,9 @@ def run_mlflow(args) -> dict:
             result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "batch.lua"), env=env)
     except SystemExit:  # mlflow_bench.skip() printed why and exits: keep Sagan's figure
         return {"skipped": True}
-    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    except Exception as exc:  # noqa: BLE001 - MLflow is context: its failure must not lose Sagan's figure
+        return {"skipped": True, "reason": f"{exc.__class__.__name__}: {exc}"[:300]}
+    result["points_per_second"] = _stored_rate(result, args.seconds)
     result["mlflow"] = mlflow_bench.MLFLOW_VERSION
     return result
 
