@@ -32,8 +32,9 @@ POINTS_PER_REQUEST = 1_000
 # Both scripts build each request's 1,000 points afresh (new steps, new timestamps), so
 # neither server sees a repeated body; the cost of building them is wrk's, not the servers'.
 COMMON_LUA = r"""
-local names = {"loss", "val/loss", "accuracy [%]", "val/accuracy [%]", "lr", "grad_norm",
-               "tokens_per_s", "step_time [s]", "gpu_mem [GB]", "perplexity"}
+-- Names MLflow accepts too (it refuses brackets and "%", so no units here).
+local names = {"loss", "val/loss", "accuracy", "val/accuracy", "lr", "grad_norm",
+               "tokens_per_s", "step_time", "gpu_mem", "perplexity"}
 local counter = 0
 local thread_id = 0
 local threads = 0
