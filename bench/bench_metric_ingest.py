@@ -32,13 +32,19 @@ POINTS_PER_REQUEST = 1_000
 # Both scripts build each request's 1,000 points afresh (new steps, new timestamps), so
 # neither server sees a repeated body; the cost of building them is wrk's, not the servers'.
 COMMON_LUA = r"""
-local names = {"loss", "val/loss", "accuracy [%]", "val/accuracy [%]", "lr", "grad_norm",
-               "tokens_per_s", "step_time [s]", "gpu_mem [GB]", "perplexity"}
+-- Names MLflow accepts too (it refuses brackets and "%", so no units here).
+local names = {"loss", "val/loss", "accuracy", "val/accuracy", "lr", "grad_norm",
+               "tokens_per_s", "step_time", "gpu_mem", "perplexity"}
 local counter = 0
 local thread_id = 0
-local id = 0
-function setup(thread) thread:set("id", id); id = id + 1 end
-function init(args) thread_id = id end
+local threads = 0
+-- setup() runs in the main Lua state and sets a global in each thread's own state; that
+-- global must not share a name with a local of this chunk, or init() would read the local
+-- (every thread 0, so the threads would post the same seqs). The clock keeps the warm-up's
+-- seqs and steps apart from the measured run's.
+function setup(thread) thread:set("wrk_thread_number", threads); threads = threads + 1 end
+local run_base = 0
+function init(args) thread_id = wrk_thread_number; run_base = os.time() * 1000000 end
 """
 
 SAGAN_LUA = COMMON_LUA + r"""
@@ -47,13 +53,14 @@ for line in io.lines(os.getenv("TOKENS_FILE")) do tokens[#tokens + 1] = line end
 request = function()
   counter = counter + 1
   local token = tokens[(counter % #tokens) + 1]
+  local seq = run_base + counter * 10 + thread_id
   local base = (counter * 10 + thread_id) * 100
   local parts = {}
   for i = 0, 999 do
     local n = math.floor(i / 100)
     parts[i + 1] = string.format('{"step":%d,"name":"%s","value":%.6f}', base + i % 100, names[n + 1], 1 / (1 + i))
   end
-  local body = string.format('{"seq":%d,"points":[%s]}', counter * 10 + thread_id, table.concat(parts, ","))
+  local body = string.format('{"seq":%d,"points":[%s]}', seq, table.concat(parts, ","))
   return wrk.format("POST", "/api/metrics", {["Authorization"] = "Bearer " .. token,
                                              ["Content-Type"] = "application/json"}, body)
 end
@@ -65,12 +72,12 @@ for line in io.lines(os.getenv("RUNS_FILE")) do runs[#runs + 1] = line end
 request = function()
   counter = counter + 1
   local run = runs[(counter % #runs) + 1]
-  local base = (counter * 10 + thread_id) * 100
+  local base = ((counter * 10 + thread_id) * 100) % 100000000
   local parts = {}
   for i = 0, 999 do
     local n = math.floor(i / 100)
     parts[i + 1] = string.format('{"key":"%s","value":%.6f,"timestamp":%d,"step":%d}', names[n + 1], 1 / (1 + i),
-                                 1700000000000 + base + i % 100, base + i % 100)
+                                 run_base + base + i % 100, base + i % 100)
   end
   local body = string.format('{"run_id":"%s","metrics":[%s]}', run, table.concat(parts, ","))
   return wrk.format("POST", "/api/2.0/mlflow/runs/log-batch", {["Content-Type"] = "application/json"}, body)
@@ -104,9 +111,15 @@ def run_sagan(args) -> dict:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
         shutil.rmtree(workdir, ignore_errors=True)
-    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    result["points_per_second"] = _stored_rate(result, args.seconds)
     result["points_stored"] = _stored_points()
     return result
+
+
+def _stored_rate(result: dict, seconds: int) -> int:
+    """Points per second of the requests that succeeded (a refused batch stored nothing)."""
+    accepted = max(0.0, result["requests_per_second"] - result["non_2xx"] / seconds)
+    return round(accepted * POINTS_PER_REQUEST)
 
 
 def _stored_points() -> int:
@@ -129,7 +142,9 @@ def run_mlflow(args) -> dict:
             result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "batch.lua"), env=env)
     except SystemExit:  # mlflow_bench.skip() printed why and exits: keep Sagan's figure
         return {"skipped": True}
-    result["points_per_second"] = round(result["requests_per_second"] * POINTS_PER_REQUEST)
+    except Exception as exc:  # noqa: BLE001 - MLflow is context: its failure must not lose Sagan's figure
+        return {"skipped": True, "reason": f"{exc.__class__.__name__}: {exc}"[:300]}
+    result["points_per_second"] = _stored_rate(result, args.seconds)
     result["mlflow"] = mlflow_bench.MLFLOW_VERSION
     return result
 

@@ -124,7 +124,14 @@ def mlflow_server(workers: int, runs: int):
                 time.sleep(0.5)
         else:
             skip("mlflow server did not answer within 120 s")
-        experiment = post(f"{url}/api/2.0/mlflow/experiments/create", {"name": "sagan-bench"})["experiment_id"]
+        try:
+            experiment = post(f"{url}/api/2.0/mlflow/experiments/create", {"name": "sagan-bench"})["experiment_id"]
+        except urllib.error.HTTPError as exc:  # a retried create that had in fact gone through
+            if exc.code != 400:
+                raise
+            with urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=sagan-bench",
+                                        timeout=30) as answer:
+                experiment = json.loads(answer.read())["experiment"]["experiment_id"]
         run_ids = [post(f"{url}/api/2.0/mlflow/runs/create", {"experiment_id": experiment})["run"]["info"]["run_id"]
                    for _ in range(runs)]
         (workdir / "runs").write_text("\n".join(run_ids) + "\n")

@@ -35,13 +35,17 @@ local tokens = {}
 for line in io.lines(os.getenv("TOKENS_FILE")) do tokens[#tokens + 1] = line end
 local counter = 0
 local thread_id = 0
-local id = 0
-function setup(thread) thread:set("id", id); id = id + 1 end
-function init(args) thread_id = id end
+local threads = 0
+-- setup() sets a global in each thread's state: it must not share its name with a local of
+-- this chunk (init() would read the local, every thread 0, and half the posts would be
+-- duplicates, the cheap path). The clock keeps the warm-up's seqs apart from the run's.
+function setup(thread) thread:set("wrk_thread_number", threads); threads = threads + 1 end
+local run_base = 0
+function init(args) thread_id = wrk_thread_number; run_base = os.time() * 1000000 end
 request = function()
   counter = counter + 1
   local token = tokens[(counter % #tokens) + 1]
-  local seq = counter * 10 + thread_id
+  local seq = run_base + counter * 10 + thread_id
   local body = string.format('{"progressPct": %d, "message": "step %d", "seq": %d, "metrics": {"loss": 0.5}}',
                              counter % 100, counter, seq)
   return wrk.format("POST", "/api/progress", {["Authorization"] = "Bearer " .. token,

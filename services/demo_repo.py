@@ -73,6 +73,11 @@ TEST_STATS = '''import unittest
 
 from stats import mean
 
+try:  # the pod bootstrap puts Sagan's metrics helper on PYTHONPATH
+    import sagan_metrics
+except ImportError:
+    sagan_metrics = None
+
 
 class MeanTest(unittest.TestCase):
     def test_mean_of_three_accuracies(self):
@@ -91,6 +96,7 @@ PROBE = '''"""One seed of the probe: eight epochs, progress posted to Sagan, met
 Run on a pod by Sagan's bootstrap (which sets SAGAN_* variables); runs anywhere without them.
 """
 import json
+import math
 import os
 import random
 import time
@@ -98,7 +104,13 @@ import urllib.request
 
 from stats import mean
 
+try:  # the pod bootstrap puts Sagan's metrics helper on PYTHONPATH
+    import sagan_metrics
+except ImportError:
+    sagan_metrics = None
+
 EPOCHS = 8
+STEPS_PER_EPOCH = 200
 SECONDS_PER_EPOCH = 1.5  # slow enough to watch the progress bar move
 
 
@@ -129,6 +141,11 @@ def main():
     accuracies = []
     for epoch in range(1, EPOCHS + 1):
         accuracies.append(round(0.78 + 0.018 * epoch + rng.uniform(-0.01, 0.01), 4))
+        if sagan_metrics is not None:  # curves for the experiment page's charts
+            for step in range((epoch - 1) * STEPS_PER_EPOCH, epoch * STEPS_PER_EPOCH):
+                sagan_metrics.log(step, loss=0.45 + 1.6 * math.exp(-step / 400) + rng.gauss(0, 0.03))
+            sagan_metrics.log(epoch * STEPS_PER_EPOCH, {"val/accuracy [%]": 100 * accuracies[-1]})
+            sagan_metrics.flush()
         post_progress(10 + epoch * 10, f"seed {seed}: epoch {epoch}/{EPOCHS}", 100 + epoch,
                       {"accuracy": accuracies[-1]})
         time.sleep(SECONDS_PER_EPOCH)

@@ -139,7 +139,7 @@ def test_the_ledger_is_a_constant_number_of_queries(app, make_experiment):
         counts = []
         for subset in (chosen[:1], chosen):
             seen = []
-            listener = lambda *_args: seen.append(1)  # noqa: E731
+            listener = lambda *_args, seen=seen: seen.append(1)  # noqa: E731
             event.listen(db.engine, "before_cursor_execute", listener)
             try:
                 ledgers = cost_ledger.ledgers_for(subset)

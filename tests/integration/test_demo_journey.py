@@ -3,11 +3,15 @@ scripted agents' decisions (scripts/demo_agents.py). The whole journey through a
 the sandbox, local pods and a browser is tests/e2e/test_journey.py."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -102,6 +106,50 @@ def test_the_probe_writes_metrics_and_a_chart(demo_dirs, app_ctx, tmp_path):
     assert metrics["seed"] == 1 and metrics["commit"] == "abc123" and len(metrics["epochs"]) == 8
     assert 0.88 < metrics["accuracy"] < 0.95
     assert (out / "accuracy-1.svg").read_text().count("<title>") == 8
+
+
+def test_the_probe_posts_its_curves_through_the_metrics_helper(demo_dirs, app_ctx, tmp_path):
+    """With the helper on PYTHONPATH (as the bootstrap puts it), probe.py posts a loss curve
+    and the accuracy per epoch as metric batches: what the demo's charts draw."""
+    batches = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server hook's name
+            batches.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        demo_repo.ensure()
+        work = demo_dirs / "clone"
+        git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+        (work / "stats.py").write_text(demo_repo.FIXED_STATS)
+        probe = (work / "probe.py").read_text().replace("SECONDS_PER_EPOCH = 1.5", "SECONDS_PER_EPOCH = 0")
+        (work / "probe.py").write_text(probe)
+        env = {"PATH": os.environ["PATH"], "SAGAN_RUN_INDEX": "0", "SAGAN_ARTIFACT_DIR": str(tmp_path / "out"),
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "scripts"),
+               "SAGAN_METRICS_URL": f"http://127.0.0.1:{server.server_address[1]}/api/metrics",
+               "SAGAN_POD_PROGRESS_TOKEN": "spt_test"}
+        result = subprocess.run([sys.executable, "probe.py"], cwd=work, env=env, capture_output=True, text=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    points = [p for batch in batches for p in batch["points"]]
+    assert len({b["seq"] for b in batches}) == len(batches)
+    assert sum(p["name"] == "loss" for p in points) == 8 * demo_repo_steps()
+    assert sum(p["name"] == "val/accuracy [%]" for p in points) == 8
+
+
+def demo_repo_steps() -> int:
+    return int(re.search(r"STEPS_PER_EPOCH = (\d+)", demo_repo.PROBE).group(1))
 
 
 def test_another_configured_repository_is_left_alone(app_ctx, demo_dirs):

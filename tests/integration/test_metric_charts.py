@@ -182,7 +182,7 @@ def test_the_chart_query_count_does_not_grow_with_points(app, owner, charted, cl
     counts = []
     for name in ("loss", "val/accuracy%20%5B%25%5D"):
         seen = []
-        listener = lambda *_args: seen.append(1)  # noqa: E731
+        listener = lambda *_args, seen=seen: seen.append(1)  # noqa: E731
         event.listen(engine, "before_cursor_execute", listener)
         try:
             assert client.get(f"/experiments/{charted}/metrics/data?name={name}").status_code == 200
