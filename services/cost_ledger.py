@@ -2,8 +2,8 @@
 tokens and GPU time, with the burn rate of the pods running now (SPEC §6.8).
 
 Agent tokens are the sum of the experiment's agent runs' `cost_usd`. A run whose model has
-no known price recorded its tokens at a cost of 0: the ledger says "price unknown" for it
-rather than adding a false $0.00 (`_price_unknown` is the one place that decides). GPU time
+no known price records a cost of NULL (the agent loop never makes up $0.00): the ledger
+counts such runs and says "price unknown" for them rather than adding a false $0.00. GPU time
 is services/spend.py's: rate × uptime per pod; a pod that ran without a known rate is
 counted as unknown too. Everything here is a constant number of queries for any number of
 experiments (the board shows every card's spend).
@@ -51,27 +51,20 @@ class Ledger:
         return self.estimate_usd is not None and self.gpu_usd > self.estimate_usd
 
 
-def _price_unknown(model: str | None, tokens: int) -> bool:
-    """A run that used tokens of a model without a price (its cost_usd of 0 is not a price)."""
-    from services.agents.loop import model_price  # the loop owns the price table
-    return bool(model) and tokens > 0 and model_price(model) is None
-
-
 def _agent_costs(ids: list) -> dict:
     rows = db.session.execute(
-        sa.select(AgentRun.scope_id, AgentRun.model, sa.func.count(),
+        sa.select(AgentRun.scope_id, sa.func.count(), sa.func.count().filter(AgentRun.cost_usd.is_(None)),
                   sa.func.coalesce(sa.func.sum(AgentRun.cost_usd), 0),
                   sa.func.coalesce(sa.func.sum(AgentRun.input_tokens + AgentRun.output_tokens), 0))
         .where(AgentRun.scope_kind == "experiment", AgentRun.scope_id.in_(ids), AgentRun.kind != "experiment")
-        .group_by(AgentRun.scope_id, AgentRun.model))
+        .group_by(AgentRun.scope_id))
     out: dict = {}
-    for experiment_id, model, runs, cost, tokens in rows:
+    for experiment_id, runs, unpriced, cost, tokens in rows:
         ledger = out.setdefault(experiment_id, Ledger())
         ledger.agent_runs += runs
         ledger.agents_usd += float(cost)
         ledger.agent_tokens += int(tokens)
-        if _price_unknown(model, int(tokens)):
-            ledger.agents_unpriced += runs
+        ledger.agents_unpriced += unpriced
     return out
 
 

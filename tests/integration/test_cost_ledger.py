@@ -20,6 +20,9 @@ def _run(experiment, *, model, cost, tokens=1000, kind="apply"):
     run = AgentRun(id=uuid.uuid4(), kind=kind, agent="code-writer", request="r", scope_id=experiment.id,
                    status="completed", model=model, cost_usd=cost, input_tokens=tokens, output_tokens=tokens // 2)
     db.session.add(run)
+    if cost is None:  # as the loop does: a run starts at 0 and its first unpriced call makes it NULL
+        db.session.flush()
+        run.cost_usd = None
     return run
 
 
@@ -37,7 +40,7 @@ def costed(app, make_experiment):
     with app.app_context():
         experiment = _experiment(number)
         _run(experiment, model="claude-sonnet-5-5", cost=0.25)
-        _run(experiment, model="claude-haiku-5-5", cost=0.05)
+        _run(experiment, model="claude-haiku-4-5", cost=0.05)
         _pod(experiment, rate=0.69, uptime=7200)
         db.session.add(PlanVersion(experiment_id=experiment.id, version=1, markdown="p", source="agent",
                                    estimate={"total_usd": 5.0, "known_usd": 5.0, "unknown_prices": []}))
@@ -68,7 +71,7 @@ def test_an_unpriced_model_and_pod_say_price_unknown_never_zero(app, owner, clie
     number = make_experiment("Unpriced", status="running")
     with app.app_context():
         experiment = _experiment(number)
-        _run(experiment, model="claude-unreleased-9", cost=0)
+        _run(experiment, model="claude-unreleased-9", cost=None)  # the loop stores NULL for an unpriced model
         _pod(experiment, rate=None, uptime=600)
         _pod(experiment, rate=None, uptime=600, account="local", status="exited")
         db.session.commit()
