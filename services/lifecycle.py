@@ -32,11 +32,23 @@ class Rule:
     who: frozenset[str]
     side_effect: str | None = None
     note_required: bool = False
+    # The experiment kinds the rule applies to (None: every kind). Only agent and system
+    # moves are kind-specific, so the owner's move menu still depends on the status alone
+    # (the board computes it once per status).
+    kinds: frozenset[str] | None = None
+
+    def applies_to(self, experiment: Experiment) -> bool:
+        return self.kinds is None or (experiment.kind or "experiment") in self.kinds
 
 
 def _rule(sources: Iterable[str], targets: Iterable[str], who: Iterable[str],
-          side_effect: str | None = None, note_required: bool = False) -> Rule:
-    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required)
+          side_effect: str | None = None, note_required: bool = False,
+          kinds: Iterable[str] | None = None) -> Rule:
+    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required,
+                frozenset(kinds) if kinds is not None else None)
+
+
+DISPATCHING_KINDS = [k for k in registry.EXPERIMENT_KINDS if k not in registry.POD_FREE_KINDS]
 
 
 # SPEC §2.3, row by row. `awaiting_approval` (imported data) behaves like `plan_pending`.
@@ -60,7 +72,10 @@ TRANSITIONS: list[Rule] = [
     _rule(["code_reviewing"], ["implementing"], [AGENT]),
     _rule(["code_reviewing"], ["testing"], [AGENT]),
     _rule(["testing"], ["implementing"], [AGENT]),
-    _rule(["testing", "implementing"], ["queued"], [SYSTEM]),
+    _rule(["testing", "implementing"], ["queued"], [SYSTEM], kinds=DISPATCHING_KINDS),
+    # The pod-free path (surveys, infra): the orchestrator goes from the work (research, or
+    # code that passed review and tests) straight to the write-up, with no dispatch.
+    _rule(["implementing", "testing"], ["clean_result_drafting"], [AGENT], kinds=registry.POD_FREE_KINDS),
     _rule(["queued"], ["running"], [SYSTEM]),
     _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
     _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
@@ -93,7 +108,7 @@ def allowed_moves(experiment: Experiment, role: str) -> list[Move]:
     """Every move `role` may make from the experiment's current status, in status order."""
     moves: dict[str, Move] = {}
     for rule in TRANSITIONS:
-        if experiment.status not in rule.sources or role not in rule.who:
+        if experiment.status not in rule.sources or role not in rule.who or not rule.applies_to(experiment):
             continue
         for target in rule.targets:
             if target == RETURN_FROM_BLOCK:

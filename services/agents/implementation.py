@@ -447,6 +447,16 @@ def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
         step.block(f"Tests passed on {sha[:12]} but the branch could not be pushed, so pods could not check it "
                    f"out: {meta.get('push_error')}")
         return False
+    if experiment.pod_free:
+        # A survey or infra task is not dispatched (SPEC §2.2): the tested commit is its work,
+        # and the write-up of it is its result.
+        splice(experiment, branch, sha)
+        step.move("clean_result_drafting", f"Code passed review and tests on {branch} at {sha[:12]} (round {n}); "
+                                           f"a {experiment.kind} is not dispatched: drafting the write-up.",
+                  branch=branch, commit=sha, round=n)
+        step.notes.append(f"{branch} at {sha[:12]} passed; #{experiment.number} is a {experiment.kind}, so nothing is "
+                          "dispatched: it is now clean_result_drafting. Spawn the analyzer to write the result.")
+        return False
     if (experiment.git_branch, experiment.git_commit) != (branch, sha):
         splice(experiment, branch, sha)
         note = f"Code review pair passed round {n}; pod_spec branch/sha spliced; dispatching pod-provisioner"
