@@ -77,6 +77,9 @@ TRANSITIONS: list[Rule] = [
     # code that passed review and tests) straight to the write-up, with no dispatch.
     _rule(["implementing", "testing"], ["clean_result_drafting"], [AGENT], kinds=registry.POD_FREE_KINDS),
     _rule(["queued"], ["running"], [SYSTEM]),
+    # Back to the code after a run-time crash (issue 15 item 7): only the orchestrator's
+    # send_crash_to_code makes this move, with the crash as evidence (guard below).
+    _rule(["queued", "running"], ["implementing"], [AGENT], "back_to_code", kinds=DISPATCHING_KINDS),
     _rule(["running"], ["uploading"], [SYSTEM, AGENT], "collect_artifacts"),
     _rule(["uploading"], ["verifying"], [AGENT, SYSTEM], "verify_uploads"),
     _rule(["verifying"], ["interpreting"], [AGENT]),
@@ -150,6 +153,16 @@ def register_guard(name: str, guard: Callable) -> None:
     guards = GUARDS.setdefault(name, [])
     if guard not in guards:
         guards.append(guard)
+
+
+def _guard_back_to_code(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+    """A dispatched experiment goes back to the implementer only with a crash to fix."""
+    if not (metadata or {}).get("crash"):
+        raise Conflict(f"#{experiment.number} goes back to the code only after a pod crashed in the research code: "
+                       "use send_crash_to_code with the crashed pod.", code="no_crash")
+
+
+register_guard("back_to_code", _guard_back_to_code)
 
 
 @dataclass
