@@ -179,3 +179,27 @@ def test_bad_input_and_the_guarded_move(app, dispatched, make_experiment):
         assert experiments.get_experiment(dispatched).status == "running"
         assert db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id)).where(
             WorkflowEvent.to_status == "implementing", WorkflowEvent.from_status == "running")) == 0
+
+
+def test_an_infra_task_that_passes_its_tests_drafts_instead_of_dispatching(app, research_repo, make_experiment):  # noqa: F811
+    """The pod-free path through the code loop (issue 15 item 8): an infra task's passing tests
+    move it to clean_result_drafting, with no pod-provisioner started."""
+    number = make_experiment("Nightly eval harness", kind="infra", status="implementing")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        _move(experiment, "code_reviewing", 1)
+        _reviewed(experiment, "code-reviewer", 1, "pass")
+        _reviewed(experiment, "code-plan-reviewer", 1, "pass")
+        _move(experiment, "testing", 1)
+        _marker(experiment, "epm:test-verdict", "code-tests",
+                metadata={"verdict": "pass", "commit": "e" * 40, "branch": f"experiment-{number}", "pushed": True,
+                          "round": 1})
+        ctx = tool_context(number, agent="experiment-orchestrator")
+        result = call(ctx, "code_step")
+        assert "nothing is dispatched" in result.content and not result.park
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "clean_result_drafting" and experiment.git_commit == "e" * 40
+        assert _children(ctx.run.id) == []
+        assert "launch_pods" not in result.content
+        refused = call(ctx, "launch_pods")
+        assert refused.is_error and refused.content.startswith("pod_free:")
