@@ -39,7 +39,8 @@ def _per_status_memo():
 def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
     columns = experiments.board(filters)
     allowed_moves, card_part = _per_status_memo()
-    with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards]
+    with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards
+                 if not e.pod_free]
     return {
         "columns": columns,
         # Live pod progress and spend for the cards that can have pods: one query for all.

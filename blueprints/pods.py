@@ -1,13 +1,14 @@
-"""Pods on the pages: dispatch an approved experiment, stop a pod, resolve a fleet incident,
-and read an uploaded artifact."""
+"""Pods on the pages: dispatch an approved experiment, stop a pod, read its log, resolve a
+fleet incident, and read an uploaded artifact."""
 from __future__ import annotations
 
 
 from flask import Blueprint, Response, redirect, request, url_for
 
 from blueprints import access
+from blueprints._htmx import render
 from models import Artifact, FleetIncident, Pod, db
-from services import experiments, input_shape, lifecycle
+from services import experiments, input_shape, lifecycle, pod_logs
 from services.dispatch import provisioner, watcher
 from services.errors import SaganError
 from services.records import get_by_id
@@ -49,6 +50,28 @@ def stop(pod_id: str):
     db.session.commit()
     lifecycle.run_side_effects(effects)
     return _back(experiment.number, f"{pod.name} stopped; volume preserved.")
+
+
+@bp.get("/pods/<pod_id>/logs")
+@access.owner
+def logs(pod_id: str):
+    """The pod's log as the agents read it (read_pod_logs): provider, else the uploaded log."""
+    pod = get_by_id(Pod, pod_id, "No such pod.")
+    experiment = experiments.get_experiment(pod.experiment_id)
+    raw_tail = request.args.get("tail", "").strip()
+    error, log = None, None
+    try:
+        tail = int(raw_tail) if raw_tail else None
+    except ValueError:
+        tail, error = None, f"tail must be a whole number of lines from 1 to {pod_logs.MAX_TAIL}."
+    if error is None:
+        db.session.commit()  # no transaction is held while the provider streams the log
+        try:
+            log = pod_logs.read_pod_logs(pod, tail=tail)
+        except SaganError as exc:
+            error = exc.message
+    return render("pods/logs.html", "pods/_log.html", status=400 if error else 200,
+                  pod=pod, experiment=experiment, log=log, error=error, tail=raw_tail)
 
 
 @bp.post("/fleet-incidents/<incident_id>/resolve")

@@ -76,6 +76,11 @@ class Experiment(UUIDPrimaryKey, TimestampMixin, db.Model):
         return self.status in registry.OWNER_TURN_STATUSES
 
     @property
+    def pod_free(self) -> bool:
+        """A survey or infra task: its result is a write-up, and nothing is dispatched."""
+        return self.kind in registry.POD_FREE_KINDS
+
+    @property
     def terminal(self) -> bool:
         return self.status in registry.TERMINAL_STATUSES
 

@@ -46,15 +46,17 @@ CURATED = [
 ]
 
 
-def path_to(start: str, target: str, status_before_block: str | None = None) -> list[tuple[str, str]]:
-    """Shortest list of (status, role) steps from `start` to `target` in the transition table."""
+def path_to(start: str, target: str, status_before_block: str | None = None,
+            kind: str = "experiment") -> list[tuple[str, str]]:
+    """Shortest list of (status, role) steps from `start` to `target` in the transition table,
+    for an experiment of `kind` (surveys and infra tasks have no pod statuses on their way)."""
     queue = deque([(start, [])])
     seen = {start}
     while queue:
         status, steps = queue.popleft()
         if status == target:
             return steps
-        probe = Experiment(status=status, status_before_block=status_before_block, number=0)
+        probe = Experiment(status=status, status_before_block=status_before_block, number=0, kind=kind)
         for role in ("owner", "agent", "system"):
             for move in lifecycle.allowed_moves(probe, role):
                 # Walk the workflow forward: detours through blocked or a finished status
@@ -69,9 +71,10 @@ def path_to(start: str, target: str, status_before_block: str | None = None) -> 
 
 def walk_to(experiment: Experiment, target: str) -> None:
     """Move an experiment to `target` through real transitions, committing each step."""
-    via = "running" if target == "blocked" else None
-    steps = path_to(experiment.status, via) + [("blocked", "agent")] if via else \
-        path_to(experiment.status, target)
+    kind = experiment.kind or "experiment"
+    via = ("implementing" if kind in registry.POD_FREE_KINDS else "running") if target == "blocked" else None
+    steps = path_to(experiment.status, via, kind=kind) + [("blocked", "agent")] if via else \
+        path_to(experiment.status, target, kind=kind)
     for status, role in steps:
         note = None
         if status == "blocked":

@@ -32,11 +32,23 @@ class Rule:
     who: frozenset[str]
     side_effect: str | None = None
     note_required: bool = False
+    # The experiment kinds the rule applies to (None: every kind). Only agent and system
+    # moves are kind-specific, so the owner's move menu still depends on the status alone
+    # (the board computes it once per status).
+    kinds: frozenset[str] | None = None
+
+    def applies_to(self, experiment: Experiment) -> bool:
+        return self.kinds is None or (experiment.kind or "experiment") in self.kinds
 
 
 def _rule(sources: Iterable[str], targets: Iterable[str], who: Iterable[str],
-          side_effect: str | None = None, note_required: bool = False) -> Rule:
-    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required)
+          side_effect: str | None = None, note_required: bool = False,
+          kinds: Iterable[str] | None = None) -> Rule:
+    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required,
+                frozenset(kinds) if kinds is not None else None)
+
+
+DISPATCHING_KINDS = [k for k in registry.EXPERIMENT_KINDS if k not in registry.POD_FREE_KINDS]
 
 
 # SPEC §2.3, row by row. `awaiting_approval` (imported data) behaves like `plan_pending`.
@@ -61,12 +73,18 @@ TRANSITIONS: list[Rule] = [
     _rule(["code_reviewing"], ["implementing"], [AGENT]),
     _rule(["code_reviewing"], ["testing"], [AGENT]),
     _rule(["testing"], ["implementing"], [AGENT]),
-    _rule(["testing", "implementing"], ["queued"], [SYSTEM]),
+    _rule(["testing", "implementing"], ["queued"], [SYSTEM], kinds=DISPATCHING_KINDS),
+    # The pod-free path (surveys, infra): the orchestrator goes from the work (research, or
+    # code that passed review and tests) straight to the write-up, with no dispatch.
+    _rule(["implementing", "testing"], ["clean_result_drafting"], [AGENT], kinds=registry.POD_FREE_KINDS),
     _rule(["queued"], ["running"], [SYSTEM]),
     # Pods upload their own artifacts before they exit; the watcher moves on to verifying and
     # checks the uploads (services.dispatch.verify) in the same transaction as these moves.
     _rule(["running"], ["uploading"], [SYSTEM, AGENT]),
     _rule(["uploading"], ["verifying"], [AGENT, SYSTEM]),
+    # Back to the code after a run-time crash (issue 15 item 7): only the orchestrator's
+    # send_crash_to_code makes this move, with the crash as evidence (guard below).
+    _rule(["queued", "running"], ["implementing"], [AGENT], "back_to_code", kinds=DISPATCHING_KINDS),
     _rule(["verifying"], ["interpreting"], [AGENT]),
     _rule(["interpreting"], ["reviewing"], [AGENT, SYSTEM]),
     _rule(["interpreting", "reviewing"], ["clean_result_drafting"], [AGENT, OWNER]),
@@ -96,7 +114,7 @@ def allowed_moves(experiment: Experiment, role: str) -> list[Move]:
     """Every move `role` may make from the experiment's current status, in status order."""
     moves: dict[str, Move] = {}
     for rule in TRANSITIONS:
-        if experiment.status not in rule.sources or role not in rule.who:
+        if experiment.status not in rule.sources or role not in rule.who or not rule.applies_to(experiment):
             continue
         for target in rule.targets:
             if target == RETURN_FROM_BLOCK:
@@ -125,6 +143,13 @@ SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
 # status form, the API — meets the same check. A guard receives (experiment, to, actor,
 # metadata) and raises a SaganError to refuse; nothing has changed then. Filled like the hooks.
 GUARDS: dict[str, list[Callable]] = {}
+
+
+def guard_back_to_code(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+    """A dispatched experiment goes back to the implementer only with a crash to fix."""
+    if not (metadata or {}).get("crash"):
+        raise Conflict(f"#{experiment.number} goes back to the code only after a pod crashed in the research code: "
+                       "use send_crash_to_code with the crashed pod.", code="no_crash")
 
 
 @dataclass

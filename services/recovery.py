@@ -140,6 +140,25 @@ def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
     return Decision(True, "recoverable", delay)
 
 
+# Dispatch failures that may be the research code's: a pod's command exited non-zero. Never
+# capacity, a vanished pod, a failed setup (clone, environment), a partial dispatch, a stuck
+# bootstrap or a start deadline: those are not the code's, so they never go to the implementer.
+CODE_FAILURE_REASONS = frozenset({"pod_exit_nonzero"})
+
+
+def code_fix_decision(experiment: Experiment) -> Decision:
+    """May a crash go back to the implementer now? It is a recovery: same budget, same pauses."""
+    if fleet_incident_open():
+        return Decision(False, "a fleet incident is open; automatic recovery is paused")
+    if spend_cap_reached(experiment):
+        return Decision(False, "the experiment's spend cap is reached")
+    done = recent_recoveries(experiment.id)
+    budget = current_app.config["RECOVERY_MAX_PER_DAY"]
+    if len(done) >= budget:
+        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)", budget_spent=True)
+    return Decision(True, f"recovery {len(done) + 1} of {budget} in 24 h")
+
+
 def chain_of(run: AgentRun) -> list[AgentRun]:
     """The run and the runs it resumes, oldest first."""
     chain, current = [run], run

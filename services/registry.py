@@ -107,6 +107,9 @@ def statuses_in_column(column: str) -> list[str]:
 # --- Other experiment vocabularies (SPEC §1) ----------------------------------------
 
 EXPERIMENT_KINDS = ["experiment", "infra", "survey"]
+# Kinds whose result is a write-up, not a pod run (SPEC §2.2): approved → implementing →
+# clean_result_drafting, never dispatched.
+POD_FREE_KINDS = ("infra", "survey")
 COMPUTE_SIZES = ["none", "small", "medium", "large"]
 PRIORITIES = ["low", "normal", "high", "urgent"]
 PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}

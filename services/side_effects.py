@@ -25,6 +25,9 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
     "propose_follow_ups": (follow_ups.start_proposer,),
     "promote": (implementation.on_close_remove_workspace, results.on_promote),
     "stop_active_work": (orchestration.on_stop_active_work, implementation.on_close_remove_workspace),
+    # A guarded move with nothing to do after it: send_crash_to_code starts the next code
+    # round in the move's own transaction.
+    "back_to_code": (),
     # Effects that services return themselves, beside a move.
     "notify_owner": (notify.on_notify_owner,),
     "enqueue_run": (orchestration.on_enqueue_run,),
@@ -36,6 +39,7 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
 # Checks made before a move, keyed like the rule's side effect (lifecycle.GUARDS).
 GUARDS: dict[str, tuple[Callable, ...]] = {
     "promote": (results.check_promotion,),
+    "back_to_code": (lifecycle.guard_back_to_code,),
 }
 
 

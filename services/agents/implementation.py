@@ -36,7 +36,7 @@ from models import AgentRun, CodeCommit, Experiment, WorkflowEvent, db
 from services import events, jobs, lifecycle, markers, registry, runs, settings
 from services.actors import Actor
 from services.agents.tools import ToolContext, ToolResult, tool
-from services.errors import SaganError
+from services.errors import SaganError, ValidationError
 
 IMPLEMENTER = "experiment-implementer"
 REVIEWERS = {"code-reviewer": "epm:code-review", "code-plan-reviewer": "epm:code-review-codex"}
@@ -200,7 +200,8 @@ def _attempts_exhausted(step: Step, state: CodeState, agent: str, marker: str) -
 def _findings(state: CodeState, experiment: Experiment) -> str:
     """What the previous round asked for: reviewers' fixes, the reconciler's decision, or failing tests."""
     previous = state.round - 1 if not state.reconciled else state.round
-    return findings_of_round(_cycle(experiment), previous)
+    cycle = _cycle(experiment)
+    return "\n".join(filter(None, [findings_of_round(cycle, previous), *_crash_findings(cycle, state.round)]))
 
 
 def findings_of_round(cycle: list[WorkflowEvent], code_round: int) -> str:
@@ -234,6 +235,9 @@ def _implementer_request(state: CodeState, experiment: Experiment) -> str:
                 + _findings(state, experiment))
     elif state.round == 1:
         task = "Implement the approved plan (get_plan): the code and tests the plan's runs need."
+    elif _crash_findings(_cycle(experiment), state.round):
+        task = ("The tested code crashed on a pod. Fix the cause of this crash, and only that; add a test that "
+                f"reproduces it:\n{_findings(state, experiment)}")
     else:
         task = f"Fix what round {state.round - 1} found, and only that:\n{_findings(state, experiment)}"
     return (f"{head}\n\n{task}\n\nRun the tests with run_command, commit with git_commit, push with git_push, "
@@ -309,6 +313,89 @@ def code_step(ctx: ToolContext, data: dict) -> ToolResult:
             step.notes.append(_done_or_elsewhere(experiment))
             break
     return step.result()
+
+
+# --- back to the code after a run-time crash (issue 15 item 7) ----------------------------------------
+
+TRACEBACK_START = "Traceback (most recent call last):"
+CRASH_LOG_TAIL = 4000
+
+
+def _traceback_of(log_text: str) -> str | None:
+    """The last Python traceback in a log, through its final exception line."""
+    at = log_text.rfind(TRACEBACK_START)
+    if at < 0:
+        return None
+    lines = log_text[at:].splitlines()
+    end = next((i for i, line in enumerate(lines[1:], 1)
+                if line and not line.startswith((" ", "\t")) and not line.startswith(TRACEBACK_START)), len(lines) - 1)
+    return "\n".join(lines[:end + 1])[-CRASH_LOG_TAIL:]
+
+
+@tool("send_crash_to_code", "After a pod crashed in the research code (non-zero exit with a Python traceback), "
+                            "send the failure (exit code, log tail, traceback) to a new implementation round on "
+                            "the same branch; review, tests and a new dispatch of the fixed commit follow via "
+                            "code_step. Counts against the recovery budget. Refused for failures that are not "
+                            "the code's (capacity, a vanished pod, setup).",
+      {"pod": {"type": "string", "maxLength": 200, "description": "the crashed pod's name (list_pods)"},
+       "note": {"type": "string", "maxLength": 1500, "description": "your reading of the crash, for the implementer"}},
+      ["pod"], own_transaction=True)
+def send_crash_to_code(ctx: ToolContext, data: dict) -> ToolResult:
+    from services import pod_logs, recovery
+    from services.agents.code_tools import require_tool
+    require_tool(ctx, "send_crash_to_code")
+    experiment = ctx.need_experiment()
+    if not settings.get("research_repo_url"):
+        raise ValidationError("No research repository is configured, so there is no code loop to send the crash to.")
+    pod = pod_logs.pod_of_experiment(experiment.id, data["pod"])
+    if pod.exit_code in (None, 0):
+        raise ValidationError(f"{pod.name} did not crash (status {pod.status}, exit code {pod.exit_code}).", field="pod")
+    dispatch = db.session.get(AgentRun, pod.agent_run_id) if pod.agent_run_id else None
+    reason = dispatch.failure_reason if dispatch is not None else None
+    if pod.status == "vanished" or reason not in recovery.CODE_FAILURE_REASONS:
+        raise ValidationError(f"{pod.name}'s dispatch failed with {reason or pod.status}, which is not the research "
+                              "code's failure: it does not go to the implementer. Stop with a blocker instead.",
+                              field="pod")
+    decision = recovery.code_fix_decision(experiment)
+    if not decision.recover:
+        raise ValidationError(f"Not sent to the implementer: {decision.why}. Stop with a blocker carrying the "
+                              "traceback.", field="pod")
+    db.session.commit()  # no transaction is held while the provider streams the log
+    log = pod_logs.read_pod_logs(pod, tail=200)
+    traceback = _traceback_of(log.text)
+    if traceback is None:
+        raise ValidationError(f"{pod.name}'s log ({log.source_words}) shows no Python traceback, so Sagan cannot "
+                              "tell it is the research code's crash; read it (read_pod_logs) and stop with a blocker.",
+                              field="pod")
+    crash = {"pod": pod.name, "exit_code": pod.exit_code, "dispatch_run_id": str(dispatch.id),
+             "commit": experiment.git_commit, "traceback": traceback,
+             "log_tail": log.text[-CRASH_LOG_TAIL:], "note": (data.get("note") or "").strip() or None}
+    round_ = current_round(experiment) + 1
+    step = Step(ctx)
+    with db.session.begin_nested():
+        step.move("implementing", f"{pod.name} crashed (exit {pod.exit_code}) with a traceback in the research code; "
+                                  f"back to the implementer for code round {round_} on the same branch "
+                                  f"({decision.why}).", code_round=round_, crash=crash)
+        child = step.start(IMPLEMENTER, _implementer_request(read_state(experiment), experiment))
+        # The round resumes the crashed dispatch, so it counts as one of the experiment's
+        # recoveries (recovery.recent_recoveries) and shows in the runs' resume history.
+        child.resumes_run_id = dispatch.id
+    db.session.commit()
+    return step.result()
+
+
+def _crash_findings(cycle: list[WorkflowEvent], round_: int) -> list[str]:
+    """The crash that opened `round_`, as the implementer and reviewers read it."""
+    lines = []
+    for event in cycle:
+        meta = event.metadata_ or {}
+        crash = meta.get("crash")
+        if event.event_type == "state_changed" and crash and int(meta.get("code_round") or 0) == round_:
+            lines.append(f"- pod {crash['pod']} ran commit {str(crash.get('commit') or '?')[:12]} and exited with code "
+                         f"{crash['exit_code']}. The traceback:\n```\n{crash['traceback']}\n```\n"
+                         f"The end of its log:\n```\n{crash['log_tail'][-1500:]}\n```"
+                         + (f"\nThe orchestrator's reading: {crash['note']}" if crash.get("note") else ""))
+    return lines
 
 
 def _done_or_elsewhere(experiment: Experiment) -> str:
@@ -478,6 +565,16 @@ def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
     if not meta.get("pushed"):
         step.block(f"Tests passed on {sha[:12]} but the branch could not be pushed, so pods could not check it "
                    f"out: {meta.get('push_error')}")
+        return False
+    if experiment.pod_free:
+        # A survey or infra task is not dispatched (SPEC §2.2): the tested commit is its work,
+        # and the write-up of it is its result.
+        splice(experiment, branch, sha)
+        step.move("clean_result_drafting", f"Code passed review and tests on {branch} at {sha[:12]} (round {n}); "
+                                           f"a {experiment.kind} is not dispatched: drafting the write-up.",
+                  branch=branch, commit=sha, round=n)
+        step.notes.append(f"{branch} at {sha[:12]} passed; #{experiment.number} is a {experiment.kind}, so nothing is "
+                          "dispatched: it is now clean_result_drafting. Spawn the analyzer to write the result.")
         return False
     if (experiment.git_branch, experiment.git_commit) != (branch, sha):
         splice(experiment, branch, sha)

@@ -318,6 +318,22 @@ def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
                               "costPerHr": p.cost_per_hr, "uptimeSeconds": p.uptime_seconds} for p in pods]))
 
 
+@tool("read_pod_logs", "A pod's output (stdout and stderr), redacted: the last `tail` lines (default 200, max "
+                       "5000), or on RunPod the lines after `since` (an RFC 3339 time from an earlier read). "
+                       "Reads the provider while the pod exists, else the log the pod uploaded.",
+      {"pod": {"type": "string", "maxLength": 200, "description": "the pod's name, as list_pods shows it"},
+       "tail": {"type": "integer"}, "since": {"type": "string", "maxLength": 64}}, ["pod"], own_transaction=True)
+def read_pod_logs(ctx: ToolContext, data: dict) -> ToolResult:
+    from services import pod_logs
+    if "tail" in data and data.get("since"):
+        raise ValidationError("Give tail or since, not both.", field="since")
+    pod_logs.parse_tail(data.get("tail"))
+    pod_logs.parse_since(data.get("since"))
+    pod = pod_logs.pod_of_experiment(ctx.need_experiment().id, data["pod"])
+    db.session.commit()  # no transaction is held while the provider streams
+    return ToolResult(pod_logs.read_pod_logs(pod, tail=data.get("tail"), since=data.get("since")).render())
+
+
 @tool("stop_pods", "Stop the experiment's running pods (volumes are kept).")
 def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
     from models import Pod

@@ -143,6 +143,9 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
 
     Returns (run, effects). A second request while a dispatch is live is a Conflict naming it.
     """
+    if experiment.pod_free:
+        raise Conflict(f"#{experiment.number} is a {experiment.kind}: its result is a write-up and nothing is "
+                       "dispatched. Move it to clean_result_drafting when the work is done.", code="pod_free")
     approved_spec(experiment)
     if experiment.runpod_account == "local" and actor.kind != "owner" and experiment.auto_approve_plan:
         raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")

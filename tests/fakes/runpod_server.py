@@ -24,7 +24,22 @@ with a `cost` and `runtime.uptime`. Tests script trouble:
 - `scope_outage("team")` — the account lists no pods at all and answers 404 for each one
   (what a key in the wrong team scope, or an outage of the listing, looks like);
 - `page_size = N` — lists come in pages of N with a `nextCursor`, asked for with `cursor=`;
-- `report_cost = False` — pods answer `"cost": null` (a price nobody told us).
+- `report_cost = False` — pods answer `"cost": null` (a price nobody told us);
+- `add_log(pod_id, *lines)` — the pod's container prints lines (stamped with fake time),
+  served by `GET /v2/pods/{id}/logs`; `log_hold_seconds` — how long (real seconds) the
+  stream of a RUNNING pod stays open after its backfill, sending keep-alive comments.
+
+The logs endpoint, as RunPod documents it ("Stream pod logs", docs.runpod.io
+api-reference-v2, read 2026-12-01): server-sent events whose `data` is
+`{"source": "container"|"system", "line": "...", "ts": "<RFC 3339>"}` and whose `id` is
+that `ts`, so a reconnect resumes with `Last-Event-ID`. Query: `source` (omit for both),
+`tail` (backfill lines, default 100, 0..5000), `since` (RFC 3339; ignored when
+`Last-Event-ID` is sent; when set, `tail` is ignored). It is a live stream: after the
+backfill it stays open for new lines — the inconvenient part a client must handle; the
+fake keeps a RUNNING pod's stream open for `log_hold_seconds` with `: keep-alive`
+comments. Not documented, and assumed by the fake: the stream of a pod that is not
+running ends after the backfill, a terminated pod's logs answer 404, and a `tail` out of
+range is a 400 problem naming `tail`.
 
 What the real API does, as far as it is published (checked 2026-12-01 against the shared
 reference `runpod-api.md`, RunPod's docs — "Connect to a Pod with SSH", "Environment
@@ -87,6 +102,7 @@ class FakePod:
     visible_at: float = 0.0      # lists include it from this time on
     restarts: int = 0            # times the container was started again after exiting by itself
     data_center_id: str = "US-KS-2"
+    log: list = field(default_factory=list)  # (ts, source, line) in the order printed
 
 
 @dataclass
@@ -119,6 +135,7 @@ class FakeRunPod:
     max_env: int = 50
     max_args_bytes: int = 8192
     refuse_user_agents: tuple = ()
+    log_hold_seconds: float = 5.0
     requests: list[RecordedRequest] = field(default_factory=list)
     pods: dict[str, FakePod] = field(default_factory=dict)
 
@@ -223,6 +240,14 @@ class FakeRunPod:
             elif status == "RUNNING":
                 pod.started_at = self._now - self.provisioning_seconds - self.starting_seconds
             return pod.id
+
+    def add_log(self, pod_id: str, *lines: str, source: str = "container") -> None:
+        """The pod prints `lines`; each gets a distinct RFC 3339 time (fake time + 1 ms each)."""
+        with self._lock:
+            pod = self.pods[pod_id]
+            for line in lines:
+                at = self._now + len(pod.log) / 1000
+                pod.log.append((_iso_ms(at), source, line))
 
     def status_of(self, pod_id: str) -> str:
         with self._lock:
@@ -375,6 +400,8 @@ class FakeRunPod:
             if len(parts) == 3 and method == "DELETE":
                 pod.forced = "TERMINATED"
                 return 204, None, {}
+            if len(parts) == 4 and parts[3] == "logs" and method == "GET":
+                return self._logs(pod, query, headers)
             if len(parts) == 4 and parts[3] == "action" and method == "POST":
                 return self._action(pod, (body or {}).get("action"))
             return 405, _problem(405, "Method Not Allowed", f"{method} {path}"), {}
@@ -396,6 +423,31 @@ class FakeRunPod:
             status = self._fail_after_create_status
             return status, _problem(status, "Internal Server Error", "upstream request failed"), {}
         return 201, self._view(pod), {}
+
+    def _logs(self, pod: FakePod, query: dict, headers):
+        status = self._status(pod)
+        if status == "TERMINATED":
+            return 404, _problem(404, "Not Found", f"Pod {pod.id} not found."), {}
+        source = query.get("source")
+        if source not in (None, "container", "system"):
+            return 400, _problem(400, "Bad Request", "The request is invalid.",
+                                 [{"field": "source", "detail": "must be container or system"}]), {}
+        entries = [e for e in pod.log if source is None or e[1] == source]
+        cursor = headers.get("Last-Event-ID") or query.get("since")
+        if cursor:
+            entries = [e for e in entries if e[0] > cursor]
+        else:
+            try:
+                tail = int(query.get("tail", 100))
+            except ValueError:
+                tail = -1
+            if not 0 <= tail <= 5000:
+                return 400, _problem(400, "Bad Request", "The request is invalid.",
+                                     [{"field": "tail", "detail": "must be between 0 and 5000"}]), {}
+            entries = entries[len(entries) - tail:] if tail else []
+        events = [f"id: {ts}\ndata: {json.dumps({'source': src, 'line': line, 'ts': ts})}\n\n"
+                  for ts, src, line in entries]
+        return 200, _EventStream(events, self.log_hold_seconds if status == "RUNNING" else 0.0), {}
 
     def _action(self, pod: FakePod, action):
         status = self._status(pod)
@@ -449,6 +501,9 @@ class FakeRunPod:
                 else:
                     status, payload, extra = fake.handle(method, parsed.path, query, self.headers, body)
                 record.status = status
+                if isinstance(payload, _EventStream):
+                    self._stream(payload)
+                    return
                 if method == "POST" and parsed.path.rstrip("/") == "/v2/pods":
                     with fake._lock:
                         hold = fake._holds.popleft() if fake._holds else 0
@@ -464,6 +519,26 @@ class FakeRunPod:
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, stream: "_EventStream"):
+                """Server-sent events: the backfill, then keep-alive comments while held open."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for event in stream.events:
+                        self.wfile.write(event.encode())
+                    self.wfile.flush()
+                    ends = time.monotonic() + stream.hold_seconds
+                    while time.monotonic() < ends:
+                        time.sleep(0.2)
+                        self.wfile.write(b": keep-alive\n\n")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client read what it wanted and hung up
 
             def do_GET(self):
                 self._serve("GET")
@@ -496,6 +571,12 @@ class _QuietServer(ThreadingHTTPServer):
         pass  # a client that timed out and hung up is part of the script, not an error
 
 
+@dataclass
+class _EventStream:
+    events: list[str]
+    hold_seconds: float
+
+
 def _problem(status: int, title: str, detail: str, errors: list | None = None) -> dict:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if errors:
@@ -505,3 +586,9 @@ def _problem(status: int, title: str, detail: str, errors: list | None = None) -
 
 def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_767_225_600 + seconds))  # 2026-01-01 + fake time
+
+
+def _iso_ms(seconds: float) -> str:
+    whole = int(seconds)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1_767_225_600 + whole)) + \
+        f".{int(round((seconds - whole) * 1000)) % 1000:03d}Z"

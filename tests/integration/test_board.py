@@ -192,8 +192,10 @@ MIX = ["proposed", "awaiting_clarifications", "plan_pending", "running", "archiv
 
 def _make_many(make_experiment, count: int, start: int = 0) -> None:
     for i in range(start, start + count):
-        make_experiment(f"Board load {i}", status=MIX[i % len(MIX)],
-                        tags=[f"tag{i % 7}"], kind=registry.EXPERIMENT_KINDS[i % 3])
+        status = MIX[i % len(MIX)]
+        # Surveys and infra tasks never run pods (no path to `running` in the table).
+        kind = "experiment" if status == "running" else registry.EXPERIMENT_KINDS[i % 3]
+        make_experiment(f"Board load {i}", status=status, tags=[f"tag{i % 7}"], kind=kind)
 
 
 def _queries_for(app, client, url: str) -> int:

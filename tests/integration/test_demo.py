@@ -48,7 +48,8 @@ def test_demo_timelines_are_real_transitions(app, runner):
         for previous, event in zip([None] + events[:-1], events):
             if previous is not None:
                 assert event.from_status == previous.to_status
-            probe = Experiment(status=event.from_status, status_before_block=before_block, number=0)
+            probe = Experiment(status=event.from_status, status_before_block=before_block, number=0,
+                               kind=experiment.kind)
             allowed = {m.to for m in lifecycle.allowed_moves(probe, event.actor_kind)}
             assert event.to_status in allowed, (experiment.title, event.from_status, event.to_status)
             before_block = event.from_status if event.to_status == "blocked" else None

@@ -59,6 +59,16 @@ class ProviderPod:
         return self.status in ("EXITED", "ERROR", "TERMINATED")
 
 
+@dataclass
+class LogLine:
+    """One line of a pod's output; `ts` is the provider's RFC 3339 time when it has one
+    (RunPod's log events), None for a plain log file."""
+
+    line: str
+    ts: str | None = None
+    source: str = "container"
+
+
 class BackendError(Exception):
     """A provider call failed; `.reason` is a failure reason code (registry.FAILURE_REASONS).
 
@@ -96,6 +106,11 @@ class PodBackend(Protocol):
     def stop(self, pod_id: str) -> ProviderPod | None: ...
 
     def terminate(self, pod_id: str) -> None: ...
+
+    def logs(self, pod_id: str, *, tail: int = 100, since: str | None = None) -> list[LogLine] | None:
+        """The pod's last `tail` lines (or those after `since`); None when the provider no
+        longer has the pod (its uploaded log artifact is then the only copy)."""
+        ...
 
 
 def _setting(config, name: str, default=None):

@@ -41,7 +41,7 @@ import psutil
 
 from services import system_users
 from services.dispatch.backends import local_sandbox
-from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
+from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
 from services.redact import SECRET_ENV_SUFFIXES
 
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "scripts" / "pod_bootstrap.sh"
@@ -228,6 +228,20 @@ class LocalBackend:
         with open(path, "rb") as handle:
             handle.seek(max(path.stat().st_size - max_bytes, 0))
             return handle.read().decode("utf-8", "replace")
+
+    def logs(self, pod_id: str, *, tail: int = 100, since: str | None = None,
+             max_bytes: int = 2_000_000) -> list[LogLine] | None:
+        """The last `tail` lines of output.log (None once the pod's directory is gone).
+
+        A plain file has no time per line, so `since` cannot narrow it: the caller is told."""
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None:
+            return None
+        text = self.log_tail(pod_id, max_bytes=max_bytes)
+        lines = text.splitlines()
+        if len(text.encode()) >= max_bytes and lines:
+            lines = lines[1:]  # the first line was cut in the middle by the byte window
+        return [LogLine(line) for line in lines[-tail:]] if tail > 0 else []
 
     # --- processes -------------------------------------------------------------------
     def _dir(self, pod_id: str) -> Path | None:

@@ -13,6 +13,7 @@ rather than hold a worker for an hour.
 from __future__ import annotations
 
 import email.utils
+import json as json_lib
 import re
 import time
 import urllib.parse
@@ -21,7 +22,7 @@ from typing import Callable
 import httpx
 
 from config import VERSION
-from services.dispatch.backends.base import BackendError, PodRequest, ProviderPod
+from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
 from services.redact import redact
 
 # RunPod's capacity wording varies by API and release; these all mean "try elsewhere".
@@ -38,6 +39,11 @@ _RESET = re.compile(r"(?:\breset\s*=\s*|;\s*t\s*=\s*)(\d+(?:\.\d+)?)", re.IGNORE
 
 
 MAX_LIST_PAGES = 100
+# The logs endpoint is a live stream: it sends its backfill, then keeps the connection open
+# for new lines (with keep-alive comments), so a reader must decide when it has read enough.
+LOG_IDLE_SECONDS = 1.5        # no new data event for this long: the backfill is over
+LOG_DEADLINE_SECONDS = 15.0   # never hold a worker longer than this for one read
+LOG_MAX_TAIL = 5000           # RunPod's maximum `tail`
 
 
 class RunPodBackend:
@@ -123,6 +129,53 @@ class RunPodBackend:
             pod = self.get(pod_id)
             if pod is not None and pod.status != "TERMINATED":
                 raise self._error(response, "POST", "/action terminate")
+
+    def logs(self, pod_id: str, *, tail: int = 100, since: str | None = None,
+             clock: Callable[[], float] = time.monotonic) -> list[LogLine] | None:
+        """The pod's log lines from `GET /v2/pods/{id}/logs` (server-sent events).
+
+        Each event's `data` is `{"source", "line", "ts"}`. `since` (RFC 3339) takes
+        precedence over `tail` on RunPod's side. The stream does not end by itself while the
+        pod runs: reading stops once no data event came for LOG_IDLE_SECONDS (keep-alive
+        comments do not count), after LOG_DEADLINE_SECONDS, or after `tail` lines.
+        None when RunPod no longer knows the pod (404)."""
+        params: dict = {"source": "container"}
+        if since:
+            params["since"] = since
+        else:
+            params["tail"] = max(0, min(int(tail), LOG_MAX_TAIL))
+        path = f"/v2/pods/{_quote(pod_id)}/logs"
+        lines: list[LogLine] = []
+        started = last_data = clock()
+        try:
+            with self._client.stream("GET", path, params=params, headers={"Accept": "text/event-stream"},
+                                     timeout=httpx.Timeout(LOG_DEADLINE_SECONDS, read=LOG_IDLE_SECONDS)) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code >= 300:
+                    response.read()
+                    raise self._error(response, "GET", path)
+                data_lines: list[str] = []
+                for raw in response.iter_lines():
+                    now = clock()
+                    if raw == "":  # a blank line ends one event
+                        event = _log_event("\n".join(data_lines))
+                        data_lines = []
+                        if event is not None:
+                            lines.append(event)
+                            last_data = now
+                    elif raw.startswith("data:"):
+                        data_lines.append(raw[6:] if raw[5:6] == " " else raw[5:])  # one space is dropped
+                    # `id:`, `event:`, `retry:` and `: comment` lines carry nothing we show.
+                    if (not since and len(lines) >= params["tail"]) or now - last_data >= LOG_IDLE_SECONDS \
+                            or now - started >= LOG_DEADLINE_SECONDS:
+                        break
+        except httpx.ReadTimeout:
+            pass  # the backfill is over and nothing new came: what was read is the answer
+        except httpx.TransportError as exc:
+            raise BackendError("provider_error", self._redact(
+                f"RunPod's log stream could not be read ({exc.__class__.__name__}): GET {path}")) from None
+        return lines
 
     def close(self) -> None:
         self._client.close()
@@ -224,6 +277,20 @@ class RunPodBackend:
 
 
 # --- parsing --------------------------------------------------------------------------
+
+def _log_event(data: str) -> LogLine | None:
+    """One SSE event's `data` as a log line (None for an event without a usable line)."""
+    if not data:
+        return None
+    try:
+        payload = json_lib.loads(data)
+    except ValueError:
+        return LogLine(data)
+    if not isinstance(payload, dict) or not isinstance(payload.get("line"), str):
+        return None
+    return LogLine(payload["line"], ts=payload.get("ts") if isinstance(payload.get("ts"), str) else None,
+                   source=str(payload.get("source") or "container"))
+
 
 def _quote(pod_id: str) -> str:
     return urllib.parse.quote(str(pod_id), safe="")
