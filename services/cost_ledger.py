@@ -91,6 +91,8 @@ def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -
         ledger.pods_running, ledger.pods_running_unpriced = live, live_unpriced
     if with_estimates:
         for experiment_id, estimate in _estimates(ids).items():
+            if not estimate:  # a JSON null: the plan had no spec to price
+                continue
             ledger = ledgers.setdefault(experiment_id, Ledger())
             ledger.estimate_usd = estimate.get("total_usd")
             ledger.estimate_known_usd = estimate.get("known_usd")
