@@ -29,10 +29,10 @@ def test_a_200kb_deeply_nested_document_is_refused_in_under_a_second(name, clean
     """Is each ~200 KB deeply nested document refused with a clear error in well under a second?"""
     document = HOSTILE_200KB[name]
     assert 100_000 <= len(document) <= 220_000
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(MarkupTooDeep) as refused:
         clean(document)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert f"the limit is {MAX_NESTING_DEPTH}" in refused.value.message
     assert refused.value.status_code == 400
 
@@ -41,19 +41,19 @@ def test_markdown_nested_past_the_limit_is_refused_before_rendering():
     """Do 20k nested list items or quotes (Python-Markdown overflowed its stack on these) get
     a 400-class refusal at once instead of a RecursionError?"""
     for text in ("- " * 20_000 + "x", ">" * 30_000 + " x", "1. " * 5_000 + "x"):
-        started = time.perf_counter()
+        started = time.process_time()
         with pytest.raises(MarkupTooDeep):
             render_markdown(text)
-        assert time.perf_counter() - started < 1.0
+        assert time.process_time() - started < 1.0
 
 
 def test_a_paragraph_of_brackets_renders_verbatim_and_fast():
     """Does a paragraph of 30k `[` (Python-Markdown's link pattern never finished on it) come
     back quickly, as verbatim code, with short ordinary paragraphs rendered as usual?"""
     text = "A [link](https://example.org) stays a link.\n\n" + "[" * 30_000 + "x" + "]" * 30_000
-    started = time.perf_counter()
+    started = time.process_time()
     html = render_markdown(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert '<a href="https://example.org"' in html
     assert "<pre><code>[[[" in html
 
@@ -86,13 +86,14 @@ def test_wide_documents_sanitize_in_linear_time():
     unit = "<svg><g></g></svg>"
 
     def timed(count):
-        """The best of three runs: the fastest is the least disturbed by a busy machine."""
+        """The best of three runs in this process's CPU time: other processes on a busy machine
+        do not count, and the fastest run is the least disturbed."""
         document = unit * count
         best = float("inf")
         for _ in range(3):
-            started = time.perf_counter()
+            started = time.process_time()
             sanitize_result_html(document)
-            best = min(best, time.perf_counter() - started)
+            best = min(best, time.process_time() - started)
         return best
     timed(200)  # warm up
     small, large = timed(1_000), timed(8_000)
@@ -104,6 +105,6 @@ def test_wide_documents_sanitize_in_linear_time():
 def test_the_depth_check_itself_is_linear_on_unclosed_constructs(document):
     """Do 200 KB of unclosed tags, comments and raw-text openers (each a quadratic rescan for a
     regex) pass the depth check in well under a second?"""
-    started = time.perf_counter()
+    started = time.process_time()
     nesting_depth(document)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
