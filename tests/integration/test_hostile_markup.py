@@ -15,9 +15,11 @@ SVG_NESTED = ('<svg xmlns="http://www.w3.org/2000/svg">' + "<g>" * 40_000 + "</s
 
 
 def _timed(call):
-    started = time.perf_counter()
+    """The CPU time the app spent answering (the test client runs it in this process), so a
+    busy machine does not fail the check; the app's work is what the limit bounds."""
+    started = time.process_time()
     response = call()
-    return response, time.perf_counter() - started
+    return response, time.process_time() - started
 
 
 def test_a_token_patching_a_nested_clean_result_gets_400_in_under_a_second(app, api_client, make_experiment):
