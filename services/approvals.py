@@ -396,6 +396,23 @@ def resolve(approval: ApprovalRequest, decision, actor: Actor, *, answers=None, 
     raise ValidationError("Choose approve, defer or reject.", field="decision")
 
 
+def take_for_demo(experiment: Experiment, actor: Actor) -> ApprovalRequest:
+    """Demo data only (services.demo.walk_to): the pending request approved and its plan
+    stored as an approval would, without starting an orchestrator (the tour's later steps
+    stand in for its work). The caller makes the move, with this request's id."""
+    approval = db.session.scalar(sa.select(ApprovalRequest).where(
+        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "pending")
+        .order_by(ApprovalRequest.created_at.desc()).limit(1))
+    if approval is None:
+        raise Conflict(f"#{experiment.number} has no pending approval request.", code="no_plan_to_approve")
+    plan_version = _plan_version(approval)
+    _take(approval, "approved", actor, "Demo: plan approved for the tour.", {})
+    experiment.pod_spec = plan_version.plan_json.get("spec")
+    experiment.plan_md, experiment.plan_json = plan_version.markdown, plan_version.plan_json
+    _record_decision(experiment, approval, "approved", actor, "Demo: plan approved for the tour.", {})
+    return approval
+
+
 def approve_from_board(experiment: Experiment, actor: Actor, note: str) -> list | None:
     """A board move approving the pending plan (SPEC §2.4); None when no request is pending."""
     approval = db.session.scalar(sa.select(ApprovalRequest).where(

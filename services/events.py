@@ -102,3 +102,12 @@ def event_json(event: WorkflowEvent) -> dict:
         "marker": event.marker, "actorKind": event.actor_kind, "actorId": event.actor_id,
         "note": event.note, "metadata": event.metadata_, "createdAt": event.created_at.isoformat(),
     }
+
+
+def entered_status_at(experiment: Experiment) -> datetime | None:
+    """When the experiment last moved into its current status (None before its first move)."""
+    return db.session.scalar(
+        sa.select(WorkflowEvent.created_at).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
+            WorkflowEvent.to_status == experiment.status)
+        .order_by(WorkflowEvent.created_at.desc()).limit(1))

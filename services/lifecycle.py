@@ -7,13 +7,14 @@ effects are returned for the caller to run after commit — never before.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.orm.attributes import set_committed_value
 
-from models import Experiment, db
+from models import ApprovalRequest, Experiment, db
 from services import events, registry
 from services.actors import Actor
 from services.clock import utcnow
@@ -32,11 +33,12 @@ class Rule:
     who: frozenset[str]
     side_effect: str | None = None
     note_required: bool = False
+    guard: str | None = None  # a check the move must pass (GUARDS), besides its side effect's
 
 
 def _rule(sources: Iterable[str], targets: Iterable[str], who: Iterable[str],
-          side_effect: str | None = None, note_required: bool = False) -> Rule:
-    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required)
+          side_effect: str | None = None, note_required: bool = False, guard: str | None = None) -> Rule:
+    return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required, guard)
 
 
 # SPEC §2.3, row by row. `awaiting_approval` (imported data) behaves like `plan_pending`.
@@ -47,8 +49,9 @@ TRANSITIONS: list[Rule] = [
     _rule(["awaiting_clarifications"], ["clarifying"], [OWNER], "redispatch_planner_with_answers"),
     _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM], "request_approval"),
     # Approving starts the orchestrator in the same transaction (services.approvals), so the
-    # move itself carries no after-commit effect.
-    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM]),
+    # move itself carries no after-commit effect. Only a plan's approval request makes it:
+    # the board, the status form and the API all meet the guard (issue 18 item 5).
+    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], guard="approve_plan"),
     _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
           note_required=True),
     # The orchestrator starting. Agents may make this move too: an orchestrator running
@@ -137,6 +140,24 @@ def register_guard(name: str, guard: Callable) -> None:
         guards.append(guard)
 
 
+def _guard_plan_approval(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+    """Approving needs the approval request being approved, with its plan: a card "plan
+    pending" with no plan cannot be moved to approved and start the code agents."""
+    try:
+        request_id = uuid.UUID(str(metadata.get("approval_request_id")))
+    except ValueError:
+        request_id = None
+    found = request_id and db.session.scalar(sa.select(sa.func.count(ApprovalRequest.id)).where(
+        ApprovalRequest.id == request_id, ApprovalRequest.experiment_id == experiment.id,
+        ApprovalRequest.plan_version_id.is_not(None)))
+    if not found:
+        raise Conflict(f"#{experiment.number} has no plan waiting for approval: approve a plan on its "
+                       "approval page once the planner (or you) has written one.", code="no_plan_to_approve")
+
+
+GUARDS["approve_plan"] = [_guard_plan_approval]
+
+
 @dataclass
 class SideEffect:
     name: str
@@ -216,8 +237,9 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
                            allowed=[m.to for m in allowed_moves(experiment, role)])
         if rule.note_required and not note:
             raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
-        for guard in GUARDS.get(rule.side_effect or "", []):
-            guard(experiment, to, actor, metadata or {})
+        for key in (rule.side_effect, rule.guard):
+            for guard in GUARDS.get(key or "", []):
+                guard(experiment, to, actor, metadata or {})
 
     values = {"status": to, "updated_at": utcnow()}
     if to == "blocked":
