@@ -18,6 +18,7 @@ from services import events, lifecycle, markers, plans, questions, registry, set
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
+from services.dispatch.spec import without_git_env
 from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
 from services.records import get_by_id
@@ -370,11 +371,14 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
     if approved is not None:
         approved_version = next((v for v in versions if v.id == approved.plan_version_id), None)
         approved_spec = (approved_version.plan_json or {}).get("spec") if approved_version else None
-        if approved_version is not None and approved_spec != experiment.pod_spec:
+        # The branch and commit Sagan splices in after the tests pass are no change to what
+        # was approved (the provisioner compares the same way): no alarm for them.
+        approved_pods, stored_pods = without_git_env(approved_spec), without_git_env(experiment.pod_spec)
+        if approved_version is not None and approved_pods != stored_pods:
             def lines(value):
                 return json.dumps(value, indent=2, sort_keys=True).splitlines()
             diff = "\n".join(difflib.unified_diff(
-                lines(approved_spec), lines(experiment.pod_spec),
+                lines(approved_pods), lines(stored_pods),
                 f"approved plan v{approved_version.version}", "stored pod_spec", lineterm=""))
     return PlanOverview(versions[0] if versions else None, versions,
                         approved.plan_version_id if approved else None, pending, diff, requests)

@@ -31,7 +31,7 @@ from services.dispatch.backends.base import BackendError, PodRequest, backend_fo
 from services.errors import Conflict
 
 MAX_CANDIDATES = 25
-GIT_ENV = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
+GIT_ENV = specs.GIT_ENV
 DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "scripts" / "pod_bootstrap.sh"
 PARTIAL_NOTE = ("Partial RunPod dispatch: {up}/{total} pods came up. Survivors were stopped because the plan "
@@ -111,21 +111,11 @@ def approved_spec(experiment: Experiment):
     if approved is None:
         raise Conflict(f"#{experiment.number} has no approved runpod-spec to dispatch; approve a plan with one.",
                        code="no_approved_spec")
-    if _without_git_env(experiment.pod_spec) != _without_git_env(approved):
+    if specs.without_git_env(experiment.pod_spec) != specs.without_git_env(approved):
         raise Conflict(f"#{experiment.number}'s pod spec was changed after approval; only the branch/commit "
                        "variables may change without re-approval. Submit the change as a new plan.",
                        code="spec_changed")
     return approved
-
-
-def _without_git_env(spec):
-    pods = specs.as_pods(spec) or []
-    cleaned = []
-    for pod in pods:
-        pod = dict(pod)
-        pod["env"] = {k: v for k, v in (pod.get("env") or {}).items() if k not in GIT_ENV}
-        cleaned.append(pod)
-    return cleaned
 
 
 # --- starting a dispatch ------------------------------------------------------------------------
