@@ -72,7 +72,7 @@ def test_the_known_pages_have_the_expected_rules(app):
     assert rule_of["api.patch_clean_result"] == ("api", "write")
     for endpoint in ("results.save", "results.preview", "results.draft", "results.promote",
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
-                     "discussion.edit", "discussion.delete", "settings.create_share_link",
+                     "discussion.edit", "discussion.delete", "discussion.retry", "settings.create_share_link",
                      "settings.revoke_share_link"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     # Share links are the only rule besides public that needs no credential, and only under /s/.
