@@ -301,13 +301,22 @@ def _clean(html: str | None, policy: Policy) -> str:
     )
     if policy.linkify:
         from bleach.linkifier import LinkifyFilter
-        source = LinkifyFilter(source, callbacks=[_set_rel], skip_tags=["pre", "code"])
+        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"])
     else:
         source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)
     for placeholder, css in styles.items():
         out = out.replace(placeholder, css)
     return out
+
+
+def _only_written_urls(attrs, new=False):
+    """Link text that was written as an address (http://…, https://…, www.…), not any word
+    ending in a country domain: `probe.py`, `train.sh` and `README.md` are file names."""
+    if not new:
+        return attrs
+    text = str(attrs.get("_text", "")).lower()
+    return attrs if text.startswith(("http://", "https://", "www.")) else None
 
 
 def _set_rel(attrs, new=False):

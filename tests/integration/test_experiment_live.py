@@ -283,3 +283,26 @@ def test_the_spliced_branch_and_commit_raise_no_spec_alarm(app, client, owner, m
     page = text(client.get(f"/experiments/{number}"))
     diff = re.search(r'<pre class="diff"><code>(.*?)</code>', page, re.S).group(1)
     assert '+    "gpuCount": 4' in diff and "SAGAN_GIT_COMMIT" not in diff
+
+
+# --- the plan as a checklist ------------------------------------------------------------------------
+
+def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(app, client, owner, make_experiment):
+    """Does the plan's checklist section show ticks (from the approval) and textbox answers, never the
+    literal [x], [ ], [TEXTBOX:…]; and is a file name like probe.py left as text, not a link?"""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    plan = TWO_POD.replace("Metric: held-out probe accuracy.", "Metric: held-out probe accuracy, from probe.py.")
+    with app.app_context():
+        submission = approvals.submit_plan(experiments.get_experiment(number), plan, AGENT, source="agent")
+        approvals.set_checklist_item(submission.approval, "Ten seeds are enough", True)
+        approvals.defer(submission.approval, Actor("owner"), answers={"budget-notes": "up to $10"})
+        db.session.commit()
+    html = text(client.get(f"/experiments/{number}"))
+    plan_section = re.search(r'<section class="panel" id="plan">.*?</section>', html, re.S).group(0)
+    assert "[x]" not in plan_section and "[ ]" not in plan_section and "[TEXTBOX" not in plan_section
+    checklist = re.search(r'<ul class="checklist-view">.*?</ul>', plan_section, re.S).group(0)
+    assert re.search(r'class="ticked".*?Goal and hypothesis match the record', checklist, re.S)
+    assert re.search(r'class="unticked".*?Budget of about \$5 is acceptable', checklist, re.S)
+    assert re.search(r'class="ticked".*?Ten seeds are enough', checklist, re.S)
+    assert "<dt>Budget notes</dt><dd>up to $10</dd>" in plan_section
+    assert "probe.py" in plan_section and "http://probe.py" not in plan_section
