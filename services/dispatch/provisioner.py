@@ -283,7 +283,9 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
     run.status = "waiting"
     run.waiting_for = {"pods": str(run.id)}
     if experiment.status in ("implementing", "testing"):
-        lifecycle.transition(experiment, "queued", Actor.system(), note="RunPod pod dispatched; waiting for runtime.",
+        lifecycle.transition(experiment, "queued", Actor.system(),
+                             note=f"{specs.pod_noun(created[0].account if created else None)} dispatched; "
+                                  "waiting for runtime.",
                              metadata={"run_id": str(run.id), "pods": [p.name for p in created]})
     db.session.commit()
     return "dispatched"

@@ -111,6 +111,11 @@ def without_git_env(spec) -> list[dict]:
     return cleaned
 
 
+def pod_noun(account: str | None) -> str:
+    """What a person calls the pod in a note: a local pod is a process on this machine, not RunPod's."""
+    return "Local pod" if account == "local" else "RunPod pod"
+
+
 def _int_field(pod: dict, name: str, where: str, problems: list[str], *, minimum: int,
                required: bool = False) -> None:
     if name not in pod:

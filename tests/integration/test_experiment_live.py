@@ -306,3 +306,18 @@ def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(ap
     assert re.search(r'class="ticked".*?Ten seeds are enough', checklist, re.S)
     assert "<dt>Budget notes</dt><dd>up to $10</dd>" in plan_section
     assert "probe.py" in plan_section and "http://probe.py" not in plan_section
+
+
+def test_a_local_pod_is_labelled_as_a_local_process(app, client, owner, make_experiment):
+    """A local pod whose spec named an RTX 4090 on SECURE: does its card say it is a process on this
+    machine with no charge, not "RTX 4090 · SECURE" and "$0.00/h"?"""
+    number = make_experiment("Local", status="running")
+    pod_id = _add_pod(app, number)
+    with app.app_context():
+        db.session.execute(sa.update(Pod).where(Pod.id == pod_id).values(gpu_type_id="RTX 4090", gpu_count=1,
+                                                                        cloud_type="SECURE", cost_per_hr=0))
+        db.session.commit()
+    card = re.search(r'<article class="pod-card.*?</article>', client.get(f"/experiments/{number}").text,
+                     re.S).group(0)
+    assert "Local pod · a process on this machine" in card and "no charge" in card
+    assert "RTX 4090" not in card and "SECURE" not in card and "$0.00/h" not in card
