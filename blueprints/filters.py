@@ -7,7 +7,7 @@ from flask import Flask
 from flask_login import current_user
 from markupsafe import Markup
 
-from services import registry
+from services import events, registry
 from services.clock import utcnow
 
 
@@ -81,6 +81,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(marker_label)
     app.add_template_filter(status_label)
     app.add_template_filter(readable)
+    app.add_template_global(events.fold_progress, "fold_progress")
     app.add_template_filter(column_of)
     app.add_template_filter(sanitized)
     app.add_template_filter(words)

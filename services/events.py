@@ -1,6 +1,7 @@
 """Appending to and reading an experiment's workflow log."""
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,3 +112,56 @@ def entered_status_at(experiment: Experiment) -> datetime | None:
             WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
             WorkflowEvent.to_status == experiment.status)
         .order_by(WorkflowEvent.created_at.desc()).limit(1))
+
+
+@dataclass
+class FoldedProgress:
+    """Consecutive progress posts of one pod, shown as one timeline row ("pod 0: epochs 1–8")."""
+    pod: str
+    events: list[WorkflowEvent]  # newest first, as the timeline lists them
+
+    event_type = "progress_folded"
+
+    @property
+    def newest(self) -> WorkflowEvent:
+        return self.events[0]
+
+    @property
+    def summary(self) -> str:
+        epochs = [int(m.group(1)) for e in self.events if (m := _EPOCH.search(e.note or ""))]
+        if len(epochs) == len(self.events):
+            return f"{self.pod}: epochs {min(epochs)}–{max(epochs)}"
+        return f"{self.pod}: {len(self.events)} progress updates"
+
+
+_EPOCH = re.compile(r"\bepoch\s+(\d+)", re.IGNORECASE)
+
+
+def fold_progress(rows: list[WorkflowEvent], least: int = 3) -> list:
+    """The timeline's rows with every run of at least `least` consecutive progress posts
+    from one pod folded into one FoldedProgress; everything else as it was."""
+    out, run = [], []
+
+    def flush():
+        if len(run) >= least:
+            out.append(FoldedProgress(_pod_name(run[0]), list(run)))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for event in rows:
+        if event.event_type == "progress" and (not run or run[0].actor_id == event.actor_id):
+            run.append(event)
+            continue
+        flush()
+        if event.event_type == "progress":
+            run.append(event)
+        else:
+            out.append(event)
+    flush()
+    return out
+
+
+def _pod_name(event: WorkflowEvent) -> str:
+    meta = event.metadata_ or {}
+    return f"pod {meta['run_index']}" if meta.get("run_index") is not None else (meta.get("pod") or "pod")

@@ -321,3 +321,26 @@ def test_a_local_pod_is_labelled_as_a_local_process(app, client, owner, make_exp
                      re.S).group(0)
     assert "Local pod · a process on this machine" in card and "no charge" in card
     assert "RTX 4090" not in card and "SECURE" not in card and "$0.00/h" not in card
+
+
+def test_one_pods_progress_posts_fold_into_one_timeline_row(app, client, owner, make_experiment):
+    """Eight epochs posted by pod 0 between two other events: one row "pod 0: epochs 1–8", the
+    posts behind it; a lone post of another pod stays a row of its own."""
+    number = make_experiment("Sweep", status="running")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        events.record(experiment, "note", Actor("system", None, "t"), note="Before the epochs.")
+        for epoch in range(1, 9):
+            clock.advance(timedelta(seconds=1))
+            events.record(experiment, "progress", Actor("pod", "pod-a", "pod"), note=f"{10 + 10 * epoch}% · epoch {epoch}/8",
+                          metadata={"pod": "sagan-1-x-0-1", "run_index": 0})
+        clock.advance(timedelta(seconds=1))
+        events.record(experiment, "progress", Actor("pod", "pod-b", "pod"), note="5% · bootstrap complete",
+                      metadata={"pod": "sagan-1-x-1-1", "run_index": 1})
+        db.session.commit()
+    timeline = re.search(r'<ol class="timeline" id="timeline-list">.*?</ol>\s*</section>',
+                         text(client.get(f"/experiments/{number}")), re.S).group(0)
+    assert timeline.count('class="event event-progress event-folded"') == 1
+    assert "pod 0: epochs 1–8 · now 90% · epoch 8/8" in timeline
+    assert timeline.count("epoch 3/8") == 1  # inside the fold, once
+    assert "5% · bootstrap complete" in timeline and "Before the epochs." in timeline
