@@ -63,6 +63,11 @@ def experiment_runs(experiment) -> list[AgentRun]:
     return run_service.runs_for_experiment(experiment.id)
 
 
+@bp.app_template_global("run_tree")
+def run_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
+    return run_service.as_tree(rows)
+
+
 def _seq_arg(name: str) -> int | None:
     """A cursor from the query string: a non-negative whole number, or a clear 400."""
     raw = request.args.get(name)
