@@ -54,8 +54,9 @@ def test_the_open_page_follows_the_journey_and_reloads_repeat_nothing(app, brows
     move_card(actor, number, "clarifying")
     actor.reload()
 
-    # The watched tab: opened once, never reloaded (the marker would be gone).
-    watched = desk.new_page()
+    # The watched page: a window of its own (a background tab would be hidden, and a hidden
+    # page rightly holds its poll back), opened once and never reloaded (the marker would go).
+    watched = browser_session().login()
     watched.goto(f"/experiments/{number}")
     watched.evaluate("window.__neverReloaded = true")
     stepper = watched.locator("#stepper")
@@ -107,7 +108,7 @@ def test_the_open_page_follows_the_journey_and_reloads_repeat_nothing(app, brows
     watched.locator("#stepper .stage-current", has_text="Awaiting promotion").wait_for(timeout=LONG)
     _wait_for(app, number, {"awaiting_promotion"}, seconds=30)
     # The result first: the clean result and its frame are on the page, the work folded below.
-    watched.locator("#clean-result iframe[data-result-frame]").wait_for(timeout=LONG)
+    watched.locator("#clean-result iframe[data-result-frame]").first.wait_for(timeout=LONG)
     assert watched.evaluate("document.getElementById('clean-result').getBoundingClientRect().top"
                             " < document.getElementById('fold-plan').getBoundingClientRect().top")
     assert watched.locator("#pods .pod-card", has_text="100%").count() == 2  # the exit post counted
@@ -136,6 +137,6 @@ def test_the_open_page_follows_the_journey_and_reloads_repeat_nothing(app, brows
                 session = browser_session(viewport, color_scheme=scheme)
                 page = session.login()
                 page.goto(f"/experiments/{number}")
-                page.locator("#clean-result iframe[data-result-frame]").wait_for()
+                page.locator("#clean-result iframe[data-result-frame]").first.wait_for()
                 page.wait_for_function("() => document.querySelector('iframe[data-result-frame]').clientHeight > 150")
                 page.screenshot(path=str(Path(shots) / f"experiment-finished-{name}-{scheme}.png"), full_page=True)
