@@ -138,26 +138,28 @@ _EPOCH = re.compile(r"\bepoch\s+(\d+)", re.IGNORECASE)
 
 
 def fold_progress(rows: list[WorkflowEvent], least: int = 3) -> list:
-    """The timeline's rows with every run of at least `least` consecutive progress posts
-    from one pod folded into one FoldedProgress; everything else as it was."""
-    out, run = [], []
+    """The timeline's rows with every stretch of consecutive progress posts folded: one
+    FoldedProgress per pod that posted at least `least` times in the stretch (pods running
+    side by side interleave their posts), the pod's other posts as they were."""
+    out, stretch = [], []
 
     def flush():
-        if len(run) >= least:
-            out.append(FoldedProgress(_pod_name(run[0]), list(run)))
-        else:
-            out.extend(run)
-        run.clear()
+        by_pod: dict = {}
+        for event in stretch:
+            by_pod.setdefault(event.actor_id, []).append(event)
+        for posts in by_pod.values():
+            if len(posts) >= least:
+                out.append(FoldedProgress(_pod_name(posts[0]), posts))
+            else:
+                out.extend(posts)
+        stretch.clear()
 
     for event in rows:
-        if event.event_type == "progress" and (not run or run[0].actor_id == event.actor_id):
-            run.append(event)
+        if event.event_type == "progress":
+            stretch.append(event)
             continue
         flush()
-        if event.event_type == "progress":
-            run.append(event)
-        else:
-            out.append(event)
+        out.append(event)
     flush()
     return out
 

@@ -344,3 +344,20 @@ def test_one_pods_progress_posts_fold_into_one_timeline_row(app, client, owner, 
     assert "pod 0: epochs 1–8 · now 90% · epoch 8/8" in timeline
     assert timeline.count("epoch 3/8") == 1  # inside the fold, once
     assert "5% · bootstrap complete" in timeline and "Before the epochs." in timeline
+
+
+def test_two_pods_posting_side_by_side_fold_into_a_row_each(app, client, owner, make_experiment):
+    number = make_experiment("Sweep", status="running")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        for epoch in range(1, 9):
+            for index in (0, 1):
+                clock.advance(timedelta(seconds=1))
+                events.record(experiment, "progress", Actor("pod", f"pod-{index}", "pod"),
+                              note=f"{10 + 10 * epoch}% · seed {index}: epoch {epoch}/8",
+                              metadata={"pod": f"sagan-1-x-{index}-1", "run_index": index})
+        db.session.commit()
+    timeline = re.search(r'<ol class="timeline" id="timeline-list">.*?</ol>\s*</section>',
+                         text(client.get(f"/experiments/{number}")), re.S).group(0)
+    assert timeline.count('class="event event-progress event-folded"') == 2
+    assert "pod 1: epochs 1–8" in timeline and "pod 0: epochs 1–8" in timeline
