@@ -128,8 +128,9 @@ class FoldedProgress:
 
     @property
     def summary(self) -> str:
+        # The bootstrap's first and last posts name no epoch; the script's own posts do.
         epochs = [int(m.group(1)) for e in self.events if (m := _EPOCH.search(e.note or ""))]
-        if len(epochs) == len(self.events):
+        if epochs:
             return f"{self.pod}: epochs {min(epochs)}–{max(epochs)}"
         return f"{self.pod}: {len(self.events)} progress updates"
 
