@@ -47,6 +47,8 @@ def test_the_open_page_follows_the_journey_and_reloads_repeat_nothing(app, brows
     actor.get_by_role("link", name="New experiment").click()
     actor.get_by_label("Title").fill("Do two seeds of the probe agree?")
     actor.get_by_role("button", name="Create").click()
+    actor.wait_for_url(re.compile(r"/experiments/\d+$"))
+    actor.wait_for_load_state()
     number = int(re.search(r"/experiments/(\d+)", actor.url).group(1))
     actor.reload()  # the page the create redirected to: a GET, nothing is created again
     assert _count(app, Experiment, Experiment.title == "Do two seeds of the probe agree?") == 1
