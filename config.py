@@ -111,7 +111,8 @@ class Config:
     # --- live updates (SPEC §9.3) --------------------------------------------------
     POLL_RUN_SECONDS = _env_int("SAGAN_POLL_RUN_SECONDS", 2)
     POLL_BOARD_SECONDS = _env_int("SAGAN_POLL_BOARD_SECONDS", 5)
-    POLL_PODS_SECONDS = _env_int("SAGAN_POLL_PODS_SECONDS", 10)
+    # The experiment page: one conditional request per interval (304 while nothing changed).
+    POLL_EXPERIMENT_SECONDS = _env_int("SAGAN_POLL_EXPERIMENT_SECONDS", 5)
 
     # --- workers and runs (SPEC §5, §7) --------------------------------------------
     HEARTBEAT_SECONDS = _env_int("SAGAN_HEARTBEAT_SECONDS", 30)

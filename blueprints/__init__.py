@@ -6,11 +6,12 @@ from flask import Flask
 
 
 def register_blueprints(app: Flask) -> None:
-    from blueprints import (access, api, approvals, auth, board, errors, experiments, filters, health,
+    from blueprints import (_actions, access, api, approvals, auth, board, errors, experiments, filters, health,
                             input_limits, metrics, pods, progress, runs, security_headers, settings, tokens)
 
     access.init_app(app)
     input_limits.init_app(app)
+    _actions.init_app(app)
     filters.init_app(app)
     errors.init_app(app)
     security_headers.init_app(app)

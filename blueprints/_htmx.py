@@ -1,7 +1,13 @@
-"""Render a page, or just its fragment when htmx asked for a swap (STYLE §5)."""
+"""Render a page, or just its fragment when htmx asked for a swap (STYLE §5).
+
+Every fragment decision goes through `render` or `fragment_or_page`, so every answer from
+a URL that serves both says `Vary: HX-Request` (a cache must not hand the fragment to a
+full-page load, or the page to a swap)."""
 from __future__ import annotations
 
-from flask import make_response, render_template, request
+from typing import Callable
+
+from flask import Response, make_response, render_template, request
 
 
 def is_fragment_request() -> bool:
@@ -10,12 +16,25 @@ def is_fragment_request() -> bool:
     return bool(htmx) and not htmx.boosted and not htmx.history_restore_request
 
 
-def render(page_template: str, fragment_template: str, status: int = 200,
-           headers: dict | None = None, **context):
-    """The whole page, or only `fragment_template` for an htmx swap; always `Vary: HX-Request`."""
-    template = fragment_template if is_fragment_request() else page_template
-    response = make_response(render_template(template, **context), status)
+def _finish(response: Response, status: int | None, headers: dict | None) -> Response:
+    if status is not None:
+        response.status_code = status
     response.headers["Vary"] = "HX-Request"
     for key, value in (headers or {}).items():
         response.headers[key] = value
     return response
+
+
+def render(page_template: str, fragment_template: str, status: int = 200,
+           headers: dict | None = None, **context) -> Response:
+    """The whole page, or only `fragment_template` for an htmx swap, from one context."""
+    template = fragment_template if is_fragment_request() else page_template
+    return _finish(make_response(render_template(template, **context)), status, headers)
+
+
+def fragment_or_page(fragment: Callable[[], str | Response], page: Callable[[], str | Response],
+                     status: int | None = None, headers: dict | None = None) -> Response:
+    """Like `render` when the fragment and the page need different work: only the one
+    this request asked for is built (`fragment` / `page` return a body or a response)."""
+    body = fragment() if is_fragment_request() else page()
+    return _finish(make_response(body), status, headers)

@@ -4,9 +4,10 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template, request, url_for
 
 from blueprints import access
+from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import render
 from models import Experiment, PlanVersion, db
-from services import approvals, lifecycle
+from services import approvals
 from services.errors import SaganError
 
 bp = Blueprint("approvals", __name__)
@@ -33,11 +34,19 @@ def _page(approval, *, error: str | None = None, unchecked: list | None = None,
                            ), status
 
 
+def _stash_name(approval) -> str:
+    return f"approval:{approval.id}"
+
+
 @bp.get("/approvals/<request_id>")
 @access.owner
 def detail(request_id: str):
-    """One approval request: estimate, plan sections, checklist, textboxes, spec, decision."""
-    return _page(approvals.get_request(request_id))
+    """One approval request: estimate, plan sections, checklist, textboxes, spec, decision;
+    after a refused decision, the refusal and what was typed (once)."""
+    approval = approvals.get_request(request_id)
+    stashed = take_stash(_stash_name(approval))
+    return _page(approval, error=stashed.get("error"), unchecked=stashed.get("unchecked"),
+                 form_answers=stashed.get("answers"), note=stashed.get("note", ""))
 
 
 @bp.post("/approvals/<request_id>/checklist")
@@ -61,20 +70,23 @@ def tick(request_id: str):
 @bp.post("/approvals/<request_id>/resolve")
 @access.owner
 def resolve(request_id: str):
-    """Approve / acknowledge, defer or reject from the page (the API uses the same service)."""
+    """Approve / acknowledge, defer or reject from the page (the API uses the same service).
+
+    Always a redirect (post/redirect/get): a refusal comes back on the page once, and the
+    "not ticked" confirmation opens at the anchor of its box, under the owner's thumb on a
+    phone rather than below the whole plan. The form key makes a resent post do nothing."""
     approval = approvals.get_request(request_id)
     decision = request.form.get("decision")
     note = request.form.get("note", "")
     answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
-    try:
-        effects = approvals.resolve(approval, decision, access.actor(), answers=answers, note=note,
-                                    confirm_unchecked=request.form.get("confirm_unchecked") == "1")
-    except SaganError as exc:
-        db.session.rollback()
-        approval = approvals.get_request(request_id)
+    page = url_for("approvals.detail", request_id=approval.id)
+
+    def refused(exc):
         unchecked = exc.details.get("unchecked") if getattr(exc, "code", "") == "unchecked_items" else None
-        return _page(approval, error=None if unchecked else exc.message, unchecked=unchecked,
-                     form_answers=answers, note=note)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return redirect(url_for("approvals.detail", request_id=approval.id), code=303)
+        stash_for(_stash_name(approval), {"error": None if unchecked else exc.message, "unchecked": unchecked,
+                                          "answers": answers, "note": note})
+        return redirect(page + ("#confirm-unchecked" if unchecked else "#decision"), code=303)
+
+    return perform(lambda: approvals.resolve(approval, decision, access.actor(), answers=answers, note=note,
+                                             confirm_unchecked=request.form.get("confirm_unchecked") == "1"),
+                   refused=refused, done=lambda: redirect(page, code=303))

@@ -9,10 +9,11 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template, request, url_for
 
 from blueprints import access
-from blueprints._htmx import is_fragment_request
+from blueprints._actions import perform
+from blueprints._htmx import fragment_or_page
 from models import db
 from services import discussion, experiments, jobs, runs
-from services.errors import SaganError, ValidationError
+from services.errors import ValidationError
 
 bp = Blueprint("discussion", __name__)
 
@@ -33,24 +34,31 @@ def _answer(entity_kind: str, entity, *, notice=None, error=None, draft=None, ed
     """The section for htmx; a redirect (or, on an error, a small page) for plain browsers."""
     context = {"entity_kind": entity_kind, "entity": entity, "notice": notice, "comment_error": error,
                "draft": draft, "editing": editing, "edit_error": edit_error}
-    if is_fragment_request():
-        response = render_template("discussion/_section.html", **context)
-        return response, 200, {"Vary": "HX-Request"}
-    if error or edit_error:
-        return render_template("discussion/page.html", back=_page_url(entity_kind, entity), **context)
-    return redirect(_page_url(entity_kind, entity), code=303)
+
+    def page():
+        if error or edit_error:
+            return render_template("discussion/page.html", back=_page_url(entity_kind, entity), **context)
+        return redirect(_page_url(entity_kind, entity), code=303)
+
+    return fragment_or_page(lambda: render_template("discussion/_section.html", **context), page)
 
 
 def _post(entity_kind: str, entity):
-    try:
-        posted = discussion.post_comment(entity_kind, entity, request.form.get("body"), access.actor())
-    except SaganError as exc:
-        db.session.rollback()
-        return _answer(entity_kind, entity, error=exc.message, draft=request.form.get("body"))
-    db.session.commit()
-    if posted.run is not None:
-        jobs.enqueue_run(posted.run.id)
-    return _answer(entity_kind, entity, notice=posted.notice)
+    """Post a comment once per form key: an @claude question sent twice asks Claude once."""
+    posted = {}
+
+    def post():
+        posted["comment"] = discussion.post_comment(entity_kind, entity, request.form.get("body"), access.actor())
+
+    def done():
+        if "comment" not in posted:
+            return _answer(entity_kind, entity)
+        if posted["comment"].run is not None:
+            jobs.enqueue_run(posted["comment"].run.id)
+        return _answer(entity_kind, entity, notice=posted["comment"].notice)
+
+    return perform(post, done=done, refused=lambda exc: _answer(entity_kind, entity, error=exc.message,
+                                                               draft=request.form.get("body")))
 
 
 @bp.post("/experiments/<int:number>/comments")
@@ -83,10 +91,9 @@ def run_thread(run_id: str):
 
 def _thread(entity_kind: str, entity):
     """The comments fragment for htmx; a plain visit goes to the page that shows it."""
-    if not is_fragment_request():
-        return redirect(_page_url(entity_kind, entity), code=303)
-    return render_template("discussion/_comments.html", entity_kind=entity_kind, entity=entity), 200, \
-        {"Vary": "HX-Request"}
+    return fragment_or_page(
+        lambda: render_template("discussion/_comments.html", entity_kind=entity_kind, entity=entity),
+        lambda: redirect(_page_url(entity_kind, entity), code=303))
 
 
 @bp.post("/comments/<comment_id>/edit")
@@ -102,6 +109,26 @@ def edit(comment_id: str):
         return _answer(comment.entity_kind, entity, editing=comment.id, edit_error=exc.message)
     db.session.commit()
     return _answer(comment.entity_kind, entity)
+
+
+@bp.post("/comments/<comment_id>/retry")
+@access.owner
+def retry(comment_id: str):
+    """Ask Claude again when its reply to an @claude question failed (once per form key)."""
+    comment = discussion.get_comment(comment_id)
+    entity_kind, entity = comment.entity_kind, discussion.entity_for(comment)
+    posted = {}
+
+    def ask():
+        posted["question"] = discussion.retry_question(comment, access.actor())
+
+    def done():
+        question = posted.get("question")
+        if question is not None and question.run is not None:
+            jobs.enqueue_run(question.run.id)
+        return _answer(entity_kind, entity, notice=question.notice if question else None)
+
+    return perform(ask, done=done, refused=lambda exc: _answer(entity_kind, entity, error=exc.message))
 
 
 @bp.post("/comments/<comment_id>/delete")

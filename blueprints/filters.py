@@ -7,7 +7,7 @@ from flask import Flask
 from flask_login import current_user
 from markupsafe import Markup
 
-from services import registry
+from services import events, registry
 from services.clock import utcnow
 
 
@@ -59,10 +59,46 @@ def metric_value(value: float) -> str:
     return f"{value:.3e}"
 
 
+def duration_since(moment: datetime | None) -> str:
+    """How long since `moment`, for a person: "2 min", "3 h 10 min", "4 days"."""
+    if moment is None:
+        return ""
+    minutes = max(0, int((utcnow() - moment).total_seconds()) // 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days = hours // 24
+    return f"{days} day{'s' if days != 1 else ''}"
+
+
+def marker_label(marker: str | None) -> str:
+    """A workflow marker as a person reads it: "epm:clarify" → "Clarifying questions"."""
+    return registry.marker_label(marker) if marker else ""
+
+
+def status_label(status: str | None) -> str:
+    return registry.STATUS_BY_NAME[status].label if status in registry.STATUS_BY_NAME else (status or "—")
+
+
+def readable(note: str | None) -> str:
+    """A stored note with the internal names in it (statuses, markers) in words; the note
+    itself is stored as the SPEC words it, for the API and the audit trail."""
+    return registry.humanize(note) if note else ""
+
+
 def init_app(app: Flask) -> None:
     app.add_template_filter(age)
     app.add_template_filter(usd)
     app.add_template_filter(metric_value)
+    app.add_template_filter(duration_since)
+    app.add_template_filter(marker_label)
+    app.add_template_filter(status_label)
+    app.add_template_filter(readable)
+    app.add_template_global(events.fold_progress, "fold_progress")
     app.add_template_filter(column_of)
     app.add_template_filter(sanitized)
     app.add_template_filter(words)

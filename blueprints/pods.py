@@ -2,13 +2,13 @@
 fleet incident, and read an uploaded artifact."""
 from __future__ import annotations
 
-
 from flask import Blueprint, Response, redirect, request, url_for
 
 from blueprints import access
+from blueprints._actions import perform
 from blueprints._htmx import render
 from models import Artifact, FleetIncident, Pod, db
-from services import experiments, input_shape, lifecycle, pod_logs
+from services import experiments, input_shape, pod_logs
 from services.dispatch import provisioner, watcher
 from services.errors import SaganError
 from services.records import get_by_id
@@ -24,16 +24,22 @@ def _back(number: int, message: str | None = None, anchor: str = "pods"):
 @bp.post("/experiments/<int:number>/dispatch")
 @access.owner
 def dispatch(number: int):
-    """The owner's Dispatch button: launch the approved spec (409 message if one is live)."""
+    """The owner's Dispatch button: launch the approved spec (the message says why not if
+    one is live). Once per form key: a reload or a second tap launches nothing more."""
     experiment = experiments.get_experiment(number)
-    try:
-        run, effects = provisioner.launch(experiment, access.actor())
-    except SaganError as exc:
-        db.session.rollback()
-        return _back(number, exc.message)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return _back(number, f"Dispatch {run.short_id} queued." if run else "Dispatch is gated; see the status.")
+    launched = {}
+
+    def launch():
+        launched["run"], effects = provisioner.launch(experiment, access.actor())
+        return effects
+
+    def done():
+        if "run" not in launched:
+            return _back(number)
+        run = launched["run"]
+        return _back(number, f"Dispatch {run.short_id} queued." if run else "Dispatch is gated; see the status.")
+
+    return perform(launch, refused=lambda exc: _back(number, exc.message), done=done)
 
 
 @bp.post("/pods/<pod_id>/stop")
@@ -42,14 +48,9 @@ def stop(pod_id: str):
     """Stop one pod (volume kept); the experiment is blocked with who stopped it."""
     pod = get_by_id(Pod, pod_id, "No such pod.")
     experiment = experiments.get_experiment(pod.experiment_id)
-    try:
-        effects = watcher.stop_from_owner(pod, access.actor())
-    except SaganError as exc:
-        db.session.rollback()
-        return _back(experiment.number, exc.message)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return _back(experiment.number, f"{pod.name} stopped; volume preserved.")
+    return perform(lambda: watcher.stop_from_owner(pod, access.actor()),
+                   refused=lambda exc: _back(experiment.number, exc.message),
+                   done=lambda: _back(experiment.number, f"{pod.name} stopped; volume preserved."))
 
 
 @bp.get("/pods/<pod_id>/logs")

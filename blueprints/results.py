@@ -2,14 +2,15 @@
 promotion and follow-ups (SPEC §8.1–8.4, §8.6). Views are thin; services.results does the work."""
 from __future__ import annotations
 
-from flask import Blueprint, make_response, redirect, render_template, request, url_for
+from flask import Blueprint, make_response, render_template, request, url_for
 from markupsafe import Markup
 
 from blueprints import access, security_headers
-from blueprints._htmx import is_fragment_request, render
-from models import db
-from services import experiments, follow_ups, lifecycle, results
-from services.errors import NotFound, SaganError
+from blueprints._actions import perform, stash_for
+from blueprints._htmx import fragment_or_page
+from blueprints.experiment_page import back, refuse
+from services import experiments, follow_ups, results
+from services.errors import NotFound, SaganError, ValidationError
 from services.sanitize import css_hashes
 
 bp = Blueprint("results", __name__)
@@ -27,13 +28,8 @@ def init_app(app) -> None:
     app.add_template_global(result_frame)
 
 
-def _detail(experiment, status: int = 200, **extra):
-    from blueprints.experiments import _detail_context
-    return make_response(render_template("experiments/detail.html", **_detail_context(experiment, **extra)), status)
-
-
 def _back(number: int, anchor: str = "clean-result"):
-    return redirect(url_for("experiments.detail", number=number) + f"#{anchor}", code=303)
+    return back(number, anchor)
 
 
 @bp.post("/experiments/<int:number>/clean-result")
@@ -42,14 +38,10 @@ def save(number: int):
     """Save the edited clean result (sanitized) as a new version."""
     experiment = experiments.get_experiment(number)
     html, title = request.form.get("html", ""), request.form.get("title")
-    try:
-        results.save_clean_result(experiment, html, access.actor(), title=title)
-    except SaganError as exc:
-        db.session.rollback()
-        experiment = experiments.get_experiment(number)
-        return _detail(experiment, result_error=exc.message, draft_html=html, draft_title=title)
-    db.session.commit()
-    return _back(number)
+    return perform(lambda: results.save_clean_result(experiment, html, access.actor(), title=title),
+                   refused=lambda exc: refuse(experiments.get_experiment(number), "result", exc,
+                                              draft_html=html, draft_title=title),
+                   done=lambda: _back(number))
 
 
 @bp.post("/experiments/<int:number>/clean-result/preview")
@@ -58,17 +50,24 @@ def preview(number: int):
     """Sanitize and lint the editor's text as it is typed; the preview frame loads it."""
     experiment = experiments.get_experiment(number)
     html, title = request.form.get("html", ""), request.form.get("title")
-    context = {"experiment": experiment, "preview_error": None, "preview_url": None, "preview_report": None}
+    context = {"preview_error": None, "preview_url": None, "preview_report": None}
     try:
         key, _body, report = results.store_draft(experiment, html, title)
     except SaganError as exc:
         context["preview_error"] = exc.message
     else:
         context.update(preview_url=url_for("results.draft", number=number, key=key), preview_report=report)
-    if is_fragment_request():
-        return render_template("results/_preview.html", **context)
-    return _detail(experiment, draft_html=html, draft_title=title, **{k: v for k, v in context.items()
-                                                                       if k != "experiment"})
+
+    def page():
+        # Without JavaScript the preview is a post: show it on the page, after a redirect.
+        if context["preview_error"]:
+            return refuse(experiment, "preview", context["preview_error"], draft_html=html, draft_title=title)
+        stash_for(f"experiment:{number}", {"drafts": {"draft_html": html, "draft_title": title,
+                                                      "show_preview": True}})
+        return _back(number)
+
+    return fragment_or_page(lambda: render_template("results/_preview.html", experiment=experiment, **context),
+                            page)
 
 
 @bp.get("/experiments/<int:number>/clean-result/drafts/<key>")
@@ -98,12 +97,12 @@ def version(number: int, version: int):
 @bp.post("/experiments/<int:number>/clean-result/versions/<int:version>/restore")
 @access.owner
 def restore(number: int, version: int):
-    """Save an earlier version again as the newest one."""
+    """Save an earlier version again as the newest one (once per form key)."""
     experiment = experiments.get_experiment(number)
     row = results.get_version(experiment, version)
-    results.save_clean_result(experiment, row.body, access.actor(), title=row.title)
-    db.session.commit()
-    return _back(number)
+    return perform(lambda: results.save_clean_result(experiment, row.body, access.actor(), title=row.title),
+                   refused=lambda exc: refuse(experiments.get_experiment(number), "result", exc),
+                   done=lambda: _back(number))
 
 
 @bp.post("/experiments/<int:number>/promote")
@@ -111,18 +110,12 @@ def restore(number: int, version: int):
 def promote(number: int):
     """Promote the result to shared or completed; lint failures need the confirm box."""
     experiment = experiments.get_experiment(number)
-    try:
-        effects = results.promote(experiment, request.form.get("to", ""), access.actor(),
-                                  confirm_lint=request.form.get("confirm_lint") == "1",
-                                  note=request.form.get("note") or None,
-                                  expected_status=request.form.get("expected") or None)
-    except SaganError as exc:
-        db.session.rollback()
-        experiment = experiments.get_experiment(number)
-        return _detail(experiment, promote_error=exc.message)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return _back(number)
+    return perform(lambda: results.promote(experiment, request.form.get("to", ""), access.actor(),
+                                           confirm_lint=request.form.get("confirm_lint") == "1",
+                                           note=request.form.get("note") or None,
+                                           expected_status=request.form.get("expected") or None),
+                   refused=lambda exc: refuse(experiments.get_experiment(number), "promote", exc),
+                   done=lambda: _back(number))
 
 
 @bp.post("/experiments/<int:number>/figures")
@@ -132,55 +125,49 @@ def attach_figure(number: int):
     experiment = experiments.get_experiment(number)
     upload = request.files.get("file")
     title = request.form.get("title", "")
-    try:
+
+    def attach():
         if upload is not None and upload.filename:
             results.attach_upload(experiment, upload.filename, upload.read(results.FIGURE_MAX_BYTES + 1),
                                   access.actor(), title=title)
         elif request.form.get("artifact"):
             results.attach_artifact(experiment, request.form["artifact"], access.actor(), title=title)
         else:
-            from services.errors import ValidationError
             raise ValidationError("Choose a file to upload or an artifact.", field="file")
-    except SaganError as exc:
-        db.session.rollback()
-        experiment = experiments.get_experiment(number)
-        return _detail(experiment, figure_error=exc.message)
-    db.session.commit()
-    return _back(number)
+
+    return perform(attach, refused=lambda exc: refuse(experiments.get_experiment(number), "figure", exc),
+                   done=lambda: _back(number))
 
 
 @bp.post("/experiments/<int:number>/figures/<figure_id>/delete")
 @access.owner
 def remove_figure(number: int, figure_id: str):
-    """Remove a figure from the result."""
+    """Remove a figure from the result; one already gone is not an error (the page shows
+    what is there)."""
     experiment = experiments.get_experiment(number)
-    try:
-        results.remove_figure(experiment, figure_id, access.actor())
-    except NotFound:
-        db.session.rollback()
-        return _back(number)  # already gone: the page shows what is there
-    db.session.commit()
-    return _back(number)
+    return perform(lambda: results.remove_figure(experiment, figure_id, access.actor()),
+                   refused=lambda exc: _back(number) if isinstance(exc, NotFound)
+                   else refuse(experiments.get_experiment(number), "figure", exc),
+                   done=lambda: _back(number))
 
 
 @bp.post("/experiments/<int:number>/follow-ups")
 @access.owner
 def create_follow_up(number: int):
-    """The owner creates a child experiment from this one."""
+    """The owner creates a child experiment from this one (once per form key)."""
     parent = experiments.get_experiment(number)
     data = {"title": request.form.get("title", ""), "hypothesis": request.form.get("hypothesis", "")}
-    try:
-        follow_ups.create_follow_up(parent, data, access.actor(),
-                                    auto_approve=request.form.get("auto_approve") == "1")
-    except SaganError as exc:
-        db.session.rollback()
-        parent = experiments.get_experiment(number)
-        return _detail(parent, follow_up_error=exc.message, follow_up_form=data)
-    db.session.commit()
-    if is_fragment_request():
-        return render("experiments/detail.html", "results/_follow_ups.html", experiment=parent,
-                      children=follow_ups.children(parent), follow_up_error=None, follow_up_form=None)
-    return _back(number, "follow-ups")
+
+    def follow_up_list():
+        current = experiments.get_experiment(number)
+        return render_template("results/_follow_ups.html", experiment=current, errors={},
+                               children=follow_ups.children(current), follow_up_form=None)
+
+    return perform(lambda: follow_ups.create_follow_up(parent, data, access.actor(),
+                                                       auto_approve=request.form.get("auto_approve") == "1"),
+                   refused=lambda exc: refuse(experiments.get_experiment(number), "follow_up", exc,
+                                              follow_up_form=data),
+                   done=lambda: fragment_or_page(follow_up_list, lambda: _back(number, "follow-ups")))
 
 
 @bp.get("/results")

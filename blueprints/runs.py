@@ -15,11 +15,12 @@ import uuid
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
 from blueprints import access
-from blueprints._htmx import is_fragment_request, render
+from blueprints._actions import perform
+from blueprints._htmx import fragment_or_page, render
 from models import AgentRun, Experiment, db
-from services import experiments, lifecycle, registry
+from services import experiments, registry
 from services import runs as run_service
-from services.errors import NotFound, SaganError, ValidationError
+from services.errors import NotFound, ValidationError
 from services.recovery import split_recovery_request
 
 bp = Blueprint("runs", __name__)
@@ -72,6 +73,11 @@ def extra_metadata(metadata: dict) -> dict:
 def experiment_runs(experiment) -> list[AgentRun]:
     """An experiment's runs, newest first, for its page's runs section."""
     return run_service.runs_for_experiment(experiment.id)
+
+
+@bp.app_template_global("run_tree")
+def run_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
+    return run_service.as_tree(rows)
 
 
 def _seq_arg(name: str) -> int | None:
@@ -127,11 +133,9 @@ def _page_context(run: AgentRun, *, before: int | None = None, **extra) -> dict:
     return context
 
 
-def _page(run: AgentRun, **extra):
-    """The full run page; `Vary` because the same URL answers htmx with a fragment."""
-    response = make_response(render_template("runs/detail.html", **_page_context(run, **extra)))
-    response.headers["Vary"] = "HX-Request"
-    return response
+def _page(run: AgentRun, **extra) -> str:
+    """The full run page."""
+    return render_template("runs/detail.html", **_page_context(run, **extra))
 
 
 # --- views ----------------------------------------------------------------------------
@@ -159,7 +163,9 @@ def index():
 @access.owner
 def detail(run_id: str):
     """One run: header, request, resume history, plan, child runs, pods, events, discussion."""
-    return _page(run_service.get_run(run_id))
+    run = run_service.get_run(run_id)
+    # `Vary` as on the run's fragment URLs: a cache keeps the page and the swaps apart.
+    return fragment_or_page(lambda: _page(run), lambda: _page(run))
 
 
 @bp.get("/runs/<run_id>/header")
@@ -167,9 +173,8 @@ def detail(run_id: str):
 def header(run_id: str):
     """The header alone (status, counts, Cancel); it refreshes on `run-changed`."""
     run = run_service.get_run(run_id)
-    if not is_fragment_request():
-        return _page(run)
-    return render("runs/detail.html", "runs/_header.html", **_header_context(run))
+    return fragment_or_page(lambda: render_template("runs/_header.html", **_header_context(run)),
+                            lambda: _page(run))
 
 
 @bp.get("/runs/<run_id>/events")
@@ -186,30 +191,30 @@ def events(run_id: str):
     if (after is None) == (before is None):
         raise ValidationError("Ask for events with after=<seq> (newer ones) or before=<seq> (earlier ones).",
                               field="after")
-    if not is_fragment_request():
-        # A reload or a no-JS click: the page itself (an older window for "show earlier").
-        return _page(run_service.get_run(run_id), before=before)
+    # A reload or a no-JS click gets the page itself (an older window for "show earlier").
+    return fragment_or_page(lambda: _events_fragment(run_id, after, before),
+                            lambda: _page(run_service.get_run(run_id), before=before))
+
+
+def _events_fragment(run_id: str, after: int | None, before: int | None):
     if before is not None:
         run = run_service.get_run(run_id)
         window = run_service.events_before(run.id, before, FIRST_PAGE + 1)
         has_earlier = len(window) > FIRST_PAGE
-        return render("runs/detail.html", "runs/_earlier.html", run=run, events=window[-FIRST_PAGE:],
-                      has_earlier=has_earlier)
-
+        return render_template("runs/_earlier.html", run=run, events=window[-FIRST_PAGE:], has_earlier=has_earlier)
     run_uuid = _run_uuid(run_id)
     status, last_seq = run_service.poll_state(run_uuid)
     active = status not in registry.RUN_TERMINAL_STATUSES
     if active and after >= last_seq:
-        response = current_app.response_class(status=204)
-        response.headers["Vary"] = "HX-Request"
-        return response
+        return current_app.response_class(status=204)
     new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < last_seq else []
     backlog = len(new) == POLL_BATCH
-    return render("runs/detail.html", "runs/_poll.html",
-                  # The header (status, "N events · latest …") refreshes itself on this event.
-                  headers={"HX-Trigger": "run-changed"},
-                  run_id=run_uuid, run_status=status, events=new, cursor=new[-1].seq if new else after,
-                  keep_polling=active or backlog)
+    response = make_response(render_template(
+        "runs/_poll.html", run_id=run_uuid, run_status=status, events=new,
+        cursor=new[-1].seq if new else after, keep_polling=active or backlog))
+    # The header (status, "N events · latest …") refreshes itself on this event.
+    response.headers["HX-Trigger"] = "run-changed"
+    return response
 
 
 @bp.post("/runs/<run_id>/cancel")
@@ -217,17 +222,18 @@ def events(run_id: str):
 def cancel(run_id: str):
     """Cancel a run: queued/waiting runs stop now, running ones between steps (SPEC §5.3)."""
     run = run_service.get_run(run_id)
-    try:
-        effects = run_service.cancel_run(run, access.actor())
-    except SaganError as exc:
-        db.session.rollback()
-        run = run_service.get_run(run_id)
+
+    def refused(exc):
+        current = run_service.get_run(run_id)
         # 200 with the sentence next to the button (STYLE §8): htmx swaps no 4xx.
-        if is_fragment_request():
-            return render("runs/detail.html", "runs/_header.html", **_header_context(run, cancel_error=exc.message))
-        return _page(run, cancel_error=exc.message)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    if not is_fragment_request():
-        return redirect(url_for("runs.detail", run_id=run.id), code=303)
-    return render("runs/detail.html", "runs/_header.html", oob_your_turn=True, **_header_context(run))
+        return fragment_or_page(
+            lambda: render_template("runs/_header.html", **_header_context(current, cancel_error=exc.message)),
+            lambda: _page(current, cancel_error=exc.message))
+
+    def done():
+        current = run_service.get_run(run_id)
+        return fragment_or_page(
+            lambda: render_template("runs/_header.html", oob_your_turn=True, **_header_context(current)),
+            lambda: redirect(url_for("runs.detail", run_id=current.id), code=303))
+
+    return perform(lambda: run_service.cancel_run(run, access.actor()), refused=refused, done=done)

@@ -1,16 +1,18 @@
 """Owner-editable settings: GPU prices and the auto-approve limit (more arrive with pods)."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
 from blueprints import access
+from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services import experiments, pod_secrets, settings, shares
 from services.dispatch import accounts
 from services.dispatch.spec import GPUS
-from services.errors import SaganError, ValidationError
+from services.errors import ValidationError
 
 bp = Blueprint("settings", __name__)
+_SHARE_STASH = "share-links"
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
@@ -33,8 +35,16 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
 @bp.get("/settings")
 @access.owner
 def index():
-    """Show the settings."""
-    return _page(saved=request.args.get("saved") == "1")
+    """Show the settings; right after a share link was created, its URL, once."""
+    stashed = take_stash(_SHARE_STASH)
+    new_share = None
+    if stashed.get("link_id"):
+        link = next((row for row in shares.list_links() if str(row.id) == stashed["link_id"]), None)
+        new_share = {"link": link, "url": stashed["url"]} if link else None
+    response = make_response(_page(saved=request.args.get("saved") == "1", new_share=new_share,
+                                   share_error=stashed.get("error"), share_form=stashed.get("form")))
+    response.headers["Cache-Control"] = "no-store"  # it may carry a link's secret
+    return response
 
 
 @bp.post("/settings/pricing")
@@ -66,20 +76,27 @@ def webhook():
 @bp.post("/settings/share-links")
 @access.owner
 def create_share_link():
-    """Create a mentor share link; its URL is shown once (only a hash is kept)."""
+    """Create a mentor share link; the redirect shows its URL once (only a hash is kept).
+    A reload or a second tap with the same form key creates no second link."""
     form = request.form
-    try:
+
+    def create():
         experiment = experiments.get_experiment(form["experiment"]) if form.get("experiment", "").strip() else None
         link, token = shares.create_link(scope=form.get("scope", ""), experiment=experiment,
                                          label=form.get("label", ""), expires_in_days=form.get("expires_in_days"),
                                          include_comments=form.get("include_comments") == "1")
-    except SaganError as exc:
-        db.session.rollback()
-        return _page(share_error=exc.message, share_form=form)
-    db.session.commit()
-    url = url_for("share.view", token=token, _external=True)
-    # The page carries the link's secret: never cache it.
-    return _page(new_share={"link": link, "url": url}), 200, {"Cache-Control": "no-store"}
+        db.session.flush()
+        stash_for(_SHARE_STASH, {"link_id": str(link.id), "url": url_for("share.view", token=token, _external=True)})
+
+    def refused(exc):
+        stash_for(_SHARE_STASH, {"error": exc.message, "form": {k: v for k, v in form.items() if k != "csrf_token"}})
+        return _to_share_links()
+
+    return perform(create, refused=refused, done=_to_share_links)
+
+
+def _to_share_links():
+    return redirect(url_for("settings.index") + "#share-links", code=303)
 
 
 @bp.post("/settings/share-links/<link_id>/revoke")

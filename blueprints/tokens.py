@@ -1,44 +1,54 @@
 """The owner's API tokens page: create (secret shown once), list, revoke."""
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, make_response, redirect, render_template, request, url_for
+from flask_login import current_user
 
 from blueprints import access
+from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services import auth as auth_service
 from services import registry
-from services.errors import ValidationError
 
 bp = Blueprint("tokens", __name__)
+
+
+_STASH = "api-tokens"
 
 
 @bp.get("/api-tokens")
 @access.owner
 def index():
-    """List tokens with prefix, scopes and last use."""
-    return render_template("tokens/index.html", tokens=auth_service.list_tokens(),
-                           scopes=registry.API_TOKEN_SCOPES, new_secret=None, error=None, form={})
+    """List tokens with prefix, scopes and last use; right after a create, its secret, once."""
+    stashed = take_stash(_STASH)
+    tokens = auth_service.list_tokens()
+    new_token = next((t for t in tokens if str(t.id) == stashed.get("token_id")), None)
+    response = make_response(render_template(
+        "tokens/index.html", tokens=tokens, scopes=registry.API_TOKEN_SCOPES,
+        new_secret=stashed.get("secret") if new_token else None, new_token=new_token,
+        error=stashed.get("error"), form=stashed.get("form") or {}))
+    # The page may carry a secret: never cache it.
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @bp.post("/api-tokens")
 @access.owner
 def create():
-    """Create a token and show its secret exactly once."""
-    from flask_login import current_user
+    """Create a token; the redirect shows its secret exactly once (a reload, or a second
+    tap with the same form key, creates nothing more)."""
     scopes = request.form.getlist("scopes")
-    try:
+
+    def make():
         token, secret = auth_service.create_token(request.form.get("name", ""), scopes, current_user)
-    except ValidationError as exc:
-        db.session.rollback()
-        return render_template("tokens/index.html", tokens=auth_service.list_tokens(),
-                               scopes=registry.API_TOKEN_SCOPES, new_secret=None, error=exc.message,
-                               form={"name": request.form.get("name", ""), "scopes": scopes}), 200
-    db.session.commit()
-    response = render_template("tokens/index.html", tokens=auth_service.list_tokens(),
-                               scopes=registry.API_TOKEN_SCOPES, new_secret=secret, new_token=token,
-                               error=None, form={})
-    # The page carries a secret: never cache it.
-    return response, 200, {"Cache-Control": "no-store"}
+        db.session.flush()
+        stash_for(_STASH, {"token_id": str(token.id), "secret": secret})
+
+    def refused(exc):
+        stash_for(_STASH, {"error": exc.message, "form": {"name": request.form.get("name", ""), "scopes": scopes}})
+        return redirect(url_for("tokens.index"), code=303)
+
+    return perform(make, refused=refused, done=lambda: redirect(url_for("tokens.index"), code=303))
 
 
 @bp.post("/api-tokens/<token_id>/revoke")

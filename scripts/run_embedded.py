@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +45,10 @@ TRUTHY = {"1", "true", "yes", "on"}
 # Unix socket paths are limited to about 107 bytes; past this we use a short temp dir.
 SOCKET_PATH_MAX = 100
 READY_TIMEOUT = 60.0
+# Before the banner, the children's start-up messages must have stopped: quiet for this long
+# (at most QUIET_MAX after the stack is ready), so the owner's login is the last thing printed.
+QUIET_SECONDS = 1.0
+QUIET_MAX = 8.0
 WEB_STOP_GRACE = 15.0
 WORKER_STOP_GRACE = 30.0
 REDIS_STOP_GRACE = 10.0
@@ -67,6 +72,14 @@ class Interrupted(Exception):
 
 def say(message: str) -> None:
     print(f"[sagan] {message}", flush=True)
+
+
+def owner_box(lines: list[str], url: str) -> list[str]:
+    """The owner's login lines in a box, with the address to open."""
+    body = [f"Log in at {url}", *lines]
+    width = max(len(line) for line in body)
+    rule = "+" + "-" * (width + 2) + "+"
+    return [rule, *(f"| {line.ljust(width)} |" for line in body), rule]
 
 
 def masked(url: str) -> str:
@@ -108,6 +121,7 @@ class Stack:
         self.signals = 0
         self.supervising = False
         self.shutting_down = False
+        self.last_output = time.monotonic()  # when a child last printed (see _forward)
         local_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
         self.url = f"http://{local_host}:{args.port}"
 
@@ -278,7 +292,24 @@ class Stack:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         # A new session: the terminal's Ctrl-C reaches only us, and we stop children in order.
-        self.children[name] = subprocess.Popen(argv, cwd=ROOT, env=self.env or None, start_new_session=True)
+        # Their output passes through us (unchanged), so we know when start-up went quiet.
+        child = subprocess.Popen(argv, cwd=ROOT, env=self.env or None, start_new_session=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.children[name] = child
+        for stream, sink in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
+            threading.Thread(target=self._forward, args=(stream, sink), daemon=True).start()
+
+    def _forward(self, stream, sink) -> None:
+        for line in iter(stream.readline, b""):
+            self.last_output = time.monotonic()
+            sink.buffer.write(line)
+            sink.flush()
+
+    def _wait_for_quiet(self) -> None:
+        """Until the children have printed nothing for QUIET_SECONDS (at most QUIET_MAX)."""
+        deadline = time.monotonic() + QUIET_MAX
+        while time.monotonic() < deadline and time.monotonic() - self.last_output < QUIET_SECONDS:
+            time.sleep(0.1)
 
     def _wait_until_ready(self) -> dict:
         """Poll /healthz until the database, Redis and at least one worker are up."""
@@ -309,19 +340,21 @@ class Stack:
                                  "(its messages are above).")
 
     def _banner(self, health: dict) -> None:
+        self._wait_for_quiet()
         print(flush=True)
         say(f"Sagan is running at {self.url}  (healthz: {json.dumps(health)})")
-        for line in self.owner_lines:
-            say(line)
-        if any("already exists" in line for line in self.owner_lines):
-            say("Log in with the owner account made on the first run; forgot the password? "
-                "`.venv/bin/flask --app app users set-password --email EMAIL`"
-                + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ else ""))
         if self.demo_agents:
             code = "the code being written and reviewed, " if self.demo_agents.code_stage else ""
             say("Demo: open the board, move \"Demo journey\" to Clarifying, answer the planner's questions, "
                 f"approve the plan, and watch {code}the pods, the analysis and the clean result arrive.")
         say("Press Ctrl-C to stop.")
+        lines = list(self.owner_lines)
+        if any("already exists" in line for line in self.owner_lines):
+            lines.append("Forgot the password? .venv/bin/flask --app app users set-password --email EMAIL"
+                         + (f" (with SAGAN_INSTANCE_DIR={self.instance})" if "SAGAN_INSTANCE_DIR" in os.environ
+                            else ""))
+        # Last, in a box: the one thing a first run must not scroll away.
+        print("\n".join(owner_box(lines, self.url)), flush=True)
         print(flush=True)
 
     # --- run and stop ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from services import events, lifecycle, markers, plans, pod_secrets, questions, 
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
+from services.dispatch.spec import without_git_env
 from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
 from services.records import get_by_id
@@ -437,11 +438,14 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
     if approved is not None:
         approved_version = next((v for v in versions if v.id == approved.plan_version_id), None)
         approved_spec = (approved_version.plan_json or {}).get("spec") if approved_version else None
-        if approved_version is not None and approved_spec != experiment.pod_spec:
+        # The branch and commit Sagan splices in after the tests pass are no change to what
+        # was approved (the provisioner compares the same way): no alarm for them.
+        approved_pods, stored_pods = without_git_env(approved_spec), without_git_env(experiment.pod_spec)
+        if approved_version is not None and approved_pods != stored_pods:
             def lines(value):
                 return json.dumps(value, indent=2, sort_keys=True).splitlines()
             diff = "\n".join(difflib.unified_diff(
-                lines(approved_spec), lines(experiment.pod_spec),
+                lines(approved_pods), lines(stored_pods),
                 f"approved plan v{approved_version.version}", "stored pod_spec", lineterm=""))
     return PlanOverview(versions[0] if versions else None, versions,
                         approved.plan_version_id if approved else None, pending, diff, requests)
@@ -458,6 +462,23 @@ def resolve(approval: ApprovalRequest, decision, actor: Actor, *, answers=None, 
         defer(approval, actor, note=note, answers=answers)
         return []
     raise ValidationError("Choose approve, defer or reject.", field="decision")
+
+
+def take_for_demo(experiment: Experiment, actor: Actor) -> ApprovalRequest:
+    """Demo data only (services.demo.walk_to): the pending request approved and its plan
+    stored as an approval would, without starting an orchestrator (the tour's later steps
+    stand in for its work). The caller makes the move, with this request's id."""
+    approval = db.session.scalar(sa.select(ApprovalRequest).where(
+        ApprovalRequest.experiment_id == experiment.id, ApprovalRequest.status == "pending")
+        .order_by(ApprovalRequest.created_at.desc()).limit(1))
+    if approval is None:
+        raise Conflict(f"#{experiment.number} has no pending approval request.", code="no_plan_to_approve")
+    plan_version = _plan_version(approval)
+    _take(approval, "approved", actor, "Demo: plan approved for the tour.", {})
+    experiment.pod_spec = plan_version.plan_json.get("spec")
+    experiment.plan_md, experiment.plan_json = plan_version.markdown, plan_version.plan_json
+    _record_decision(experiment, approval, "approved", actor, "Demo: plan approved for the tour.", {})
+    return approval
 
 
 def approve_from_board(experiment: Experiment, actor: Actor, note: str) -> list | None:

@@ -80,12 +80,10 @@ def move(experiment: Experiment, target: str, actor: Actor, *, note: str | None 
     full_note = f"{plan.note} {owner_note}" if owner_note else plan.note
     if plan.status == "approved" and experiment.status in APPROVABLE:
         from services import approvals
-        from services.agents.orchestration import begin_orchestrator
         effects = approvals.approve_from_board(experiment, actor, full_note)
-        if effects is None:  # no parsed request (imported data): approve the status itself
-            effects = lifecycle.transition(experiment, "approved", actor, note=full_note,
-                                           expected_status=expected_status, metadata=metadata)
-            effects += begin_orchestrator(experiment, actor)
-        return effects
+        if effects is not None:
+            return effects
+        # No pending request with a plan: the transition below meets the approval guard,
+        # which refuses the move and says why (nothing starts).
     return lifecycle.transition(experiment, plan.status, actor, note=full_note,
                                 expected_status=expected_status, metadata=metadata)

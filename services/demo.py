@@ -14,7 +14,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Experiment, WorkflowEvent, db
-from services import experiments, lifecycle, registry
+from services import approvals, experiments, lifecycle, registry
 from services.actors import Actor
 from services.clock import utcnow
 
@@ -44,6 +44,59 @@ CURATED = [
     ("Longer warmup removes the step-4k spike (LOW confidence)", "completed", "experiment", ["optim"]),
     ("Early idea: contrastive probes", "archived", "experiment", ["probes"]),
 ]
+
+
+# The plan every curated experiment past planning carries (an approval card always has one).
+DEMO_PLAN = """## Goal
+
+Show what a finished plan looks like on the board (demo data).
+
+## Hypothesis
+
+The effect under study is larger than seed-to-seed noise.
+
+## Prediction
+
+The difference between arms exceeds two standard deviations of the seed spread.
+
+## Kill Criterion
+
+Stop if the first seed fails to produce a metrics file.
+
+## Experimental Setup
+
+One pod, three seeds, the same data order within a seed.
+
+## Compute and Hardware
+
+One small GPU for about 20 minutes.
+
+## Artifacts
+
+- `metrics.json` per seed
+
+## Verification
+
+Every seed's metrics file exists and reports accuracy between 0 and 1.
+
+## Risks and Red Team
+
+Data order could leak across seeds; the setup fixes it per seed.
+
+## Likely Clean Result
+
+A dot plot of the three seeds with the mean.
+
+## Approval Checklist
+
+- [x] Goal and hypothesis match the record
+- [ ] The budget is acceptable
+
+```runpod-spec
+[{"name": "demo-seeds", "gpuType": "RTX 4090", "gpuCount": 1, "volumeGb": 10, "containerDiskGb": 10,
+  "cloudType": "SECURE", "estimatedMinutes": 20, "dockerArgs": "bash -lc 'python3 probe.py'"}]
+```
+"""
 
 
 def path_to(start: str, target: str, status_before_block: str | None = None,
@@ -83,7 +136,15 @@ def walk_to(experiment: Experiment, target: str) -> None:
             rule = lifecycle.rule_for_move(experiment, status, role)
             if rule and rule.note_required:
                 note = "Demo: moved for the tour."
-        lifecycle.transition(experiment, status, _ACTORS[role], note=note)
+        if status == "plan_pending":
+            # A real plan and its approval request, as the planner's would be.
+            approvals.submit_plan(experiment, DEMO_PLAN, DEMO_AGENT, source="agent")
+        elif status == "approved" and experiment.status in ("plan_pending", "awaiting_approval"):
+            approval = approvals.take_for_demo(experiment, DEMO_OWNER)
+            lifecycle.transition(experiment, status, DEMO_OWNER, note="Demo: plan approved for the tour.",
+                                 metadata={"approval_request_id": str(approval.id)})
+        else:
+            lifecycle.transition(experiment, status, _ACTORS[role], note=note)
         db.session.flush()
 
 

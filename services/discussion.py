@@ -17,7 +17,7 @@ from models import AgentRun, Comment, Experiment, db
 from services import events, registry
 from services.actors import Actor
 from services.clock import utcnow
-from services.errors import Forbidden, ValidationError
+from services.errors import Conflict, Forbidden, ValidationError
 from services.redact import redact
 from services.sanitize import render_markdown
 from services.records import get_by_id
@@ -36,6 +36,9 @@ class Thread:
     entity_id: uuid.UUID
     comments: list[Comment] = field(default_factory=list)
     pending_runs: list[AgentRun] = field(default_factory=list)
+    # An @claude question whose run ended without a reply, by the question's id: shown as
+    # failed, with a retry, instead of vanishing.
+    failed_runs: dict = field(default_factory=dict)
 
     @property
     def waiting_for_claude(self) -> bool:
@@ -55,9 +58,14 @@ def thread(entity_kind: str, entity_id) -> Thread:
         Comment.entity_kind == entity_kind, Comment.entity_id == entity_id)
         .order_by(Comment.created_at, Comment.id)))
     run_ids = [c.qa_run_id for c in comments if c.qa_run_id]
-    pending = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.id.in_(run_ids), AgentRun.status.not_in(registry.RUN_TERMINAL_STATUSES)))) if run_ids else []
-    return Thread(entity_kind, entity_id, comments, pending)
+    asked = {run.id: run for run in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(run_ids)))} \
+        if run_ids else {}
+    pending = [run for run in asked.values() if run.status not in registry.RUN_TERMINAL_STATUSES]
+    replied = {c.agent_run_id for c in comments if c.agent_run_id}
+    failed = {c.id: asked[c.qa_run_id] for c in comments
+              if c.qa_run_id in asked and asked[c.qa_run_id].status in registry.RUN_TERMINAL_STATUSES
+              and asked[c.qa_run_id].status != "completed" and c.qa_run_id not in replied}
+    return Thread(entity_kind, entity_id, comments, pending, failed)
 
 
 def clean_body(body) -> str:
@@ -127,6 +135,18 @@ def _ask_claude(entity_kind: str, entity, experiment: Experiment | None, comment
         events.record(experiment, "note", Actor.system(), note=f"Claude was asked (run {run.short_id}).",
                       metadata={"run_id": str(run.id), "comment_id": str(comment.id)})
     return run, None
+
+
+def retry_question(comment: Comment, actor: Actor) -> Posted:
+    """Ask Claude again for an @claude question whose run failed. The caller commits, then
+    enqueues `posted.run`."""
+    entity = entity_for(comment)
+    if thread(comment.entity_kind, comment.entity_id).failed_runs.get(comment.id) is None:
+        raise Conflict("Claude's reply to that comment has not failed; nothing to retry.", code="nothing_to_retry")
+    posted = Posted(comment)
+    posted.run, posted.notice = _ask_claude(comment.entity_kind, entity, experiment_of(comment.entity_kind, entity),
+                                            comment)
+    return posted
 
 
 def get_comment(comment_id) -> Comment:

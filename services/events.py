@@ -1,6 +1,7 @@
 """Appending to and reading an experiment's workflow log."""
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,3 +104,68 @@ def event_json(event: WorkflowEvent) -> dict:
         "marker": event.marker, "actorKind": event.actor_kind, "actorId": event.actor_id,
         "note": event.note, "metadata": event.metadata_, "createdAt": event.created_at.isoformat(),
     }
+
+
+def entered_status_at(experiment: Experiment) -> datetime | None:
+    """When the experiment last moved into its current status (None before its first move)."""
+    return db.session.scalar(
+        sa.select(WorkflowEvent.created_at).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
+            WorkflowEvent.to_status == experiment.status)
+        .order_by(WorkflowEvent.created_at.desc()).limit(1))
+
+
+@dataclass
+class FoldedProgress:
+    """Consecutive progress posts of one pod, shown as one timeline row ("pod 0: epochs 1–8")."""
+    pod: str
+    events: list[WorkflowEvent]  # newest first, as the timeline lists them
+
+    event_type = "progress_folded"
+
+    @property
+    def newest(self) -> WorkflowEvent:
+        return self.events[0]
+
+    @property
+    def summary(self) -> str:
+        # The bootstrap's first and last posts name no epoch; the script's own posts do.
+        epochs = [int(m.group(1)) for e in self.events if (m := _EPOCH.search(e.note or ""))]
+        if epochs:
+            return f"{self.pod}: epochs {min(epochs)}–{max(epochs)}"
+        return f"{self.pod}: {len(self.events)} progress updates"
+
+
+_EPOCH = re.compile(r"\bepoch\s+(\d+)", re.IGNORECASE)
+
+
+def fold_progress(rows: list[WorkflowEvent], least: int = 3) -> list:
+    """The timeline's rows with every stretch of consecutive progress posts folded: one
+    FoldedProgress per pod that posted at least `least` times in the stretch (pods running
+    side by side interleave their posts), the pod's other posts as they were."""
+    out, stretch = [], []
+
+    def flush():
+        by_pod: dict = {}
+        for event in stretch:
+            by_pod.setdefault(event.actor_id, []).append(event)
+        for posts in by_pod.values():
+            if len(posts) >= least:
+                out.append(FoldedProgress(_pod_name(posts[0]), posts))
+            else:
+                out.extend(posts)
+        stretch.clear()
+
+    for event in rows:
+        if event.event_type == "progress":
+            stretch.append(event)
+            continue
+        flush()
+        out.append(event)
+    flush()
+    return out
+
+
+def _pod_name(event: WorkflowEvent) -> str:
+    meta = event.metadata_ or {}
+    return f"pod {meta['run_index']}" if meta.get("run_index") is not None else (meta.get("pod") or "pod")

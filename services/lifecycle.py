@@ -7,13 +7,14 @@ effects are returned for the caller to run after commit — never before.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.orm.attributes import set_committed_value
 
-from models import Experiment, db
+from models import ApprovalRequest, Experiment, db
 from services import events, registry
 from services.actors import Actor
 from services.clock import utcnow
@@ -36,6 +37,7 @@ class Rule:
     # moves are kind-specific, so the owner's move menu still depends on the status alone
     # (the board computes it once per status).
     kinds: frozenset[str] | None = None
+    guard: str | None = None  # a check the move must pass (GUARDS), besides its side effect's
 
     def applies_to(self, experiment: Experiment) -> bool:
         return self.kinds is None or (experiment.kind or "experiment") in self.kinds
@@ -43,9 +45,9 @@ class Rule:
 
 def _rule(sources: Iterable[str], targets: Iterable[str], who: Iterable[str],
           side_effect: str | None = None, note_required: bool = False,
-          kinds: Iterable[str] | None = None) -> Rule:
+          kinds: Iterable[str] | None = None, guard: str | None = None) -> Rule:
     return Rule(frozenset(sources), frozenset(targets), frozenset(who), side_effect, note_required,
-                frozenset(kinds) if kinds is not None else None)
+                frozenset(kinds) if kinds is not None else None, guard)
 
 
 DISPATCHING_KINDS = [k for k in registry.EXPERIMENT_KINDS if k not in registry.POD_FREE_KINDS]
@@ -60,8 +62,9 @@ TRANSITIONS: list[Rule] = [
     # A valid plan: services.approvals opens the approval request in the move's transaction.
     _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM]),
     # Approving starts the orchestrator in the same transaction (services.approvals), so the
-    # move itself carries no after-commit effect.
-    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM]),
+    # move itself carries no after-commit effect. Only a plan's approval request makes it:
+    # the board, the status form and the API all meet the guard (issue 18 item 5).
+    _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], guard="approve_plan"),
     _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
           note_required=True),
     # The orchestrator starting. Agents may make this move too: an orchestrator running
@@ -152,6 +155,23 @@ def guard_back_to_code(experiment: Experiment, to: str, actor: Actor, metadata: 
                        "use send_crash_to_code with the crashed pod.", code="no_crash")
 
 
+def guard_plan_approval(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
+    """Approving needs the approval request being approved, with its plan: a card "plan
+    pending" with no plan cannot be moved to approved and start the code agents."""
+    try:
+        request_id = uuid.UUID(str(metadata.get("approval_request_id")))
+    except ValueError:
+        request_id = None
+    found = request_id and db.session.scalar(sa.select(sa.func.count(ApprovalRequest.id)).where(
+        ApprovalRequest.id == request_id, ApprovalRequest.experiment_id == experiment.id,
+        ApprovalRequest.plan_version_id.is_not(None)))
+    if not found:
+        raise Conflict(f"#{experiment.number} has no plan waiting for approval: approve a plan on its "
+                       "approval page once the planner (or you) has written one.", code="no_plan_to_approve")
+
+
+
+
 @dataclass
 class SideEffect:
     name: str
@@ -233,8 +253,9 @@ def _check_move(experiment: Experiment, to: str, actor: Actor, *, note: str | No
     rule = rule_allowing(experiment, to, actor, scope_grant)
     if rule.note_required and not note:
         raise ValidationError(f"Moving to {to} needs a note saying why.", field="note")
-    for guard in GUARDS.get(rule.side_effect or "", []):
-        guard(experiment, to, actor, metadata)
+    for key in (rule.side_effect, rule.guard):
+        for guard in GUARDS.get(key or "", []):
+            guard(experiment, to, actor, metadata)
     return rule
 
 

@@ -90,3 +90,23 @@ def answer(experiment: Experiment, answers, actor: Actor,
     markers.post_marker(experiment, "epm:clarify-answers", actor, metadata={"answers": cleaned})
     return lifecycle.transition(experiment, "clarifying", actor, note=REDISPATCH_NOTE,
                                 expected_status=expected_status, metadata={"answers": cleaned})
+
+
+def answered_questions(experiment: Experiment) -> list[dict]:
+    """Every round of questions the owner answered, oldest first: `{"at", "items": [{"text",
+    "answer"}]}`, each answer beside the question it answers (one query, both markers)."""
+    rows = db.session.scalars(
+        sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id,
+                                       WorkflowEvent.marker.in_(("epm:clarify", "epm:clarify-answers")))
+        .order_by(WorkflowEvent.created_at, WorkflowEvent.id))
+    rounds, asked = [], []
+    for event in rows:
+        metadata = event.metadata_ or {}
+        if event.marker == "epm:clarify":
+            asked = metadata.get("questions") or []
+            continue
+        answers = metadata.get("answers") or {}
+        items = [{"text": q["text"], "answer": answers[q["key"]]} for q in asked if q.get("key") in answers]
+        if items:
+            rounds.append({"at": event.created_at, "items": items})
+    return rounds

@@ -6,6 +6,7 @@ Lesson from the old system: three hand-kept status lists drifted apart.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # --- Experiment statuses (SPEC §2.1) -------------------------------------------------
@@ -212,6 +213,40 @@ MARKERS = [
     "epm:awaiting-promotion", "epm:promoted", "epm:completion-audit", "epm:done",
     "epm:failure",
 ]
+# How a person reads a marker on the timeline; unlisted ones are spelled out from the name.
+MARKER_LABELS = {
+    "epm:clarify": "Clarifying questions", "epm:clarify-answers": "Your answers",
+    "epm:plan": "Plan", "epm:consistency": "Consistency check",
+    "epm:textbox-answers": "Your checklist answers", "epm:pod-dispatched": "Pods dispatched",
+    "epm:progress": "Progress", "epm:results": "Results", "epm:clean-result": "Clean result",
+    "epm:awaiting-promotion": "Ready to promote", "epm:promoted": "Promoted", "epm:done": "Done",
+    "epm:failure": "Failure", "epm:follow-ups": "Follow-ups", "epm:test-verdict": "Test verdict",
+}
+
+
+def marker_label(marker: str) -> str:
+    if marker in MARKER_LABELS:
+        return MARKER_LABELS[marker]
+    words = marker.removeprefix("epm:").replace("-", " ")
+    return words[:1].upper() + words[1:]
+
+
+# A status with an underscore or a marker, as a whole word: the names a note may carry.
+_INTERNAL_NAME = re.compile(
+    r"(?<![\w:-])(" + "|".join(re.escape(n) for n in sorted(
+        [s.name for s in STATUSES if "_" in s.name] + MARKERS, key=len, reverse=True)) + r")(?![\w-])",
+    re.IGNORECASE)
+
+
+def humanize(text: str) -> str:
+    """`text` with every status name (awaiting_clarifications) and marker (epm:clarify) in
+    it written as a person reads it."""
+    def word(match):
+        name = match.group(1).lower()
+        return marker_label(name) if name.startswith("epm:") else STATUS_BY_NAME[name].label
+    return _INTERNAL_NAME.sub(word, text)
+
+
 REVIEW_PAIRS = ["code_review", "interpretation", "clean_result"]
 REVIEW_VERDICTS = ["pass", "needs_targeted_fix", "blocked_needs_user_decision",
                    "fail_not_worth_continuing"]

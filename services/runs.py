@@ -290,3 +290,23 @@ def finish_cancel(run: AgentRun, actor) -> list:
         effects += lifecycle.transition(experiment, "blocked", actor, note=CANCEL_NOTE,
                                         metadata={"run_id": str(run.id)})
     return effects
+
+
+def as_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
+    """Runs as a tree, depth first: each top-level run (newest first) followed by the runs it
+    started (oldest first: the order they ran in), each with its depth. A run whose parent is
+    not among `rows` is top level."""
+    ids = {run.id for run in rows}
+    children: dict = {}
+    for run in rows:
+        children.setdefault(run.parent_run_id if run.parent_run_id in ids else None, []).append(run)
+    ordered: list[tuple[AgentRun, int]] = []
+
+    def walk(run: AgentRun, depth: int) -> None:
+        ordered.append((run, depth))
+        for child in sorted(children.get(run.id, []), key=lambda r: r.created_at):
+            walk(child, depth + 1)
+
+    for top in children.get(None, []):
+        walk(top, 0)
+    return ordered

@@ -423,7 +423,7 @@ def _clean(html: str | None, policy: Policy) -> str:
         strip_disallowed_tags=True, strip_html_comments=True,
     )
     if policy.linkify:
-        source = LinkifyFilter(source, callbacks=[_set_rel], skip_tags=["pre", "code"])
+        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"])
     source = _ExperimentRefs(source)
     source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)
@@ -478,6 +478,15 @@ def _split_name(name: str) -> tuple[str | None, str]:
         namespace, local = name[1:].split("}", 1)
         return namespace, local
     return None, name
+
+
+def _only_written_urls(attrs, new=False):
+    """Link text that was written as an address (http://…, https://…, www.…), not any word
+    ending in a country domain: `probe.py`, `train.sh` and `README.md` are file names."""
+    if not new:
+        return attrs
+    text = str(attrs.get("_text", "")).lower()
+    return attrs if text.startswith(("http://", "https://", "www.")) else None
 
 
 def _set_rel(attrs, new=False):

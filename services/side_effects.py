@@ -40,6 +40,7 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
 GUARDS: dict[str, tuple[Callable, ...]] = {
     "promote": (results.check_promotion,),
     "back_to_code": (lifecycle.guard_back_to_code,),
+    "approve_plan": (lifecycle.guard_plan_approval,),
 }
 
 

@@ -115,11 +115,15 @@ WITH post AS (
 ), pod AS (
   -- Posts may arrive out of order (a pod retries a failed post later): the progress shown
   -- is the newest seq's. Re-checked against the latest row version under concurrency.
+  -- The exit post (exitCode) is the pod's last word whatever its seq: the bootstrap and
+  -- the training script number their posts apart, so the script's may run higher.
   UPDATE pods SET
          progress_pct = CASE WHEN CAST(:seq AS BIGINT) IS NULL OR progress_seq IS NULL
-                                  OR CAST(:seq AS BIGINT) >= progress_seq THEN :pct ELSE progress_pct END,
+                                  OR CAST(:seq AS BIGINT) >= progress_seq
+                                  OR CAST(:exit_code AS INTEGER) IS NOT NULL THEN :pct ELSE progress_pct END,
          progress_message = CASE WHEN CAST(:seq AS BIGINT) IS NULL OR progress_seq IS NULL
-                                  OR CAST(:seq AS BIGINT) >= progress_seq THEN :message ELSE progress_message END,
+                                  OR CAST(:seq AS BIGINT) >= progress_seq
+                                  OR CAST(:exit_code AS INTEGER) IS NOT NULL THEN :message ELSE progress_message END,
          progress_seq = GREATEST(progress_seq, CAST(:seq AS BIGINT)),
          last_progress_at = :now,
          last_heartbeat_at = :now, updated_at = :now, bootstrap_count = bootstrap_count + :bootstrap_inc,
@@ -191,7 +195,9 @@ def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
 
     changes = dict(last_progress_at=now, last_heartbeat_at=now, updated_at=now)
     shown_seq = db.session.scalar(sa.select(Pod.progress_seq).where(Pod.id == pod.id))
-    if post.seq is None or shown_seq is None or post.seq >= shown_seq:  # a late, older post: heartbeat only
+    # A late, older post only beats the heartbeat; the exit post is shown whatever its seq
+    # (the bootstrap's numbering is apart from the training script's).
+    if post.seq is None or shown_seq is None or post.seq >= shown_seq or post.exit_code is not None:
         changes.update(progress_pct=post.pct, progress_message=post.message)
         if post.seq is not None:
             changes["progress_seq"] = post.seq

@@ -32,7 +32,7 @@ from services.dispatch.backends.base import BackendError, PodRequest, backend_fo
 from services.errors import Conflict
 
 MAX_CANDIDATES = 25
-GIT_ENV = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
+GIT_ENV = specs.GIT_ENV
 DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "scripts" / "pod_bootstrap.sh"
 PARTIAL_NOTE = ("Partial RunPod dispatch: {up}/{total} pods came up. Survivors were stopped because the plan "
@@ -113,21 +113,11 @@ def approved_spec(experiment: Experiment):
         raise Conflict(f"#{experiment.number}'s RunPod account is {experiment.runpod_account} but its plan was "
                        f"approved for {terms.account}; an account change needs a new plan and approval.",
                        code="account_changed")
-    if _without_git_env(experiment.pod_spec) != _without_git_env(approved):
+    if specs.without_git_env(experiment.pod_spec) != specs.without_git_env(approved):
         raise Conflict(f"#{experiment.number}'s pod spec was changed after approval; only the branch/commit "
                        "variables may change without re-approval. Submit the change as a new plan.",
                        code="spec_changed")
     return approved
-
-
-def _without_git_env(spec):
-    pods = specs.as_pods(spec) or []
-    cleaned = []
-    for pod in pods:
-        pod = dict(pod)
-        pod["env"] = {k: v for k, v in (pod.get("env") or {}).items() if k not in GIT_ENV}
-        cleaned.append(pod)
-    return cleaned
 
 
 # --- starting a dispatch ------------------------------------------------------------------------
@@ -349,7 +339,9 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
     run.status = "waiting"
     run.waiting_for = {"pods": str(run.id)}
     if experiment.status in ("implementing", "testing"):
-        lifecycle.transition(experiment, "queued", Actor.system(), note="RunPod pod dispatched; waiting for runtime.",
+        lifecycle.transition(experiment, "queued", Actor.system(),
+                             note=f"{specs.pod_noun(created[0].account if created else None)} dispatched; "
+                                  "waiting for runtime.",
                              metadata={"run_id": str(run.id), "pods": [p.name for p in created]})
     db.session.commit()
     return "dispatched"

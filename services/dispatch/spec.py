@@ -95,6 +95,27 @@ def as_pods(spec) -> list[dict] | None:
     return None
 
 
+# The variables Sagan splices into every pod's env once the code is tested (SPEC §5.7): the
+# only change to an approved spec that needs no new approval.
+GIT_ENV = ("SAGAN_GIT_BRANCH", "SAGAN_GIT_COMMIT", "SAGAN_EPS_BRANCH", "SAGAN_EPS_COMMIT_SHA")
+
+
+def without_git_env(spec) -> list[dict]:
+    """The spec's pods without the spliced branch/commit variables, for comparing a stored
+    spec with the approved one."""
+    cleaned = []
+    for pod in as_pods(spec) or []:
+        pod = dict(pod)
+        pod["env"] = {k: v for k, v in (pod.get("env") or {}).items() if k not in GIT_ENV}
+        cleaned.append(pod)
+    return cleaned
+
+
+def pod_noun(account: str | None) -> str:
+    """What a person calls the pod in a note: a local pod is a process on this machine, not RunPod's."""
+    return "Local pod" if account == "local" else "RunPod pod"
+
+
 def _int_field(pod: dict, name: str, where: str, problems: list[str], *, minimum: int,
                required: bool = False) -> None:
     if name not in pod:

@@ -16,6 +16,7 @@ from services import events, lifecycle, redis_store, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.spec import pod_noun
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
@@ -289,7 +290,7 @@ def _review_dispatch(run_id, now) -> None:
                               f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
     # A pod that already exited did run: fast pods can finish between two polls.
     if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):
-        lifecycle.transition(experiment, "running", SYSTEM, note="RunPod pod is running.",
+        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(pods[0].account)} is running.",
                              metadata={"run_id": str(run.id)})
     deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
     if any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
@@ -319,7 +320,7 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
     from services.dispatch import verify
     if experiment.status == "queued":
-        lifecycle.transition(experiment, "running", SYSTEM, note="RunPod pod is running.",
+        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
                              metadata={"run_id": str(run.id)})
     if experiment.status == "running":
         lifecycle.transition(experiment, "uploading", SYSTEM, note="All pods finished; collecting artifacts.")
@@ -455,7 +456,7 @@ def stop_from_owner(pod: Pod, actor: Actor) -> list:
     if experiment is None or experiment.terminal or experiment.status == "blocked":
         return []
     return lifecycle.transition(experiment, "blocked", actor,
-                                note=f"RunPod pod stopped; volume preserved. Stopped by {actor.label or actor.kind}.",
+                                note=f"{pod_noun(pod.account)} stopped; volume preserved. Stopped by {actor.label or actor.kind}.",
                                 metadata={"pod_id": str(pod.id), "stop_reason": "owner"})
 
 

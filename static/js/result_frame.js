@@ -8,7 +8,7 @@
 // (no allow-scripts, a script-src 'none' policy, and the sanitizer removed every script
 // and handler): the dangerous pair is allow-scripts + allow-same-origin, which would let
 // the frame lift its own sandbox. We only read layout; nothing is written into the frame
-// but event listeners that live in this page's script.
+// but the page's theme attribute and event listeners that live in this page's script.
 (function () {
   "use strict";
 
@@ -20,9 +20,37 @@
     if (height > 0) { frame.style.height = height + "px"; }
   }
 
+  // The page's theme, passed on: the frame's stylesheet follows the system's dark mode by
+  // itself, and an explicit choice (data-theme on this page) through the same attribute.
+  function shareTheme(doc) {
+    var theme = document.documentElement.dataset.theme;
+    if (theme) { doc.documentElement.dataset.theme = theme; } else { delete doc.documentElement.dataset.theme; }
+  }
+
+  // A link to a part of the result (#figure) must not navigate the frame: a srcdoc frame
+  // resolves "#figure" against this page's address, and loading that page inside the frame
+  // is refused (frame-ancestors 'none'). Scroll this page to the part instead.
+  function followFragmentLinks(frame, doc) {
+    doc.addEventListener("click", function (event) {
+      var link = event.target.closest && event.target.closest("a[href^='#']");
+      if (!link) { return; }
+      event.preventDefault();
+      var id = decodeURIComponent(link.getAttribute("href").slice(1));
+      var target = id ? doc.getElementById(id) : doc.body;
+      if (!target) { return; }
+      for (var node = target; node; node = node.parentElement) {
+        if (node.tagName === "DETAILS") { node.open = true; }
+      }
+      var top = frame.getBoundingClientRect().top + target.getBoundingClientRect().top + window.pageYOffset;
+      window.scrollTo({ top: Math.max(0, top - 16), behavior: "smooth" });
+    });
+  }
+
   function follow(frame) {
     var doc = frame.contentDocument;
     if (!doc || !doc.body) { return; }
+    shareTheme(doc);
+    if (!frame.dataset.linksFollowed) { frame.dataset.linksFollowed = "1"; followFragmentLinks(frame, doc); }
     fit(frame);
     // Opening the "Experimental design" block, late images and a narrower window all
     // change the height.
@@ -50,6 +78,12 @@
   }
 
   scan(document);
+  // The theme toggle changes data-theme on this page: the frames follow.
+  new MutationObserver(function () {
+    Array.prototype.forEach.call(document.querySelectorAll("iframe[data-result-frame]"), function (frame) {
+      try { if (frame.contentDocument) { shareTheme(frame.contentDocument); } } catch (e) { /* not ours */ }
+    });
+  }).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
   document.addEventListener("htmx:load", function (event) { scan(event.detail.elt); });
   window.addEventListener("resize", function () {
     Array.prototype.forEach.call(document.querySelectorAll("iframe[data-result-frame]"), fit);

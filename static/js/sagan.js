@@ -11,9 +11,23 @@
   // passes the element itself, not an event, as the trigger of `every` polls.
   var heldPolls = new Map();
 
+  // The experiment page's poll (data-poll-page) replaces panels that hold forms, so it
+  // also waits while the owner is typing in one, has changed a form without sending it,
+  // or has an editor open (the clean result, a pasted plan, an override, a record edit).
+  var EDITING = "details.move[open], details.edit[open], details.paste-plan[open], details.override[open], form[data-dirty]";
+
   function pollMustWait(elt) {
-    return document.hidden || !!elt.querySelector("details.move[open]");
+    if (document.hidden || !!elt.querySelector("details.move[open]")) { return true; }
+    if (!elt.hasAttribute("data-poll-page")) { return false; }
+    var active = document.activeElement;
+    var typing = active && elt.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+    return typing || !!elt.querySelector(EDITING);
   }
+
+  document.addEventListener("input", function (event) {
+    var form = event.target.form;
+    if (form && form.closest("[data-poll-page]")) { form.setAttribute("data-dirty", ""); }
+  });
 
   document.addEventListener("htmx:confirm", function (event) {
     var elt = event.detail.elt;
@@ -31,10 +45,46 @@
     });
   }
   document.addEventListener("visibilitychange", releasePolls);
+  // Leaving a field lets a held poll run (a tick later: focus may just be moving to the
+  // next field of the same form).
+  document.addEventListener("focusout", function () { setTimeout(releasePolls, 0); });
   // `toggle` does not bubble; listening in the capture phase sees every <details>.
   document.addEventListener("toggle", function (event) {
     if (!event.target.open) { releasePolls(); }
   }, true);
+
+  // --- Folded sections: deep links, and the owner's choice kept across a refresh ------
+  // The experiment page folds its sections into <details data-fold>. A link to anything
+  // inside one (#plan, #pods, #fold-runs) opens it; a section the owner opened or closed
+  // stays so when the live poll brings the panels afresh.
+  var foldChoice = {};
+
+  function openTarget() {
+    if (!location.hash) { return; }
+    var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (!target) { return; }
+    for (var node = target; node; node = node.parentElement) {
+      if (node.tagName === "DETAILS") { node.open = true; }
+    }
+    target.scrollIntoView();
+  }
+  document.addEventListener("DOMContentLoaded", openTarget);
+  window.addEventListener("hashchange", openTarget);
+
+  // Recorded from the click on the summary (keyboard activation clicks too), not from
+  // `toggle`, which also fires for sections the server rendered open.
+  document.addEventListener("click", function (event) {
+    var summary = event.target.closest && event.target.closest("details[data-fold] > summary");
+    if (summary && summary.parentElement.id) { foldChoice[summary.parentElement.id] = !summary.parentElement.open; }
+  });
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var root = event.detail.elt;
+    if (!root || !root.querySelectorAll) { return; }
+    root.querySelectorAll("details[data-fold]").forEach(function (fold) {
+      if (Object.prototype.hasOwnProperty.call(foldChoice, fold.id)) { fold.open = foldChoice[fold.id]; }
+    });
+  });
 
   // --- Failed requests: say so --------------------------------------------------------
   // htmx swaps no 4xx/5xx answer, so a refused or failed click would otherwise look like

@@ -258,3 +258,23 @@ def test_status_panel_move_updates_in_place(browser_session, owner_account, make
     assert_not_reloaded(page)
     assert_clean(session)
 
+
+
+def test_the_board_shows_every_column_at_1280(browser_session, owner_account, app):
+    """At 1280 px with the curated demo loaded, is every column on screen at once (no sideways
+    scrolling, each column's right edge inside the window)?"""
+    from models import db
+    from services import demo
+    with app.app_context():
+        demo.load_curated()
+        db.session.commit()
+    session = browser_session({"width": 1280, "height": 900})
+    page = session.login()
+    page.goto("/")
+    page.locator("#board .column").first.wait_for()
+    columns = page.locator("#board .column")
+    assert columns.count() == 11
+    edges = page.evaluate("Array.from(document.querySelectorAll('#board .column'))"
+                          ".map(c => [c.getBoundingClientRect().left, c.getBoundingClientRect().right])")
+    assert all(left >= 0 and right <= 1280 for left, right in edges), edges
+    assert page.evaluate("document.querySelector('#board').scrollWidth - document.querySelector('#board').clientWidth") <= 1

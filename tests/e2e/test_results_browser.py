@@ -223,3 +223,41 @@ def test_live_preview_shows_the_draft_with_its_styles(app, browser_session, owne
     with app.app_context():
         assert not experiments.get_experiment(number).has_clean_result
     assert_clean(session)
+
+
+def test_a_link_to_the_figure_scrolls_to_it_and_keeps_the_frame(app, browser_session, owner_account,
+                                                               make_experiment):
+    """Clicking "the figure" (href="#figure") in the result: does the frame stay on the result (not
+    navigate to a refused page) while the page scrolls the figure into view?"""
+    number = _with_result(app, make_experiment, HTML, status="awaiting_promotion")
+    session = browser_session(PHONE)
+    page = session.login()
+    page.goto(f"/experiments/{number}")
+    frame_element = _frames(page).first
+    frame = frame_element.content_frame
+    frame.locator("#tldr").wait_for()
+    page.evaluate("window.scrollTo(0, 0)")
+    frame.get_by_role("link", name="the figure").click()
+    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]');
+        const fig = f.contentDocument.getElementById('figure');
+        const top = f.getBoundingClientRect().top + fig.getBoundingClientRect().top;
+        return top >= -2 && top < window.innerHeight / 2; }""")
+    assert frame_element.evaluate("f => f.contentDocument.getElementById('tldr') !== null")
+    assert frame_element.evaluate("f => f.contentWindow.location.href") == "about:srcdoc"
+    assert_clean(session)
+
+
+@pytest.mark.parametrize("how", ["system", "toggle"])
+def test_the_result_frame_is_dark_in_dark_mode(app, browser_session, owner_account, make_experiment, how):
+    """With the system in dark mode, or the page switched to dark, is the frame's page dark too?"""
+    number = _with_result(app, make_experiment, "<p>Plain result text.</p>", status="awaiting_promotion")
+    session = browser_session(DESKTOP, color_scheme="dark" if how == "system" else "light")
+    page = session.login()
+    if how == "toggle":
+        page.evaluate("localStorage.setItem('sagan-theme', 'dark')")
+    page.goto(f"/experiments/{number}")
+    frame_element = _frames(page).first
+    frame_element.content_frame.get_by_text("Plain result text.").wait_for()
+    page.wait_for_function("""() => { const d = document.querySelector('iframe[data-result-frame]').contentDocument;
+        return getComputedStyle(d.documentElement).backgroundColor === 'rgb(24, 28, 35)'; }""")
+    assert_clean(session)

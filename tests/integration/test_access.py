@@ -62,7 +62,7 @@ def test_the_known_pages_have_the_expected_rules(app):
     assert rule_of["health.healthz"] == ("public", None)
     for endpoint in ("board.index", "board.columns", "board.move", "board.your_turn", "auth.logout",
                      "experiments.index", "experiments.new", "experiments.detail",
-                     "experiments.timeline", "experiments.change_status", "experiments.edit",
+                     "experiments.timeline", "experiments.live", "experiments.change_status", "experiments.edit",
                      "tokens.index", "tokens.create", "tokens.revoke"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     assert rule_of["api.statuses"] == ("api", "read")
@@ -75,7 +75,7 @@ def test_the_known_pages_have_the_expected_rules(app):
     assert rule_of["api.patch_clean_result"] == ("api", "write")
     for endpoint in ("results.save", "results.preview", "results.draft", "results.promote",
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
-                     "discussion.edit", "discussion.delete", "settings.create_share_link",
+                     "discussion.edit", "discussion.delete", "discussion.retry", "settings.create_share_link",
                      "settings.revoke_share_link", "settings.pod_secret_allowlist", "auth.logout_everywhere",
                      "settings.clear_research_repository", "pods.logs"):
         assert rule_of[endpoint] == ("owner", None), endpoint

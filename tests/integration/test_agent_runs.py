@@ -147,8 +147,12 @@ def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthr
     """launch_pods refuses when no approved spec exists; the model reads why and the run goes on."""
     number = make_experiment("Pods", status="implementing")
     with app.app_context():
+        # The walk to implementing approved a demo plan: take the approval away again.
+        experiment = experiments.get_experiment(number)
+        db.session.execute(sa.delete(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id))
+        experiment.pod_spec = None
         run = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
-                              scope_id=experiments.get_experiment(number).id)
+                              scope_id=experiment.id)
         db.session.commit()
         run_id = run.id
         from services import jobs

@@ -72,9 +72,12 @@ def test_approve_with_unticked_items_asks_to_confirm(app, client, owner, pending
     """Does approving with unticked items show them and change nothing until confirmed?"""
     request_id = pending()
     csrf = owner.csrf()
-    first = client.post(f"/approvals/{request_id}/resolve",
-                        data={"decision": "approve", "csrf_token": csrf, "answer-budget-notes": "up to $10"})
-    assert first.status_code == 200 and "Approve anyway" in first.text
+    refused = client.post(f"/approvals/{request_id}/resolve",
+                          data={"decision": "approve", "csrf_token": csrf, "answer-budget-notes": "up to $10"})
+    # Post/redirect/get, to the confirmation box itself (where the thumb is on a phone).
+    assert refused.status_code == 303 and refused.headers["Location"].endswith("#confirm-unchecked")
+    first = client.get(refused.headers["Location"])
+    assert first.status_code == 200 and "Approve anyway" in first.text and 'id="confirm-unchecked"' in first.text
     assert "up to $10" in first.text  # answers survive the round trip
     assert _status(app, request_id) == ("pending", "plan_pending")
     done = client.post(f"/approvals/{request_id}/resolve",
@@ -110,7 +113,8 @@ def test_blocker_plan_reads_acknowledge(app, client, owner, pending):
 def test_reject_without_note_shows_message(app, client, owner, pending):
     """Is a reject without a note refused with a message, nothing changed?"""
     request_id = pending()
-    page = client.post(f"/approvals/{request_id}/resolve", data={"decision": "reject", "csrf_token": owner.csrf()})
+    page = client.post(f"/approvals/{request_id}/resolve", data={"decision": "reject", "csrf_token": owner.csrf()},
+                       follow_redirects=True)
     assert "Say why you reject the plan" in page.text
     assert _status(app, request_id) == ("pending", "plan_pending")
     client.post(f"/approvals/{request_id}/resolve",
@@ -126,7 +130,7 @@ def test_second_decision_is_refused_with_reason(app, client, owner, pending):
     client.post(f"/approvals/{request_id}/resolve",
                 data={"decision": "approve", "confirm_unchecked": "1", "csrf_token": csrf})
     late = client.post(f"/approvals/{request_id}/resolve",
-                       data={"decision": "reject", "note": "no", "csrf_token": csrf})
+                       data={"decision": "reject", "note": "no", "csrf_token": csrf}, follow_redirects=True)
     assert "already approved" in late.text
     assert _status(app, request_id) == ("approved", "approved")
 

@@ -75,8 +75,8 @@ def test_an_empty_or_oversized_result_is_refused_with_nothing_changed(app, clien
     for html, message in (("   ", "The clean result is empty."),
                           ("<script>alert(1)</script>", "Nothing is left of the clean result"),
                           ("<p>" + "x" * 200_001 + "</p>", "the limit is 200,000")):
-        page = client.post(f"/experiments/{number}/clean-result", data={"csrf_token": token, "html": html,
-                                                                         "title": "Draft"})
+        page = client.post(f"/experiments/{number}/clean-result", follow_redirects=True,
+                           data={"csrf_token": token, "html": html, "title": "Draft"})
         assert page.status_code == 200 and message in page.text, message
     with app.app_context():
         assert not _experiment(app, number).has_clean_result
@@ -127,7 +127,8 @@ def test_preview_page_without_htmx(app, client, owner, make_experiment):
     """Is the preview also reachable as a full page (no JavaScript)?"""
     number = make_experiment("Draft", status="clean_result_drafting")
     token = csrf_from(client.get(f"/experiments/{number}").text)
-    page = client.post(f"/experiments/{number}/clean-result/preview", data={"csrf_token": token, "html": HTML})
+    page = client.post(f"/experiments/{number}/clean-result/preview", data={"csrf_token": token, "html": HTML},
+                       follow_redirects=True)
     assert page.status_code == 200 and "<html" in page.text and "Preview (not saved yet)" in page.text
 
 
@@ -160,11 +161,11 @@ def test_a_figure_that_is_not_an_image_is_refused(app, client, owner, make_exper
     """Is a text file refused with a message, and nothing attached?"""
     number = make_experiment("Draft", status="awaiting_promotion")
     token = csrf_from(client.get(f"/experiments/{number}").text)
-    page = client.post(f"/experiments/{number}/figures", data={"csrf_token": token,
+    page = client.post(f"/experiments/{number}/figures", follow_redirects=True, data={"csrf_token": token,
                                                                "file": (BytesIO(b"hello"), "notes.txt")},
                        content_type="multipart/form-data")
     assert "Only PNG, JPEG and SVG files" in page.text
-    page = client.post(f"/experiments/{number}/figures", data={"csrf_token": token})
+    page = client.post(f"/experiments/{number}/figures", data={"csrf_token": token}, follow_redirects=True)
     assert "Choose a file to upload or an artifact." in page.text
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(Figure.id))) == 0
@@ -194,7 +195,8 @@ def test_promotion_asks_for_confirmation_when_lint_fails(app, client, owner, mak
     page = client.get(f"/experiments/{number}")
     assert "Promote although lint found" in page.text
     token = csrf_from(page.text)
-    refused = client.post(f"/experiments/{number}/promote", data={"csrf_token": token, "to": "completed"})
+    refused = client.post(f"/experiments/{number}/promote", data={"csrf_token": token, "to": "completed"},
+                          follow_redirects=True)
     assert refused.status_code == 200 and "Confirm to promote anyway." in refused.text
     with app.app_context():
         assert _experiment(app, number).status == "awaiting_promotion"
@@ -210,13 +212,13 @@ def test_promotion_refusals(app, client, owner, make_experiment):
     number = make_experiment("Draft", status="awaiting_promotion")
     token = csrf_from(client.get(f"/experiments/{number}").text)
     assert "has no clean result to promote" in client.post(
-        f"/experiments/{number}/promote", data={"csrf_token": token, "to": "shared"}).text
+        f"/experiments/{number}/promote", data={"csrf_token": token, "to": "shared"}, follow_redirects=True).text
     _save(app, number)
     assert "Promote to shared" in client.post(
-        f"/experiments/{number}/promote", data={"csrf_token": token, "to": "archived"}).text
+        f"/experiments/{number}/promote", data={"csrf_token": token, "to": "archived"}, follow_redirects=True).text
     running = make_experiment("Busy", status="running")
     assert "only a result awaiting promotion can be promoted" in client.post(
-        f"/experiments/{running}/promote", data={"csrf_token": token, "to": "shared"}).text
+        f"/experiments/{running}/promote", data={"csrf_token": token, "to": "shared"}, follow_redirects=True).text
     with app.app_context():
         assert _experiment(app, number).status == "awaiting_promotion"
 

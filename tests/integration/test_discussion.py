@@ -2,12 +2,14 @@
 @claude starts a qa run whose reply lands in the same thread, labelled Claude."""
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from models import AgentRun, Comment, WorkflowEvent, db
 from services import experiments, runs
 from tests.conftest import csrf_from
-from tests.fakes.anthropic_server import reply, text, tool_use
+from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 
 def _comments(app):
@@ -160,3 +162,42 @@ def test_leaked_instructions_are_not_posted(app, htmx_client, make_experiment, f
     assert bodies == ["@claude is the gap noise?", "The gap is within the seed spread."]
     results = [r.body["messages"][-1]["content"][0] for r in fake_anthropic.requests[1:3]]
     assert all(r["is_error"] and "reads like instructions" in r["content"] for r in results)
+
+
+def test_a_failed_reply_is_shown_as_failed_and_can_be_asked_again(app, htmx_client, make_experiment,
+                                                                   fake_anthropic, worker):
+    """An @claude question whose run fails (the model API refuses the request): does the thread say
+    the reply failed, with a retry that asks once (a second tap does nothing) and then shows the answer?"""
+    number = make_experiment("Probe")
+    fake_anthropic.script(error(400, "invalid_request_error", "prompt is too long"))
+    htmx_client.post(f"/experiments/{number}/comments", headers={"X-CSRFToken": htmx_client.csrf},
+                     data={"body": "@claude is the gap noise?"})
+    worker()
+    fragment = htmx_client.get(f"/experiments/{number}/comments").text
+    assert "Claude's reply failed" in fragment and "Ask Claude again" in fragment
+    assert "every 4s" not in fragment  # nothing is answering: no poll
+    [question] = _comments(app)
+    with app.app_context():
+        asked = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.kind == "qa"))
+    key = re.search(r'name="form_key" value="([^"]+)"',
+                    fragment[fragment.index("Ask Claude again") - 900:]).group(1)
+    fake_anthropic.script(reply(tool_use("add_comment", {"body": "The gap is within the seed spread."})),
+                          reply(text("Done.")))
+    for _ in range(2):  # a double tap
+        retried = htmx_client.post(f"/comments/{question.id}/retry", headers={"X-CSRFToken": htmx_client.csrf},
+                                   data={"form_key": key})
+        assert retried.status_code == 200
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.kind == "qa")) == asked + 1
+    worker()
+    fragment = htmx_client.get(f"/experiments/{number}/comments").text
+    assert "The gap is within the seed spread." in fragment and "Claude's reply failed" not in fragment
+
+
+def test_retrying_a_question_that_did_not_fail_is_refused(app, htmx_client, make_experiment):
+    number = make_experiment("Probe")
+    htmx_client.post(f"/experiments/{number}/comments", headers={"X-CSRFToken": htmx_client.csrf},
+                     data={"body": "plain note"})
+    [comment] = _comments(app)
+    response = htmx_client.post(f"/comments/{comment.id}/retry", headers={"X-CSRFToken": htmx_client.csrf})
+    assert "nothing to retry" in response.text or response.status_code == 409

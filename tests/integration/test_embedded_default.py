@@ -23,7 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 OWNER_EMAIL = "embedded-owner@example.com"
 OWNER_PASSWORD = "embedded-smoke-password"
-START_TIMEOUT = 45
+START_TIMEOUT = 90  # the launcher waits up to 60 s for health, then up to 8 s for quiet
 STOP_TIMEOUT = 40
 
 
@@ -65,7 +65,7 @@ class EmbeddedStack:
                 last = httpx.get(f"{self.url}/healthz", timeout=2)
                 body = last.json()
                 up = body.get("ok") and body.get("workers", 0) >= 1
-                if up and "Sagan is running at" in self.output():
+                if up and re.search(r"\| Log in at .*?\n\+-+\+", self.output(), re.S):
                     return body
             except (httpx.HTTPError, ValueError):
                 pass
@@ -111,6 +111,11 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     assert OWNER_EMAIL in output
     assert output.count("First-run owner created") == 1  # said once, in the banner
     assert OWNER_PASSWORD not in output  # a password from the environment is never echoed
+    # The owner's login comes last, in a box, after the web server's and the worker's
+    # start-up messages (it used to scroll away under them).
+    box = re.search(r"\+-+\+\n\| Log in at .*?\n\+-+\+", output, re.S)
+    assert box and OWNER_EMAIL in box.group(0) and "First-run owner created" in box.group(0)
+    assert box.start() > output.index("Sagan is running at") > output.rindex("Booting worker")
     assert (embedded.instance / "sagan.db").exists()
     secret_files = [p.name for p in embedded.instance.iterdir()]
     assert not any("password" in name for name in secret_files)

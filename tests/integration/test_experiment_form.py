@@ -14,10 +14,10 @@ def _count(app) -> int:
         return db.session.scalar(sa.select(sa.func.count(Experiment.id)))
 
 
-def _post(client, owner, **fields):
+def _post(client, owner, follow_redirects=False, **fields):
     data = {"title": "A valid title", "kind": "experiment", "priority": "normal", **fields}
     data["csrf_token"] = owner.csrf()
-    return client.post("/experiments/new", data=data)
+    return client.post("/experiments/new", data=data, follow_redirects=follow_redirects)
 
 
 def test_form_page_renders(client, owner):
@@ -39,8 +39,11 @@ def test_form_page_renders(client, owner):
     ({"hypothesis": "h" * 50_001}, "Hypothesis is 50001 characters; the limit is 50000."),
 ])
 def test_bad_input_rerenders_the_form_with_a_message(app, client, owner, fields, message):
-    """Is bad input answered by the form again (200) with a clear message, nothing created?"""
-    response = _post(client, owner, **fields)
+    """Is bad input answered by the form again (after a redirect: a reload is a harmless GET)
+    with a clear message, nothing created?"""
+    refused = _post(client, owner, **fields)
+    assert refused.status_code == 303 and refused.headers["Location"].endswith("/experiments/new")
+    response = client.get(refused.headers["Location"])
     assert response.status_code == 200
     body = text(response)
     assert message in body
@@ -52,7 +55,7 @@ def test_bad_input_rerenders_the_form_with_a_message(app, client, owner, fields,
 def test_rerendered_form_keeps_what_was_typed(client, owner):
     """Does the form keep the typed values after an error, so nothing has to be retyped?"""
     response = _post(client, owner, title="Keep me", hypothesis="A careful guess", kind="poem",
-                     tags="alpha, beta")
+                     tags="alpha, beta", follow_redirects=True)
     body = text(response)
     assert 'value="Keep me"' in body
     assert "A careful guess" in body

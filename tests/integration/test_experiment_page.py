@@ -130,20 +130,20 @@ def test_timeline_filters_by_event_type(app, client, owner, make_experiment):
     assert text(response).count('<li class="event ') == 4
 
 
-def _change(client, owner, number, to, expected=None, note=None):
+def _change(client, owner, number, to, expected=None, note=None, follow_redirects=False):
     data = {"to": to, "csrf_token": owner.csrf()}
     if expected:
         data["expected"] = expected
     if note is not None:
         data["note"] = note
-    return client.post(f"/experiments/{number}/status", data=data)
+    return client.post(f"/experiments/{number}/status", data=data, follow_redirects=follow_redirects)
 
 
 def test_status_change_from_the_page(app, client, owner, make_experiment):
     """Does an allowed move from the page change the status and show it in the timeline?"""
     number = make_experiment()
     response = _change(client, owner, number, "clarifying", "proposed")
-    assert response.status_code == 200
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/experiments/{number}#status")
     assert response.headers["HX-Trigger"] == "pipeline-changed"
     assert _snapshot(app, number)["status"] == "clarifying"
     assert "proposed → clarifying" in text(client.get(f"/experiments/{number}"))
@@ -173,10 +173,12 @@ def test_refused_status_change_shows_why_and_changes_nothing(app, client, owner,
     """Is a refused move from the page explained next to the control, with nothing changed?"""
     number = make_experiment()
     before = _snapshot(app, number)
-    response = _change(client, owner, number, to, expected, note)
-    assert response.status_code == 200
+    refused = _change(client, owner, number, to, expected, note)
+    assert refused.status_code == 303 and "HX-Trigger" not in refused.headers
+    response = client.get(refused.headers["Location"])
     assert message in _status_error(response)
-    assert "HX-Trigger" not in response.headers
+    # Shown once: a reload of the page is the page as it is, without the old refusal.
+    assert 'class="error"' not in text(client.get(refused.headers["Location"]))
     assert _snapshot(app, number) == before
 
 
@@ -207,7 +209,8 @@ def test_edit_with_bad_input_shows_a_message_and_changes_nothing(app, client, ow
     """Is a bad edit answered with the message on the page and the record left as it was?"""
     number = make_experiment("Keep this title", tags=["keep"])
     before = _snapshot(app, number)
-    response = client.post(f"/experiments/{number}/edit", data={**fields, "csrf_token": owner.csrf()})
+    response = client.post(f"/experiments/{number}/edit", data={**fields, "csrf_token": owner.csrf()},
+                           follow_redirects=True)
     assert response.status_code == 200
     assert message in text(response)
     assert _snapshot(app, number) == before

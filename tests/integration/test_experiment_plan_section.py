@@ -26,10 +26,10 @@ def test_paste_bad_plans_show_why_and_keep_text(app, client, owner, make_experim
     """Do a questions-only text and an invalid spec each say why, keeping the text in the box?"""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
     short = client.post(f"/experiments/{number}/plan", data={
-        "markdown": (PLANS / "questions_only.md").read_text(), "csrf_token": owner.csrf()})
+        "markdown": (PLANS / "questions_only.md").read_text(), "csrf_token": owner.csrf()}, follow_redirects=True)
     assert "reads as questions, not a plan" in short.text and "Which base model?" in short.text
     bad = client.post(f"/experiments/{number}/plan", data={
-        "markdown": TWO_POD.replace('"A100-SXM"', '"B300"'), "csrf_token": owner.csrf()})
+        "markdown": TWO_POD.replace('"A100-SXM"', '"B300"'), "csrf_token": owner.csrf()}, follow_redirects=True)
     assert "runpod-spec is invalid, so no approval was requested" in bad.text
     assert 'unknown GPU &#34;B300&#34;' in bad.text or "unknown GPU &quot;B300&quot;" in bad.text
     with app.app_context():
@@ -66,7 +66,8 @@ def test_questions_are_answered_on_the_page(app, client, owner, make_experiment)
         db.session.commit()
     page = client.get(f"/experiments/{number}").text
     assert "Which base model?" in page and 'name="answer-base-model"' in page
-    empty = client.post(f"/experiments/{number}/answers", data={"answer-base-model": " ", "csrf_token": owner.csrf()})
+    empty = client.post(f"/experiments/{number}/answers", data={"answer-base-model": " ", "csrf_token": owner.csrf()},
+                        follow_redirects=True)
     assert "Answer at least one question." in empty.text
     done = client.post(f"/experiments/{number}/answers",
                        data={"answer-base-model": "Qwen 7B", "expected": "awaiting_clarifications",

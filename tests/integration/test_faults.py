@@ -196,8 +196,9 @@ def test_two_owner_sessions_approving_and_moving_one_card_at_once(app, auth, liv
             else:
                 winners.append("move")
                 assert status == "archived" and approval_status == "pending"
-                page = answers["approve"]
-                assert page.status_code == 200  # the approval page again, saying why
+                refused = answers["approve"]
+                assert refused.status_code == 303  # post/redirect/get: the approval page again, saying why
+                page = approver.get(refused.headers["Location"])
                 error = re.search(r'<p class="error" role="alert">(.*?)</p>', page.text, re.S)
                 assert error and "archived" in error.group(1), page.text[-3000:]
     finally:

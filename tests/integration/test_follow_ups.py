@@ -46,7 +46,8 @@ def test_a_follow_up_without_a_title_is_refused(app, client, owner, make_experim
     parent = make_experiment("Parent")
     page = client.get(f"/experiments/{parent}")
     response = client.post(f"/experiments/{parent}/follow-ups", data={"csrf_token": csrf_from(page.text),
-                                                                      "title": " ", "hypothesis": "kept"})
+                                                                      "title": " ", "hypothesis": "kept"},
+                           follow_redirects=True)
     assert response.status_code == 200 and "Title is required." in response.text and ">kept</textarea>" in response.text
     assert _children(app, parent) == []
 
@@ -193,7 +194,7 @@ def test_the_follow_ups_panel_asks_claude_and_says_it_is_working(app, client, ow
     assert "Ask Claude for follow-ups" in page
     response = client.post(f"/experiments/{parent}/status", data={
         "to": "followups_running", "expected": "awaiting_promotion", "csrf_token": csrf_from(page)})
-    assert response.status_code == 200
+    assert response.status_code == 303
     after = client.get(f"/experiments/{parent}").text
     assert "Claude is proposing follow-ups" in after and "Ask Claude for follow-ups" not in after
     assert "Ask Claude for follow-ups" not in client.get(f"/experiments/{make_experiment('Idea')}").text

@@ -41,6 +41,6 @@ def test_oversized_api_body_is_413_json(api_client):
 def test_body_just_under_the_cap_is_read(app, client, owner):
     """Is a body under 2 MB read normally (the form answers with its own validation)?"""
     response = client.post("/experiments/new", data={"title": "", "hypothesis": "h" * 1000,
-                                                     "csrf_token": owner.csrf()})
+                                                     "csrf_token": owner.csrf()}, follow_redirects=True)
     assert response.status_code == 200
     assert "Title is required." in response.text

@@ -87,6 +87,9 @@ def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_experime
         # … and the pod's log, which outlives the pod (issue 16 item 9).
         assert names == ["figure.svg", "metrics.json", f"sagan-logs/{pod_name}.log"]
         assert "Uploads verified." in notes
+        # Honest labels: a local pod is not RunPod's.
+        assert "Local pod dispatched; waiting for runtime." in notes and "Local pod is running." in notes
+        assert not any((note or "").startswith("RunPod pod") for note in notes)
         pod = db.session.get(Pod, pod_id)
         assert pod.exit_code == 0 and float(pod.cost_per_hr or 0) == 0.0
     shutil.rmtree(pods_dir, ignore_errors=True)

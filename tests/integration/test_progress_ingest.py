@@ -199,3 +199,23 @@ def test_svg_upload_becomes_a_sanitized_figure(app, client, pod, owner):
         assert "script" not in figure.content and "onload" not in figure.content
     page = client.get(f"/experiments/{number}").text
     assert "alert(" not in page
+
+
+def test_the_bootstraps_exit_post_is_shown_though_the_script_numbered_higher(app, client, pod):
+    """The training script posts its own seqs (101…108, up to 90 %); the bootstrap's exit post
+    comes last with its own lower seq (2): is the pod shown at 100 % · finished, not stuck at 90 %,
+    while a late retry of an older script post still changes nothing shown?"""
+    pod_id, secret, _ = pod
+    assert post(client, secret, {"progressPct": 5, "message": "bootstrap complete", "milestone": "bootstrap",
+                                 "seq": 1}).status_code == 200
+    for epoch in range(1, 9):
+        post(client, secret, {"progressPct": 10 + epoch * 10, "message": f"epoch {epoch}/8", "seq": 100 + epoch})
+    post(client, secret, {"progressPct": 60, "message": "epoch 5/8 (late retry)", "seq": 105})
+    with app.app_context():
+        assert db.session.get(Pod, pod_id).progress_pct == 90
+    final = post(client, secret, {"progressPct": 100, "message": "experiment finished", "milestone": "exit",
+                                  "seq": 2, "exitCode": 0})
+    assert final.status_code == 200 and final.get_json()["duplicate"] is False
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        assert (row.progress_pct, row.progress_message, row.exit_code) == (100, "experiment finished", 0)

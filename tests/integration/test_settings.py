@@ -108,7 +108,8 @@ def test_owner_sets_branch_and_commit_on_the_record(app, client, owner, make_exp
     from services import experiments
     number = make_experiment("Code")
     csrf = owner.csrf()
-    bad = client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_commit": "abc def", "csrf_token": csrf})
+    bad = client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_commit": "abc def", "csrf_token": csrf},
+                      follow_redirects=True)
     assert 'class="error"' in bad.text
     client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_branch": "experiment-7",
                                                       "git_commit": "0123abcd", "csrf_token": csrf})

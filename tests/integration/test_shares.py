@@ -44,7 +44,7 @@ def test_owner_creates_a_link_on_settings_and_sees_it_once(app, client, owner, m
     assert 'id="share-links"' in page.text
     response = client.post("/settings/share-links", data={
         "csrf_token": csrf_from(page.text), "scope": "experiment", "experiment": str(number),
-        "label": "For Ada", "expires_in_days": "7"})
+        "label": "For Ada", "expires_in_days": "7"}, follow_redirects=True)
     assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store"
     url = re.search(r'id="new-share-url" type="text" readonly value="([^"]+)"', response.text).group(1)
     token = url.rsplit("/", 1)[1]
@@ -66,7 +66,7 @@ def test_share_link_form_errors(app, client, owner, make_experiment):
                           ({"scope": "experiment"}, "Choose the experiment to share."),
                           ({"scope": "all_promoted", "expires_in_days": "-3"}, "Expiry must be a whole number"),
                           ({"scope": "project"}, "Share one experiment or all promoted results.")):
-        page = client.post("/settings/share-links", data={"csrf_token": token, **data})
+        page = client.post("/settings/share-links", data={"csrf_token": token, **data}, follow_redirects=True)
         assert page.status_code == 200 and message in page.text, message
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(ShareLink.id))) == 0

@@ -27,8 +27,10 @@ def _secret_in_database(app, secret: str) -> list[str]:
 
 
 def _create_on_page(client, owner, name="laptop CLI", scopes=("read",)):
-    return client.post("/api-tokens", data={"name": name, "scopes": list(scopes),
-                                            "csrf_token": owner.csrf()})
+    """Create on the page and follow its redirect (post/redirect/get): the page that shows the secret."""
+    posted = client.post("/api-tokens", data={"name": name, "scopes": list(scopes), "csrf_token": owner.csrf()})
+    assert posted.status_code == 303 and posted.headers["Location"].endswith("/api-tokens")
+    return client.get(posted.headers["Location"])
 
 
 def test_page_creates_a_token_and_shows_the_secret_once(app, client, owner):
@@ -56,7 +58,8 @@ def test_page_refuses_a_token_without_name_or_scope(app, client, owner):
     """Are a blank name and no scopes refused with a message and nothing created?"""
     response = _create_on_page(client, owner, name="   ")
     assert "Give the token a name" in response.text
-    response = client.post("/api-tokens", data={"name": "no scopes", "csrf_token": owner.csrf()})
+    response = client.post("/api-tokens", data={"name": "no scopes", "csrf_token": owner.csrf()},
+                           follow_redirects=True)
     assert "Choose at least one scope." in response.text
     response = _create_on_page(client, owner, scopes=("read", "root"))
     assert "Unknown scope 'root'" in html.unescape(response.text)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 import sqlalchemy as sa
 
-from models import Experiment, WorkflowEvent, db
+from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
 from services import experiments, lifecycle, registry
 from services.actors import Actor
 from services.errors import Conflict, Forbidden, ValidationError
@@ -32,11 +33,30 @@ def _new(title="Workflow test") -> Experiment:
     return experiment
 
 
+def _approval_of(experiment: Experiment) -> dict:
+    """Approving carries its approval request (the transition guard, issue 18): a plan version
+    and its request, as services.approvals would have stored them."""
+    version = PlanVersion(id=uuid.uuid4(), experiment_id=experiment.id, version=1, markdown="## Goal",
+                          plan_json={}, problems=[], source="agent")
+    db.session.add(version)
+    db.session.flush()  # no relationship orders the two inserts
+    request = ApprovalRequest(id=uuid.uuid4(), experiment_id=experiment.id, plan_version_id=version.id,
+                              kind="experiment_plan", title="Approve", status="approved", checklist={}, answers={})
+    db.session.add(request)
+    db.session.flush()
+    return {"approval_request_id": str(request.id)}
+
+
+def _move(experiment: Experiment, to: str, actor: Actor, note: str | None = None) -> None:
+    metadata = _approval_of(experiment) if to == "approved" and experiment.status == "plan_pending" else None
+    lifecycle.transition(experiment, to, actor, note=note, metadata=metadata)
+
+
 def test_happy_path_end_to_end(app_ctx):
     """Does the whole happy path of SPEC §2.2 go through, one state_changed event per move?"""
     experiment = _new()
     for to, actor in HAPPY_PATH:
-        lifecycle.transition(experiment, to, actor, note=f"to {to}")
+        _move(experiment, to, actor, note=f"to {to}")
         db.session.commit()
         assert experiment.status == to
     rows = db.session.execute(sa.select(WorkflowEvent.from_status, WorkflowEvent.to_status)
@@ -53,7 +73,7 @@ def test_survey_path_skips_pods(app_ctx):
     for to, actor in [("planning", OWNER), ("plan_pending", SYSTEM), ("approved", OWNER),
                       ("implementing", SYSTEM), ("blocked", AGENT)]:
         note = "waiting for data" if to == "blocked" else None
-        lifecycle.transition(experiment, to, actor, note=note)
+        _move(experiment, to, actor, note=note)
     assert experiment.status == "blocked" and experiment.status_before_block == "implementing"
 
 

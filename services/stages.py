@@ -1,0 +1,62 @@
+"""The experiment page's stage stepper (issue 18 item 1): where the experiment is in the
+pipeline, how long it has been there, what it waits for and who acts next.
+
+Pure: derived from the status registry and one timestamp, so it needs no database."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from services import registry
+
+# The pipeline a person reads, in order: the board's columns without the two side tracks
+# (blocked is shown on the stage it left; closed is an ending, not a stage).
+STAGES: list[tuple[str, str]] = [(key, title) for key, title in registry.BOARD_COLUMNS
+                                 if key not in ("blocked", "closed")]
+
+
+@dataclass(frozen=True)
+class Stage:
+    key: str
+    title: str
+    state: str  # "done", "current", "blocked", "todo"
+
+
+@dataclass(frozen=True)
+class Stepper:
+    stages: list[Stage]
+    since: datetime | None   # when the experiment entered its status
+    waits_for: str            # the turn, without its "Owner turn:" prefix
+    next_actor: str           # "You", "Sagan" or "Nobody"
+    ended: str | None         # "failed", "cancelled", "archived" for an experiment that stopped
+
+
+def _split_turn(turn: str) -> tuple[str, str]:
+    if turn.startswith("Owner turn: "):
+        return "You", turn.removeprefix("Owner turn: ")
+    if turn.startswith("Sagan turn: "):
+        return "Sagan", turn.removeprefix("Sagan turn: ")
+    return "Nobody", "nothing"
+
+
+def stepper(status: str, status_before_block: str | None, since: datetime | None) -> Stepper:
+    """The stepper for an experiment in `status` (`status_before_block`: where a blocked
+    one stopped); `since`: when it entered `status`."""
+    info = registry.STATUS_BY_NAME[status]
+    blocked = status == "blocked"
+    where = registry.STATUS_BY_NAME.get(status_before_block or "", info) if blocked else info
+    column = where.column
+    ended = status if info.column == "closed" else None
+    keys = [key for key, _ in STAGES]
+    current = keys.index(column) if column in keys else (len(keys) if info.column == "done" else -1)
+    stages = []
+    for index, (key, title) in enumerate(STAGES):
+        if index < current or (info.column == "done"):
+            state = "done"
+        elif index == current:
+            state = "blocked" if blocked else "current"
+        else:
+            state = "todo"
+        stages.append(Stage(key, title, state))
+    actor, waits_for = _split_turn(info.turn)
+    return Stepper(stages=stages, since=since, waits_for=waits_for, next_actor=actor, ended=ended)
