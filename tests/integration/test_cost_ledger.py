@@ -26,6 +26,12 @@ def _run(experiment, *, model, cost, tokens=1000, kind="apply"):
     return run
 
 
+def _next_version(experiment) -> int:
+    """The plan version after the ones make_experiment's walk already wrote."""
+    return (db.session.scalar(sa.select(sa.func.max(PlanVersion.version))
+                              .where(PlanVersion.experiment_id == experiment.id)) or 0) + 1
+
+
 def _pod(experiment, *, rate, uptime, status="running", account="team"):
     pod = Pod(id=uuid.uuid4(), experiment_id=experiment.id, account=account, name=f"p-{uuid.uuid4().hex[:8]}",
               status=status, cost_per_hr=rate, uptime_seconds=uptime)
@@ -42,7 +48,7 @@ def costed(app, make_experiment):
         _run(experiment, model="claude-sonnet-5-5", cost=0.25)
         _run(experiment, model="claude-haiku-4-5", cost=0.05)
         _pod(experiment, rate=0.69, uptime=7200)
-        db.session.add(PlanVersion(experiment_id=experiment.id, version=1, markdown="p", source="agent",
+        db.session.add(PlanVersion(experiment_id=experiment.id, version=_next_version(experiment), markdown="p", source="agent",
                                    estimate={"total_usd": 5.0, "known_usd": 5.0, "unknown_prices": []}))
         db.session.commit()
     return number
@@ -94,7 +100,7 @@ def test_over_the_estimate_is_flagged(app, owner, client, make_experiment):
     with app.app_context():
         experiment = _experiment(number)
         _pod(experiment, rate=2.0, uptime=3 * 3600)
-        db.session.add(PlanVersion(experiment_id=experiment.id, version=1, markdown="p", source="agent",
+        db.session.add(PlanVersion(experiment_id=experiment.id, version=_next_version(experiment), markdown="p", source="agent",
                                    estimate={"total_usd": 4.0, "known_usd": 4.0, "unknown_prices": []}))
         db.session.commit()
     page = client.get(f"/experiments/{number}").get_data(as_text=True)
@@ -104,7 +110,7 @@ def test_over_the_estimate_is_flagged(app, owner, client, make_experiment):
 def test_an_estimate_with_unknown_prices_says_so(app, owner, client, make_experiment):
     number = make_experiment("Partly priced")
     with app.app_context():
-        db.session.add(PlanVersion(experiment_id=_experiment(number).id, version=1, markdown="p", source="agent",
+        db.session.add(PlanVersion(experiment_id=_experiment(number).id, version=_next_version(_experiment(number)), markdown="p", source="agent",
                                    estimate={"total_usd": None, "known_usd": 1.5, "unknown_prices": ["B300"]}))
         db.session.commit()
     section = client.get(f"/experiments/{number}").get_data(as_text=True)

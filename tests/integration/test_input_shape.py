@@ -90,7 +90,8 @@ def test_zero_width_only_titles_are_refused(app, api_client, client, owner, titl
     response = writer.post("/api/experiments", json={"title": title})
     assert response.status_code == 400 and response.get_json()["field"] == "title"
     page = client.get("/experiments/new")
-    form = client.post("/experiments/new", data={"title": title, "csrf_token": csrf_from(page.text)})
+    form = client.post("/experiments/new", data={"title": title, "csrf_token": csrf_from(page.text)},
+                       follow_redirects=True)  # a refused form redirects back to the page that says why
     assert "Title is required" in form.get_data(as_text=True)
     assert _experiment_count(app) == 0
 
