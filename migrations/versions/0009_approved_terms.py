@@ -1,15 +1,15 @@
 """approval requests fix the RunPod account (at submission) and the cost cap (at approval),
 so dispatch uses what the owner approved, not what the experiment says later
 
-Revision ID: 0007_h17a_approved_terms
-Revises: 0007_h16_setup_failed
+Revision ID: 0009_approved_terms
+Revises: 0008_setup_failed
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_h17a_approved_terms"
-down_revision = "0007_h16_setup_failed"
+revision = "0009_approved_terms"
+down_revision = "0008_setup_failed"
 branch_labels = None
 depends_on = None
 

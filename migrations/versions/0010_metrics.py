@@ -1,15 +1,15 @@
 """metric points that pods post in batches (idempotent by pod and seq) and a summary row
 per pod and metric name
 
-Revision ID: 0007_h18b_metrics
-Revises: 0007_h17a_approved_terms
+Revision ID: 0010_metrics
+Revises: 0009_approved_terms
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_h18b_metrics"
-down_revision = "0007_h17a_approved_terms"
+revision = "0010_metrics"
+down_revision = "0009_approved_terms"
 branch_labels = None
 depends_on = None
 

@@ -1,14 +1,14 @@
 """the `setup_failed` failure reason: a pod whose repository or environment setup failed
 fails with it (not a crash loop)
 
-Revision ID: 0007_h16_setup_failed
-Revises: 0007_h14_run_cache_tokens
+Revision ID: 0008_setup_failed
+Revises: 0007_run_cache_tokens
 Create Date: 2026-12-01
 """
 from alembic import op
 
-revision = "0007_h16_setup_failed"
-down_revision = "0007_h14_run_cache_tokens"
+revision = "0008_setup_failed"
+down_revision = "0007_run_cache_tokens"
 branch_labels = None
 depends_on = None
 

@@ -2,14 +2,14 @@
 made-up $0.00) with six decimals for cache-read-sized amounts, and the model-side failure
 reasons output_limit, model_refusal, context_limit and run_incomplete
 
-Revision ID: 0007_h14_run_cache_tokens
+Revision ID: 0007_run_cache_tokens
 Revises: 0006_pod_progress_seq
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_h14_run_cache_tokens"
+revision = "0007_run_cache_tokens"
 down_revision = "0006_pod_progress_seq"
 branch_labels = None
 depends_on = None
