@@ -61,7 +61,8 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
     env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
            "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
            "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_POD_WATCH_SECONDS": "1",
-           "SAGAN_INSTANCE_DIR": str(tmp_path)}
+           # As `make demo` does: the demo's research repository is a local path.
+           "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path)}
     worker = subprocess.Popen([sys.executable, "-m", "workers.launcher"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     yield Path(base)
@@ -102,8 +103,26 @@ def _wait_for(app, number, wanted: set[str], seconds: int = 90) -> str:
     while status not in wanted and time.monotonic() < deadline:
         time.sleep(0.5)
         status = _status(app, number)
-    assert status in wanted, f"#{number} is {status}, expected {wanted}"
+    assert status in wanted, f"#{number} is {status}, expected {wanted}; its last events:\n{_last_events(app, number)}"
     return status
+
+
+def _last_events(app, number, count: int = 12) -> str:
+    """The experiment's latest timeline rows and failed runs, so a failed wait says why."""
+    with app.app_context():
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
+        rows = list(db.session.scalars(sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id)
+                                       .order_by(WorkflowEvent.created_at.desc()).limit(count)))[::-1]
+        failed = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.scope_id == experiment.id,
+                                                                   AgentRun.status == "failed")))
+        lines = [f"  {e.event_type} {e.marker or ''} {e.from_status or ''}→{e.to_status or ''}: {(e.note or '')[:300]}"
+                 for e in rows]
+        lines += [f"  failed run {r.agent}: {r.failure_reason}: {(r.last_error or '')[:300]}" for r in failed]
+        errors = list(db.session.scalars(sa.select(RunEvent).join(AgentRun, AgentRun.id == RunEvent.run_id).where(
+            AgentRun.scope_id == experiment.id, RunEvent.event_type == "tool_result",
+            RunEvent.metadata_["is_error"].as_boolean()).order_by(RunEvent.created_at.desc()).limit(4)))
+        lines += [f"  tool error ({(e.metadata_ or {}).get('tool')}): {(e.body or '')[:400]}" for e in errors]
+        return "\n".join(lines)
 
 
 def test_idea_to_shared_result(app, browser_session, owner_account, journey_stack):
