@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import signal
 
 from flask import Flask, has_app_context
 from rq import Worker
@@ -91,8 +92,24 @@ class SaganWorker(Worker):
         super().bootstrap(*args, **kwargs)
         # After registering, so the worker is seen as up while it imports (seconds when busy).
         if any(name in AGENT_QUEUES for name in self.queue_names()):
+            self._preload()
+
+    def _preload(self) -> None:
+        """Import what every job needs, once. RQ installs its signal handlers only after
+        bootstrap, so a stop that arrives during the import is noted here and honoured by
+        the work loop (which checks `_stop_requested` first) instead of killing the worker."""
+        asked = []
+        previous = {sig: signal.signal(sig, lambda signum, _frame: asked.append(signum))
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
             for module in PRELOADED_MODULES:
                 importlib.import_module(module)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if asked:
+            self.log.info("Worker %s: stop requested while starting; stopping", self.name)
+            self._stop_requested = True
 
     def request_stop(self, signum, frame):
         """Warm shutdown: tell the running agent loop (in the work horse) to park its run
