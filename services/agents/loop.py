@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, Experiment, RunEvent, WorkflowEvent, db
+from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
 from services.agents import loader, model_api, tools
@@ -444,8 +444,8 @@ def _unfinished_job(run: AgentRun) -> str | None:
     status = registry.STATUS_BY_NAME[experiment.status]
     if status.terminal or status.owner_turn:
         return None
-    if run.kind == "plan" and _has_pending_approval(run):
-        return None
+    if run.kind == "plan" and _opened_approval(run):
+        return None  # it wrote a plan; the owner may already have decided it (a rejection re-plans)
     others = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment.id, AgentRun.id != run.id,
         AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
@@ -454,8 +454,12 @@ def _unfinished_job(run: AgentRun) -> str | None:
     return f"{JOB_OF_KIND[run.kind]} Experiment #{experiment.number} was left in {experiment.status} with nothing running."
 
 
+def _opened_approval(run: AgentRun) -> bool:
+    return db.session.scalar(sa.select(sa.func.count(ApprovalRequest.id)).where(
+        ApprovalRequest.agent_run_id == run.id)) > 0
+
+
 def _has_pending_approval(run: AgentRun) -> bool:
-    from models import ApprovalRequest
     return db.session.scalar(sa.select(sa.func.count(ApprovalRequest.id)).where(
         ApprovalRequest.agent_run_id == run.id, ApprovalRequest.status == "pending")) > 0
 
