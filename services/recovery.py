@@ -124,14 +124,9 @@ def decide(run: AgentRun, experiment: Experiment | None) -> Decision:
         return Decision(False, "a dispatch is not retried automatically")
     if experiment is None:
         return Decision(False, "the run has no experiment")
-    if fleet_incident_open():
-        return Decision(False, "a fleet incident is open; automatic recovery is paused")
-    if spend_cap_reached(experiment):
-        return Decision(False, "the experiment's spend cap is reached")
-    done = recent_recoveries(experiment.id)
-    budget = current_app.config["RECOVERY_MAX_PER_DAY"]
-    if len(done) >= budget:
-        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)", budget_spent=True)
+    refusal, done = _paused_or_spent(experiment)
+    if refusal is not None:
+        return refusal
     backoff = current_app.config["RECOVERY_BACKOFF_MINUTES"]
     delay = backoff[min(len(done), len(backoff) - 1)]
     if reason == "pod_vanished":
@@ -148,15 +143,25 @@ CODE_FAILURE_REASONS = frozenset({"pod_exit_nonzero"})
 
 def code_fix_decision(experiment: Experiment) -> Decision:
     """May a crash go back to the implementer now? It is a recovery: same budget, same pauses."""
+    refusal, done = _paused_or_spent(experiment)
+    if refusal is not None:
+        return refusal
+    return Decision(True, f"recovery {len(done) + 1} of {current_app.config['RECOVERY_MAX_PER_DAY']} in 24 h")
+
+
+def _paused_or_spent(experiment: Experiment) -> tuple[Decision | None, list]:
+    """The refusal every recovery meets (fleet incident, spend cap, budget), or None, and
+    the recoveries of the last 24 h."""
     if fleet_incident_open():
-        return Decision(False, "a fleet incident is open; automatic recovery is paused")
+        return Decision(False, "a fleet incident is open; automatic recovery is paused"), []
     if spend_cap_reached(experiment):
-        return Decision(False, "the experiment's spend cap is reached")
+        return Decision(False, "the experiment's spend cap is reached"), []
     done = recent_recoveries(experiment.id)
     budget = current_app.config["RECOVERY_MAX_PER_DAY"]
     if len(done) >= budget:
-        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)", budget_spent=True)
-    return Decision(True, f"recovery {len(done) + 1} of {budget} in 24 h")
+        return Decision(False, f"the recovery budget is spent ({len(done)} of {budget} in 24 h)",
+                        budget_spent=True), done
+    return None, done
 
 
 def chain_of(run: AgentRun) -> list[AgentRun]:
