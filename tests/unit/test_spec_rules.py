@@ -203,3 +203,36 @@ def test_policy_problems_come_in_field_order_after_the_pods_own():
         '[0].substitution_policy.cloudType: must be {"prefer": …, "allowed": […]}',
         '[0].substitution_policy.account: must be {"prefer": …, "allowed": […]}',
         '[0].substitution_policy.dataCenterId.allowed: must be "any" or a list of data-center ids']
+
+
+def test_pod_problems_remembers_each_name_for_the_pods_after_it():
+    """Does pod_problems add the pod's name to the names seen, so a later pod with it is a duplicate?"""
+    names: set[str] = set()
+    assert spec.pod_problems({**H100, "name": "sweep"}, "[0]", names) == [] and names == {"sweep"}
+    assert spec.pod_problems({**H100, "name": "sweep"}, "[1]", names) == ["[1].name: duplicate pod name 'sweep'"]
+    assert spec.pod_problems(H100, "[2]", names) == [] and names == {"sweep"}
+
+
+def test_each_policy_rule_answers_for_its_own_path_and_owner():
+    """Do the policy rules, called alone, name the path they are given and hold the owner's values?"""
+    owner = spec.PolicyOwner({"gpuType": "A100", "gpuCount": 4, "cloudType": "SECURE"}, spec.find_gpu("A100"), "team")
+    assert [key for key, _ in spec.POLICY_RULES] == ["gpuType", "gpuCount", "volumeGb", "containerDiskGb",
+                                                     "cloudType", "account", "dataCenterId"]
+    assert spec.gpu_type_policy_problems({"allowed": ["H100"]}, owner, "p") == [
+        "p.allowed: does not include the spec's own GPU 'A100'"]
+    assert spec.gpu_count_policy_problems({"max": 2}, owner, "p") == ["p: the spec's own gpuCount 4 is outside None–2"]
+    assert spec.disk_policy_problems({"min": 1.5}, owner, "p") == ['p: must be {"min": <GB>}']
+    assert spec.cloud_type_policy_problems({"allowed": ["COMMUNITY"]}, owner, "p") == [
+        "p.allowed: does not include the spec's own cloudType 'SECURE'"]
+    assert spec.account_policy_problems({"allowed": ["team"], "prefer": "local"}, owner, "p") == [
+        "p.prefer: 'local' is not in allowed"]
+    assert spec.data_center_policy_problems({"allowed": "anywhere"}, owner, "p") == [
+        'p.allowed: must be "any" or a list of data-center ids']
+
+
+def test_a_choice_policy_checks_values_preference_and_the_owners_value_in_that_order():
+    """Does choice_policy_problems list unknown values first, then the preference, then the missing own value?"""
+    assert spec.choice_policy_problems({"allowed": ["a", "z"], "prefer": "b"}, "p", "letter", ["a", "b"], "b") == [
+        'p.allowed[1]: "z" is not one of a, b', "p.prefer: 'b' is not in allowed",
+        "p.allowed: does not include the spec's own letter 'b'"]
+    assert spec.choice_policy_problems({}, "p", "letter", ["a"], "a") == []  # no list: every choice allowed
