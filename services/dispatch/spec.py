@@ -196,10 +196,13 @@ def _name_problems(name, where: str, names: set[str]) -> list[str]:
         return []
     problems = []
     if not isinstance(name, str) or not name.strip() or len(name) > 120:
+        # Not remembered: a list or object name cannot go in a set (it was a 500), and only a
+        # valid name can be a duplicate of another.
         problems.append(f"{where}.name: must be text of 1–120 characters")
     elif name in names:
         problems.append(f"{where}.name: duplicate pod name {name!r}")
-    names.add(name)
+    else:
+        names.add(name)
     return problems
 
 

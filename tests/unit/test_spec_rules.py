@@ -236,3 +236,9 @@ def test_a_choice_policy_checks_values_preference_and_the_owners_value_in_that_o
         'p.allowed[1]: "z" is not one of a, b', "p.prefer: 'b' is not in allowed",
         "p.allowed: does not include the spec's own letter 'b'"]
     assert spec.choice_policy_problems({}, "p", "letter", ["a"], "a") == []  # no list: every choice allowed
+
+
+def test_a_list_or_object_as_a_pod_name_is_a_problem_not_a_crash():
+    """Is a name that is a list or an object reported like any bad name (it used to raise TypeError)?"""
+    check = spec.validate([{**H100, "name": ["a"]}, {**H100, "name": {"a": 1}}, {**H100, "name": ["a"]}])
+    assert check.problems == [f"[{i}].name: must be text of 1–120 characters" for i in range(3)]
