@@ -208,22 +208,41 @@ def findings_of_round(cycle: list[WorkflowEvent], code_round: int) -> str:
     """The fixes asked for in `code_round`, one line each, from the cycle's events (oldest
     first; the latest of each kind counts): each reviewer that did not pass, the reconciler's
     decision, the tests' failure with its output."""
-    lines = []
-    for agent, marker in REVIEWERS.items():
-        found = [e for e in cycle if e.marker == marker and int(_review(e).get("round") or 0) == code_round
-                 and _review(e).get("review_pair") == "code_review"]
-        if found and _review(found[-1]).get("verdict") != "pass":
-            review = _review(found[-1])
-            lines.append(f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or found[-1].note or ''}")
-    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and int(_review(e).get("round") or 0) == code_round]
+    lines = [line for agent, marker in REVIEWERS.items()
+             if (line := _reviewer_finding(agent, _latest_review(cycle, marker, code_round)))]
+    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and _review_round(e) == code_round]
     if reconcile:
         lines.append(f"- reconciler decided: {_review(reconcile[-1]).get('reconciler_decision') or reconcile[-1].note}")
-    tests = [e for e in cycle if e.marker == TEST_MARKER and (e.metadata_ or {}).get("round") == code_round
-             and (e.metadata_ or {}).get("verdict") != "pass"]
-    if tests:
-        meta = tests[-1].metadata_ or {}
-        lines.append(f"- the tests failed on {str(meta.get('commit'))[:12]}:\n```\n{meta.get('output_tail', '')}\n```")
+    failed = _failed_tests(cycle, code_round)
+    if failed is not None:
+        lines.append(f"- the tests failed on {str(failed.get('commit'))[:12]}:\n```\n{failed.get('output_tail', '')}\n```")
     return "\n".join(lines)
+
+
+def _review_round(event: WorkflowEvent) -> int:
+    return int(_review(event).get("round") or 0)
+
+
+def _latest_review(cycle: list[WorkflowEvent], marker: str, code_round: int) -> WorkflowEvent | None:
+    """The last code-review-pair event with `marker` for `code_round`."""
+    found = [e for e in cycle if e.marker == marker and _review_round(e) == code_round
+             and _review(e).get("review_pair") == "code_review"]
+    return found[-1] if found else None
+
+
+def _reviewer_finding(agent: str, event: WorkflowEvent | None) -> str | None:
+    """A reviewer's line: its verdict and the fix it asks for, unless it passed (or never spoke)."""
+    if event is None or _review(event).get("verdict") == "pass":
+        return None
+    review = _review(event)
+    return f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or event.note or ''}"
+
+
+def _failed_tests(cycle: list[WorkflowEvent], code_round: int) -> dict | None:
+    """The metadata of the round's last test verdict that did not pass, if any did not."""
+    failed = [e.metadata_ or {} for e in cycle if e.marker == TEST_MARKER
+              and (e.metadata_ or {}).get("round") == code_round and (e.metadata_ or {}).get("verdict") != "pass"]
+    return failed[-1] if failed else None
 
 
 def _implementer_request(state: CodeState, experiment: Experiment) -> str:
@@ -497,11 +516,7 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
     reviews = {agent: state.review(marker, n) for agent, marker in REVIEWERS.items()}
     missing = [agent for agent, event in reviews.items() if event is None]
     if missing:
-        for agent in missing:
-            if not _runs_of(experiment, agent, active=True) and \
-                    _attempts_exhausted(step, state, agent, REVIEWERS[agent]):
-                return False
-            step.start(agent, _reviewer_request(agent, state, experiment))
+        _start_reviewers(step, state, experiment, missing)
         return False
     verdicts = {agent: _review(event).get("verdict") for agent, event in reviews.items()}
     outcome = review_outcome(n, verdicts)
@@ -513,6 +528,22 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
         step.move("implementing", f"Round {n} reviewer pair landed needs_targeted_fix; dispatching implementer "
                                   f"for round {n + 1} fixes", code_round=n + 1, verdicts=verdicts)
         return True
+    return _reconciling(step, state, experiment, sha12)
+
+
+def _start_reviewers(step: Step, state: CodeState, experiment: Experiment, missing: list[str]) -> None:
+    """Start each reviewer that has not posted this round, unless it already failed ATTEMPTS
+    times (that blocks, and the rest wait)."""
+    for agent in missing:
+        if not _runs_of(experiment, agent, active=True) and \
+                _attempts_exhausted(step, state, agent, REVIEWERS[agent]):
+            return
+        step.start(agent, _reviewer_request(agent, state, experiment))
+
+
+def _reconciling(step: Step, state: CodeState, experiment: Experiment, sha12: str) -> bool:
+    """The review pair disagreed or raised a serious verdict: the reconciler settles it."""
+    n = state.round
     reconcile = state.review(RECONCILE_MARKER, n)
     if reconcile is None:
         if not _runs_of(experiment, RECONCILER, active=True) and \

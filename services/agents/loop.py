@@ -206,46 +206,71 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
     api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     while True:
-        db.session.refresh(run)
-        if run.cancel_requested_at is not None:
-            effects = runs.finish_cancel(run, Actor.owner_like())
-            db.session.commit()
-            lifecycle.run_side_effects(effects)
-            return Outcome("cancelled")
-        if should_stop():
-            raise ShutdownRequested()
-        if run.turns >= definition.max_turns:
-            return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
-        response = _model_turn(client, run, definition, api_tools)
-        if isinstance(response, Outcome):
-            return response
-        blocks = model_api.stored_blocks(response.content)
-        # The assistant turn is stored exactly as returned: thinking blocks and their
-        # signatures must go back unchanged. Redaction applies to the events below (what
-        # Sagan shows), and tool results are redacted before they enter the conversation.
-        conversation = list(run.conversation) + [{"role": "assistant", "content": blocks}]
-        run.conversation = conversation
-        _record_blocks(run, blocks)
-        action = model_api.stop_action(response.stop_reason)
-        if action == "continue_turn":
-            # pause_turn: the server paused a long turn; sending the conversation back as it
-            # is (ending with this assistant turn) lets it continue where it stopped.
-            db.session.commit()
-            continue
-        if action == "fail_refusal":
-            return _finish_failed(run, "model_refusal", "The model declined to continue this run "
-                                  f"({model_api.refusal_detail(response)}). Sagan does not retry a refusal: "
-                                  "rephrase the request or the experiment, then start the step again.")
-        if action == "fail_unknown":
-            return _finish_failed(run, "model_api_error", f"The model stopped for an unknown reason "
-                                  f"{response.stop_reason!r}; nothing was assumed finished.")
-        tool_uses = [b for b in blocks if b["type"] == "tool_use"]
-        if action != "run_tools" or not tool_uses:
-            final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
-            return _finish_completed(run, final, response.stop_reason)
-        outcome = _run_tools(run, definition, experiment, tool_uses)
+        outcome = _before_turn(run, definition, should_stop)
+        if outcome is None:
+            outcome = _turn(client, run, definition, api_tools, experiment)
         if outcome is not None:
             return outcome
+
+
+def _before_turn(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome | None:
+    """A cancel, a worker stop (raised) or the turn limit ends the run before the next model call."""
+    db.session.refresh(run)
+    if run.cancel_requested_at is not None:
+        effects = runs.finish_cancel(run, Actor.owner_like())
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return Outcome("cancelled")
+    if should_stop():
+        raise ShutdownRequested()
+    if run.turns >= definition.max_turns:
+        return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
+    return None
+
+
+def _turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list, experiment) -> Outcome | None:
+    """One model turn and what its stop reason asks for; None when the loop goes on."""
+    response = _model_turn(client, run, definition, api_tools)
+    if isinstance(response, Outcome):
+        return response
+    blocks = model_api.stored_blocks(response.content)
+    # The assistant turn is stored exactly as returned: thinking blocks and their
+    # signatures must go back unchanged. Redaction applies to the events below (what
+    # Sagan shows), and tool results are redacted before they enter the conversation.
+    conversation = list(run.conversation) + [{"role": "assistant", "content": blocks}]
+    run.conversation = conversation
+    _record_blocks(run, blocks)
+    action = model_api.stop_action(response.stop_reason)
+    if action == "continue_turn":
+        # pause_turn: the server paused a long turn; sending the conversation back as it
+        # is (ending with this assistant turn) lets it continue where it stopped.
+        db.session.commit()
+        return None
+    failure = stop_failure(action, response)
+    if failure is not None:
+        return _finish_failed(run, *failure)
+    tool_uses = [b for b in blocks if b["type"] == "tool_use"]
+    if action != "run_tools" or not tool_uses:
+        return _finish_completed(run, final_text(blocks), response.stop_reason)
+    return _run_tools(run, definition, experiment, tool_uses)
+
+
+def stop_failure(action: str, response) -> tuple[str, str] | None:
+    """The failure reason and message for a stop that ends the run failed: a refusal (never
+    retried) or a stop reason Sagan does not know (nothing is assumed finished)."""
+    if action == "fail_refusal":
+        return ("model_refusal", "The model declined to continue this run "
+                f"({model_api.refusal_detail(response)}). Sagan does not retry a refusal: "
+                "rephrase the request or the experiment, then start the step again.")
+    if action == "fail_unknown":
+        return ("model_api_error", f"The model stopped for an unknown reason "
+                f"{response.stop_reason!r}; nothing was assumed finished.")
+    return None
+
+
+def final_text(blocks: list[dict]) -> str:
+    """The run's answer: the turn's text blocks, joined."""
+    return "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
 
 
 def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list):
