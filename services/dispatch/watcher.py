@@ -16,6 +16,7 @@ from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
 from services import events, lifecycle, redis_store, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
+from services.errors import Conflict
 from services.dispatch.backends.base import BackendError, backend_for
 from services.dispatch.spec import pod_noun
 
@@ -78,7 +79,13 @@ def watch(limit: int = 100) -> dict:
             pod.last_checked_at = now
         db.session.commit()
     for run_id in {p.agent_run_id for p in pods if p.agent_run_id}:
-        _review_dispatch(run_id, now)
+        try:
+            _review_dispatch(run_id, now)
+        except Conflict as exc:
+            # Another writer moved this experiment first (an owner's board move, a progress
+            # post): this run is looked at again on the next pass; the other runs still are now.
+            db.session.rollback()
+            log.info("watcher: dispatch %s changed under this pass (%s); next pass", run_id, exc.message)
         db.session.commit()
     _enforce_caps(now)
     db.session.commit()
@@ -385,7 +392,15 @@ def bootstrap_silence_failure(pods: list[Pod], now) -> DispatchFailure | None:
 
 def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     """Every pod exited 0: the system collects and checks the uploads (SPEC §6.10), then
-    wakes the orchestrator waiting on this dispatch, if there is one."""
+    wakes the orchestrator waiting on this dispatch, if there is one.
+
+    The watcher and a pod's last progress post can both see the final exit at the same
+    moment: the compare-and-set on the run lets exactly one of them finish the dispatch.
+    The other finds it finished and leaves it (without this its moves failed as stale and
+    aborted the rest of its watcher pass)."""
+    if not runs.claim(run.id, registry.RUN_ACTIVE_STATUSES, "completed"):
+        db.session.rollback()
+        return
     runs.set_status(run, "completed")
     runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
     from services.dispatch import verify
