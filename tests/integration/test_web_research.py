@@ -307,3 +307,12 @@ def test_search_cost_is_added_to_a_calls_cost(app_ctx):
     tokens = (1000 * SONNET.input + 100 * SONNET.output) / 1_000_000
     assert model_api.cost("claude-sonnet-5-5", Usage) == pytest.approx(tokens + 0.03)
     assert model_api.cost("an-unpriced-model", Usage) is None
+
+
+def test_settings_page_title_is_plain_and_the_sessions_panel_is_in_the_body(client, owner):
+    """The Sessions panel used to sit inside the <title> block (so browsers never showed it)."""
+    page = client.get("/settings").text
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert title == "Settings · Sagan"
+    body = page.split("<body", 1)[1]
+    assert 'id="sessions"' in body and 'id="web-research"' in body
