@@ -159,8 +159,8 @@ def test_planner_plan_links_its_cited_sources_and_drops_a_javascript_url(app, fa
         assert completed == "Plan submitted."
 
 
-def test_allowed_domains_are_passed_through_and_limit_the_results(app, fake_anthropic, worker, make_experiment,
-                                                                  web_settings):
+def test_allowed_domains_are_passed_through_and_limit_the_results(app, client, owner, fake_anthropic, worker,
+                                                                  make_experiment, web_settings):
     """With allowed domains set, both tools carry them; results from elsewhere never reach the
     model, so they cannot be cited; fetching an outside page is a url_not_allowed result."""
     web_settings(web_allowed_domains=["arxiv.org", "openreview.net"])
@@ -187,6 +187,9 @@ def test_allowed_domains_are_passed_through_and_limit_the_results(app, fake_anth
         errors = list(db.session.scalars(sa.select(RunEvent).where(RunEvent.run_id == run_id,
                                                                    RunEvent.event_type == "tool_result")))
         assert any(e.metadata_["is_error"] and "url_not_allowed" in e.body for e in errors)
+    # The run page shows the search, what it found, and the refused fetch.
+    page = client.get(f"/runs/{run_id}").text
+    assert "web_search" in page and "Cubic sparsity schedules" in page and "web_fetch failed: url_not_allowed" in page
 
 
 def test_web_tools_off_in_settings_are_not_in_the_request(app, fake_anthropic, worker, make_experiment,
