@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from flask import current_app
 
-from services import settings
+from services import plans, settings
 from services.errors import ValidationError
 
 SEARCH = "web_search"
@@ -181,14 +181,14 @@ def _markdown_text(value: str) -> str:
 
 
 def with_markdown_sources(markdown: str, cited: list[Source]) -> str:
-    """The markdown with a Sources list of the cited pages it does not already link (the
-    sanitizer renders it like the rest: links only for http(s))."""
+    """A plan with a Sources section listing the cited pages it does not already link, before
+    its runpod-spec block (the sanitizer renders it like the rest: links only for http(s))."""
     new = _new(markdown or "", cited)
     if not new:
         return markdown
     lines = [f"- [{_markdown_text(s.title)}](<{s.url}>)" + (f" — “{_markdown_text(s.cited_text)}”" if s.cited_text else "")
              for s in new]
-    return f"{(markdown or '').rstrip()}\n\n## {SOURCES_HEADING}\n\n" + "\n".join(lines) + "\n"
+    return plans.add_section(markdown, SOURCES_HEADING, "\n".join(lines))
 
 
 def with_html_sources(body: str, cited: list[Source]) -> str:

@@ -131,8 +131,8 @@ def test_survey_reaches_awaiting_promotion_with_no_pods_and_web_citations(app, f
     assert not _web_tools_of(fake_anthropic.requests[0])
 
 
-def test_planner_plan_links_its_cited_sources_and_drops_a_javascript_url(app, fake_anthropic, worker,
-                                                                        make_experiment):
+def test_planner_plan_links_its_cited_sources_and_drops_a_javascript_url(app, client, owner, fake_anthropic,
+                                                                        worker, make_experiment):
     """A plan written after a search gets a Sources list of markdown links, rendered through
     the sanitizer; a citation whose URL is javascript: is dropped, not linked."""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
@@ -157,6 +157,13 @@ def test_planner_plan_links_its_cited_sources_and_drops_a_javascript_url(app, fa
         completed = db.session.scalar(sa.select(RunEvent.body).where(RunEvent.run_id == run_id,
                                                                      RunEvent.event_type == "completed"))
         assert completed == "Plan submitted."
+        # A section of its own (not counted among the 11), before the runpod-spec block.
+        assert plan.index("## Sources") < plan.index("```runpod-spec")
+        approval_id = db.session.scalar(sa.select(ApprovalRequest.id))
+    for url in (f"/experiments/{number}", f"/approvals/{approval_id}"):
+        page = client.get(url).text
+        shown = page.split("<summary>Sources</summary>", 1)[1].split("</details>", 1)[0]
+        assert '<a href="https://arxiv.org/abs/2401.00001"' in shown and "javascript" not in shown, url
 
 
 def test_allowed_domains_are_passed_through_and_limit_the_results(app, client, owner, fake_anthropic, worker,
@@ -319,3 +326,16 @@ def test_settings_page_title_is_plain_and_the_sessions_panel_is_in_the_body(clie
     assert title == "Settings · Sagan"
     body = page.split("<body", 1)[1]
     assert 'id="sessions"' in body and 'id="web-research"' in body
+
+
+def test_a_sources_section_is_shown_but_not_counted_among_the_plan_sections(app_ctx):
+    """The 11 sections stay the 11: Sources is optional, never 'missing', never counted."""
+    from services import plans
+    before = plans.parse(PLAN, kind="experiment", account="personal")
+    with_sources = plans.parse(web_tools.with_markdown_sources(PLAN, [web_tools.Source(
+        "https://arxiv.org/abs/1", "A paper", "a quote")]), kind="experiment", account="personal")
+    assert with_sources.data["section_count"] == before.data["section_count"] == 11
+    assert with_sources.problems == before.problems
+    assert with_sources.data["spec"] == before.data["spec"]
+    assert [s["title"] for s in with_sources.data["sections"]][-1] == "Sources"
+    assert "A paper" in with_sources.data["sources"] and "A paper" not in (with_sources.data["approval_checklist"] or "")
