@@ -270,6 +270,7 @@ def test_web_research_settings_saved_and_shown(app, client, owner):
         assert web_tools.allowed_domains() == ["arxiv.org", "openreview.net", "example.org/Blog"]
         assert web_tools.enabled()
     page = client.get("/settings").text
+    assert not app.config["ANTHROPIC_API_KEY"] and "nothing searches until one is set" in page
     assert 'value="arxiv.org, openreview.net, example.org/Blog"' in page and 'name="web_tools_enabled" value="1" checked' in page
     off = client.post("/settings/web-research", data={"web_allowed_domains": "", "csrf_token": owner.csrf()})
     assert off.status_code == 303
