@@ -53,6 +53,8 @@ _DOMAIN = re.compile(r"(?=.{1,253}(?:/|$))(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])
 SOURCES_HEADING = "Sources"
 # Result blocks of the server tools → the tool they answer.
 RESULT_BLOCKS = {"web_search_tool_result": SEARCH, "web_fetch_tool_result": FETCH}
+# Citations of a document (a fetched page is one): they name it by title and index.
+DOCUMENT_CITATIONS = ("char_location", "page_location", "content_block_location")
 
 
 # --- the owner's settings ---------------------------------------------------------------------
@@ -149,10 +151,27 @@ def safe_url(url) -> str | None:
     return url.strip()
 
 
+def _fetched_pages(conversation) -> dict[str, str]:
+    """Title → URL of every page web fetch returned in the run (first one per title)."""
+    pages: dict[str, str] = {}
+    for message in conversation or []:
+        for block in message.get("content") if message.get("role") == "assistant" and \
+                isinstance(message.get("content"), list) else []:
+            result = block.get("content") if block.get("type") == "web_fetch_tool_result" else None
+            if isinstance(result, dict) and result.get("type") == "web_fetch_result":
+                title = ((result.get("content") or {}).get("title") or "").strip()
+                if title and result.get("url"):
+                    pages.setdefault(title, result["url"])
+    return pages
+
+
 def sources(conversation) -> list[Source]:
-    """Every web page the model cited in the run's assistant turns (web search citations),
-    first citation first, one per URL; anything but an http(s) URL is dropped."""
+    """Every web page the model cited in the run's assistant turns, first citation first,
+    one per URL; anything but an http(s) URL is dropped. Search citations carry their URL;
+    a citation of a fetched page (char/page/content-block location) names the document by
+    title, matched to the page web fetch returned under that title."""
     found: dict[str, Source] = {}
+    fetched = _fetched_pages(conversation)
     for message in conversation or []:
         if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
             continue
@@ -160,12 +179,17 @@ def sources(conversation) -> list[Source]:
             if block.get("type") != "text":
                 continue
             for citation in block.get("citations") or []:
-                if citation.get("type") != "web_search_result_location":
+                if citation.get("type") == "web_search_result_location":
+                    url, title = citation.get("url"), citation.get("title")
+                elif citation.get("type") in DOCUMENT_CITATIONS:
+                    title = (citation.get("document_title") or "").strip()
+                    url = fetched.get(title)
+                else:
                     continue
-                url = safe_url(citation.get("url"))
+                url = safe_url(url)
                 if url is None or url in found:
                     continue
-                title = " ".join(str(citation.get("title") or url).split())
+                title = " ".join(str(title or url).split())
                 found[url] = Source(url, title[:300], " ".join(str(citation.get("cited_text") or "").split())[:300])
     return list(found.values())
 

@@ -59,7 +59,11 @@ Web search and web fetch (server tools; checked 2026-12-01 against platform.clau
 - Allowed domains filter the results (subdomains included); a search past `max_uses` in
   one request is a `max_uses_exceeded` result.
 - Text written from results carries `citations` of type `web_search_result_location`
-  (url, title, cited_text, `encrypted_index`); streamed as `citations_delta` events. The
+  (url, title, cited_text, `encrypted_index`); streamed as `citations_delta` events. A
+  fetched page is a document: with `citations: {"enabled": true}` on the tool (off by
+  default), text from it cites a `char_location` (cited_text, document_title,
+  document_index, start/end_char_index). The docs do not say how document_index counts
+  fetched pages; the fake counts them within the reply, and Sagan matches by title. The
   fake keeps a cited text block as a text block even before a tool call (citations only
   exist on text blocks; the docs say nothing about folding them into thinking).
 - `encrypted_content` and `encrypted_index` are opaque and must come back unchanged:
@@ -142,7 +146,8 @@ def web_fetch(url: str) -> dict:
 
 
 def cited(value: str, url: str, cited_text: str) -> dict:
-    """Text written from a search result, citing it (dropped if that result was not found)."""
+    """Text written from a search result or a fetched page, citing it (the citation is dropped
+    if that result was not found or the page not fetched with citations on)."""
     return {"type": "text", "text": value, "_cite": [(url, cited_text)]}
 
 
@@ -525,7 +530,7 @@ class FakeAnthropic:
     def _run_server_tools(self, blocks: list, body: dict) -> tuple[list, dict]:
         """Expand scripted searches, fetches and citations the way the API would for this
         request; (blocks, the usage's server_tool_use part)."""
-        out, found, searches, fetches = [], {}, 0, 0
+        out, found, fetched_now, searches, fetches = [], {}, {}, 0, 0
         seen_text = json.dumps(body.get("messages") or [])
         uses = {"web_search": 0, "web_fetch": 0}
         for block in blocks:
@@ -566,15 +571,26 @@ class FakeAnthropic:
                     else:
                         fetches += 1
                         title, page = found.get(url, (url, f"The page at {url}."))
+                        if (tool.get("citations") or {}).get("enabled"):
+                            fetched_now[url] = (len(fetched_now), title, page)
                         content = {"type": "web_fetch_result", "url": url, "retrieved_at": "2026-12-01T12:00:00Z",
                                    "content": {"type": "document", "title": title,
                                                "source": {"type": "text", "media_type": "text/plain", "data": page},
                                                "citations": tool.get("citations")}}
                     out.append({"type": "web_fetch_tool_result", "tool_use_id": server_id, "content": content})
             elif kind == "text" and "_cite" in block:
-                citations = [{"type": "web_search_result_location", "url": url, "title": found[url][0],
-                              "cited_text": cited_text, "encrypted_index": self._opaque("index", url, cited_text)}
-                             for url, cited_text in block.pop("_cite") if url in found]
+                citations = []
+                for url, cited_text in block.pop("_cite"):
+                    if url in fetched_now:  # a fetched page is a document: cited by title and position
+                        index, title, page = fetched_now[url]
+                        start = max(0, page.find(cited_text))
+                        citations.append({"type": "char_location", "cited_text": cited_text, "document_index": index,
+                                          "document_title": title, "start_char_index": start,
+                                          "end_char_index": start + len(cited_text)})
+                    elif url in found:
+                        citations.append({"type": "web_search_result_location", "url": url, "title": found[url][0],
+                                          "cited_text": cited_text,
+                                          "encrypted_index": self._opaque("index", url, cited_text)})
                 out.append({**block, "citations": citations} if citations else block)
             else:
                 out.append(block)
@@ -625,7 +641,8 @@ class FakeAnthropic:
                 if block["type"] == "web_search_tool_result" and isinstance(block["content"], list):
                     self._encrypted.update(r["encrypted_content"] for r in block["content"])
                 for citation in block.get("citations") or [] if block["type"] == "text" else []:
-                    self._encrypted.add(citation["encrypted_index"])
+                    if citation["type"] == "web_search_result_location":
+                        self._encrypted.add(citation["encrypted_index"])
         return message
 
     @staticmethod

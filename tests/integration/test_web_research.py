@@ -340,3 +340,23 @@ def test_a_sources_section_is_shown_but_not_counted_among_the_plan_sections(app_
     assert with_sources.data["spec"] == before.data["spec"]
     assert [s["title"] for s in with_sources.data["sections"]][-1] == "Sources"
     assert "A paper" in with_sources.data["sources"] and "A paper" not in (with_sources.data["approval_checklist"] or "")
+
+
+def test_a_fetched_page_the_model_cites_becomes_a_source(app, fake_anthropic, worker, make_experiment):
+    """Web fetch runs with citations on; text citing the fetched page (a char_location naming
+    the document by title) lists that page's URL under Sources."""
+    number = make_experiment("Read one paper", status="planning", runpod_account="personal")
+    fake_anthropic.script(
+        reply(web_search("gradual pruning", PAPERS[1:2]), web_fetch(PAPERS[1][0]),
+              cited("Linear schedules lag behind cubic ones.", PAPERS[1][0], "Linear schedules lag."),
+              tool_use("submit_plan", {"markdown": PLAN})),
+        reply(text("Done.")))
+    run_id = _start_planner(app, number)
+    worker()
+    assert _web_tools_of(fake_anthropic.requests[0])[1]["citations"] == {"enabled": True}
+    citation = next(b for b in fake_anthropic.responses[0]["content"] if b.get("citations"))["citations"][0]
+    assert citation["type"] == "char_location" and citation["document_title"] == "Gradual pruning revisited"
+    with app.app_context():
+        assert _run(run_id).status == "awaiting_approval", _run(run_id).last_error
+        sources = experiments.get_experiment(number).plan_md.split("## Sources", 1)[1]
+        assert "[Gradual pruning revisited](<https://openreview.net/forum?id=abc>)" in sources
