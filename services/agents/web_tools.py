@@ -195,8 +195,9 @@ def sources(conversation) -> list[Source]:
 
 
 def _new(text: str, cited: list[Source]) -> list[Source]:
-    """The sources whose URL the text does not already link."""
-    return [s for s in cited if s.url not in text]
+    """The sources whose URL the text does not already hold (as written, or HTML-escaped as
+    the sanitizer stores it: a clean result sent back with its Sources gets no second list)."""
+    return [s for s in cited if s.url not in text and html.escape(s.url) not in text]
 
 
 def _markdown_text(value: str) -> str:

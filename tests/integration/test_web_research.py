@@ -111,7 +111,8 @@ def test_survey_reaches_awaiting_promotion_with_no_pods_and_web_citations(app, f
         analyzer = db.session.scalar(sa.select(AgentRun).where(AgentRun.agent == "analyzer"))
         # The run page shows the search and what it found.
         found = db.session.scalar(sa.select(RunEvent).where(RunEvent.run_id == analyzer.id,
-                                                            RunEvent.event_type == "tool_result"))
+                                                            RunEvent.event_type == "tool_result")
+                                  .order_by(RunEvent.seq).limit(1))
         assert found.metadata_["tool"] == "web_search" and "3 result(s)" in found.body
         # One search at $10 per 1,000 is in the analyzer's cost, with its tokens.
         analyzer_calls = [r for q, r in zip(fake_anthropic.requests, fake_anthropic.responses) if _is_analyzer(q)]
@@ -192,7 +193,8 @@ def test_allowed_domains_are_passed_through_and_limit_the_results(app, client, o
         plan = experiments.get_experiment(number).plan_md
         assert PAPERS[0][0] in plan and "blog.example.com" not in plan
         errors = list(db.session.scalars(sa.select(RunEvent).where(RunEvent.run_id == run_id,
-                                                                   RunEvent.event_type == "tool_result")))
+                                                                   RunEvent.event_type == "tool_result")
+                                         .order_by(RunEvent.seq)))
         assert any(e.metadata_["is_error"] and "url_not_allowed" in e.body for e in errors)
     # The run page shows the search, what it found, and the refused fetch.
     page = client.get(f"/runs/{run_id}").text
@@ -236,7 +238,8 @@ def test_a_failed_search_is_an_error_result_the_run_survives_and_is_not_billed(a
         run = _run(run_id)
         assert run.status == "awaiting_approval", run.last_error
         marked = [e.body for e in db.session.scalars(sa.select(RunEvent).where(
-            RunEvent.run_id == run_id, RunEvent.event_type == "tool_result")) if e.metadata_["is_error"]]
+            RunEvent.run_id == run_id, RunEvent.event_type == "tool_result").order_by(RunEvent.seq))
+                  if e.metadata_["is_error"]]
         assert marked == ["web_search failed: too_many_requests", "web_search failed: max_uses_exceeded"]
         assert float(run.cost_usd) == pytest.approx(sum(_token_cost(r["usage"]) for r in fake_anthropic.responses), abs=2e-6)
 
@@ -304,6 +307,7 @@ def test_sources_keep_only_http_urls_and_escape_titles(app_ctx):
     assert '<a href="https://a.example.org/p?q=1&amp;r=2"' in rendered and "<b>" not in rendered
     html = web_tools.with_html_sources("<p>Body</p>", found)
     assert "&lt;b&gt;A&lt;/b&gt;" in html and 'href="https://a.example.org/p?q=1&amp;r=2"' in html
+    assert web_tools.with_html_sources(html, found) == html  # sent back as stored: no second list
     # Already linked: no second list.
     assert web_tools.with_markdown_sources("See https://a.example.org/p?q=1&r=2.", found) == \
         "See https://a.example.org/p?q=1&r=2."
