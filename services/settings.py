@@ -21,6 +21,8 @@ EDITABLE = {
     "research_repo_dir": None,  # folder under /workspace pods clone into (default: the URL's name)
     "research_repo_token_env": None,  # NAME of Sagan's env var holding an HTTPS deploy token
     "research_repo_ssh_key_env": None,  # NAME of Sagan's env var holding an SSH deploy key
+    "web_tools_enabled": None,  # web search/fetch offered to the agents that list them (on when unset)
+    "web_allowed_domains": None,  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 
 # Sagan's own secrets: never handed to a pod, whatever a setting names.

@@ -22,7 +22,7 @@ from flask import current_app
 from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
-from services.agents import loader, model_api, tools
+from services.agents import loader, model_api, tools, web_tools
 from services.clock import utcnow
 from services.errors import SaganError
 from services.redact import redact
@@ -203,7 +203,9 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
 
 def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome:
     client = model_client()
-    api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
+    # Read once per job: the owner's web-tools switch applies from the run's next job on, so
+    # one job's calls keep the same tools (and their cache prefix).
+    api_tools = tools.request_tools(definition.tools)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     while True:
         outcome = _before_turn(run, definition, should_stop)
@@ -269,8 +271,10 @@ def stop_failure(action: str, response) -> tuple[str, str] | None:
 
 
 def final_text(blocks: list[dict]) -> str:
-    """The run's answer: the turn's text blocks, joined."""
-    return "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
+    """The run's answer: the turn's text blocks, joined, with the web pages they cite listed
+    after them (a run without web research cites none)."""
+    text = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
+    return web_tools.with_text_sources(text, web_tools.sources([{"role": "assistant", "content": blocks}]))
 
 
 def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list):
@@ -356,6 +360,11 @@ def _record_blocks(run: AgentRun, blocks: list[dict]) -> None:
         elif block["type"] == "server_tool_use":
             runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block.get("input"),
                                                                    "server_tool": True})
+        elif block["type"] in web_tools.RESULT_BLOCKS:
+            summary, is_error = web_tools.describe_result(block)
+            runs.append_event(run.id, "tool_result", summary, {"tool": web_tools.RESULT_BLOCKS[block["type"]],
+                                                               "is_error": is_error, "server_tool": True,
+                                                               "tool_use_id": block.get("tool_use_id")})
 
 
 def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, tool_uses: list[dict]):

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from models import AgentRun, Experiment, WorkflowEvent, db
 from services import approvals, events, lifecycle, markers, questions, registry, runs
 from services.actors import Actor
+from services.agents import web_tools
 from services.errors import SaganError, ValidationError
 from services.redact import redact
 
@@ -71,9 +72,19 @@ class Tool:
     # The handler commits its reads and wraps its own writes: for tools that run long work
     # without the database (git, the sandbox), which must not hold a transaction meanwhile.
     own_transaction: bool = False
+    # A server tool (web search, web fetch) runs inside the model call on the API's side:
+    # its request entry comes from web_tools, and Sagan never executes it.
+    server: bool = False
 
     def as_api(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.schema}
+
+
+def request_tools(names) -> list[dict]:
+    """The `tools` of a request for an agent allowed `names`: Sagan's own tools, then the
+    server tools the owner has on (Settings → Web research)."""
+    own = [TOOLS[name].as_api() for name in names if not TOOLS[name].server]
+    return own + web_tools.request_tools([name for name in names if TOOLS[name].server])
 
 
 TOOLS: dict[str, Tool] = {}
@@ -222,7 +233,9 @@ def ask_questions(ctx: ToolContext, data: dict) -> ToolResult:
       {"markdown": {"type": "string", "maxLength": 200_000}}, ["markdown"])
 def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
-    submission = approvals.submit_plan(experiment, data["markdown"], ctx.actor, source="agent",
+    # The pages the model cited while researching stay with the plan, as a Sources list.
+    markdown = web_tools.with_markdown_sources(data["markdown"], web_tools.sources(ctx.run.conversation))
+    submission = approvals.submit_plan(experiment, markdown, ctx.actor, source="agent",
                                        agent_run_id=ctx.run.id)
     ctx.run.plan_md = submission.plan_version.markdown
     ctx.run.plan_json = submission.plan_version.plan_json
@@ -247,7 +260,8 @@ def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
     from services import results
     from services.agents.research_tools import embed_artifacts
     experiment = ctx.need_experiment()
-    saved = results.save_clean_result(experiment, embed_artifacts(experiment, data["html"]), ctx.actor,
+    body = web_tools.with_html_sources(data["html"], web_tools.sources(ctx.run.conversation))
+    saved = results.save_clean_result(experiment, embed_artifacts(experiment, body), ctx.actor,
                                       title=data.get("title"))
     lint = saved.report.summary()
     if not saved.changed:
@@ -374,6 +388,18 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
                             parent_run_id=ctx.run.id, model=loader.model_for(definition))
     return ToolResult(f"Started {definition.name} as run {child.short_id}; waiting for it to finish.",
                       park={"children": [str(child.id)]}, enqueue=[child.id])
+
+
+# --- web research (server tools) ------------------------------------------------------------
+
+def _runs_on_the_api(ctx: ToolContext, data: dict) -> ToolResult:
+    return ToolResult("This tool runs on the model API's side (a server tool); it is not called as a "
+                      "client tool.", is_error=True)
+
+
+for _name, _description in (("web_search", "Search the web (Anthropic's server-side web search)."),
+                            ("web_fetch", "Fetch a web page or PDF (Anthropic's server-side web fetch).")):
+    TOOLS[_name] = Tool(_name, _description, {"type": "object", "properties": {}}, _runs_on_the_api, server=True)
 
 
 # Code tools (worktree, sandbox, git) and the code loop's `code_step` register themselves here.
