@@ -447,7 +447,17 @@ def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Out
     db.session.commit()
     if parent_id is not None:
         wake_parent_if_ready(parent_id)
+    _start_queued_planning(run)
     return Outcome(status, final)
+
+
+def _start_queued_planning(run: AgentRun) -> None:
+    """A planning request the owner made while this planner was on its last turn starts now."""
+    if run.kind != "plan" or run.parent_run_id is not None:
+        return
+    # orchestration imports jobs, whose routing imports this module's callers: a real cycle.
+    from services.agents.orchestration import start_queued_planning
+    start_queued_planning(run)
 
 
 def _usage_facts(run: AgentRun, stop_reason: str | None) -> dict:
@@ -521,6 +531,7 @@ def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | N
     lifecycle.run_side_effects(outcome.effects)
     if parent_id is not None:
         wake_parent_if_ready(parent_id)
+    _start_queued_planning(run)  # on a recovery planner, if one started, else as a new run
     return Outcome("failed", f"{reason}: {message}")
 
 
