@@ -89,7 +89,7 @@ def _review_in_metadata(metadata: dict) -> tuple[dict, dict]:
 
 
 def _add_review_field(review: dict, name: str, value, where: str) -> None:
-    if name in review and not (type(review[name]) is type(value) and review[name] == value):
+    if review.get(name) is not None and not (type(review[name]) is type(value) and review[name] == value):
         raise ValidationError(f"{name} is given twice with different values ({review[name]!r} and {value!r} in "
                               f"{where}); send it once.", field=name)
     review[name] = value
