@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from flask import Blueprint, request
 
-from services import input_shape
+from models import db
+from services import input_shape, lifecycle
 from services.errors import ValidationError
 
 _HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -58,6 +59,14 @@ def fields_of(data: dict, accepted: Iterable[str]) -> dict:
         cleaned[name] = value
         spelled_as[name] = key
     return cleaned
+
+
+def commit_then_run(effects=()) -> None:
+    """Commit the request's work, then run the side effects it returned: after the commit,
+    so a job they enqueue never reads rows that are not there yet. (A domain error raised
+    before this leaves nothing: the session is rolled back when the request ends.)"""
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
 
 
 def json_body() -> dict:

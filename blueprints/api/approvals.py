@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, iso
-from models import ApprovalRequest, PlanVersion, db
-from services import approvals, experiments, lifecycle, questions
+from blueprints.api._common import Routes, body_fields, commit_then_run, iso
+from models import ApprovalRequest, PlanVersion
+from services import approvals, experiments, questions
 from services.errors import ValidationError
 
 routes = Routes()
@@ -39,8 +39,7 @@ def submit_plan(ref: str):
     actor = access.actor()
     source = "owner" if actor.kind == "owner" else "api"
     submission = approvals.submit_plan(experiment, data["markdown"], actor, source=source)
-    db.session.commit()
-    lifecycle.run_side_effects(submission.effects)
+    commit_then_run(submission.effects)
     body = {"planVersion": plan_version_json(submission.plan_version),
             "approvalRequest": approval_json(submission.approval) if submission.approval else None,
             "plan": submission.plan_version.plan_json, "problems": submission.problems,
@@ -60,8 +59,7 @@ def ask_questions(ref: str):
     experiment = experiments.get_experiment(ref)
     data = body_fields(("questions",))
     effects = questions.ask(experiment, data.get("questions"), access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     return {"ok": True, "experiment": {"number": experiment.number, "status": experiment.status}}, 201
 
 
@@ -73,8 +71,7 @@ def resolve_approval(request_id: str):
     approval = approvals.get_request(request_id)
     effects = approvals.resolve(approval, data.get("decision"), access.actor(), answers=data.get("answers"),
                                 note=data.get("note"), confirm_unchecked=bool(data.get("confirm_unchecked")))
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     experiment = experiments.get_experiment(approval.experiment_id)
     return {"ok": True, "approvalRequest": approval_json(approval),
             "experiment": {"number": experiment.number, "status": experiment.status,

@@ -5,11 +5,11 @@ import sqlalchemy as sa
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, id_text, int_arg
+from blueprints.api._common import Routes, body_fields, commit_then_run, id_text, int_arg
 from blueprints.api.approvals import approval_json
 from blueprints.api.workflow import event_page
 from models import ApprovalRequest, Experiment, db
-from services import experiments, lifecycle, registry
+from services import experiments, registry
 from services.errors import ValidationError
 
 routes = Routes()
@@ -67,7 +67,7 @@ def list_experiments():
 def create_experiment():
     """Create an experiment (`title` required); answers 201 with the record."""
     experiment = experiments.create_experiment(body_fields(CREATE_FIELDS), access.actor())
-    db.session.commit()
+    commit_then_run()
     return {"experiment": experiment_json(experiment)}, 201
 
 
@@ -91,6 +91,5 @@ def patch_experiment(ref: str):
     """Patch fields; `status` (+ `note`) goes through transition() (services.experiments.patch)."""
     experiment = experiments.get_experiment(ref)
     effects = experiments.patch(experiment, body_fields(experiments.PATCHABLE), access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     return {"experiment": experiment_summary(experiment), "ok": True}

@@ -4,10 +4,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from blueprints import access
-from blueprints.api._common import Routes, id_text, iso
+from blueprints.api._common import Routes, commit_then_run, id_text, iso
 from blueprints.pods import artifact_download
 from models import Artifact, Pod, db
-from services import experiments, lifecycle, spend
+from services import experiments, spend
 from services.dispatch import provisioner, watcher
 from services.records import get_by_id
 
@@ -38,8 +38,7 @@ def launch_pods(ref: str):
     """Start a dispatch of the approved spec; 409 naming the live dispatch if there is one."""
     experiment = experiments.get_experiment(ref)
     run, effects = provisioner.launch(experiment, access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     if run is None:
         return {"ok": False, "gated": True, "experiment": {"number": experiment.number,
                                                            "status": experiment.status}}, 409
@@ -62,8 +61,7 @@ def stop_pod(pod_id: str):
     """Stop one pod (volume kept); the experiment is blocked, never ended."""
     pod = get_by_id(Pod, pod_id, "No such pod.")
     effects = watcher.stop_from_owner(pod, access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     return {"ok": True, "pod": pod_json(pod)}
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields
+from blueprints.api._common import Routes, body_fields, commit_then_run
 from blueprints.api.experiments import experiment_summary
-from models import db
-from services import experiments, lifecycle, results
+from services import experiments, results
 from services.errors import ValidationError
 
 routes = Routes()
@@ -36,7 +35,7 @@ def patch_clean_result(ref: str):
     if "title" in data and not isinstance(data["title"], str):
         raise ValidationError("title must be a string.", field="title")
     saved = results.save_clean_result(experiment, html, access.actor(), title=data.get("title"))
-    db.session.commit()
+    commit_then_run()
     return {"ok": True, "version": saved.version, "changed": saved.changed, "lint": lint_json(saved.report),
             "experiment": {"id": str(experiment.id), "number": experiment.number, "title": experiment.title,
                            "status": experiment.status, "hasCleanResult": experiment.has_clean_result}}
@@ -61,7 +60,6 @@ def promote_experiment(ref: str):
     effects = results.promote(experiment, to, actor, confirm_lint=confirm, note=note,
                               expected_status=data.get("expected_status"),
                               scope_grant="promote" if actor.kind == "token" else None)
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     return {"ok": True, "experiment": experiment_summary(experiment),
             "lint": lint_json(results.report_for(experiment))}

@@ -4,9 +4,9 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, id_text, int_arg, iso
-from models import AgentRun, RunEvent, db
-from services import experiments, lifecycle, runs
+from blueprints.api._common import Routes, commit_then_run, id_text, int_arg, iso
+from models import AgentRun, RunEvent
+from services import experiments, runs
 from services.errors import ValidationError
 
 routes = Routes()
@@ -80,8 +80,7 @@ def cancel_run(run_id: str):
     """Cancel a run (the run page's Cancel button does the same); 409 if it already ended."""
     run = runs.get_run(run_id)
     effects = runs.cancel_run(run, access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
+    commit_then_run(effects)
     return {"ok": True, "run": run_json(run),
             "cancelled": run.status == "cancelled",
             "message": (f"Run {run.short_id} cancelled." if run.status == "cancelled"

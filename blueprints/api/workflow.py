@@ -4,9 +4,9 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, int_arg
-from models import Experiment, db
-from services import events, experiments, lifecycle, markers
+from blueprints.api._common import Routes, body_fields, commit_then_run, int_arg
+from models import Experiment
+from services import events, experiments, markers
 
 routes = Routes()
 
@@ -31,8 +31,7 @@ def post_workflow_event(ref: str):
     """A marker (with review fields and optional next_status) or a status change."""
     experiment = experiments.get_experiment(ref)
     posted = markers.post_workflow_event(experiment, body_fields(markers.WORKFLOW_EVENT_FIELDS), access.actor())
-    db.session.commit()
-    lifecycle.run_side_effects(posted.effects)
+    commit_then_run(posted.effects)
     if posted.event is None:
         return {"id": None, "ok": True, "status": experiment.status}
     return {"id": str(posted.event.id), "ok": True}, 201
