@@ -1,16 +1,14 @@
 """Experiments: list, create, read (with a page of events and the approval requests), patch."""
 from __future__ import annotations
 
-import sqlalchemy as sa
 from flask import request
 
 from blueprints import access
 from blueprints.api._common import Routes, body_fields, commit_then_run, id_text, int_arg
 from blueprints.api.approvals import approval_json
 from blueprints.api.workflow import event_page
-from models import ApprovalRequest, Experiment, db
-from services import experiments, registry
-from services.errors import ValidationError
+from models import Experiment
+from services import approvals, experiments
 
 routes = Routes()
 
@@ -41,25 +39,16 @@ def experiment_summary(e: Experiment) -> dict:
 
 def _experiment_view(experiment: Experiment) -> dict:
     page = event_page(experiment, 50)
-    approvals = db.session.scalars(
-        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
-        .order_by(ApprovalRequest.created_at.desc()))
     return {"experiment": experiment_json(experiment), **page,
-            "approvalRequests": [approval_json(a) for a in approvals]}
+            "approvalRequests": [approval_json(a) for a in approvals.requests_of(experiment)]}
 
 
 @routes.get("/experiments")
 @access.api("read")
 def list_experiments():
     """Experiments, newest first; `status` filters, `limit` 1–200 (default 100)."""
-    limit = int_arg("limit", 100, 1, 200)
-    query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
-    status = request.args.get("status")
-    if status:
-        if status not in registry.STATUS_BY_NAME:
-            raise ValidationError(f"Unknown status {status!r}.", field="status")
-        query = query.where(Experiment.status == status)
-    return {"experiments": [experiment_json(e) for e in db.session.scalars(query)]}
+    found = experiments.newest(int_arg("limit", 100, 1, 200), request.args.get("status") or None)
+    return {"experiments": [experiment_json(e) for e in found]}
 
 
 @routes.post("/experiments")
