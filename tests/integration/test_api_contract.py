@@ -298,3 +298,21 @@ def test_a_bad_review_inside_metadata_is_refused(app, api_client, make_experimen
         assert db.session.scalar(sa.select(sa.func.count()).select_from(WorkflowEvent).where(
             WorkflowEvent.event_type == "marker")) == 0
     assert _review_table(app, number) == []
+
+
+def test_an_approval_is_resolved_with_camel_case_fields(app, api_client, owner, client, make_experiment):
+    """Does the owner's resolve take `confirmUnchecked` as `confirm_unchecked`, and answer the
+    `answers` it stored, as sent?"""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    plan = api_client("read,write").post(f"/api/experiments/{number}/plans", json={"markdown": PLAN}).get_json()
+    approval_id = plan["approvalRequest"]["id"]
+    headers = {"X-CSRFToken": owner.csrf()}
+    answers = {"seed-list": "0-9"}
+    unconfirmed = client.post(f"/api/approvals/{approval_id}/resolve", headers=headers,
+                              json={"decision": "approve", "answers": answers})
+    assert unconfirmed.status_code == 400 and unconfirmed.get_json()["error"] == "unchecked_items"
+    resolved = client.post(f"/api/approvals/{approval_id}/resolve", headers=headers,
+                           json={"decision": "approve", "answers": answers, "confirmUnchecked": True})
+    assert resolved.status_code == 200, resolved.get_json()
+    body = resolved.get_json()
+    assert body["experiment"]["status"] == "approved" and body["approvalRequest"]["answers"] == answers
