@@ -63,8 +63,12 @@ def fields_of(data: dict, accepted: Iterable[str]) -> dict:
 
 def commit_then_run(effects=()) -> None:
     """Commit the request's work, then run the side effects it returned: after the commit,
-    so a job they enqueue never reads rows that are not there yet. (A domain error raised
-    before this leaves nothing: the session is rolled back when the request ends.)"""
+    so a job they enqueue never reads rows that are not there yet.
+
+    The JSON half of `blueprints/_actions.perform`: an API view has no refusal to render, so
+    a domain error raised before this goes to the error handler (blueprints/errors.py) and
+    the request's session is rolled back when it ends.
+    """
     db.session.commit()
     lifecycle.run_side_effects(effects)
 
