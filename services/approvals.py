@@ -421,6 +421,13 @@ class PlanOverview:
     requests: list[ApprovalRequest]
 
 
+def requests_of(experiment: Experiment) -> list[ApprovalRequest]:
+    """The experiment's approval requests, newest first."""
+    return list(db.session.scalars(
+        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
+        .order_by(ApprovalRequest.created_at.desc())))
+
+
 def plan_overview(experiment: Experiment) -> PlanOverview:
     """What the experiment page shows about plans, in three queries."""
     import difflib
@@ -429,9 +436,7 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
     versions = list(db.session.scalars(
         sa.select(PlanVersion).where(PlanVersion.experiment_id == experiment.id)
         .order_by(PlanVersion.version.desc())))
-    requests = list(db.session.scalars(
-        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
-        .order_by(ApprovalRequest.created_at.desc())))
+    requests = requests_of(experiment)
     approved = next((r for r in requests if r.status == "approved" and r.plan_version_id), None)
     pending = next((r for r in requests if r.status == "pending"), None)
     diff = None

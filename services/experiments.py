@@ -293,6 +293,16 @@ def get_experiment(ref) -> Experiment:
     return experiment
 
 
+def newest(limit: int, status: str | None = None) -> list[Experiment]:
+    """Up to `limit` experiments, newest first, only those in `status` when one is given."""
+    query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
+    if status:
+        if status not in registry.STATUS_BY_NAME:
+            raise ValidationError(f"Unknown status {status!r}.", field="status")
+        query = query.where(Experiment.status == status)
+    return list(db.session.scalars(query))
+
+
 # --- board ---------------------------------------------------------------------------
 
 @dataclass

@@ -223,33 +223,6 @@ def children(run: AgentRun) -> list[AgentRun]:
                                    .order_by(AgentRun.created_at)))
 
 
-def run_json(run: AgentRun) -> dict:
-    return {
-        "id": str(run.id), "kind": run.kind, "agent": run.agent, "provider": run.provider,
-        "model": run.model, "status": run.status, "request": run.request,
-        "scopeKind": run.scope_kind, "scopeId": str(run.scope_id) if run.scope_id else None,
-        "parentRunId": str(run.parent_run_id) if run.parent_run_id else None,
-        "resumesRunId": str(run.resumes_run_id) if run.resumes_run_id else None,
-        "failureReason": run.failure_reason, "lastError": run.last_error,
-        "inputTokens": run.input_tokens, "outputTokens": run.output_tokens,
-        "cacheCreationInputTokens": run.cache_creation_input_tokens or 0,
-        "cacheReadInputTokens": run.cache_read_input_tokens or 0,
-        # null with priceUnknown when the model has no price: never a made-up 0.
-        "costUsd": run.cost_usd, "priceUnknown": run.cost_usd is None,
-        "turns": run.turns, "lastSeq": run.last_seq,
-        "heartbeatAt": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
-        "wakeAt": run.wake_at.isoformat() if run.wake_at else None,
-        "startedAt": run.started_at.isoformat() if run.started_at else None,
-        "completedAt": run.completed_at.isoformat() if run.completed_at else None,
-        "createdAt": run.created_at.isoformat() if run.created_at else None,
-    }
-
-
-def event_json(event: RunEvent) -> dict:
-    return {"seq": event.seq, "eventType": event.event_type, "body": event.body,
-            "metadata": event.metadata_, "createdAt": event.created_at.isoformat()}
-
-
 CANCEL_NOTE = "Run cancelled by owner"
 
 
