@@ -28,7 +28,7 @@ from flask import current_app
 
 from models import CodeCommit, db
 from services import events, sandbox, settings, workspaces, worktree_io
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, SaganError, ValidationError
 from services.redact import redact

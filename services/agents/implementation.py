@@ -35,7 +35,7 @@ from flask import current_app
 from models import AgentRun, CodeCommit, Experiment, WorkflowEvent, db
 from services import events, jobs, lifecycle, markers, registry, runs, settings
 from services.actors import Actor
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import SaganError, ValidationError
 
 IMPLEMENTER = "experiment-implementer"

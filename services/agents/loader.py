@@ -42,7 +42,9 @@ def parse(text: str, source: str = "<agent>") -> AgentDefinition:
     missing = [k for k in ("name", "description", "model", "max_turns", "tools") if k not in meta]
     if missing:
         raise ValidationError(f"{source}: frontmatter lacks {', '.join(missing)}.")
-    from services.agents.tools import TOOLS
+    # Breaks the cycle loader → toolbox → tools → loader: the registry collects the tool
+    # modules, and those read agent definitions (spawn_agent, require_tool).
+    from services.agents.toolbox import TOOLS
     unknown = [t for t in meta["tools"] if t not in TOOLS]
     if unknown:
         raise ValidationError(f"{source}: unknown tool(s) {', '.join(unknown)}.")

@@ -22,7 +22,8 @@ from flask import current_app
 from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
-from services.agents import loader, model_api, tools
+from services.agents import loader, model_api, toolbox
+from services.agents.toolkit import ToolContext, ToolResult
 from services.clock import utcnow
 from services.errors import SaganError
 from services.redact import redact
@@ -203,7 +204,7 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
 
 def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome:
     client = model_client()
-    api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
+    api_tools = [toolbox.TOOLS[name].as_api() for name in definition.tools]
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     while True:
         db.session.refresh(run)
@@ -339,14 +340,14 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
     # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
     # heartbeat thread's update would wait behind it and the run would look dead.
     db.session.commit()
-    ctx = tools.ToolContext(run, experiment)
+    ctx = ToolContext(run, experiment)
     results, effects, enqueue, park, finish = [], [], [], None, False
     for block in tool_uses:
         if block["name"] in definition.tools:
-            result = tools.call(ctx, block["name"], block["input"])
+            result = toolbox.call(ctx, block["name"], block["input"])
         else:
             # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
-            result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
+            result = ToolResult(f"{block['name']} is not one of this agent's tools "
                                       f"({', '.join(definition.tools)}).", is_error=True)
         runs.append_event(run.id, "tool_result", result.content,
                           {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
