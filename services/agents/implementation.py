@@ -37,6 +37,7 @@ from services import events, jobs, lifecycle, markers, registry, runs, settings
 from services.actors import Actor
 from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import SaganError, ValidationError
+from services.parking import Heartbeat, wake_parent_if_ready
 
 IMPLEMENTER = "experiment-implementer"
 REVIEWERS = {"code-reviewer": "epm:code-review", "code-plan-reviewer": "epm:code-review-codex"}
@@ -620,7 +621,6 @@ def splice(experiment: Experiment, branch: str, sha: str) -> None:
 
 def run_test_step(run_id) -> str:
     """Run the repository's test and lint commands in the sandbox, push, post epm:test-verdict."""
-    from services.agents.loop import Heartbeat, wake_parent_if_ready
     run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
     if run is None or run.terminal:
         return "skipped"

@@ -30,6 +30,7 @@ from services.dispatch import spec as specs
 from services.dispatch import tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
 from services.errors import Conflict
+from services.parking import Heartbeat, wake_parent_if_ready
 
 MAX_CANDIDATES = 25
 GIT_ENV = specs.GIT_ENV
@@ -294,7 +295,6 @@ def run_dispatch(run_id) -> str:
     db.session.commit()
     run = db.session.get(AgentRun, run_uuid)
     experiment = db.session.get(Experiment, run.scope_id)
-    from services.agents.loop import Heartbeat
     app = current_app._get_current_object()
     with Heartbeat(app, run.id, app.config["HEARTBEAT_SECONDS"]):
         return _saga(run, experiment)
@@ -561,7 +561,6 @@ def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_no
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)
     if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
     return "failed"
 

@@ -16,7 +16,9 @@ from services import events, lifecycle, redis_store, registry, runs, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.pods import pods_of
 from services.dispatch.spec import pod_noun
+from services.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
@@ -30,17 +32,6 @@ CRASH_LOOP_POSTS = 3
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
 PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
                    "EXITED": "exited", "ERROR": "exited", "TERMINATED": "terminated"}
-
-
-def _pods_of(run_id) -> list[Pod]:
-    """The pods that count for a dispatch: the last attempt of each run index."""
-    rows = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id)
-                                   .order_by(Pod.run_index, Pod.attempt)))
-    latest: dict[int, Pod] = {}
-    for pod in rows:
-        if pod.provider_pod_id is not None or pod.status != "failed":
-            latest[pod.run_index] = pod
-    return list(latest.values())
 
 
 # --- the periodic pass ---------------------------------------------------------------------------
@@ -274,7 +265,7 @@ def _review_dispatch(run_id, now) -> None:
     if run is None or run.terminal:
         return
     experiment = db.session.get(Experiment, run.scope_id)
-    pods = _pods_of(run.id)
+    pods = pods_of(run.id)
     if not pods:
         return
     if any(p.status == "vanished" for p in pods):
@@ -317,7 +308,7 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     """Every pod exited 0: the system collects and checks the uploads (SPEC §6.10), then
     wakes the orchestrator waiting on this dispatch, if there is one."""
     runs.set_status(run, "completed")
-    runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
+    runs.append_event(run.id, "completed", f"All {len(pods_of(run.id))} pod(s) exited 0.")
     from services.dispatch import verify
     if experiment.status == "queued":
         lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
@@ -328,7 +319,6 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
         verify.verify_uploads(experiment, run, SYSTEM)
     db.session.commit()
     if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
 
 
