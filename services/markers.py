@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models import Experiment, WorkflowEvent
+from models import Experiment, WorkflowEvent, db
 from services import events, lifecycle, registry
 from services.actors import Actor
 from services.errors import Unprocessable, ValidationError
@@ -114,7 +114,6 @@ def review_loops_for(experiment: Experiment) -> list[ReviewLoop]:
     """The experiment's review loops, from its review markers (one query)."""
     import sqlalchemy as sa
 
-    from models import db
     rows = db.session.scalars(sa.select(WorkflowEvent).where(
         WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "marker",
         WorkflowEvent.marker.in_(REVIEW_MARKERS)))

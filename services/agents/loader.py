@@ -18,6 +18,10 @@ from services.errors import NotFound, ValidationError
 AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # output_config.effort (Messages API)
 DEFAULT_EFFORT = "medium"
+# The code tools (services/agents/code_tools.py): an agent listing any of them works in a
+# worktree, so its runs go to the host that has the worktrees (services.jobs.job_for).
+CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
+              "git_diff", "git_commit", "git_push")
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,8 @@ def get(name: str) -> AgentDefinition:
 
 def model_for(definition: AgentDefinition) -> str:
     return current_app.config.get("SAGAN_AGENT_MODEL") or definition.model
+
+
+def is_code_agent(tools: tuple[str, ...] | list[str]) -> bool:
+    """Does an agent with these tools need the host that has the worktrees?"""
+    return any(name in CODE_TOOLS for name in tools)

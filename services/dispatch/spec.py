@@ -186,7 +186,7 @@ def validate(spec, account: str | None = None, allowed_secrets: list[str] | None
                     isinstance(s, str) and s and set(s) <= SECRET_NAME_CHARS for s in secrets):
                 problems.append(f"{where}.secrets: must be a list of environment variable names like HF_TOKEN")
             elif allowed_secrets is not None:
-                from services.pod_secrets import problems as secret_problems
+                from services.pod_secrets import problems as secret_problems  # cycle: pod_secrets → spec
                 problems += secret_problems(secrets, where, allowed_secrets)
         _check_config(pod.get("config"), where, problems)
         if "substitution_policy" in pod:

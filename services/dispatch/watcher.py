@@ -12,11 +12,13 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import events, lifecycle, redis_store, registry, runs, spend
+from services import events, lifecycle, recovery, redis_store, registry, runs, settings, spend
 from services.actors import Actor
 from services.clock import utcnow
+from services.dispatch import verify
 from services.dispatch.backends.base import BackendError, backend_for
 from services.dispatch.pods import pods_of
+from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_pod
 from services.dispatch.spec import pod_noun
 from services.parking import wake_parent_if_ready
 
@@ -148,7 +150,6 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
         if now >= pod.exited_at + keep:
             # The bootstrap waits after its script instead of exiting (an exited container is
             # restarted on RunPod): ending keep-alive is ours to do.
-            from services.dispatch.provisioner import stop_pod
             stop_pod(pod, "completed")
 
 
@@ -160,7 +161,6 @@ def _empty_listing_incident(pod: Pod, now) -> None:
     pod.metadata_ = meta
     pod.last_error = (f"{pod.account}: the provider answered 404 for this pod and listed no pods at all for "
                       "the account; not declared vanished (a key in the wrong scope or an outage).")
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -239,7 +239,6 @@ def _maybe_open_fleet_incident(now) -> None:
     experiments_hit = {p.experiment_id for p in recent}
     if len(experiments_hit) < 2:
         return
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -285,7 +284,6 @@ def _review_dispatch(run_id, now) -> None:
                              metadata={"run_id": str(run.id)})
     deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
     if any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
-        from services.dispatch.provisioner import PARTIAL_NOTE
         missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
         if len(pods) == 1:
             return _fail_dispatch(run, experiment, "start_deadline", missed)
@@ -309,7 +307,6 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     wakes the orchestrator waiting on this dispatch, if there is one."""
     runs.set_status(run, "completed")
     runs.append_event(run.id, "completed", f"All {len(pods_of(run.id))} pod(s) exited 0.")
-    from services.dispatch import verify
     if experiment.status == "queued":
         lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
                              metadata={"run_id": str(run.id)})
@@ -325,7 +322,6 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
                    block_note: str | None = None) -> None:
     """Every pod of the dispatch is stopped first (provisioner.fail_dispatch), whatever failed."""
-    from services.dispatch.provisioner import fail_dispatch
     fail_dispatch(run, reason, message, block_note=block_note)
 
 
@@ -373,8 +369,6 @@ def _last_stderr(pod: Pod) -> str:
 
 def _enforce_caps(now) -> None:
     """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""
-    from services import settings
-    from services.dispatch.provisioner import stop_pod
     live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(registry.POD_LIVE_STATUSES))))
     by_experiment: dict = {}
     for pod in live:
@@ -440,7 +434,6 @@ def orphan_sweep() -> list[str]:
 
 def stop_from_owner(pod: Pod, actor: Actor) -> list:
     """The owner's Stop button: the volume is kept and the experiment is blocked, never ended."""
-    from services.dispatch.provisioner import stop_pod
     stop_pod(pod, "owner", actor=actor)
     experiment = db.session.get(Experiment, pod.experiment_id)
     if experiment is None or experiment.terminal or experiment.status == "blocked":
