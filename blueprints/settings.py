@@ -8,7 +8,7 @@ from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services import experiments, pod_secrets, settings, shares
 from services.agents import web_tools
-from services.dispatch import accounts
+from services.dispatch import accounts, costs
 from services.dispatch.spec import GPUS
 from services.errors import ValidationError
 
@@ -55,7 +55,7 @@ def index():
 def pricing():
     """Save GPU prices and the auto-approve limit; errors re-render with the message."""
     try:
-        settings.update_pricing(request.form)
+        costs.update_pricing(request.form)
     except ValidationError as exc:
         db.session.rollback()
         return _page(error=exc, form=request.form)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from flask import current_app
 
-from services import settings, system_users, workspaces
+from services import sandbox, settings, system_users, workspaces
 from services.errors import SaganError
 
 BRANCH = "main"
@@ -230,7 +230,6 @@ def _why_not() -> str | None:
     hosts turn off. So one harmless command runs in a real sandbox first, and a demo that
     would stop half-way with a blocked experiment says why at start-up instead.
     """
-    from services import sandbox
     if not shutil.which("git"):
         return "git is not installed (Debian/Ubuntu: `apt-get install git`)."
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from services.dispatch import spec as specs
 from services.redact import redact, redact_json_text
+from services.sanitize import render_markdown
 
 SECTIONS = [
     ("Goal", "goal"), ("Hypothesis", "hypothesis"), ("Prediction", "prediction"),
@@ -216,7 +217,6 @@ def render_html(plan_json: dict) -> dict:
 
     Pages show these `*_html` fields; nothing is sanitized on read.
     """
-    from services.sanitize import render_markdown
     rendered = dict(plan_json)
     rendered["preamble_html"] = render_markdown(plan_json.get("preamble"))
     rendered["trailer_html"] = render_markdown(plan_json.get("trailer"))

@@ -12,8 +12,8 @@ import uuid
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, RunEvent, db
-from services import registry
+from models import AgentRun, Experiment, Pod, RunEvent, db
+from services import experiments, lifecycle, registry
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
@@ -197,7 +197,6 @@ def poll_state(run_id) -> tuple[str, int]:
 
 def experiment_numbers(run_list) -> dict:
     """scope_id → experiment number for a list of runs, in one query."""
-    from services import experiments
     return experiments.numbers_by_id(r.scope_id for r in run_list if r.scope_kind == "experiment")
 
 
@@ -214,7 +213,6 @@ def recoveries_of(run: AgentRun) -> list[AgentRun]:
 
 
 def pods_of(run: AgentRun) -> list:
-    from models import Pod
     return list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
 
 
@@ -248,8 +246,6 @@ def cancel_run(run: AgentRun, actor) -> list:
 
 def finish_cancel(run: AgentRun, actor) -> list:
     """Mark a run cancelled and block its experiment; the caller commits."""
-    from models import Experiment
-    from services import lifecycle
     set_status(run, "cancelled", reason="cancelled_by_owner", error=CANCEL_NOTE)
     append_event(run.id, "cancelled", CANCEL_NOTE, {"by": actor.kind})
     effects = [lifecycle.SideEffect("stop_run_pods", run.scope_id, actor, {"run_id": str(run.id)})]

@@ -11,10 +11,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from flask import current_app
@@ -22,9 +21,13 @@ from flask import current_app
 from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
-from services.agents import loader, model_api, tools, web_tools
+from services.agents import loader, model_api, toolbox, web_tools
+from services.agents.orchestration import agents_enabled, start_queued_planning
+from services.agents.toolkit import ToolContext, ToolResult
 from services.clock import utcnow
+from services.dispatch.pods import pods_of
 from services.errors import SaganError
+from services.parking import Heartbeat, ready_to_wake, wake_parent_if_ready
 from services.redact import redact
 
 log = logging.getLogger(__name__)
@@ -106,35 +109,6 @@ def _add_usage(run: AgentRun, response) -> None:
     run.cost_usd = None if cost is None or run.cost_usd is None else float(run.cost_usd) + cost
 
 
-# --- heartbeat --------------------------------------------------------------------------------
-
-class Heartbeat:
-    """A thread that records the run's heartbeat every `interval` seconds until stopped."""
-
-    def __init__(self, app, run_id, interval: float):
-        self.app, self.run_id, self.interval = app, run_id, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{str(run_id)[:8]}", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with self.app.app_context():
-                    runs.heartbeat(self.run_id)
-                    db.session.remove()
-            except Exception:  # noqa: BLE001 - a missed beat is logged; the next one retries
-                log.exception("heartbeat for run %s failed", self.run_id)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 # --- the loop -----------------------------------------------------------------------------
 
 def execute(run_id, *, should_stop=lambda: False) -> Outcome:
@@ -149,7 +123,6 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
         db.session.commit()
         lifecycle.run_side_effects(effects)
         return Outcome("cancelled")
-    from services.agents.orchestration import agents_enabled
     if not agents_enabled():
         return _finish_failed(run, "model_api_error", "No ANTHROPIC_API_KEY is configured; agents cannot run.")
 
@@ -205,7 +178,7 @@ def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Ou
     client = model_client()
     # Read once per job: the owner's web-tools switch applies from the run's next job on, so
     # one job's calls keep the same tools (and their cache prefix).
-    api_tools = tools.request_tools(definition.tools)
+    api_tools = toolbox.request_tools(definition.tools)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     while True:
         outcome = _before_turn(run, definition, should_stop)
@@ -373,14 +346,14 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
     # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
     # heartbeat thread's update would wait behind it and the run would look dead.
     db.session.commit()
-    ctx = tools.ToolContext(run, experiment)
+    ctx = ToolContext(run, experiment)
     results, effects, enqueue, park, finish = [], [], [], None, False
     for block in tool_uses:
         if block["name"] in definition.tools:
-            result = tools.call(ctx, block["name"], block["input"])
+            result = toolbox.call(ctx, block["name"], block["input"])
         else:
             # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
-            result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
+            result = ToolResult(f"{block['name']} is not one of this agent's tools "
                                       f"({', '.join(definition.tools)}).", is_error=True)
         runs.append_event(run.id, "tool_result", result.content,
                           {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
@@ -455,8 +428,6 @@ def _start_queued_planning(run: AgentRun) -> None:
     """A planning request the owner made while this planner was on its last turn starts now."""
     if run.kind != "plan" or run.parent_run_id is not None:
         return
-    # orchestration imports jobs, whose routing imports this module's callers: a real cycle.
-    from services.agents.orchestration import start_queued_planning
     start_queued_planning(run)
 
 
@@ -535,29 +506,7 @@ def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | N
     return Outcome("failed", f"{reason}: {message}")
 
 
-# --- parking and waking -----------------------------------------------------------------------
-
-def ready_to_wake(run: AgentRun) -> bool:
-    """Is a waiting run's condition met?"""
-    park = run.waiting_for or {}
-    if run.wake_at is not None and run.wake_at <= utcnow():
-        return True
-    if "pods" in park:
-        dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
-        return dispatch is None or dispatch.terminal
-    if "children" in park:
-        ids = [uuid.UUID(c) for c in park["children"]]
-        open_children = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
-            AgentRun.id.in_(ids), AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
-        return open_children == 0
-    return False
-
-
-def wake_parent_if_ready(parent_id) -> None:
-    parent = db.session.get(AgentRun, parent_id)
-    if parent is not None and parent.status == "waiting" and ready_to_wake(parent):
-        jobs.enqueue_run(parent.id)
-
+# --- waking ----------------------------------------------------------------------------------
 
 def _resume_message(run: AgentRun) -> str:
     park = run.waiting_for or {}
@@ -575,9 +524,8 @@ def _resume_message(run: AgentRun) -> str:
         dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
         if dispatch is None:
             return "The dispatch run is gone."
-        from services.dispatch.watcher import _pods_of
         pods = "; ".join(f"{p.name}: {p.status}, exit {p.exit_code}, {p.progress_pct or 0:g}% {p.progress_message or ''}"
-                         for p in _pods_of(dispatch.id))
+                         for p in pods_of(dispatch.id))
         return (f"Dispatch {dispatch.short_id} ended {dispatch.status}"
                 f"{' (' + dispatch.failure_reason + ': ' + (dispatch.last_error or '') + ')' if dispatch.failure_reason else ''}. "
                 f"Pods: {pods}")[:4000]
@@ -594,88 +542,3 @@ def _answer_parked_tools(run: AgentRun, message: str) -> None:
     is sent (the API accepts text after tool_result blocks in a user turn).
     """
     run.conversation = model_api.resumable(run.conversation, redact(f"Update while you waited:\n{message}"))
-
-
-def wake_ready_runs(limit: int = 50) -> list:
-    """Scheduler: enqueue waiting runs whose deadline passed or whose children finished."""
-    now = utcnow()
-    candidates = list(db.session.scalars(
-        sa.select(AgentRun).where(AgentRun.status == "waiting")
-        .where(sa.or_(AgentRun.wake_at <= now, AgentRun.wake_at.is_(None)))
-        .order_by(AgentRun.wake_at.nulls_last()).limit(limit)))
-    woken = []
-    for run in candidates:
-        if ready_to_wake(run):
-            jobs.enqueue_run(run.id)
-            woken.append(run.id)
-    return woken
-
-
-def reconcile_runs(limit: int = 200) -> dict:
-    """Scheduler: re-enqueue queued runs whose job vanished; fail running runs gone stale
-    (a dispatch whose worker died resumes its saga once instead: provisioner.recover_lost)."""
-    from services.dispatch import provisioner
-    cfg = current_app.config
-    requeued, lost, resumed = [], [], []
-    # A list, not a streaming result: enqueueing commits the session as it goes.
-    queued = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)))
-    for run in queued:
-        if provisioner.is_dispatch(run):
-            # A dispatch's job has a fixed id on the dispatch queue, never an agent-run job.
-            if not jobs.job_is_live(provisioner.dispatch_job_id(run.id)):
-                provisioner.enqueue_dispatch(run.id)
-                requeued.append(run.id)
-        elif not jobs.job_is_live(run.rq_job_id):
-            jobs.enqueue_run(run.id)
-            requeued.append(run.id)
-    stale_before = utcnow() - timedelta(seconds=cfg["RUN_STALE_SECONDS"])
-    stale = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.status == "running",
-        sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))).limit(limit)))
-    for run in stale:
-        if provisioner.is_dispatch(run):
-            outcome = provisioner.recover_lost(run, stale_before)
-            if outcome == "resumed":
-                resumed.append(run.id)
-            elif outcome == "failed":
-                lost.append(run.id)
-            continue
-        # Claim it with a compare-and-set so two schedulers cannot both fail it.
-        if not runs.claim(run.id, ("running",), "failed", stale_before=stale_before):
-            continue
-        db.session.refresh(run)
-        outcome = recovery.fail(run, "worker_lost",
-                                f"No heartbeat since {run.heartbeat_at.isoformat() if run.heartbeat_at else 'start'}; "
-                                "the worker died or stopped.")
-        db.session.commit()
-        lifecycle.run_side_effects(outcome.effects)
-        lost.append(run.id)
-    return {"requeued": requeued, "lost": lost, "resumed": resumed}
-
-
-def hard_stop_cancelled() -> list:
-    """Scheduler: a cancel the loop has not honoured within the grace period is enforced.
-
-    The job is stopped through RQ (the work horse is killed) and the run is marked
-    cancelled; the experiment is blocked as for any cancel.
-    """
-    from rq.command import send_stop_job_command
-    from rq.exceptions import InvalidJobOperation, NoSuchJobError
-
-    from services import redis_store
-    grace = timedelta(seconds=current_app.config["CANCEL_GRACE_SECONDS"])
-    overdue = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.status == "running", AgentRun.cancel_requested_at < utcnow() - grace)))
-    stopped = []
-    for run in overdue:
-        try:
-            if run.rq_job_id:
-                send_stop_job_command(redis_store.connection(), run.rq_job_id)
-        except (InvalidJobOperation, NoSuchJobError):
-            pass  # the job already ended or vanished; the row is what matters
-        effects = runs.finish_cancel(run, Actor.owner_like())
-        runs.append_event(run.id, "cancelled", "Hard stop: the run did not stop within the grace period.")
-        db.session.commit()
-        lifecycle.run_side_effects(effects)
-        stopped.append(run.id)
-    return stopped

@@ -152,48 +152,6 @@ def on_start_orchestrator(experiment_id, actor, metadata):
     lifecycle.run_side_effects(effects)
 
 
-def on_stop_active_work(experiment_id, actor, metadata):
-    """Archiving or cancelling an experiment cancels its active runs."""
-    active = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
-        AgentRun.status.in_(("queued", "running", "waiting", "awaiting_approval")))))
-    from models import Pod
-    from services.dispatch.provisioner import stop_pod
-    for pod in db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id,
-                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
-        stop_pod(pod, "owner", actor=actor)
-    for run in active:
-        if run.status == "running":
-            runs.request_cancel(run)
-            runs.append_event(run.id, "cancelled", "The experiment was closed; stopping after this step.")
-        else:
-            runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="The experiment was closed.")
-            runs.append_event(run.id, "cancelled", "The experiment was closed.")
-    db.session.commit()
-
-
-def on_enqueue_dispatch(experiment_id, actor, metadata):
-    from services.dispatch import provisioner
-    provisioner.enqueue_dispatch(metadata["run_id"])
-
-
-def on_stop_run_pods(experiment_id, actor, metadata):
-    """A cancelled run's pods are stopped with their volumes kept."""
-    import uuid as uuid_lib
-
-    from models import Pod
-    from services.dispatch.provisioner import stop_pod
-    run_id = uuid_lib.UUID(metadata["run_id"])
-    owned = [run_id] + [c.id for c in db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run_id))]
-    for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id.in_(owned),
-                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
-        stop_pod(pod, "owner", actor=actor)
-    for dispatch in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(owned), AgentRun.kind == "experiment",
-                                                                AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES))):
-        runs.set_status(dispatch, "cancelled", reason="cancelled_by_owner", error="Run cancelled by owner")
-    db.session.commit()
-
-
 def on_wake_orchestrator(experiment_id, actor, metadata):
     """A gate was resolved (gate_pending → approved): the orchestrator carries on."""
     parked = db.session.scalar(sa.select(AgentRun).where(

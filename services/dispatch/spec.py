@@ -230,7 +230,7 @@ def _secrets_problems(secrets, where: str, allowed_secrets: list[str] | None) ->
         return [f"{where}.secrets: must be a list of environment variable names like HF_TOKEN"]
     if allowed_secrets is None:
         return []
-    from services.pod_secrets import problems as secret_problems
+    from services.pod_secrets import problems as secret_problems  # cycle: pod_secrets → spec
     return secret_problems(secrets, where, allowed_secrets)
 
 

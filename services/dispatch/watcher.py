@@ -13,12 +13,16 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import events, lifecycle, redis_store, registry, runs, spend
+from services import events, lifecycle, recovery, redis_store, registry, runs, settings, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict
+from services.dispatch import verify
 from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.pods import pods_of
+from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_pod
 from services.dispatch.spec import pod_noun
+from services.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
@@ -32,17 +36,6 @@ CRASH_LOOP_POSTS = 3
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
 PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
                    "EXITED": "exited", "ERROR": "exited", "TERMINATED": "terminated"}
-
-
-def _pods_of(run_id) -> list[Pod]:
-    """The pods that count for a dispatch: the last attempt of each run index."""
-    rows = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id)
-                                   .order_by(Pod.run_index, Pod.attempt)))
-    latest: dict[int, Pod] = {}
-    for pod in rows:
-        if pod.provider_pod_id is not None or pod.status != "failed":
-            latest[pod.run_index] = pod
-    return list(latest.values())
 
 
 # --- the periodic pass ---------------------------------------------------------------------------
@@ -137,7 +130,6 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
     if keep_alive_over(pod, now):
         # The bootstrap waits after its script instead of exiting (an exited container is
         # restarted on RunPod): ending keep-alive is ours to do.
-        from services.dispatch.provisioner import stop_pod
         stop_pod(pod, "completed")
 
 
@@ -212,7 +204,6 @@ def _empty_listing_incident(pod: Pod, now) -> None:
     pod.metadata_ = meta
     pod.last_error = (f"{pod.account}: the provider answered 404 for this pod and listed no pods at all for "
                       "the account; not declared vanished (a key in the wrong scope or an outage).")
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -291,7 +282,6 @@ def _maybe_open_fleet_incident(now) -> None:
     experiments_hit = {p.experiment_id for p in recent}
     if len(experiments_hit) < 2:
         return
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -324,7 +314,7 @@ def _review_dispatch(run_id, now) -> None:
     if run is None or run.terminal:
         return
     experiment = db.session.get(Experiment, run.scope_id)
-    pods = _pods_of(run.id)
+    pods = pods_of(run.id)
     if not pods:
         return
     failure = vanished_failure(pods) or exit_failure(pods)
@@ -369,7 +359,6 @@ def start_deadline_failure(pods: list[Pod], now, deadline: timedelta) -> Dispatc
     it is partial (SPEC §6.4.3), never re-dispatched automatically."""
     if not any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
         return None
-    from services.dispatch.provisioner import PARTIAL_NOTE
     missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
     if len(pods) == 1:
         return DispatchFailure("start_deadline", missed)
@@ -402,8 +391,7 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
         db.session.rollback()
         return
     runs.set_status(run, "completed")
-    runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
-    from services.dispatch import verify
+    runs.append_event(run.id, "completed", f"All {len(pods_of(run.id))} pod(s) exited 0.")
     if experiment.status == "queued":
         lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
                              metadata={"run_id": str(run.id)})
@@ -413,14 +401,12 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
         verify.verify_uploads(experiment, run, SYSTEM)
     db.session.commit()
     if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
 
 
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
                    block_note: str | None = None) -> None:
     """Every pod of the dispatch is stopped first (provisioner.fail_dispatch), whatever failed."""
-    from services.dispatch.provisioner import fail_dispatch
     fail_dispatch(run, reason, message, block_note=block_note)
 
 
@@ -468,8 +454,6 @@ def _last_stderr(pod: Pod) -> str:
 
 def _enforce_caps(now) -> None:
     """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""
-    from services import settings
-    from services.dispatch.provisioner import stop_pod
     live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(registry.POD_LIVE_STATUSES))))
     by_experiment: dict = {}
     for pod in live:
@@ -535,7 +519,6 @@ def orphan_sweep() -> list[str]:
 
 def stop_from_owner(pod: Pod, actor: Actor) -> list:
     """The owner's Stop button: the volume is kept and the experiment is blocked, never ended."""
-    from services.dispatch.provisioner import stop_pod
     stop_pod(pod, "owner", actor=actor)
     experiment = db.session.get(Experiment, pod.experiment_id)
     if experiment is None or experiment.terminal or experiment.status == "blocked":

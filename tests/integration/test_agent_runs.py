@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, RunEvent, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, recovery, runs
+from services import approvals, clock, experiments, lifecycle, parking, recovery, runs, sweeps
 from services.actors import Actor
-from services.agents import loop, orchestration
+from services.agents import orchestration
 from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 PLAN = open(__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "plans" /
@@ -221,9 +221,9 @@ def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, mak
         assert note.note == f"Automatic recovery queued after agent run {str(run_id)[:8]} failed."
         assert note.metadata_ == {"mode": "recovery", "sourceAgentRunId": str(run_id),
                                   "followupAgentRunId": str(follow.id), "reason": "model_api_error"}
-        assert loop.wake_ready_runs() == []           # back-off: 1 minute
+        assert parking.wake_ready_runs() == []           # back-off: 1 minute
         clock.advance(timedelta(minutes=2))
-        assert loop.wake_ready_runs() == [follow.id]
+        assert parking.wake_ready_runs() == [follow.id]
     fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Recovered; plan submitted.")))
     worker()
     with app.app_context():
@@ -281,10 +281,10 @@ def test_stale_running_run_is_lost_and_recovered_once(app, make_experiment):
         runs.set_status(run, "running")
         run.heartbeat_at = clock.utcnow()
         db.session.commit()
-        assert loop.reconcile_runs()["lost"] == []
+        assert sweeps.reconcile_runs()["lost"] == []
         clock.advance(timedelta(minutes=6))
-        assert loop.reconcile_runs()["lost"] == [run.id]
-        assert loop.reconcile_runs()["lost"] == []
+        assert sweeps.reconcile_runs()["lost"] == [run.id]
+        assert sweeps.reconcile_runs()["lost"] == []
         assert _run(run.id).failure_reason == "worker_lost"
         assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
             AgentRun.resumes_run_id == run.id)) == 1
@@ -301,9 +301,9 @@ def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment)
         jobs.enqueue_run(run.id)
         redis_store.connection().flushdb()
         assert not jobs.job_is_live(_run(run.id).rq_job_id)
-        assert loop.reconcile_runs()["requeued"] == [run.id]
+        assert sweeps.reconcile_runs()["requeued"] == [run.id]
         assert jobs.job_is_live(_run(run.id).rq_job_id)
-        assert loop.reconcile_runs()["requeued"] == []  # one job, not two
+        assert sweeps.reconcile_runs()["requeued"] == []  # one job, not two
 
 
 def test_secrets_in_tool_results_are_redacted(app, fake_anthropic, worker, make_experiment):

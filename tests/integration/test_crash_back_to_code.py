@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from models import AgentRun, Artifact, Pod, WorkflowEvent, db
 from services import experiments, lifecycle, recovery, runs
 from services.actors import Actor
-from services.agents import implementation
+from services.agents import code_state, implementation
 from tests.integration.code_fixtures import call, research_repo, tool_context  # noqa: F401
 from tests.integration.test_code_agents import _children, _commit_row, _marker, _move, _notes, _reviewed
 
@@ -85,7 +85,7 @@ def test_a_crash_goes_back_to_the_implementer_and_the_fixed_commit_is_dispatched
         result = call(ctx, "send_crash_to_code", pod=pod.name, note="mean() of an empty list")
         assert not result.is_error, result.content
         experiment = experiments.get_experiment(number)
-        assert experiment.status == "implementing" and implementation.current_round(experiment) == 2
+        assert experiment.status == "implementing" and code_state.current_round(experiment) == 2
         [implementer] = _children(ctx.run.id)
         assert implementer.agent == "experiment-implementer" and result.park == {"children": [str(implementer.id)]}
         # The implementer is told the exit code, the traceback and the log's end, on the same branch.

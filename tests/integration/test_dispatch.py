@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, FleetIncident, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, recovery
+from services import approvals, clock, experiments, lifecycle, parking, recovery
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from services.errors import Conflict
@@ -245,8 +245,7 @@ def test_non_zero_exit_wakes_the_orchestrator_at_once(app, runpod, approved, cli
         run = db.session.get(AgentRun, run_id)
         assert run.status == "failed" and run.failure_reason == "pod_exit_nonzero"
         assert "CUDA out of memory" in run.last_error
-        from services.agents.loop import ready_to_wake
-        assert ready_to_wake(db.session.get(AgentRun, parent_id))
+        assert parking.ready_to_wake(db.session.get(AgentRun, parent_id))
 
 
 def test_crash_loop_stops_pods_and_blocks_with_stderr(app, runpod, approved, client):
