@@ -25,10 +25,15 @@ Effects = Iterable[lifecycle.SideEffect] | None
 _STASH_SESSION_KEY = "sagan_stash"
 
 
-def perform(action: Callable[[], Effects | object], *, refused: Callable[[SaganError], Response],
-            done: Callable[[], Response]) -> Response:
+def perform(action: Callable[[], Effects | object], *, done: Callable[[], Response],
+            refused: Callable[[SaganError], Response] | None = None,
+            refusals: tuple[type[SaganError], ...] = (SaganError,)) -> Response:
     """Run `action` once per form key; `refused(error)` answers a domain error (after the
-    rollback), `done()` answers success and a repeated key alike."""
+    rollback), `done()` answers success and a repeated key alike.
+
+    Only the error classes in `refusals` are answered by `refused`; any other domain error,
+    or every one when there is no `refused`, is rolled back and goes on to the app's error
+    handler (blueprints/errors.py), which answers with its status and sentence (the toast)."""
     key = _form_key()
     if key is not None and not once.claim_form_key(key):
         return done()
@@ -38,6 +43,8 @@ def perform(action: Callable[[], Effects | object], *, refused: Callable[[SaganE
         db.session.rollback()
         if key is not None:
             once.release_form_key(key)
+        if refused is None or not isinstance(exc, refusals):
+            raise
         return refused(exc)
     db.session.commit()
     # Services return their side effects as a list; an action that returns the row it

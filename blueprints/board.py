@@ -1,16 +1,30 @@
 """The pipeline board, its cheap poll, card moves and the owner's queue."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from flask import Blueprint, current_app, make_response, render_template, request
 
 from blueprints import access
+from blueprints._actions import perform
 from blueprints._htmx import render
-from models import db
-from services import board_moves, cost_ledger, experiments, lifecycle, registry
+from services import board_moves, cost_ledger, experiments, registry
 from services.dispatch.view import board_progress
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)
+
+
+@dataclass(frozen=True)
+class CardRefusal:
+    """A refused move as its card shows it: the sentence, and what the owner chose (the
+    target and the note), which the card's menu keeps so a second try starts from there."""
+    message: str
+    to: str
+    note: str
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _per_status_memo():
@@ -85,21 +99,21 @@ def columns():
 @bp.post("/board/move/<int:number>")
 @access.owner
 def move(number: int):
-    """Move a card; answers the refreshed board with the refusal, if any, on the card."""
+    """Move a card; answers the refreshed board with the refusal, if any, on the card, its
+    menu still holding the status and note the owner chose (issue 18)."""
     filters = experiments.BoardFilters.from_args(request.args)
     experiment = experiments.get_experiment(number)
-    try:
-        effects = board_moves.move(experiment, request.form.get("to", ""), access.actor(),
-                                   note=request.form.get("note"),
-                                   expected_status=request.form.get("expected") or None)
-    except SaganError as exc:
-        db.session.rollback()
-        return render("board/index.html", "board/_board.html",
-                      **_board_context(filters, {number: exc.message}))
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return render("board/index.html", "board/_board.html",
-                  headers={"HX-Trigger": "pipeline-changed"}, **_board_context(filters))
+    chosen, note = request.form.get("to", ""), request.form.get("note")
+
+    def refused(exc: SaganError):
+        refusal = CardRefusal(exc.message, chosen, note or "")
+        return render("board/index.html", "board/_board.html", **_board_context(filters, {number: refusal}))
+
+    return perform(lambda: board_moves.move(experiment, chosen, access.actor(), note=note,
+                                            expected_status=request.form.get("expected") or None),
+                   refused=refused,
+                   done=lambda: render("board/index.html", "board/_board.html",
+                                       headers={"HX-Trigger": "pipeline-changed"}, **_board_context(filters)))
 
 
 @bp.get("/your-turn")

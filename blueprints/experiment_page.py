@@ -22,7 +22,7 @@ FORM_SECTIONS = {"status": "status", "override": "status", "edit": "record", "pl
                  "answer": "questions", "result": "clean-result", "preview": "clean-result",
                  "promote": "clean-result", "figure": "clean-result", "follow_up": "follow-ups"}
 DRAFT_NAMES = ("plan_text", "answers", "draft_html", "draft_title", "follow_up_form",
-               "preview_url", "preview_report")
+               "preview_url", "preview_report", "override_to")
 
 
 
@@ -68,7 +68,13 @@ class ExperimentPage:
         """The page for a GET: with what the last refused post stashed for it, once."""
         stashed = _actions.take_stash(_stash_name(experiment.number))
         errors = {key: PageError(**value) for key, value in (stashed.get("errors") or {}).items()}
-        return cls(experiment, errors=errors, drafts=stashed.get("drafts") or {}, **kwargs)
+        drafts = stashed.get("drafts") or {}
+        # A board move the menu did not offer links here with the status the owner chose,
+        # so the override opens holding it (issue 18: a refused move keeps its target).
+        override_to = request.args.get("override_to")
+        if override_to in registry.STATUS_BY_NAME and override_to != experiment.status:
+            drafts.setdefault("override_to", override_to)
+        return cls(experiment, errors=errors, drafts=drafts, **kwargs)
 
     def context(self) -> dict:
         experiment = self.experiment

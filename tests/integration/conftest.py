@@ -8,6 +8,9 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
+from models import db
+from services import experiments, lifecycle
+from services.actors import Actor
 from workers import fork_guard
 
 
@@ -40,3 +43,17 @@ def fork_wait_seen():
     yield seen
     guard_log.removeHandler(handler)
     guard_log.setLevel(logging.NOTSET)
+
+
+@pytest.fixture
+def make_planless_pending(app, make_experiment):
+    """Factory: a card at plan_pending with no plan and no approval request (as the old demo
+    data had), forced there by an override; returns its number."""
+    def make(title: str = "Planless") -> int:
+        number = make_experiment(title, status="planning")
+        with app.app_context():
+            lifecycle.transition(experiments.get_experiment(number), "plan_pending", Actor("owner"),
+                                 note="Forced for the test.", override=True)
+            db.session.commit()
+        return number
+    return make
