@@ -22,6 +22,7 @@ class CardRefusal:
     message: str
     to: str
     note: str
+    field: str | None = None  # the input the refusal is about ("note": it gets the focus)
 
     def __str__(self) -> str:
         return self.message
@@ -106,7 +107,7 @@ def move(number: int):
     chosen, note = request.form.get("to", ""), request.form.get("note")
 
     def refused(exc: SaganError):
-        refusal = CardRefusal(exc.message, chosen, note or "")
+        refusal = CardRefusal(exc.message, chosen, note or "", getattr(exc, "field", None))
         return render("board/index.html", "board/_board.html", **_board_context(filters, {number: refusal}))
 
     return perform(lambda: board_moves.move(experiment, chosen, access.actor(), note=note,
