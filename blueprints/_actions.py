@@ -23,6 +23,7 @@ from services.errors import SaganError, ValidationError
 
 Effects = Iterable[lifecycle.SideEffect] | None
 _STASH_SESSION_KEY = "sagan_stash"
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def perform(action: Callable[[], Effects | object], *, done: Callable[[], Response],
@@ -56,6 +57,10 @@ def perform(action: Callable[[], Effects | object], *, done: Callable[[], Respon
 
 def _form_key() -> str | None:
     """The post's form key; a malformed one is refused before anything runs."""
+    if request.mimetype not in _FORM_TYPES:
+        # A JSON post or a pod's raw upload carries no form key; reading `request.form`
+        # there would parse (or, for a body read without caching, lose) what it sent.
+        return None
     key = request.form.get("form_key")
     if not key:
         return None
