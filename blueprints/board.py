@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Blueprint, current_app, make_response, render_template, request
+from flask import Blueprint, current_app, render_template, request
 
 from blueprints import access
 from blueprints._actions import perform
-from blueprints._htmx import render
+from blueprints._htmx import render, unless_unchanged
 from services import board_moves, cost_ledger, experiments, registry
 from services.dispatch.view import board_progress
 from services.errors import SaganError
@@ -85,16 +85,8 @@ def index():
 @access.owner
 def columns():
     """The polled board fragment; 304 when nothing changed since the version the page has."""
-    version = experiments.board_version()
-    etag = f'"{version}"'
-    if request.headers.get("If-None-Match") == etag:
-        response = make_response("", 304)
-    else:
-        filters = experiments.BoardFilters.from_args(request.args)
-        response = make_response(render_template("board/_board.html", **_board_context(filters)))
-    response.headers["ETag"] = etag
-    response.headers["Cache-Control"] = "no-cache"
-    return response
+    return unless_unchanged(experiments.board_version(), lambda: render_template(
+        "board/_board.html", **_board_context(experiments.BoardFilters.from_args(request.args))))
 
 
 @bp.post("/board/move/<int:number>")

@@ -123,6 +123,14 @@ def refuse(experiment: Experiment, key: str, error: SaganError | str, **drafts):
     return back(experiment.number, FORM_SECTIONS[key])
 
 
+def page_form(number: int, key: str, action, *, anchor: str | None = None, **drafts):
+    """A full-page form of the experiment page, through `perform`: a refusal comes back
+    beside the form `key` with what the owner typed (`drafts`), success goes back to the
+    page at `anchor`."""
+    return _actions.perform(action, done=lambda: back(number, anchor),
+                            refused=lambda exc: refuse(experiments.get_experiment(number), key, exc, **drafts))
+
+
 def back(number: int, anchor: str | None = None):
     """The 303 to the experiment page (at `anchor`) every successful full-page form answers."""
     return redirect(url_for("experiments.detail", number=number) + (f"#{anchor}" if anchor else ""), code=303)
