@@ -22,7 +22,7 @@ FORM_SECTIONS = {"status": "status", "override": "status", "edit": "record", "pl
                  "answer": "questions", "result": "clean-result", "preview": "clean-result",
                  "promote": "clean-result", "figure": "clean-result", "follow_up": "follow-ups"}
 DRAFT_NAMES = ("plan_text", "answers", "draft_html", "draft_title", "follow_up_form",
-               "preview_url", "preview_report", "override_to")
+               "preview_url", "preview_report", "override_to", "override_note", "status_to", "status_note")
 
 
 
