@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
+from dataclasses import dataclass
 
 import pytest
 from werkzeug.serving import make_server
 
-from models import db
-from services import experiments, lifecycle
+from models import Pod, db
+from services import experiments, lifecycle, runs
 from services.actors import Actor
+from services.dispatch import tokens
 from workers import fork_guard
 
 
@@ -56,4 +59,31 @@ def make_planless_pending(app, make_experiment):
                                  note="Forced for the test.", override=True)
             db.session.commit()
         return number
+    return make
+
+
+@dataclass(frozen=True)
+class LivePod:
+    id: uuid.UUID
+    secret: str        # its progress token, for Authorization: Bearer
+    run_id: uuid.UUID  # the dispatch run it belongs to
+    number: int        # its experiment's number
+
+
+@pytest.fixture
+def make_live_pod(app, make_experiment):
+    """Factory: a running pod with its progress token, in a waiting dispatch run of an
+    experiment at running (a new one titled `title`); `tag` goes into the pod's name."""
+    def make(title: str = "Live pod", tag: str = "x") -> LivePod:
+        number = make_experiment(title, status="running")
+        with app.app_context():
+            experiment = experiments.get_experiment(number)
+            run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                                  status="waiting")
+            secret, digest = tokens.new_token()
+            pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                      name=f"sagan-{number}-{tag}-0-1", status="running", progress_token_hash=digest)
+            db.session.add(pod)
+            db.session.commit()
+            return LivePod(pod.id, secret, run.id, number)
     return make

@@ -21,11 +21,39 @@ from tests.fakes.anthropic_server import reply, slow, text, tool_use
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def worker_env(fake_anthropic, tmp_path) -> dict:
-    """The environment of a real worker process on the test database and the fake model API."""
+def worker_env(tmp_path, **extra: str) -> dict:
+    """The environment of a real worker process on the test database, plus `extra` (the
+    fake provider it talks to)."""
     return {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-            "SECRET_KEY": "test", "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
-            "ANTHROPIC_BASE_URL": fake_anthropic.url, "SAGAN_INSTANCE_DIR": str(tmp_path)}
+            "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), **extra}
+
+
+def model_env(fake_anthropic) -> dict:
+    return {"ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000", "ANTHROPIC_BASE_URL": fake_anthropic.url}
+
+
+def start_worker(env: dict, queue: str) -> subprocess.Popen:
+    """A real worker process (no scheduler) on one queue, in a session of its own."""
+    return subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", queue],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def wait_until(condition, failure: str, timeout: float = 30, every: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        time.sleep(every)
+    assert condition(), failure
+
+
+def queued_plan_run(app, number: int):
+    """A planner run for the experiment, created and its job enqueued; returns its id."""
+    with app.app_context():
+        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
+                              scope_id=experiments.get_experiment(number).id)
+        db.session.commit()
+        jobs.enqueue_run(run.id)
+        return run.id
 
 
 def kill_tree(process: subprocess.Popen) -> None:
@@ -55,21 +83,10 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
     """SIGKILL the worker while a model call is in flight → worker_lost → exactly one recovery."""
     number = make_experiment("Killed mid-run", status="planning")
     fake_anthropic.script(slow(30, reply(text("too late"))))
-    with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(number).id)
-        db.session.commit()
-        run_id = run.id
-        jobs.enqueue_run(run_id)
-    env = worker_env(fake_anthropic, tmp_path)
-    worker = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    run_id = queued_plan_run(app, number)
+    worker = start_worker(worker_env(tmp_path, **model_env(fake_anthropic)), "agents")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_anthropic.requests) == 0:
-            time.sleep(0.2)
-        assert fake_anthropic.requests, "the worker never called the model"
+        wait_until(lambda: fake_anthropic.requests, "the worker never called the model", every=0.2)
         with app.app_context():
             assert db.session.get(AgentRun, run_id).status == "running"
     finally:
@@ -101,21 +118,10 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
     fake_anthropic.script(slow(3, reply(tool_use("get_experiment", {}))),
                           reply(text("Finished elsewhere with questions."), tool_use("ask_questions", {"questions": [
                               {"key": "seeds", "text": "How many seeds?"}]})))
-    with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(number).id)
-        db.session.commit()
-        run_id = run.id
-        jobs.enqueue_run(run_id)
-    env = worker_env(fake_anthropic, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    run_id = queued_plan_run(app, number)
+    proc = start_worker(worker_env(tmp_path, **model_env(fake_anthropic)), "agents")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_anthropic.requests) == 0:
-            time.sleep(0.1)
-        assert fake_anthropic.requests, "the worker never called the model"
+        wait_until(lambda: fake_anthropic.requests, "the worker never called the model")
         proc.send_signal(signal.SIGTERM)  # the worker only: its work horse finishes the step
         assert proc.wait(timeout=30) is not None
     finally:
@@ -181,18 +187,13 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
     fake_runpod.hold_after_create(60, skip=1)  # the second create makes its pod, then hangs
     number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
-    env = {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-           "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), "RUNPOD_API_URL": fake_runpod.url,
-           "RUNPOD_API_KEY_TEAM": fake_runpod.team_key, "RUNPOD_TEAM_ID": fake_runpod.team_id,
-           "RUNPOD_API_KEY_PERSONAL": fake_runpod.personal_key, "SAGAN_POD_LISTING_LAG_SECONDS": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "dispatch"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    env = worker_env(tmp_path, RUNPOD_API_URL=fake_runpod.url, RUNPOD_API_KEY_TEAM=fake_runpod.team_key,
+                     RUNPOD_TEAM_ID=fake_runpod.team_id, RUNPOD_API_KEY_PERSONAL=fake_runpod.personal_key,
+                     SAGAN_POD_LISTING_LAG_SECONDS="0")
+    proc = start_worker(env, "dispatch")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_runpod.pods) < 2:
-            time.sleep(0.1)
-        assert len(fake_runpod.pods) == 2, "the worker never made the second create call"
+        wait_until(lambda: len(fake_runpod.pods) >= 2, "the worker never made the second create call")
+        assert len(fake_runpod.pods) == 2
     finally:
         kill_tree(proc)  # the worker and its work horse: the host died
     with app.app_context():
