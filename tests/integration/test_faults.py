@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import timedelta
 
 import httpx
@@ -24,23 +23,8 @@ from services import approvals, experiments
 from services.actors import Actor
 from services.clock import utcnow
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
+from tests.integration.queries import counting_queries
 from tests.integration.test_approval_pages import PLANS
-
-
-@contextmanager
-def counting_queries(app):
-    """Count the SQL statements run while the block runs (any connection of the app's engine)."""
-    statements: list[str] = []
-
-    def count(_conn, _cursor, statement, *_args):
-        statements.append(statement)
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
 
 
 # --- progress: duplicates and out-of-order seq ---------------------------------------------
