@@ -11,7 +11,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from models import Pod, db
-from services import experiments, lifecycle, runs
+from services import approvals, experiments, lifecycle, runs
 from services.actors import Actor
 from services.dispatch import tokens
 from workers import fork_guard
@@ -86,4 +86,23 @@ def make_live_pod(app, make_experiment):
             db.session.add(pod)
             db.session.commit()
             return LivePod(pod.id, secret, run.id, number)
+    return make
+
+
+@pytest.fixture
+def make_approved(app, make_experiment):
+    """Factory: an experiment at `implementing` whose plan (`plan_markdown`, with its
+    runpod-spec) the owner approved on `account`; returns its number, ready to launch."""
+    def make(plan_markdown: str, *, title: str = "Dispatch me", account: str = "team",
+             owner: Actor | None = None) -> int:
+        owner = owner or Actor("owner")
+        number = make_experiment(title, status="planning", runpod_account=account)
+        with app.app_context():
+            experiment = experiments.get_experiment(number)
+            submission = approvals.submit_plan(experiment, plan_markdown, owner, source="owner")
+            assert submission.approval is not None, submission.problems
+            approvals.approve(submission.approval, owner)
+            lifecycle.transition(experiment, "implementing", Actor.system())
+            db.session.commit()
+        return number
     return make

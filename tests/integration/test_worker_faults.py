@@ -148,23 +148,17 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
 
 # --- a dispatch interrupted by a dead worker ---------------------------------------------
 
-def _approved_dispatch(app, make_experiment, specs: list[dict], title: str) -> tuple[int, object]:
+def _approved_dispatch(app, make_approved, specs: list[dict], title: str) -> tuple[int, object]:
     """An experiment at `implementing` with an approved two-pod spec, and its dispatch launched
     (the run queued, its job enqueued); returns (number, run id)."""
-    from services import approvals, lifecycle
+    from services import lifecycle
     from services.actors import Actor
     from services.dispatch import provisioner
     from tests.integration.test_dispatch import plan_with
     owner = Actor("owner", "owner-1", "Owner")
-    number = make_experiment(title, status="planning", runpod_account="team")
+    number = make_approved(plan_with(specs), title=title, owner=owner)
     with app.app_context():
-        experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, plan_with(specs), owner, source="owner")
-        assert submission.approval is not None, submission.problems
-        approvals.approve(submission.approval, owner)
-        lifecycle.transition(experiment, "implementing", Actor.system())
-        db.session.commit()
-        run, effects = provisioner.launch(experiment, owner)
+        run, effects = provisioner.launch(experiments.get_experiment(number), owner)
         db.session.commit()
         lifecycle.run_side_effects(effects)  # enqueues the dispatch job
         return number, run.id
@@ -177,7 +171,7 @@ def _run_events(run_id) -> list[str]:
 
 @pytest.mark.slow
 def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
-        app, fake_runpod, worker, make_experiment, monkeypatch, tmp_path):
+        app, fake_runpod, worker, make_approved, monkeypatch, tmp_path):
     """SIGKILL the worker while pod 2's create call is in flight (the provider made it): the
     reconciler resumes the saga once; it keeps pod 1, finds pod 2 by name, creates nothing twice,
     and every event written before the kill is still there."""
@@ -186,7 +180,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
     from tests.integration.test_dispatch import pod_spec
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
     fake_runpod.hold_after_create(60, skip=1)  # the second create makes its pod, then hangs
-    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
+    number, run_id = _approved_dispatch(app, make_approved, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
     env = worker_env(tmp_path, RUNPOD_API_URL=fake_runpod.url, RUNPOD_API_KEY_TEAM=fake_runpod.team_key,
                      RUNPOD_TEAM_ID=fake_runpod.team_id, RUNPOD_API_KEY_PERSONAL=fake_runpod.personal_key,
                      SAGAN_POD_LISTING_LAG_SECONDS="0")
@@ -226,7 +220,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert loop.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
 
 
-def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_experiment,
+def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_approved,
                                                                    monkeypatch):
     """A saga that dies again after its one resume is failed worker_lost: its pods are stopped
     (all or nothing), the experiment is blocked, and no third attempt is made."""
@@ -234,7 +228,7 @@ def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runp
     from services.dispatch import provisioner
     from tests.integration.test_dispatch import pod_spec
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
-    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Lost twice")
+    number, run_id = _approved_dispatch(app, make_approved, [pod_spec("a"), pod_spec("b")], "Lost twice")
     stale = app.config["RUN_STALE_SECONDS"] + 60
     with app.app_context():
         # The first worker dies right after claiming the run.
@@ -260,7 +254,7 @@ def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runp
 # --- Redis flushed while runs are queued -------------------------------------------------
 
 def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, fake_runpod, worker,
-                                                           make_experiment, monkeypatch):
+                                                           make_experiment, make_approved, monkeypatch):
     """FLUSHDB (our own test database) while a planner run and a dispatch are queued: the
     reconciler puts each back on its own queue, once, and both then run to their end."""
     from services.dispatch import provisioner
@@ -271,13 +265,9 @@ def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, 
     planned = make_experiment("Queued planner", status="planning")
     with monkeypatch.context() as agents_off:  # approving would start an orchestrator otherwise
         agents_off.setitem(app.config, "ANTHROPIC_API_KEY", "")
-        _number, dispatch_id = _approved_dispatch(app, make_experiment, [pod_spec("a")], "Queued dispatch")
+        _number, dispatch_id = _approved_dispatch(app, make_approved, [pod_spec("a")], "Queued dispatch")
+    plan_id = queued_plan_run(app, planned)
     with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(planned).id)
-        db.session.commit()
-        plan_id = run.id
-        jobs.enqueue_run(plan_id)
         from services import redis_store
         redis_store.connection().flushdb()  # the test Redis database only
         outcome = loop.reconcile_runs()
