@@ -1,18 +1,19 @@
 """The pipeline board, its cheap poll, card moves and the owner's queue."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from blueprints import access
-from blueprints._actions import perform
-from blueprints._htmx import render, unless_unchanged
+from blueprints._actions import perform, stash_for, take_stash
+from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from services import board_moves, cost_ledger, experiments, registry
 from services.dispatch.view import board_progress
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)
+_STASH = "board"
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,12 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
 @bp.get("/")
 @access.owner
 def index():
-    """The board, or just its columns when the filter form asked through htmx."""
+    """The board, or just its columns when the filter form asked through htmx; after a
+    refused move without JavaScript, with the refusal on its card (once)."""
     filters = experiments.BoardFilters.from_args(request.args)
-    return render("board/index.html", "board/_board.html", **_board_context(filters))
+    stashed = take_stash(_STASH)
+    card_errors = {int(number): CardRefusal(**refusal) for number, refusal in (stashed.get("cards") or {}).items()}
+    return render("board/index.html", "board/_board.html", **_board_context(filters, card_errors))
 
 
 @bp.get("/board/columns")
@@ -98,15 +102,26 @@ def move(number: int):
     experiment = experiments.get_experiment(number)
     chosen, note = request.form.get("to", ""), request.form.get("note")
 
+    # Without JavaScript the form is a full-page post: it redirects back to the board
+    # (post/redirect/get, so a reload moves nothing), a refusal riding along in the stash.
+    board_page = url_for("board.index", **filters.as_args()) + f"#card-{number}"
+
     def refused(exc: SaganError):
         refusal = CardRefusal(exc.message, chosen, note or "", getattr(exc, "field", None))
-        return render("board/index.html", "board/_board.html", **_board_context(filters, {number: refusal}))
+
+        def page():
+            stash_for(_STASH, {"cards": {str(number): asdict(refusal)}})
+            return redirect(board_page, code=303)
+
+        return fragment_or_page(
+            lambda: render_template("board/_board.html", **_board_context(filters, {number: refusal})), page)
 
     return perform(lambda: board_moves.move(experiment, chosen, access.actor(), note=note,
                                             expected_status=request.form.get("expected") or None),
                    refused=refused,
-                   done=lambda: render("board/index.html", "board/_board.html",
-                                       headers={"HX-Trigger": "pipeline-changed"}, **_board_context(filters)))
+                   done=lambda: fragment_or_page(
+                       lambda: render_template("board/_board.html", **_board_context(filters)),
+                       lambda: redirect(board_page, code=303), headers={"HX-Trigger": "pipeline-changed"}))
 
 
 @bp.get("/your-turn")

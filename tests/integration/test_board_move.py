@@ -153,13 +153,31 @@ def test_move_answer_keeps_the_board_filters(app, htmx_client, make_experiment):
 
 
 def test_move_without_htmx_answers_the_whole_page(app, client, owner, make_experiment):
-    """Does the no-JavaScript form post get the full board page back?"""
+    """Does the no-JavaScript form post get the full board page back — after a redirect
+    (post/redirect/get), so a reload of it moves nothing?"""
     number = make_experiment()
-    response = client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed",
-                                                          "csrf_token": owner.csrf()})
-    assert response.status_code == 200
-    assert "<html" in response.text
+    response = client.post(f"/board/move/{number}?turn=sagan", data={"to": "clarifying", "expected": "proposed",
+                                                                     "csrf_token": owner.csrf()})
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/?turn=sagan#card-{number}"  # the filters kept
+    page = client.get(response.headers["Location"])
+    assert page.status_code == 200 and "<html" in page.text
+    assert 'data-status="clarifying"' in cards(page)[number]
     assert _state(app, number)[0] == "clarifying"
+
+
+def test_refused_move_without_htmx_comes_back_on_the_card_once(app, client, owner, make_experiment):
+    """A no-JavaScript refusal: a redirect to the board, whose card shows the refusal and keeps
+    the chosen status and note — once (a reload is the plain board), nothing moved."""
+    number = make_experiment()
+    response = client.post(f"/board/move/{number}", data={"to": "blocked", "expected": "proposed", "note": " ",
+                                                          "csrf_token": owner.csrf()})
+    assert response.status_code == 303 and response.headers["Location"] == f"/#card-{number}"
+    page = client.get(response.headers["Location"])
+    assert "needs a note" in _card_error(page, number)
+    assert _chosen_option(cards(page)[number]) == "blocked"
+    assert "card-error" not in cards(client.get("/"))[number]
+    assert _state(app, number) == ("proposed", [])
 
 
 def _chosen_option(card_html: str) -> str | None:

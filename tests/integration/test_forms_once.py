@@ -162,7 +162,8 @@ def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, m
     board = client.get("/").text
     response = client.post(f"/board/move/{number}", data={"to": "approved", "expected": "plan_pending",
                                                           "csrf_token": csrf_from(board)})
-    assert "has no plan waiting for approval" in response.text
+    assert response.status_code == 303  # post/redirect/get: the refusal is on the board it leads to
+    assert "has no plan waiting for approval" in client.get(response.headers["Location"]).text
     with app.app_context():
         experiment = experiments.get_experiment(number)
         assert experiment.status == "plan_pending"
