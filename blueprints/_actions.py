@@ -28,14 +28,18 @@ _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 def perform(action: Callable[[], Effects | object], *, done: Callable[[], Response],
             refused: Callable[[SaganError], Response] | None = None,
-            refusals: tuple[type[SaganError], ...] = (SaganError,)) -> Response:
+            refusals: tuple[type[SaganError], ...] = (SaganError,), keyed: bool = True) -> Response:
     """Run `action` once per form key; `refused(error)` answers a domain error (after the
     rollback), `done()` answers success and a repeated key alike.
 
     Only the error classes in `refusals` are answered by `refused`; any other domain error,
     or every one when there is no `refused`, is rolled back and goes on to the app's error
-    handler (blueprints/errors.py), which answers with its status and sentence (the toast)."""
-    key = _form_key()
+    handler (blueprints/errors.py), which answers with its status and sentence (the toast).
+
+    `keyed=False` for an action that only sets a value (a checklist tick), which a repeat
+    cannot double: it must leave the form key alone, because htmx sends the enclosing
+    form's fields with it, and claiming that key would make the form's own post a no-op."""
+    key = _form_key() if keyed else None
     if key is not None and not once.claim_form_key(key):
         return done()
     try:

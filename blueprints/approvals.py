@@ -60,7 +60,7 @@ def tick(request_id: str):
         return render("approvals/detail.html", "approvals/_tick_status.html", saved=saved, message=message,
                       label=label)
 
-    return perform(lambda: approvals.set_checklist_item(approval, label, checked),
+    return perform(lambda: approvals.set_checklist_item(approval, label, checked), keyed=False,
                    refused=lambda exc: tick_status(False, exc.message), done=lambda: tick_status(True, "Saved"))
 
 
