@@ -6,7 +6,9 @@ nothing, since a refusal means some behaviour silently stopped working.
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -280,6 +282,13 @@ def test_the_board_shows_every_column_at_1280(browser_session, owner_account, ap
     assert page.evaluate("document.querySelector('#board').scrollWidth - document.querySelector('#board').clientWidth") <= 1
 
 
+def _photograph(page, name: str) -> None:
+    """With SAGAN_SCREENSHOTS_DIR set (docs/screenshots/README.md), keep what the owner sees."""
+    shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
+    if shots:
+        page.screenshot(path=str(Path(shots) / name))
+
+
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "390px"])
 def test_refused_move_keeps_the_chosen_status_for_the_next_try(browser_session, owner_account, make_experiment,
                                                                viewport):
@@ -300,6 +309,7 @@ def test_refused_move_keeps_the_chosen_status_for_the_next_try(browser_session, 
     # The refusal is about the note: the cursor waits there (htmx focuses `autofocus` after a swap).
     page.wait_for_function("label => document.activeElement"
                            " && document.activeElement.getAttribute('aria-label') === label", arg=f"Note for #{number}")
+    _photograph(page, f"board-refused-move-{'desktop' if viewport is DESKTOP else 'phone'}-light.png")
 
     card.get_by_label(f"Note for #{number}").fill("Waiting for the licence")
     card.get_by_role("button", name="Move").click()
@@ -325,6 +335,7 @@ def test_refused_drop_offers_the_override_with_the_dropped_status(browser_sessio
     assert page.locator(f"[data-column=ideas] #card-{number}").count() == 1
     assert "You chose running" in card.locator(".card-override").inner_text()
     assert_not_reloaded(page)
+    _photograph(page, "board-refused-drop-desktop-light.png")
 
     card.get_by_role("link", name="Override to running on the experiment page…").click()
     page.wait_for_url(f"**/experiments/{number}?override_to=running#status")
