@@ -23,13 +23,23 @@ from services.errors import SaganError, ValidationError
 
 Effects = Iterable[lifecycle.SideEffect] | None
 _STASH_SESSION_KEY = "sagan_stash"
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def perform(action: Callable[[], Effects | object], *, refused: Callable[[SaganError], Response],
-            done: Callable[[], Response]) -> Response:
+def perform(action: Callable[[], Effects | object], *, done: Callable[[], Response],
+            refused: Callable[[SaganError], Response] | None = None,
+            refusals: tuple[type[SaganError], ...] = (SaganError,), keyed: bool = True) -> Response:
     """Run `action` once per form key; `refused(error)` answers a domain error (after the
-    rollback), `done()` answers success and a repeated key alike."""
-    key = _form_key()
+    rollback), `done()` answers success and a repeated key alike.
+
+    Only the error classes in `refusals` are answered by `refused`; any other domain error,
+    or every one when there is no `refused`, is rolled back and goes on to the app's error
+    handler (blueprints/errors.py), which answers with its status and sentence (the toast).
+
+    `keyed=False` for an action that only sets a value (a checklist tick), which a repeat
+    cannot double: it must leave the form key alone, because htmx sends the enclosing
+    form's fields with it, and claiming that key would make the form's own post a no-op."""
+    key = _form_key() if keyed else None
     if key is not None and not once.claim_form_key(key):
         return done()
     try:
@@ -38,6 +48,8 @@ def perform(action: Callable[[], Effects | object], *, refused: Callable[[SaganE
         db.session.rollback()
         if key is not None:
             once.release_form_key(key)
+        if refused is None or not isinstance(exc, refusals):
+            raise
         return refused(exc)
     db.session.commit()
     # Services return their side effects as a list; an action that returns the row it
@@ -49,6 +61,10 @@ def perform(action: Callable[[], Effects | object], *, refused: Callable[[SaganE
 
 def _form_key() -> str | None:
     """The post's form key; a malformed one is refused before anything runs."""
+    if request.mimetype not in _FORM_TYPES:
+        # A JSON post or a pod's raw upload carries no form key; reading `request.form`
+        # there would parse (or, for a body read without caching, lose) what it sent.
+        return None
     key = request.form.get("form_key")
     if not key:
         return None

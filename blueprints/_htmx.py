@@ -1,8 +1,10 @@
-"""Render a page, or just its fragment when htmx asked for a swap (STYLE §5).
+"""Render a page, or just its fragment when htmx asked for a swap (STYLE §5), and answer
+the polls that refresh them.
 
 Every fragment decision goes through `render` or `fragment_or_page`, so every answer from
 a URL that serves both says `Vary: HX-Request` (a cache must not hand the fragment to a
-full-page load, or the page to a swap)."""
+full-page load, or the page to a swap). Every poll with a version (the board, the
+experiment page, the metric charts) answers through `unless_unchanged`."""
 from __future__ import annotations
 
 from typing import Callable
@@ -38,3 +40,19 @@ def fragment_or_page(fragment: Callable[[], str | Response], page: Callable[[], 
     this request asked for is built (`fragment` / `page` return a body or a response)."""
     body = fragment() if is_fragment_request() else page()
     return _finish(make_response(body), status, headers)
+
+
+def unless_unchanged(version: str | None, answer: Callable[[], str | Response | dict],
+                     cache_control: str = "no-cache") -> Response:
+    """A poll's answer: a bodiless 304 when the client already holds `version` (its
+    If-None-Match), else `answer()` built afresh; either way with the version as the ETag
+    and `cache_control` (no-cache: a cache must ask again every time). No `version` (nothing
+    to compare yet) always builds the answer."""
+    if version and version in request.if_none_match:
+        response = make_response("", 304)
+    else:
+        response = make_response(answer())
+    if version:
+        response.set_etag(version)
+    response.headers["Cache-Control"] = cache_control
+    return response

@@ -110,6 +110,8 @@ def _htmx_return_path() -> str:
 def _login_required():
     if request.htmx:
         # htmx would swap a login form into a card; send the whole page to login instead.
+        # Not a fragment decision (blueprints/_htmx.py): every htmx request, boosted
+        # navigation included, must leave for the login page.
         response = current_app.response_class(status=401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=_htmx_return_path())
         return response

@@ -8,7 +8,6 @@ from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import render
 from models import Experiment, PlanVersion, db
 from services import approvals
-from services.errors import SaganError
 
 bp = Blueprint("approvals", __name__)
 
@@ -56,15 +55,13 @@ def tick(request_id: str):
     approval = approvals.get_request(request_id)
     label = request.form.get("label", "")
     checked = request.form.get("checked") == "on"
-    try:
-        approvals.set_checklist_item(approval, label, checked)
-    except SaganError as exc:
-        db.session.rollback()
-        return render("approvals/detail.html", "approvals/_tick_status.html", saved=False,
-                      message=exc.message, label=label)
-    db.session.commit()
-    return render("approvals/detail.html", "approvals/_tick_status.html", saved=True,
-                  message="Saved", label=label)
+
+    def tick_status(saved: bool, message: str):
+        return render("approvals/detail.html", "approvals/_tick_status.html", saved=saved, message=message,
+                      label=label)
+
+    return perform(lambda: approvals.set_checklist_item(approval, label, checked), keyed=False,
+                   refused=lambda exc: tick_status(False, exc.message), done=lambda: tick_status(True, "Saved"))
 
 
 @bp.post("/approvals/<request_id>/resolve")

@@ -7,7 +7,7 @@ from flask import Blueprint, redirect, render_template, request, session, url_fo
 from flask_login import current_user, login_user, logout_user
 
 from blueprints import access
-from models import db
+from blueprints._actions import perform
 from services import auth as auth_service
 from services.errors import RateLimited, ValidationError
 
@@ -27,7 +27,11 @@ def _safe_next(target: str | None) -> str:
 @bp.route("/login", methods=["GET", "POST"])
 @access.public
 def login():
-    """Show the login form; check it on POST (rate limited per address)."""
+    """Show the login form; check it on POST (rate limited per address).
+
+    Not `perform`: a login decides no rows here (failed attempts are counted in Redis, and
+    a password re-hash commits itself in the service), and its refusals are the form again
+    with 401 or 429, not a domain refusal to roll back."""
     error = None
     status = 200
     email = request.form.get("email", "")
@@ -52,11 +56,13 @@ def login():
 @access.owner
 def logout():
     """End the owner's session server-side: a copy of the cookie taken earlier stops working too."""
-    auth_service.end_sessions(current_user._get_current_object())
-    db.session.commit()
-    logout_user()
-    session.clear()
-    return redirect(url_for("auth.login"), code=303)
+
+    def signed_out():
+        logout_user()
+        session.clear()
+        return redirect(url_for("auth.login"), code=303)
+
+    return perform(lambda: auth_service.end_sessions(current_user._get_current_object()), done=signed_out)
 
 
 @bp.post("/logout/everywhere")
@@ -64,8 +70,10 @@ def logout():
 def logout_everywhere():
     """Sign out every browser and remember-me cookie, then sign this browser back in."""
     user = current_user._get_current_object()
-    auth_service.end_sessions(user)
-    db.session.commit()
-    session.clear()
-    login_user(user)
-    return redirect(url_for("settings.index", signed_out=1), code=303)
+
+    def signed_back_in():
+        session.clear()
+        login_user(user)
+        return redirect(url_for("settings.index", signed_out=1), code=303)
+
+    return perform(lambda: auth_service.end_sessions(user), done=signed_back_in)

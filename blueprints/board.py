@@ -1,16 +1,32 @@
 """The pipeline board, its cheap poll, card moves and the owner's queue."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, make_response, render_template, request
+from dataclasses import asdict, dataclass
+
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from blueprints import access
-from blueprints._htmx import render
-from models import db
-from services import board_moves, cost_ledger, experiments, lifecycle, registry
+from blueprints._actions import perform, stash_for, take_stash
+from blueprints._htmx import fragment_or_page, render, unless_unchanged
+from services import board_moves, cost_ledger, experiments, registry
 from services.dispatch.view import board_progress
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)
+_STASH = "board"
+
+
+@dataclass(frozen=True)
+class CardRefusal:
+    """A refused move as its card shows it: the sentence, and what the owner chose (the
+    target and the note), which the card's menu keeps so a second try starts from there."""
+    message: str
+    to: str
+    note: str
+    field: str | None = None  # the input the refusal is about ("note": it gets the focus)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _per_status_memo():
@@ -61,45 +77,51 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
 @bp.get("/")
 @access.owner
 def index():
-    """The board, or just its columns when the filter form asked through htmx."""
+    """The board, or just its columns when the filter form asked through htmx; after a
+    refused move without JavaScript, with the refusal on its card (once)."""
     filters = experiments.BoardFilters.from_args(request.args)
-    return render("board/index.html", "board/_board.html", **_board_context(filters))
+    stashed = take_stash(_STASH)
+    card_errors = {int(number): CardRefusal(**refusal) for number, refusal in (stashed.get("cards") or {}).items()}
+    return render("board/index.html", "board/_board.html", **_board_context(filters, card_errors))
 
 
 @bp.get("/board/columns")
 @access.owner
 def columns():
     """The polled board fragment; 304 when nothing changed since the version the page has."""
-    version = experiments.board_version()
-    etag = f'"{version}"'
-    if request.headers.get("If-None-Match") == etag:
-        response = make_response("", 304)
-    else:
-        filters = experiments.BoardFilters.from_args(request.args)
-        response = make_response(render_template("board/_board.html", **_board_context(filters)))
-    response.headers["ETag"] = etag
-    response.headers["Cache-Control"] = "no-cache"
-    return response
+    return unless_unchanged(experiments.board_version(), lambda: render_template(
+        "board/_board.html", **_board_context(experiments.BoardFilters.from_args(request.args))))
 
 
 @bp.post("/board/move/<int:number>")
 @access.owner
 def move(number: int):
-    """Move a card; answers the refreshed board with the refusal, if any, on the card."""
+    """Move a card; answers the refreshed board with the refusal, if any, on the card, its
+    menu still holding the status and note the owner chose (issue 18)."""
     filters = experiments.BoardFilters.from_args(request.args)
     experiment = experiments.get_experiment(number)
-    try:
-        effects = board_moves.move(experiment, request.form.get("to", ""), access.actor(),
-                                   note=request.form.get("note"),
-                                   expected_status=request.form.get("expected") or None)
-    except SaganError as exc:
-        db.session.rollback()
-        return render("board/index.html", "board/_board.html",
-                      **_board_context(filters, {number: exc.message}))
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
-    return render("board/index.html", "board/_board.html",
-                  headers={"HX-Trigger": "pipeline-changed"}, **_board_context(filters))
+    chosen, note = request.form.get("to", ""), request.form.get("note")
+
+    # Without JavaScript the form is a full-page post: it redirects back to the board
+    # (post/redirect/get, so a reload moves nothing), a refusal riding along in the stash.
+    board_page = url_for("board.index", **filters.as_args()) + f"#card-{number}"
+
+    def refused(exc: SaganError):
+        refusal = CardRefusal(exc.message, chosen, note or "", getattr(exc, "field", None))
+
+        def page():
+            stash_for(_STASH, {"cards": {str(number): asdict(refusal)}})
+            return redirect(board_page, code=303)
+
+        return fragment_or_page(
+            lambda: render_template("board/_board.html", **_board_context(filters, {number: refusal})), page)
+
+    return perform(lambda: board_moves.move(experiment, chosen, access.actor(), note=note,
+                                            expected_status=request.form.get("expected") or None),
+                   refused=refused,
+                   done=lambda: fragment_or_page(
+                       lambda: render_template("board/_board.html", **_board_context(filters)),
+                       lambda: redirect(board_page, code=303), headers={"HX-Trigger": "pipeline-changed"}))
 
 
 @bp.get("/your-turn")

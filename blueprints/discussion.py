@@ -11,7 +11,6 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from blueprints import access
 from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page
-from models import db
 from services import discussion, experiments, jobs, runs
 from services.errors import ValidationError
 
@@ -102,13 +101,12 @@ def edit(comment_id: str):
     """Edit one of your own comments."""
     comment = discussion.get_comment(comment_id)
     entity = discussion.entity_for(comment)
-    try:
-        discussion.edit_comment(comment, request.form.get("body"), access.actor())
-    except ValidationError as exc:  # a refusal (not yours) answers 403 and its toast
-        db.session.rollback()
-        return _answer(comment.entity_kind, entity, editing=comment.id, edit_error=exc.message)
-    db.session.commit()
-    return _answer(comment.entity_kind, entity)
+    # Only an invalid text is answered beside the editor; a refusal (not yours) answers 403
+    # and its toast.
+    return perform(lambda: discussion.edit_comment(comment, request.form.get("body"), access.actor()),
+                   refused=lambda exc: _answer(comment.entity_kind, entity, editing=comment.id,
+                                               edit_error=exc.message),
+                   refusals=(ValidationError,), done=lambda: _answer(comment.entity_kind, entity))
 
 
 @bp.post("/comments/<comment_id>/retry")
@@ -137,6 +135,5 @@ def delete(comment_id: str):
     """Delete a comment (the form asks for confirmation first)."""
     comment = discussion.get_comment(comment_id)
     entity_kind, entity = comment.entity_kind, discussion.entity_for(comment)
-    discussion.delete_comment(comment, access.actor())
-    db.session.commit()
-    return _answer(entity_kind, entity)
+    return perform(lambda: discussion.delete_comment(comment, access.actor()),
+                   done=lambda: _answer(entity_kind, entity))

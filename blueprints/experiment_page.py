@@ -22,7 +22,7 @@ FORM_SECTIONS = {"status": "status", "override": "status", "edit": "record", "pl
                  "answer": "questions", "result": "clean-result", "preview": "clean-result",
                  "promote": "clean-result", "figure": "clean-result", "follow_up": "follow-ups"}
 DRAFT_NAMES = ("plan_text", "answers", "draft_html", "draft_title", "follow_up_form",
-               "preview_url", "preview_report")
+               "preview_url", "preview_report", "override_to", "override_note", "status_to", "status_note")
 
 
 
@@ -68,7 +68,13 @@ class ExperimentPage:
         """The page for a GET: with what the last refused post stashed for it, once."""
         stashed = _actions.take_stash(_stash_name(experiment.number))
         errors = {key: PageError(**value) for key, value in (stashed.get("errors") or {}).items()}
-        return cls(experiment, errors=errors, drafts=stashed.get("drafts") or {}, **kwargs)
+        drafts = stashed.get("drafts") or {}
+        # A board move the menu did not offer links here with the status the owner chose,
+        # so the override opens holding it (issue 18: a refused move keeps its target).
+        override_to = request.args.get("override_to")
+        if override_to in registry.STATUS_BY_NAME and override_to != experiment.status:
+            drafts.setdefault("override_to", override_to)
+        return cls(experiment, errors=errors, drafts=drafts, **kwargs)
 
     def context(self) -> dict:
         experiment = self.experiment
@@ -115,6 +121,14 @@ def refuse(experiment: Experiment, key: str, error: SaganError | str, **drafts):
     _actions.stash_for(_stash_name(experiment.number),
                        {"errors": {key: PageError(message, field_name).as_dict()}, "drafts": drafts})
     return back(experiment.number, FORM_SECTIONS[key])
+
+
+def page_form(number: int, key: str, action, *, anchor: str | None = None, **drafts):
+    """A full-page form of the experiment page, through `perform`: a refusal comes back
+    beside the form `key` with what the owner typed (`drafts`), success goes back to the
+    page at `anchor`."""
+    return _actions.perform(action, done=lambda: back(number, anchor),
+                            refused=lambda exc: refuse(experiments.get_experiment(number), key, exc, **drafts))
 
 
 def back(number: int, anchor: str | None = None):

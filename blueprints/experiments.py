@@ -5,8 +5,9 @@ from flask import Blueprint, current_app, make_response, redirect, render_templa
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
-from blueprints._htmx import fragment_or_page, render
-from blueprints.experiment_page import ExperimentPage, PageError, back, form_choices, refuse, timeline_filters
+from blueprints._htmx import fragment_or_page, render, unless_unchanged
+from blueprints.experiment_page import (ExperimentPage, PageError, back, form_choices, page_form, refuse,
+                                        timeline_filters)
 from services import approvals, events, experiments, lifecycle, questions, registry
 
 bp = Blueprint("experiments", __name__)
@@ -72,17 +73,12 @@ def detail(number: int):
 def live(number: int):
     """The page's poll: 304 while nothing it shows changed since the version the page has
     (two queries: the session's user and the fingerprint), else the live panels afresh."""
-    version = experiments.page_version(number)
-    etag = f'"{version.version}"'
-    if request.headers.get("If-None-Match") == etag:
-        response = make_response("", 304)
-    else:
+    def panels():
         page = ExperimentPage(experiments.get_experiment(number))
-        response = fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
-                                    lambda: redirect(url_for("experiments.detail", number=number), code=303))
-    response.headers["ETag"] = etag
-    response.headers["Cache-Control"] = "no-cache"
-    return response
+        return fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
+                                lambda: redirect(url_for("experiments.detail", number=number), code=303))
+
+    return unless_unchanged(experiments.page_version(number).version, panels)
 
 
 @bp.get("/experiments/<int:number>/timeline")
@@ -107,22 +103,27 @@ def _move(number: int, *, override: bool):
     Refusals are shown next to the control; an htmx swap gets the status panel only."""
     experiment = experiments.get_experiment(number)
     error_key = "override" if override else "status"
+    chosen, note = request.form.get("to", ""), request.form.get("note") or ""
+    # A refusal keeps what the owner chose in the form it came from (as the board does).
+    kept = {"override_to": chosen, "override_note": note} if override else {"status_to": chosen, "status_note": note}
 
     def status_panel(errors: dict | None = None, headers: dict | None = None):
         current = experiments.get_experiment(number)
+        drafts = kept if errors else {}
         return fragment_or_page(
             lambda: render_template("experiments/_status.html", experiment=current, errors=errors or {},
-                                    moves=lifecycle.allowed_moves(current, "owner"),
+                                    moves=lifecycle.allowed_moves(current, "owner"), **drafts,
                                     timeline=events.timeline(current,
                                                              limit=current_app.config["TIMELINE_PAGE_SIZE"])),
-            lambda: refuse(current, error_key, errors[error_key].message) if errors else back(number, "status"),
+            lambda: refuse(current, error_key, errors[error_key].message, **drafts) if errors
+            else back(number, "status"),
             headers=headers)
 
     return perform(
-        lambda: lifecycle.transition(experiment, request.form.get("to", ""), access.actor(),
-                                     note=request.form.get("note"), override=override,
+        lambda: lifecycle.transition(experiment, chosen, access.actor(), note=note or None, override=override,
                                      expected_status=request.form.get("expected") or None),
-        refused=lambda exc: status_panel({error_key: PageError(exc.message)}), done=lambda: status_panel(headers={"HX-Trigger": "pipeline-changed"}))
+        refused=lambda exc: status_panel({error_key: PageError(exc.message)}),
+        done=lambda: status_panel(headers={"HX-Trigger": "pipeline-changed"}))
 
 
 @bp.post("/experiments/<int:number>/status")
@@ -145,9 +146,7 @@ def edit(number: int):
     """Save edited record fields."""
     experiment = experiments.get_experiment(number)
     data = {name: request.form[name] for name in EDIT_FIELDS if name in request.form}
-    return perform(lambda: experiments.update_experiment(experiment, data, access.actor()),
-                   refused=lambda exc: refuse(experiments.get_experiment(number), "edit", exc),
-                   done=lambda: back(number))
+    return page_form(number, "edit", lambda: experiments.update_experiment(experiment, data, access.actor()))
 
 
 @bp.post("/experiments/<int:number>/plan")
@@ -183,7 +182,6 @@ def answer_questions(number: int):
     """The owner answers the planner's questions; the planner is re-dispatched."""
     experiment = experiments.get_experiment(number)
     answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
-    return perform(lambda: questions.answer(experiment, answers, access.actor(),
-                                            expected_status=request.form.get("expected") or None),
-                   refused=lambda exc: refuse(experiments.get_experiment(number), "answer", exc, answers=answers),
-                   done=lambda: back(number, "answered-questions"))
+    return page_form(number, "answer", lambda: questions.answer(experiment, answers, access.actor(),
+                                                                expected_status=request.form.get("expected") or None),
+                     anchor="answered-questions", answers=answers)

@@ -20,6 +20,8 @@ def healthz():
     try:
         db.session.execute(sa.text("SELECT 1"))
     except Exception:  # noqa: BLE001 - any failure means "down"; the reason stays in the log
+        # A probe, not an action (so not `perform`): the rollback only clears the failed
+        # transaction so the rest of the request can still use the session.
         db.session.rollback()
         result.update(ok=False, db="down")
     try:

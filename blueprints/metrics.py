@@ -4,6 +4,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, render_template, request
 
 from blueprints import access
+from blueprints._htmx import unless_unchanged
 from services import cost_ledger, experiments, metrics
 
 bp = Blueprint("metrics", __name__)
@@ -12,16 +13,8 @@ bp = Blueprint("metrics", __name__)
 def chart_json(experiment, name: str | None):
     """The chart data as JSON behind an ETag from the series summary: a chart that polls
     while pods run gets a 304 for one small query when nothing new arrived."""
-    version = metrics.series_version(experiment, name)
-    if version and version in request.if_none_match:
-        response = jsonify()
-        response.status_code = 304
-    else:
-        response = jsonify(metrics.chart_data(experiment, name))
-    if version:
-        response.set_etag(version)
-    response.headers["Cache-Control"] = "private, no-cache"
-    return response
+    return unless_unchanged(metrics.series_version(experiment, name),
+                            lambda: jsonify(metrics.chart_data(experiment, name)), "private, no-cache")
 
 
 @bp.get("/experiments/<int:number>/metrics/data")

@@ -66,7 +66,9 @@ def logs(pod_id: str):
     except ValueError:
         tail, error = None, f"tail must be a whole number of lines from 1 to {pod_logs.MAX_TAIL}."
     if error is None:
-        db.session.commit()  # no transaction is held while the provider streams the log
+        # Not an action (nothing changes, so not `perform`): the commit only ends the read
+        # transaction, so none is held while the provider streams the log.
+        db.session.commit()
         try:
             log = pod_logs.read_pod_logs(pod, tail=tail)
         except SaganError as exc:
@@ -80,11 +82,14 @@ def logs(pod_id: str):
 def resolve_incident(incident_id: str):
     """One click: automatic dispatch and recovery resume."""
     incident = get_by_id(FleetIncident, incident_id, "No such fleet incident.")
-    if incident.resolved_at is None:
-        watcher.resolve_incident(incident, access.actor())
-        db.session.commit()
-    return redirect(request.referrer if (request.referrer or "").startswith(request.host_url)
-                    else url_for("board.index"), code=303)
+
+    def resolve():
+        if incident.resolved_at is None:  # a second click (or another tab) changes nothing
+            watcher.resolve_incident(incident, access.actor())
+
+    return perform(resolve, done=lambda: redirect(
+        request.referrer if (request.referrer or "").startswith(request.host_url) else url_for("board.index"),
+        code=303))
 
 
 @bp.get("/artifacts/<artifact_id>")

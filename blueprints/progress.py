@@ -7,7 +7,7 @@ from urllib.parse import unquote
 from flask import Blueprint, g, request, send_file
 
 from blueprints import access
-from models import db
+from blueprints._actions import perform
 from services import input_shape, metrics
 from services.dispatch import progress, watcher
 from services.errors import ValidationError
@@ -28,11 +28,18 @@ def post_progress():
         raise ValidationError("The body must be a JSON object.", code="invalid_json")
     post = progress.parse_progress(data)
     pod_id = g.pod.id
-    event_id, created = progress.record_progress(g.pod, post)
-    db.session.commit()
-    if created:
-        watcher.after_progress(pod_id, post)
-    return {"ok": True, "id": str(event_id) if event_id else None, "duplicate": not created}
+    recorded = {}
+
+    def record():
+        recorded["event_id"], recorded["created"] = progress.record_progress(g.pod, post)
+
+    def done():
+        if recorded["created"]:  # the watcher reacts after the commit, to a new post only
+            watcher.after_progress(pod_id, post)
+        event_id = recorded["event_id"]
+        return {"ok": True, "id": str(event_id) if event_id else None, "duplicate": not recorded["created"]}
+
+    return perform(record, done=done)
 
 
 @bp.post("/metrics")
@@ -43,9 +50,13 @@ def post_metrics():
     if data is None:
         raise ValidationError("The body is not valid JSON.", code="invalid_json")
     batch = metrics.parse_batch(data)
-    created = metrics.record_batch(g.pod, batch)
-    db.session.commit()
-    return {"ok": True, "points": len(batch) if created else 0, "duplicate": not created}
+    recorded = {}
+
+    def record():
+        recorded["created"] = metrics.record_batch(g.pod, batch)
+
+    return perform(record, done=lambda: {"ok": True, "points": len(batch) if recorded["created"] else 0,
+                                         "duplicate": not recorded["created"]})
 
 
 @bp.get("/metrics/helper.py")
@@ -65,9 +76,15 @@ def post_artifact():
     content = request.get_data(cache=False)
     # The bootstrap percent-encodes names with non-ASCII characters or '%'.
     name = unquote(request.headers.get("X-Sagan-Artifact-Name") or "")
-    artifact = progress.store_artifact(g.pod, name, content,
-                                       request.content_type)
-    db.session.commit()
-    progress.enqueue_figure_sanitizing(artifact)
-    return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,
-            "sha256": artifact.sha256}, 201
+    stored = {}
+
+    def store():
+        stored["artifact"] = progress.store_artifact(g.pod, name, content, request.content_type)
+
+    def done():
+        artifact = stored["artifact"]
+        progress.enqueue_figure_sanitizing(artifact)  # after the commit: the job reads the row
+        return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,
+                "sha256": artifact.sha256}, 201
+
+    return perform(store, done=done)

@@ -8,7 +8,7 @@ from markupsafe import Markup
 from blueprints import access, security_headers
 from blueprints._actions import perform, stash_for
 from blueprints._htmx import fragment_or_page
-from blueprints.experiment_page import back, refuse
+from blueprints.experiment_page import back, page_form, refuse
 from services import experiments, follow_ups, results
 from services.errors import NotFound, SaganError, ValidationError
 from services.sanitize import css_hashes
@@ -38,10 +38,8 @@ def save(number: int):
     """Save the edited clean result (sanitized) as a new version."""
     experiment = experiments.get_experiment(number)
     html, title = request.form.get("html", ""), request.form.get("title")
-    return perform(lambda: results.save_clean_result(experiment, html, access.actor(), title=title),
-                   refused=lambda exc: refuse(experiments.get_experiment(number), "result", exc,
-                                              draft_html=html, draft_title=title),
-                   done=lambda: _back(number))
+    return page_form(number, "result", lambda: results.save_clean_result(experiment, html, access.actor(), title=title),
+                     anchor="clean-result", draft_html=html, draft_title=title)
 
 
 @bp.post("/experiments/<int:number>/clean-result/preview")
@@ -100,9 +98,9 @@ def restore(number: int, version: int):
     """Save an earlier version again as the newest one (once per form key)."""
     experiment = experiments.get_experiment(number)
     row = results.get_version(experiment, version)
-    return perform(lambda: results.save_clean_result(experiment, row.body, access.actor(), title=row.title),
-                   refused=lambda exc: refuse(experiments.get_experiment(number), "result", exc),
-                   done=lambda: _back(number))
+    return page_form(number, "result", lambda: results.save_clean_result(experiment, row.body, access.actor(),
+                                                                          title=row.title),
+                     anchor="clean-result")
 
 
 @bp.post("/experiments/<int:number>/promote")
@@ -110,12 +108,10 @@ def restore(number: int, version: int):
 def promote(number: int):
     """Promote the result to shared or completed; lint failures need the confirm box."""
     experiment = experiments.get_experiment(number)
-    return perform(lambda: results.promote(experiment, request.form.get("to", ""), access.actor(),
-                                           confirm_lint=request.form.get("confirm_lint") == "1",
-                                           note=request.form.get("note") or None,
-                                           expected_status=request.form.get("expected") or None),
-                   refused=lambda exc: refuse(experiments.get_experiment(number), "promote", exc),
-                   done=lambda: _back(number))
+    return page_form(number, "promote", lambda: results.promote(
+        experiment, request.form.get("to", ""), access.actor(), confirm_lint=request.form.get("confirm_lint") == "1",
+        note=request.form.get("note") or None, expected_status=request.form.get("expected") or None),
+        anchor="clean-result")
 
 
 @bp.post("/experiments/<int:number>/figures")
@@ -135,8 +131,7 @@ def attach_figure(number: int):
         else:
             raise ValidationError("Choose a file to upload or an artifact.", field="file")
 
-    return perform(attach, refused=lambda exc: refuse(experiments.get_experiment(number), "figure", exc),
-                   done=lambda: _back(number))
+    return page_form(number, "figure", attach, anchor="clean-result")
 
 
 @bp.post("/experiments/<int:number>/figures/<figure_id>/delete")

@@ -50,30 +50,26 @@ def index():
     return response
 
 
+def _save(action, refused, anchor: str = ""):
+    """One settings form: save through `perform`; an invalid value re-renders the page with
+    the sentence beside its form (only ValidationError: any other refusal is the error page)."""
+    return perform(action, refused=refused, refusals=(ValidationError,),
+                   done=lambda: redirect(url_for("settings.index", saved=1) + anchor, code=303))
+
+
 @bp.post("/settings/pricing")
 @access.owner
 def pricing():
     """Save GPU prices and the auto-approve limit; errors re-render with the message."""
-    try:
-        costs.update_pricing(request.form)
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(error=exc, form=request.form)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1), code=303)
+    return _save(lambda: costs.update_pricing(request.form), lambda exc: _page(error=exc, form=request.form))
 
 
 @bp.post("/settings/webhook")
 @access.owner
 def webhook():
     """Save the owner-turn webhook URL (https, public host), or clear it."""
-    try:
-        settings.update_webhook(request.form.get("webhook_url", ""))
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(webhook_error=exc.message)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1), code=303)
+    return _save(lambda: settings.update_webhook(request.form.get("webhook_url", "")),
+                 lambda exc: _page(webhook_error=exc.message))
 
 
 @bp.post("/settings/share-links")
@@ -106,9 +102,8 @@ def _to_share_links():
 @access.owner
 def revoke_share_link(link_id: str):
     """Revoke a share link: it answers 404 from now on."""
-    shares.revoke(link_id)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1) + "#share-links", code=303)
+    return perform(lambda: shares.revoke(link_id),
+                   done=lambda: redirect(url_for("settings.index", saved=1) + "#share-links", code=303))
 
 
 @bp.post("/settings/pod-secrets")
@@ -116,13 +111,8 @@ def revoke_share_link(link_id: str):
 def pod_secret_allowlist():
     """Save the names of server secrets pods may receive (never values; never Sagan's own)."""
     raw = request.form.get("pod_secret_allowlist", "")
-    try:
-        pod_secrets.update_allowlist(raw)
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(secrets_error=exc.message, secrets_form=raw)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1) + "#pod-secrets", code=303)
+    return _save(lambda: pod_secrets.update_allowlist(raw),
+                 lambda exc: _page(secrets_error=exc.message, secrets_form=raw), "#pod-secrets")
 
 
 @bp.post("/settings/web-research")
@@ -130,36 +120,20 @@ def pod_secret_allowlist():
 def web_research():
     """Switch the agents' web search and fetch on or off and set the domains they may reach;
     a bad domain re-renders with the reason and saves nothing."""
-    try:
-        web_tools.update(request.form)
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(web_error=exc.message, web_form=request.form), 422
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1) + "#web-research", code=303)
+    return _save(lambda: web_tools.update(request.form),
+                 lambda exc: (_page(web_error=exc.message, web_form=request.form), 422), "#web-research")
 
 
 @bp.post("/settings/research-repository")
 @access.owner
 def research_repository():
     """Save the repository pods check out (https/ssh), its default branch and commands."""
-    try:
-        settings.update_research_repo(request.form)
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(repo_error=exc.message)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1), code=303)
+    return _save(lambda: settings.update_research_repo(request.form), lambda exc: _page(repo_error=exc.message))
 
 
 @bp.post("/settings/research-repository/clear")
 @access.owner
 def clear_research_repository():
     """Forget the research repository, after the owner ticked the confirmation."""
-    try:
-        settings.clear_research_repo(request.form.get("confirm"))
-    except ValidationError as exc:
-        db.session.rollback()
-        return _page(repo_error=exc.message)
-    db.session.commit()
-    return redirect(url_for("settings.index", saved=1) + "#research-repository", code=303)
+    return _save(lambda: settings.clear_research_repo(request.form.get("confirm")),
+                 lambda exc: _page(repo_error=exc.message), "#research-repository")

@@ -55,6 +55,5 @@ def create():
 @access.owner
 def revoke(token_id: str):
     """Revoke a token; it stops working at once."""
-    auth_service.revoke_token(token_id)
-    db.session.commit()
-    return redirect(url_for("tokens.index"), code=303)
+    return perform(lambda: auth_service.revoke_token(token_id),
+                   done=lambda: redirect(url_for("tokens.index"), code=303))

@@ -224,22 +224,32 @@ def readonly_paths(config=None) -> list[str]:
     return [p.strip() for p in raw.split(",") if p.strip().startswith("/") and os.path.exists(p.strip())]
 
 
-def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, extra_ro: list[str],
-                passwd_fd: int, group_fd: int, mounts: tuple[Mount, ...] = ()) -> list[str]:
-    args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+def system_filesystem(etc_names: tuple[str, ...], *, passwd_fd: int, group_fd: int) -> list[str]:
+    """bwrap's arguments for the read-only system every sandbox sees (the code sandbox here,
+    local pods in services/dispatch/backends/local_sandbox.py): /usr and the system roots
+    (a root that is a link, as /bin is on merged-/usr systems, stays a link), the named
+    /etc entries where they exist, its own /etc/passwd and /etc/group (read from the two
+    descriptors), and a private /proc and /dev. Nothing of Sagan's is in it."""
+    args = ["--ro-bind", "/usr", "/usr"]
     for name in _SYSTEM_ROOTS:
         path = Path("/") / name
         if path.is_symlink():
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for name in _ETC_FILES:
+    for name in etc_names:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--perms", "0444", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
-             "--perms", "0444", "--ro-bind-data", str(group_fd), "/etc/group",
-             "--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    return args + ["--perms", "0444", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
+                   "--perms", "0444", "--ro-bind-data", str(group_fd), "/etc/group",
+                   "--proc", "/proc", "--dev", "/dev"]
+
+
+def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, extra_ro: list[str],
+                passwd_fd: int, group_fd: int, mounts: tuple[Mount, ...] = ()) -> list[str]:
+    args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--hostname", "sandbox",
+            *system_filesystem(_ETC_FILES, passwd_fd=passwd_fd, group_fd=group_fd),
+            "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     for path in extra_ro:
         args += ["--ro-bind", path, path]
     for mount in mounts:

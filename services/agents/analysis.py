@@ -35,6 +35,7 @@ from flask import current_app
 
 from models import Artifact, Pod, db
 from services import runs, sandbox
+from services.agents.file_tool_rules import clip_middle
 from services.agents.research_tools import IMAGE_MAX_BYTES, MODEL_IMAGE_TYPES
 from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name, figure_for
@@ -152,14 +153,6 @@ def _write_inputs(folder: Path, code: str, inputs: list[tuple[str, bytes]]) -> l
     return unplaced
 
 
-def _clip(text: str, limit: int = PRINTED_SHOWN) -> str:
-    """Head and tail of what the code printed, so the start and the end (the error) both show."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - limit:,} characters cut] …\n{text[-half:]}"
-
-
 def split_trailer(output: str) -> tuple[str, dict | None]:
     """(what the code printed, the runner's trailer) — the trailer is the last marked block."""
     at = output.rfind("\n" + MARK)
@@ -247,7 +240,7 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     printed, trailer = split_trailer(outcome.output)
-    outcome.output = _clip(printed)
+    outcome.output = clip_middle(printed, PRINTED_SHOWN)  # the start and the end (the error) both show
     if trailer is not None:
         outcome.exit_code = trailer.get("exit")
         if trailer.get("printed_capped"):  # the runner's cap on what the code prints

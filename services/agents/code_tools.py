@@ -30,6 +30,7 @@ from models import CodeCommit, db
 from services import events, sandbox, settings, workspaces, worktree_io
 from services.agents import loader
 from services.agents.code_state import current_round
+from services.agents.file_tool_rules import PathRefused, clip_middle, numbered_lines, path_parts
 from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, SaganError, ValidationError
@@ -44,10 +45,6 @@ SEARCH_MAX_MATCHES = 200
 SEARCH_TIMEOUT = 30
 DIFF_STORED_MAX = 400_000    # bytes of the branch diff kept with each commit
 _NO_SHELL = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>&1", "$(", "`"}
-
-
-class PathRefused(ValidationError):
-    code = "path_refused"
 
 
 class CommandRefused(ValidationError):
@@ -98,23 +95,10 @@ def _relative(ws: workspaces.Workspace, path) -> str:
 
 
 def resolve(ws: workspaces.Workspace, raw: str, *, allow_root: bool = False) -> Path:
-    """The real path of `raw` inside the worktree, or PathRefused saying why not."""
-    text = (raw or "").strip()
-    if "\x00" in text:
-        raise PathRefused("Paths cannot contain NUL characters.", field="path")
-    if text in ("", ".", "./"):
-        if allow_root:
-            return Path(os.path.realpath(ws.path))
-        raise PathRefused("Give a file path relative to the repository root, e.g. src/train.py.", field="path")
-    if text.startswith(("/", "~", "\\")):
-        raise PathRefused(f"{raw!r} is an absolute path; paths are relative to the repository root "
-                          "(e.g. src/train.py) and cannot leave the worktree.", field="path")
-    parts = PurePosixPath(text).parts
-    if ".." in parts:
-        raise PathRefused(f"{raw!r} contains '..'; paths cannot leave the worktree.", field="path")
-    if ".git" in parts:
-        raise PathRefused(f"{raw!r} is git metadata, which agents cannot touch; use git_diff, git_commit "
-                          "and git_push.", field="path")
+    """The real path of `raw` inside the worktree, or PathRefused saying why not: the shared
+    rules on the text first, then where the links on the way lead."""
+    parts = path_parts(raw, place="worktree", allow_root=allow_root,
+                       git_hint="agents cannot touch it; use git_diff, git_commit and git_push.")
     root = Path(os.path.realpath(ws.path))
     real = Path(os.path.realpath(ws.path / Path(*parts)))
     if real != root and root not in real.parents:
@@ -134,12 +118,8 @@ def _parts(ws: workspaces.Workspace, real: Path) -> tuple[str, ...]:
     return real.relative_to(_root(ws)).parts
 
 
-def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
-    """Head and tail of a long text, so both the start and the end (the verdict) show."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - limit:,} characters cut] …\n{text[-half:]}"
+def _clip(text: str) -> str:
+    return clip_middle(text, OUTPUT_SHOWN)
 
 
 def _can_write(ctx: ToolContext) -> bool:
@@ -195,15 +175,7 @@ def read_file(ctx: ToolContext, data: dict) -> ToolResult:
         if b"\x00" in raw[:8192]:
             return ToolResult(f"{data['path']} is a binary file ({len(raw):,} bytes); not shown.")
         lines = raw.decode("utf-8", errors="replace").splitlines()
-        start = max(int(data.get("start_line") or 1), 1)
-        end = min(int(data.get("end_line") or len(lines)), len(lines))
-        if lines and start > len(lines):
-            raise ValidationError(f"{data['path']} has {len(lines)} lines; start_line {start} is past the end.",
-                                  field="start_line")
-        width = len(str(end or 1))
-        body = "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(start, end + 1))
-        header = f"{data['path']} (lines {start}-{end} of {len(lines)})" if lines else f"{data['path']} (empty)"
-        return ToolResult(_clip(f"{header}\n{body}"))
+        return ToolResult(_clip(numbered_lines(data["path"], lines, data.get("start_line"), data.get("end_line"))))
     return _in_worktree(ctx, work, "read_file")
 
 

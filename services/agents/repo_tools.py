@@ -24,6 +24,7 @@ from pathlib import PurePosixPath
 
 from models import db
 from services import workspaces
+from services.agents.file_tool_rules import PathRefused, clip_middle, numbered_lines, path_parts
 from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import ValidationError
 from services.redact import redact
@@ -43,33 +44,14 @@ _REVISION_INPUT = {"type": "string", "maxLength": 200,
                    "description": "a branch or commit; default the experiment's branch, else the default branch"}
 
 
-class PathRefused(ValidationError):
-    code = "path_refused"
-
-
 # --- checking input ------------------------------------------------------------------------
 
 def clean_path(raw: str | None, *, allow_root: bool = False) -> str:
-    """A repository-relative path as git names it ('' for the root), or PathRefused."""
-    text = (raw or "").strip()
-    if "\x00" in text:
-        raise PathRefused("Paths cannot contain NUL characters.", field="path")
-    if text in ("", ".", "./"):
-        if allow_root:
-            return ""
-        raise PathRefused("Give a file path relative to the repository root, e.g. src/train.py.", field="path")
-    if text.startswith(("/", "~", "\\")):
-        raise PathRefused(f"{raw!r} is an absolute path; paths are relative to the repository root "
-                          "(e.g. src/train.py).", field="path")
-    if text.startswith("-"):
-        raise PathRefused(f"{raw!r} starts with '-'; paths cannot start with a dash (it would read as an "
-                          "option).", field="path")
-    parts = PurePosixPath(text).parts
-    if ".." in parts:
-        raise PathRefused(f"{raw!r} contains '..'; paths cannot leave the repository.", field="path")
-    if ".git" in parts:
-        raise PathRefused(f"{raw!r} is git metadata; use git_log and git_show for history.", field="path")
-    return PurePosixPath(*parts).as_posix()
+    """A repository-relative path as git names it ('' for the root), or PathRefused (the
+    worktree tools' rules, and no leading '-': git would read it as an option)."""
+    parts = path_parts(raw, place="repository", allow_root=allow_root, refuse_dash=True,
+                       git_hint="use git_log and git_show for history.")
+    return PurePosixPath(*parts).as_posix() if parts else ""
 
 
 def check_revision(raw: str) -> str:
@@ -84,11 +66,8 @@ def check_revision(raw: str) -> str:
     return text
 
 
-def _clip(text: str, limit: int = OUTPUT_SHOWN) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n… [{len(text) - limit:,} characters cut] …\n{text[-half:]}"
+def _clip(text: str) -> str:
+    return clip_middle(text, OUTPUT_SHOWN)
 
 
 # --- where to read ------------------------------------------------------------------------------
@@ -223,16 +202,9 @@ def repo_read_file(ctx: ToolContext, data: dict) -> ToolResult:
     raw = src.git("cat-file", "blob", sha).stdout
     if "\x00" in raw[:8192]:
         return ToolResult(f"{path} is a binary file ({size:,} bytes); not shown.")
-    lines = raw.splitlines()
-    start = max(int(data.get("start_line") or 1), 1)
-    end = min(int(data.get("end_line") or len(lines)), len(lines))
-    if lines and start > len(lines):
-        raise ValidationError(f"{path} has {len(lines)} lines; start_line {start} is past the end.",
-                              field="start_line")
-    width = len(str(end or 1))
-    body = "\n".join(f"{n:>{width}}| {lines[n - 1]}" for n in range(start, end + 1))
-    header = f"{_header(src)} {path} (lines {start}-{end} of {len(lines)})" if lines else f"{path} (empty)"
-    return ToolResult(redact(_clip(f"{header}\n{body}")))
+    view = numbered_lines(path, raw.splitlines(), data.get("start_line"), data.get("end_line"),
+                          header_prefix=f"{_header(src)} ")
+    return ToolResult(redact(_clip(view)))
 
 
 def _glob_pathspec(glob: str) -> str:

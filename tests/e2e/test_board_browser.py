@@ -6,11 +6,13 @@ nothing, since a refusal means some behaviour silently stopped working.
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.actions import PHONE, assert_clean, assert_not_reloaded, move_card, open_board
+from tests.e2e.actions import DESKTOP, PHONE, assert_clean, assert_not_reloaded, move_card, open_board
 
 pytestmark = pytest.mark.browser
 
@@ -278,3 +280,69 @@ def test_the_board_shows_every_column_at_1280(browser_session, owner_account, ap
                           ".map(c => [c.getBoundingClientRect().left, c.getBoundingClientRect().right])")
     assert all(left >= 0 and right <= 1280 for left, right in edges), edges
     assert page.evaluate("document.querySelector('#board').scrollWidth - document.querySelector('#board').clientWidth") <= 1
+
+
+def _photograph(page, name: str) -> None:
+    """With SAGAN_SCREENSHOTS_DIR set (docs/screenshots/README.md), keep what the owner sees."""
+    shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
+    if shots:
+        page.screenshot(path=str(Path(shots) / name))
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "390px"])
+def test_refused_move_keeps_the_chosen_status_for_the_next_try(browser_session, owner_account, make_experiment,
+                                                               viewport):
+    """Issue 18: does a refused move leave the menu open holding the chosen status (and the
+    note), so adding what was missing and tapping Move once more is enough?"""
+    number = make_experiment("Blocked on a licence")
+    session = browser_session(viewport)
+    page = open_board(session)
+
+    move_card(page, number, "blocked")  # blocked needs a note: refused
+
+    card = page.locator(f"#card-{number}")
+    card.locator(".card-error").wait_for()
+    assert "needs a note" in card.locator(".card-error").inner_text()
+    assert card.locator("details.move").get_attribute("open") is not None
+    assert card.get_by_label(f"New status for #{number}").input_value() == "blocked"
+    assert card.locator(".card-error").is_visible() and card.get_by_role("button", name="Move").is_visible()
+    # The refusal is about the note: the cursor waits there (htmx focuses `autofocus` after a swap).
+    page.wait_for_function("label => document.activeElement"
+                           " && document.activeElement.getAttribute('aria-label') === label", arg=f"Note for #{number}")
+    _photograph(page, f"board-refused-move-{'desktop' if viewport is DESKTOP else 'phone'}-light.png")
+
+    card.get_by_label(f"Note for #{number}").fill("Waiting for the licence")
+    card.get_by_role("button", name="Move").click()
+    page.locator(f"[data-column=blocked] #card-{number}").wait_for()
+    assert page.locator(f"#card-{number} .card-error").count() == 0
+    assert_not_reloaded(page)
+    assert_clean(session)
+
+
+def test_refused_drop_offers_the_override_with_the_dropped_status(browser_session, owner_account,
+                                                                  make_experiment):
+    """A card dropped on a column it cannot move to (ideas → running): does the card name the
+    status, and does its override link open the experiment page's override holding it?"""
+    number = make_experiment("Straight to the GPUs")
+    session = browser_session(DESKTOP)
+    page = open_board(session)
+
+    page.locator(f"#card-{number}").drag_to(page.locator("[data-column=running]"))
+
+    card = page.locator(f"#card-{number}")
+    card.locator(".card-error").wait_for()
+    assert "cannot move from proposed to running" in card.locator(".card-error").inner_text()
+    assert page.locator(f"[data-column=ideas] #card-{number}").count() == 1
+    assert "You chose running" in card.locator(".card-override").inner_text()
+    assert_not_reloaded(page)
+    _photograph(page, "board-refused-drop-desktop-light.png")
+
+    card.get_by_role("link", name="Override to running on the experiment page…").click()
+    page.wait_for_url(f"**/experiments/{number}?override_to=running#status")
+    override = page.locator("#status details.override")
+    assert override.get_attribute("open") is not None
+    assert override.get_by_label("Set to").input_value() == "running"
+    override.get_by_label("Note (required)").fill("The plan was agreed by mail")
+    override.get_by_role("button", name="Override").click()
+    page.locator("#status .chip", has_text="running").wait_for()
+    assert_clean(session)

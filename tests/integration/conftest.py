@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
+from dataclasses import dataclass
 
 import pytest
 from werkzeug.serving import make_server
 
+from models import Pod, db
+from services import approvals, experiments, lifecycle, runs
+from services.actors import Actor
+from services.dispatch import tokens
 from workers import fork_guard
 
 
@@ -40,3 +46,63 @@ def fork_wait_seen():
     yield seen
     guard_log.removeHandler(handler)
     guard_log.setLevel(logging.NOTSET)
+
+
+@pytest.fixture
+def make_planless_pending(app, make_experiment):
+    """Factory: a card at plan_pending with no plan and no approval request (as the old demo
+    data had), forced there by an override; returns its number."""
+    def make(title: str = "Planless") -> int:
+        number = make_experiment(title, status="planning")
+        with app.app_context():
+            lifecycle.transition(experiments.get_experiment(number), "plan_pending", Actor("owner"),
+                                 note="Forced for the test.", override=True)
+            db.session.commit()
+        return number
+    return make
+
+
+@dataclass(frozen=True)
+class LivePod:
+    id: uuid.UUID
+    secret: str        # its progress token, for Authorization: Bearer
+    run_id: uuid.UUID  # the dispatch run it belongs to
+    number: int        # its experiment's number
+
+
+@pytest.fixture
+def make_live_pod(app, make_experiment):
+    """Factory: a running pod with its progress token, in a waiting dispatch run of an
+    experiment at running (a new one titled `title`); `tag` goes into the pod's name."""
+    def make(title: str = "Live pod", tag: str = "x") -> LivePod:
+        number = make_experiment(title, status="running")
+        with app.app_context():
+            experiment = experiments.get_experiment(number)
+            run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                                  status="waiting")
+            secret, digest = tokens.new_token()
+            pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                      name=f"sagan-{number}-{tag}-0-1", status="running", progress_token_hash=digest)
+            db.session.add(pod)
+            db.session.commit()
+            return LivePod(pod.id, secret, run.id, number)
+    return make
+
+
+@pytest.fixture
+def make_approved(app, make_experiment):
+    """Factory: an experiment at `implementing` whose plan (`plan_markdown`, with its
+    runpod-spec) the owner approved on `account`; returns its number, ready to launch."""
+    def make(plan_markdown: str, *, title: str = "Dispatch me", account: str = "team",
+             owner: Actor | None = None) -> int:
+        owner = owner or Actor("owner")
+        number = make_experiment(title, status="planning", runpod_account=account)
+        with app.app_context():
+            experiment = experiments.get_experiment(number)
+            submission = approvals.submit_plan(experiment, plan_markdown, owner, source="owner")
+            assert submission.approval is not None, submission.problems
+            approvals.approve(submission.approval, owner)
+            lifecycle.transition(experiment, "implementing", Actor.system())
+            db.session.commit()
+        return number
+    return make

@@ -183,23 +183,6 @@ def _all_routes(app):
             yield method, _sample_url(rule), kind, scope
 
 
-def _pod_secret(app, make_experiment) -> str:
-    """A live pod's progress token."""
-    from models import Pod, db
-    from services import experiments, runs
-    from services.dispatch import tokens
-    number = make_experiment("Pod token sweep", status="running")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        db.session.add(Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                           name=f"sagan-{number}-sweep-0-1", status="running", progress_token_hash=digest))
-        db.session.commit()
-    return secret
-
-
 def _share_token(app) -> str:
     """A live link to all promoted results."""
     from models import db
@@ -235,10 +218,10 @@ def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_
     assert checked > 20
 
 
-def test_a_pod_token_reaches_only_its_progress_and_artifact_posts(app, client, make_experiment, monkeypatch):
+def test_a_pod_token_reaches_only_its_progress_and_artifact_posts(app, client, make_live_pod, monkeypatch):
     """A pod's own token, sent to every route that is not a pod route, opens nothing."""
     monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)  # the sweep itself is many bad tokens
-    secret = _pod_secret(app, make_experiment)
+    secret = make_live_pod("Pod token sweep", tag="sweep").secret
     headers = {"Authorization": f"Bearer {secret}"}
     routes = [(m, u, k) for m, u, k, _s in _all_routes(app) if k not in ("pod", "public", "share")]
     assert len(routes) > 40

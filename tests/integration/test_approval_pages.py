@@ -1,6 +1,7 @@
 """The approval pages: queue, phone-first detail, ticks saved as made, decisions, errors."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,23 @@ def test_tick_is_saved_as_made(app, htmx_client, pending):
     with app.app_context():
         approval = approvals.get_request(request_id)
         assert approval.checklist["Ten seeds are enough"] is True and "made up" not in approval.checklist
+
+
+def test_a_tick_leaves_the_decision_forms_key_to_the_decision(app, htmx_client, pending):
+    """htmx sends the enclosing decision form's fields (its one-time form_key too) with each
+    tick: does the tick leave that key alone, so the Approve that follows still acts?"""
+    request_id = pending()
+    page = htmx_client.get(f"/approvals/{request_id}").text
+    key = re.search(r'<input type="hidden" name="form_key" value="([^"]+)"', page).group(1)
+    ticked = htmx_client.post(f"/approvals/{request_id}/checklist",
+                              data={"label": "Ten seeds are enough", "checked": "on", "form_key": key},
+                              headers={"X-CSRFToken": htmx_client.csrf})
+    assert "Saved" in ticked.text
+    decided = htmx_client.post(f"/approvals/{request_id}/resolve",
+                               data={"decision": "approve", "confirm_unchecked": "1", "form_key": key},
+                               headers={"X-CSRFToken": htmx_client.csrf, "HX-Request": ""})
+    assert decided.status_code == 303
+    assert _status(app, request_id) == ("approved", "approved")
 
 
 def test_approve_with_unticked_items_asks_to_confirm(app, client, owner, pending):

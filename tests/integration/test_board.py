@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from models import Experiment, db
 from services import clock, registry
 from tests.integration.pages import card_classes, cards, columns, text, your_turn_count
+from tests.integration.queries import counting_queries
 
 COLUMN_KEYS = [key for key, _title in registry.BOARD_COLUMNS]
 
@@ -199,19 +200,9 @@ def _make_many(make_experiment, count: int, start: int = 0) -> None:
 
 
 def _queries_for(app, client, url: str) -> int:
-    statements: list[str] = []
-
-    def count(conn, cursor, statement, parameters, context, executemany):
-        statements.append(statement)
-
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
+    with counting_queries(app) as statements:
         response = client.get(url)
         assert response.status_code == 200
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
     return len(statements)
 
 

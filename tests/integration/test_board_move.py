@@ -153,10 +153,112 @@ def test_move_answer_keeps_the_board_filters(app, htmx_client, make_experiment):
 
 
 def test_move_without_htmx_answers_the_whole_page(app, client, owner, make_experiment):
-    """Does the no-JavaScript form post get the full board page back?"""
+    """Does the no-JavaScript form post get the full board page back — after a redirect
+    (post/redirect/get), so a reload of it moves nothing?"""
     number = make_experiment()
-    response = client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed",
-                                                          "csrf_token": owner.csrf()})
-    assert response.status_code == 200
-    assert "<html" in response.text
+    response = client.post(f"/board/move/{number}?turn=sagan", data={"to": "clarifying", "expected": "proposed",
+                                                                     "csrf_token": owner.csrf()})
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/?turn=sagan#card-{number}"  # the filters kept
+    page = client.get(response.headers["Location"])
+    assert page.status_code == 200 and "<html" in page.text
+    assert 'data-status="clarifying"' in cards(page)[number]
     assert _state(app, number)[0] == "clarifying"
+
+
+def test_refused_move_without_htmx_comes_back_on_the_card_once(app, client, owner, make_experiment):
+    """A no-JavaScript refusal: a redirect to the board, whose card shows the refusal and keeps
+    the chosen status and note — once (a reload is the plain board), nothing moved."""
+    number = make_experiment()
+    response = client.post(f"/board/move/{number}", data={"to": "blocked", "expected": "proposed", "note": " ",
+                                                          "csrf_token": owner.csrf()})
+    assert response.status_code == 303 and response.headers["Location"] == f"/#card-{number}"
+    page = client.get(response.headers["Location"])
+    assert "needs a note" in _card_error(page, number)
+    assert _chosen_option(cards(page)[number]) == "blocked"
+    assert "card-error" not in cards(client.get("/"))[number]
+    assert _state(app, number) == ("proposed", [])
+
+
+def _chosen_option(card_html: str) -> str | None:
+    """The value the card's "Move to…" menu holds (the placeholder's is "")."""
+    select = re.search(r'<select name="to".*?</select>', card_html, re.S).group(0)
+    chosen = re.findall(r'<option value="([^"]*)"[^>]*\bselected\b', select)
+    assert len(chosen) == 1, f"the menu holds {len(chosen)} selected options"
+    return chosen[0]
+
+
+def _note_value(card_html: str) -> str | None:
+    match = re.search(r'<input type="text" name="note"[^>]*?value="([^"]*)"', card_html)
+    return text(match.group(1)) if match else None
+
+
+def test_refused_move_keeps_the_chosen_status_and_note(app, htmx_client, make_experiment, make_planless_pending):
+    """Issue 18: after a refusal, does the card's open menu still hold the status and note the
+    owner chose, so one more tap sends it again — and do the other cards hold nothing?"""
+    number = make_experiment("Refused with a choice")
+    other = make_experiment("A bystander")
+    response = _move(htmx_client, number, "blocked", "proposed", note="   ")
+    card = cards(response)[number]
+    assert "needs a note" in _card_error(response, number)
+    assert re.search(r'<details class="move" open>', card)
+    assert _chosen_option(card) == "blocked"
+    assert _chosen_option(cards(response)[other]) == ""
+    assert "card-override" not in card  # the menu offers blocked: no override needed
+
+    response = _move(htmx_client, number, "blocked", "proposed", note="Waiting for the <licence> & keys")
+    assert _state(app, number)[0] == "blocked"  # the kept choice goes through with the note
+
+    guarded = make_planless_pending()
+    response = _move(htmx_client, guarded, "approved", "plan_pending", note="Ship it")
+    card = cards(response)[guarded]
+    assert "has no plan waiting for approval" in _card_error(response, guarded)
+    assert _chosen_option(card) == "approved"
+    assert _note_value(card) == "Ship it"
+
+
+def test_refused_note_is_escaped_when_kept(app, htmx_client, make_experiment):
+    """Is the kept note put back as text, never as markup?"""
+    number = make_experiment()
+    response = _move(htmx_client, number, "warp_speed", "proposed", note='"><script>alert(1)</script>')
+    assert "<script>alert(1)</script>" not in response.text  # the raw answer: entities, no tag
+    assert _note_value(response.text) == '"><script>alert(1)</script>'
+
+
+def test_move_the_menu_does_not_offer_links_to_the_override_holding_it(app, htmx_client, make_experiment):
+    """A drag to a column with no allowed move (proposed → running): does the card name the
+    chosen status and link to the experiment page's override, opened with that status chosen?"""
+    number = make_experiment("Straight to running")
+    response = _move(htmx_client, number, "running", "proposed")
+    card = cards(response)[number]
+    assert "cannot move from proposed to running" in _card_error(response, number)
+    assert _chosen_option(card) == ""  # running is not in the menu: it is not silently re-offered
+    override = re.search(r'<p class="card-override">(.*?)</p>', card, re.S)
+    assert override and "You chose running." in re.sub(r"<[^>]+>", "", text(override.group(1)))
+    link = re.search(r'href="([^"]+)"', override.group(1)).group(1)
+    assert text(link) == f"/experiments/{number}?override_to=running#status"
+
+    page = htmx_client.get(text(link).split("#")[0], headers={"HX-Request": ""}).text
+    status_panel = re.search(r'<section class="panel status-panel.*?</section>', page, re.S).group(0)
+    assert '<details class="override" open>' in status_panel
+    override_select = re.search(r'<details class="override".*?</details>', status_panel, re.S).group(0)
+    assert _chosen_option(override_select) == "running"
+    assert _state(app, number) == ("proposed", [])
+
+
+def test_override_link_ignores_odd_or_current_statuses(app, client, owner, make_experiment):
+    """Does the page ignore an unknown or unchanged `override_to` (closed override, nothing chosen)?"""
+    number = make_experiment()
+    for value in ("warp_speed", "proposed", "", "Running", "running%20"):
+        page = client.get(f"/experiments/{number}?override_to={value}")
+        assert page.status_code == 200
+        override = re.search(r'<details class="override"([^>]*)>.*?</details>', page.text, re.S)
+        assert "open" not in override.group(1), value
+        assert _chosen_option(override.group(0)) == "", value
+
+
+def test_unknown_status_offers_no_override(app, htmx_client, make_experiment):
+    """A status that does not exist is refused without an override link to it."""
+    number = make_experiment()
+    response = _move(htmx_client, number, "warp_speed", "proposed")
+    assert "card-override" not in cards(response)[number]

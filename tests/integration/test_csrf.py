@@ -55,7 +55,7 @@ def test_board_move_with_form_token_works(app, client, owner, make_experiment):
     number = make_experiment()
     response = client.post(f"/board/move/{number}", data={"to": "clarifying", "expected": "proposed",
                                                           "csrf_token": owner.csrf()})
-    assert response.status_code == 200
+    assert response.status_code == 303  # moved, then back to the board (post/redirect/get)
     assert _status(app, number) == "clarifying"
 
 
@@ -125,5 +125,5 @@ def test_csrf_token_survives_a_working_day(app, client, owner, make_experiment):
     with mock.patch("itsdangerous.timed.TimestampSigner.get_timestamp",
                     return_value=int(time.time()) + 8 * 3600):
         response = client.post(f"/board/move/{number}", data=move)
-    assert response.status_code == 200
+    assert response.status_code == 303  # accepted: moved, then back to the board
     assert _status(app, number) == "clarifying"

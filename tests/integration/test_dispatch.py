@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, FleetIncident, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, parking, recovery
+from services import clock, experiments, parking, recovery
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from services.errors import Conflict
@@ -48,18 +48,10 @@ def runpod(app, monkeypatch):
 
 
 @pytest.fixture
-def approved(app, make_experiment):
+def approved(make_approved):
     """Factory: an experiment at `implementing` with an approved spec; returns its number."""
     def make(spec, title="Dispatch me", account="team"):
-        number = make_experiment(title, status="planning", runpod_account=account)
-        with app.app_context():
-            experiment = experiments.get_experiment(number)
-            submission = approvals.submit_plan(experiment, plan_with(spec), OWNER, source="owner")
-            assert submission.approval is not None, submission.problems
-            approvals.approve(submission.approval, OWNER)
-            lifecycle.transition(experiment, "implementing", Actor.system())
-            db.session.commit()
-        return number
+        return make_approved(plan_with(spec), title=title, account=account, owner=OWNER)
     return make
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from services import approvals, clock, events, experiments, questions, results, 
 from services.actors import Actor
 from services.agents import implementation
 from tests.integration.pages import text
+from tests.integration.queries import counting_queries
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()
@@ -24,22 +24,6 @@ RESULT = ('<section id="tldr"><h2>TL;DR</h2><ul><li>Motivation: m</li><li>What I
           '<li>Results: accuracy 0.91</li><li>Next steps: n</li></ul></section>'
           '<figure id="figure"><svg viewBox="0 0 10 10"><circle cx="5" cy="5" r="2"></circle></svg>'
           '<figcaption>c</figcaption></figure><details><summary>Design</summary><p>d</p></details>')
-
-
-@contextmanager
-def counting_queries(app):
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
 
 
 def _poll_element(html: str) -> str:

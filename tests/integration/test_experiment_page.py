@@ -182,6 +182,48 @@ def test_refused_status_change_shows_why_and_changes_nothing(app, client, owner,
     assert _snapshot(app, number) == before
 
 
+def _selected(form_html: str) -> list[str]:
+    return re.findall(r'<option value="([^"]*)"[^>]*\bselected\b', form_html)
+
+
+def test_refused_status_change_keeps_the_chosen_status_and_note(app, htmx_client, make_experiment):
+    """Issue 18 (as on the board): does the refused panel's form still hold the chosen status
+    and the note typed, so adding what was missing is enough?"""
+    number = make_experiment()
+    response = htmx_client.post(f"/experiments/{number}/status", data={"to": "blocked", "expected": "proposed",
+                                                                      "note": "  "},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    body = text(response)
+    assert "needs a note" in body
+    move_form = re.search(r'<form[^>]*action="[^"]*/status".*?</form>', body, re.S).group(0)
+    assert _selected(move_form) == ["blocked"]
+    override = re.search(r'<details class="override".*?</details>', body, re.S).group(0)
+    assert _selected(override) == [""]  # the other form keeps its placeholder
+
+    response = htmx_client.post(f"/experiments/{number}/status", data={"to": "planning", "expected": "clarifying",
+                                                                      "note": "from <b>me</b>"},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    assert "is now proposed" in text(response)
+    assert 'value="from &lt;b&gt;me&lt;/b&gt;"' in response.text  # kept, as text
+    move_form = re.search(r'<form[^>]*action="[^"]*/status".*?</form>', text(response), re.S).group(0)
+    assert _selected(move_form) == ["planning"]
+
+
+def test_refused_override_keeps_its_choice_across_the_redirect(app, client, owner, make_experiment):
+    """A no-JavaScript override refused (no note): does the page after the redirect open the
+    override holding the status, once?"""
+    number = make_experiment()
+    refused = client.post(f"/experiments/{number}/override", data={"to": "running", "note": "",
+                                                                 "csrf_token": owner.csrf()})
+    assert refused.status_code == 303
+    page = text(client.get(refused.headers["Location"]))
+    override = re.search(r'<details class="override"([^>]*)>.*?</details>', page, re.S)
+    assert "open" in override.group(1) and _selected(override.group(0)) == ["running"]
+    again = text(client.get(refused.headers["Location"]))
+    assert _selected(re.search(r'<details class="override".*?</details>', again, re.S).group(0)) == [""]
+    assert _snapshot(app, number)["status"] == "proposed"
+
+
 def test_edit_record_saves_and_logs_the_change(app, client, owner, make_experiment):
     """Does a valid edit save the fields and log which fields changed?"""
     number = make_experiment("Old title")

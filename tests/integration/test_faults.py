@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import timedelta
 
 import httpx
@@ -20,48 +19,23 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, runs
+from services import approvals, experiments
 from services.actors import Actor
 from services.clock import utcnow
-from services.dispatch import tokens
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
+from tests.integration.queries import counting_queries
 from tests.integration.test_approval_pages import PLANS
-
-
-@contextmanager
-def counting_queries(app):
-    """Count the SQL statements run while the block runs (any connection of the app's engine)."""
-    statements: list[str] = []
-
-    def count(_conn, _cursor, statement, *_args):
-        statements.append(statement)
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
 
 
 # --- progress: duplicates and out-of-order seq ---------------------------------------------
 
 @pytest.mark.slow
-def test_thousand_progress_posts_with_duplicates_out_of_order_are_each_stored_once(app, live_server, make_experiment):
+def test_thousand_progress_posts_with_duplicates_out_of_order_are_each_stored_once(app, live_server, make_live_pod):
     """1,000 posts from 4 concurrent senders: 800 distinct seqs shuffled, 200 repeats of them.
     Each seq is stored once (post, timeline event, run event), every repeat answers
     `duplicate`, and the pod shows the newest seq's progress whatever arrived last."""
-    number = make_experiment("Ingest under retries", status="running")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                  name=f"sagan-{number}-x-0-1", status="running", progress_token_hash=digest)
-        db.session.add(pod)
-        db.session.commit()
-        pod_id, run_id = pod.id, run.id
+    live = make_live_pod("Ingest under retries")
+    pod_id, run_id, secret = live.id, live.run_id, live.secret
     rng = random.Random(11)
     seqs = list(range(1, 801))
     posts = seqs + rng.sample(seqs, 200)
@@ -104,20 +78,11 @@ def test_thousand_progress_posts_with_duplicates_out_of_order_are_each_stored_on
         assert (shown.progress_pct, shown.progress_message, shown.progress_seq) == (100.0, "step 800", 800)
 
 
-def test_an_older_post_arriving_late_updates_the_heartbeat_not_the_progress(app, client, make_experiment):
+def test_an_older_post_arriving_late_updates_the_heartbeat_not_the_progress(app, client, make_live_pod):
     """seq 5 then a late seq 3: the pod still shows seq 5's progress, but was heard from."""
     from services import clock
-    number = make_experiment("Late post", status="running")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                  name=f"sagan-{number}-y-0-1", status="running", progress_token_hash=digest)
-        db.session.add(pod)
-        db.session.commit()
-        pod_id = pod.id
+    live = make_live_pod("Late post", tag="y")
+    pod_id, secret = live.id, live.secret
     headers = {"Authorization": f"Bearer {secret}"}
     assert client.post("/api/progress", headers=headers, json={"progressPct": 50, "message": "five", "seq": 5}).status_code == 200
     clock.advance(timedelta(seconds=30))

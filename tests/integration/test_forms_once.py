@@ -155,24 +155,15 @@ def test_a_refused_move_redirects_and_a_reload_shows_the_page_as_it_is(app, clie
 
 # --- approving needs a plan ------------------------------------------------------------------------
 
-def _plan_pending_without_a_plan(app, make_experiment) -> int:
-    """A card at plan_pending with no plan and no request (as the old demo data had)."""
-    number = make_experiment("Planless", status="planning")
-    with app.app_context():
-        lifecycle.transition(experiments.get_experiment(number), "plan_pending", Actor("owner"),
-                             note="Forced for the test.", override=True)
-        db.session.commit()
-    return number
-
-
-def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, make_experiment):
+def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, make_planless_pending):
     """Board → "Move to… approved" on a plan_pending card without a plan: refused with the reason,
     nothing moved, no orchestrator."""
-    number = _plan_pending_without_a_plan(app, make_experiment)
+    number = make_planless_pending()
     board = client.get("/").text
     response = client.post(f"/board/move/{number}", data={"to": "approved", "expected": "plan_pending",
                                                           "csrf_token": csrf_from(board)})
-    assert "has no plan waiting for approval" in response.text
+    assert response.status_code == 303  # post/redirect/get: the refusal is on the board it leads to
+    assert "has no plan waiting for approval" in client.get(response.headers["Location"]).text
     with app.app_context():
         experiment = experiments.get_experiment(number)
         assert experiment.status == "plan_pending"
@@ -180,8 +171,8 @@ def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, m
 
 
 @pytest.mark.parametrize("path", ["board", "status form", "transition"])
-def test_every_path_to_approved_meets_the_guard(app, app_ctx, make_experiment, path):
-    number = _plan_pending_without_a_plan(app, make_experiment)
+def test_every_path_to_approved_meets_the_guard(app, app_ctx, make_planless_pending, path):
+    number = make_planless_pending()
     experiment = experiments.get_experiment(number)
     with pytest.raises(Conflict) as refused:
         if path == "board":

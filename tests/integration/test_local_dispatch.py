@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Artifact, Pod, PodProgressPost, WorkflowEvent, db
-from services import approvals, experiments, lifecycle
+from services import experiments
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 
@@ -38,7 +38,7 @@ def plan(spec) -> str:
 
 
 @pytest.mark.slow
-def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_experiment, tmp_path, monkeypatch):
+def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_approved, tmp_path, monkeypatch):
     """Dispatch → progress → artifacts → exit 0 → uploading → verifying → interpreting."""
     monkeypatch.setitem(app.config, "SAGAN_BASE_URL", live_server.url)
     # Local pods run as `nobody` when the tests run as root: the pods folder must be reachable.
@@ -51,14 +51,9 @@ def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_experime
             "dockerArgs": f"python3 -c 'import base64; exec(base64.b64decode(\"{base64.b64encode(SCRIPT.encode()).decode()}\"))'",
             "config": {"command": "a tiny real run", "artifacts": ["/workspace/sagan-artifacts/metrics.json",
                                                                   "/workspace/sagan-artifacts/figure.svg"]}}
-    number = make_experiment("Local tiny run", status="planning", runpod_account="local")
+    number = make_approved(plan(spec), title="Local tiny run", account="local")
     with app.app_context():
         experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")
-        assert submission.approval is not None, submission.problems
-        approvals.approve(submission.approval, Actor("owner"))
-        lifecycle.transition(experiment, "implementing", Actor.system())
-        db.session.commit()
         run, _ = provisioner.launch(experiment, Actor("owner"))
         db.session.commit()
         outcome = provisioner.run_dispatch(run.id)

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, Pod, PodProgressPost, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, settings
+from services import experiments, settings
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from tests.fakes.git_http_server import HTTP_BACKEND, GitHttpServer
@@ -67,16 +67,11 @@ def folders(app, live_server, monkeypatch):
     shutil.rmtree(repos, ignore_errors=True)
 
 
-def run_local(app, make_experiment, spec, timeout=240) -> tuple[str, int]:
+def run_local(app, make_approved, spec, timeout=240) -> tuple[str, int]:
     """Approve `spec` on the local account, dispatch it, watch until it settles; (status, number)."""
-    number = make_experiment("Research repo run", status="planning", runpod_account="local")
+    number = make_approved(plan(spec), title="Research repo run", account="local")
     with app.app_context():
         experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")
-        assert submission.approval is not None, submission.problems
-        approvals.approve(submission.approval, Actor("owner"))
-        lifecycle.transition(experiment, "implementing", Actor.system())
-        db.session.commit()
         run, _ = provisioner.launch(experiment, Actor("owner"))
         db.session.commit()
         assert provisioner.run_dispatch(run.id) == "dispatched", db.session.get(AgentRun, run.id).last_error
@@ -99,7 +94,7 @@ def progress_messages(number) -> list[str]:
 
 
 @pytest.mark.slow
-def test_an_old_style_uv_plan_runs_in_the_checkout_and_its_run_folder_is_uploaded(app, folders, make_experiment):
+def test_an_old_style_uv_plan_runs_in_the_checkout_and_its_run_folder_is_uploaded(app, folders, make_approved):
     """`cd /workspace/explore-persona-space && uv run python scripts/train.py --seed 0`: the bootstrap
     installs uv with pip, runs `uv sync`, the script runs in the project's venv, and
     runs/factor_screen/*.json (declared relative to the checkout) is uploaded and verified."""
@@ -116,7 +111,7 @@ def test_an_old_style_uv_plan_runs_in_the_checkout_and_its_run_folder_is_uploade
             "dockerArgs": "cd /workspace/explore-persona-space && uv run python scripts/train.py --seed 0",
             "config": {"command": "factor screen", "artifacts": ["runs/factor_screen/*.json",
                                                                  "hf://org/persona-ckpt"]}}
-    status, number = run_local(app, make_experiment, spec)
+    status, number = run_local(app, make_approved, spec)
     with app.app_context():
         messages = progress_messages(number)
         if status == "blocked" and any("setup failed: installing uv" in m for m in messages):
@@ -138,7 +133,7 @@ def test_an_old_style_uv_plan_runs_in_the_checkout_and_its_run_folder_is_uploade
 
 
 @pytest.mark.slow
-def test_a_broken_lock_file_fails_setup_not_the_experiment(app, folders, make_experiment):
+def test_a_broken_lock_file_fails_setup_not_the_experiment(app, folders, make_approved):
     """A project whose environment cannot be built: "setup failed: uv sync" with the tail of uv's
     output, the dispatch fails `setup_failed`, and the script never runs."""
     _pods, repos = folders
@@ -149,7 +144,7 @@ def test_a_broken_lock_file_fails_setup_not_the_experiment(app, folders, make_ex
         db.session.commit()
     spec = {"name": "broken", "gpuType": "RTX4090", "gpuCount": 1, "containerDiskGb": 1, "estimatedMinutes": 5,
             "keepAliveMinutes": 0, "dockerArgs": "uv run python scripts/train.py --seed 0"}
-    status, number = run_local(app, make_experiment, spec)
+    status, number = run_local(app, make_approved, spec)
     with app.app_context():
         messages = progress_messages(number)
         if any("setup failed: installing uv" in m for m in messages):
@@ -164,7 +159,7 @@ def test_a_broken_lock_file_fails_setup_not_the_experiment(app, folders, make_ex
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(HTTP_BACKEND), reason="git http-backend is not installed")
-def test_a_private_repository_is_cloned_with_a_token_that_is_stored_nowhere(app, folders, make_experiment,
+def test_a_private_repository_is_cloned_with_a_token_that_is_stored_nowhere(app, folders, make_approved,
                                                                             monkeypatch):
     """The owner names RESEARCH_REPO_TOKEN in Settings; the pod gets its value as a secret and git
     reads it through GIT_ASKPASS. The clone works, and the token is in no row of any table, in no
@@ -184,7 +179,7 @@ def test_a_private_repository_is_cloned_with_a_token_that_is_stored_nowhere(app,
                 "estimatedMinutes": 5, "keepAliveMinutes": 0,
                 "dockerArgs": "cd /workspace/private-research && bash train.sh && env > /workspace/env-seen.txt",
                 "config": {"artifacts": ["/workspace/sagan-artifacts/proof.txt"]}}
-        status, number = run_local(app, make_experiment, spec)
+        status, number = run_local(app, make_approved, spec)
     assert any(r["authorized"] for r in server.requests), server.requests
     assert not any(token in r["path"] for r in server.requests)
     with app.app_context():

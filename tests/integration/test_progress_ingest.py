@@ -2,31 +2,20 @@
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from models import AgentRun, Artifact, Pod, PodProgressPost, WorkflowEvent, db
 from services import clock, runs
-from services.dispatch import tokens
 
 
 @pytest.fixture
-def pod(app, make_experiment):
+def pod(make_live_pod):
     """A running pod with its token: returns (pod id, secret, experiment number)."""
-    number = make_experiment("Ingest", status="running")
-    with app.app_context():
-        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        row = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                  name=f"sagan-{number}-x-0-1", status="running", progress_token_hash=digest)
-        db.session.add(row)
-        db.session.commit()
-        return row.id, secret, number
+    live = make_live_pod("Ingest")
+    return live.id, live.secret, live.number
 
 
 def post(client, secret, body=None, **kwargs):

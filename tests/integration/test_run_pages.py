@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from services import clock, experiments, recovery
 from services import runs as run_service
 from services.clock import utcnow
 from tests.integration.pages import text
+from tests.integration.queries import counting_queries
 
 ORCHESTRATOR_REQUEST = "Drive the approved experiment to a clean result."
 
@@ -83,23 +83,6 @@ def poll_element(html: str) -> str | None:
 def poll_url(html: str) -> str | None:
     element = poll_element(html)
     return re.search(r'hx-get="([^"]+)"', element).group(1).replace("&amp;", "&") if element else None
-
-
-@contextmanager
-def counting_queries(app):
-    """Collect the SQL statements the app runs inside the block."""
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
 
 
 # --- the run page -----------------------------------------------------------------------

@@ -116,17 +116,9 @@ def test_fuzzed_workflow_events_plans_and_questions_never_500(app, api_client, m
 
 
 @pytest.mark.slow
-def test_fuzzed_progress_posts_never_500(app, client, make_experiment):
+def test_fuzzed_progress_posts_never_500(app, client, make_live_pod):
     """A pod's progress endpoint with arbitrary bodies: ok, or a clear 400 that stored nothing."""
-    number = make_experiment("Fuzz progress", status="running")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        db.session.add(Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                           name=f"sagan-{number}-fz-0-1", status="running", progress_token_hash=digest))
-        db.session.commit()
+    secret = make_live_pod("Fuzz progress", tag="fz").secret
 
     @FUZZ
     @given(body=bodies(PROGRESS_FIELDS))
@@ -202,18 +194,10 @@ def test_every_state_changing_route_refuses_an_oversized_body_with_413(app, clie
     assert _counts(app) == before
 
 
-def test_an_artifact_over_its_own_cap_is_413(app, client, make_experiment, monkeypatch):
+def test_an_artifact_over_its_own_cap_is_413(app, client, make_live_pod, monkeypatch):
     """Artifact uploads may exceed 2 MB, up to SAGAN_ARTIFACT_MAX_BYTES, and no further."""
     monkeypatch.setitem(app.config, "ARTIFACT_MAX_BYTES", 3 * 1024 * 1024)
-    number = make_experiment("Big artifact", status="running")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
-                              status="waiting")
-        secret, digest = tokens.new_token()
-        db.session.add(Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
-                           name=f"sagan-{number}-big-0-1", status="running", progress_token_hash=digest))
-        db.session.commit()
+    secret = make_live_pod("Big artifact", tag="big").secret
     headers = {"Authorization": f"Bearer {secret}", "X-Sagan-Artifact-Name": "log.txt"}
     fits = client.post("/api/artifacts", data=b"a" * (2 * 1024 * 1024 + 10), headers=headers, content_type="text/plain")
     assert fits.status_code == 201

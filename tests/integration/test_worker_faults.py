@@ -20,11 +20,39 @@ from tests.fakes.anthropic_server import reply, slow, text, tool_use
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def worker_env(fake_anthropic, tmp_path) -> dict:
-    """The environment of a real worker process on the test database and the fake model API."""
+def worker_env(tmp_path, **extra: str) -> dict:
+    """The environment of a real worker process on the test database, plus `extra` (the
+    fake provider it talks to)."""
     return {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-            "SECRET_KEY": "test", "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
-            "ANTHROPIC_BASE_URL": fake_anthropic.url, "SAGAN_INSTANCE_DIR": str(tmp_path)}
+            "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), **extra}
+
+
+def model_env(fake_anthropic) -> dict:
+    return {"ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000", "ANTHROPIC_BASE_URL": fake_anthropic.url}
+
+
+def start_worker(env: dict, queue: str) -> subprocess.Popen:
+    """A real worker process (no scheduler) on one queue, in a session of its own."""
+    return subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", queue],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def wait_until(condition, failure: str, timeout: float = 30, every: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not condition():
+        time.sleep(every)
+    assert condition(), failure
+
+
+def queued_plan_run(app, number: int):
+    """A planner run for the experiment, created and its job enqueued; returns its id."""
+    with app.app_context():
+        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
+                              scope_id=experiments.get_experiment(number).id)
+        db.session.commit()
+        jobs.enqueue_run(run.id)
+        return run.id
 
 
 def kill_tree(process: subprocess.Popen) -> None:
@@ -54,21 +82,10 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
     """SIGKILL the worker while a model call is in flight → worker_lost → exactly one recovery."""
     number = make_experiment("Killed mid-run", status="planning")
     fake_anthropic.script(slow(30, reply(text("too late"))))
-    with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(number).id)
-        db.session.commit()
-        run_id = run.id
-        jobs.enqueue_run(run_id)
-    env = worker_env(fake_anthropic, tmp_path)
-    worker = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    run_id = queued_plan_run(app, number)
+    worker = start_worker(worker_env(tmp_path, **model_env(fake_anthropic)), "agents")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_anthropic.requests) == 0:
-            time.sleep(0.2)
-        assert fake_anthropic.requests, "the worker never called the model"
+        wait_until(lambda: fake_anthropic.requests, "the worker never called the model", every=0.2)
         with app.app_context():
             assert db.session.get(AgentRun, run_id).status == "running"
     finally:
@@ -100,21 +117,10 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
     fake_anthropic.script(slow(3, reply(tool_use("get_experiment", {}))),
                           reply(text("Finished elsewhere with questions."), tool_use("ask_questions", {"questions": [
                               {"key": "seeds", "text": "How many seeds?"}]})))
-    with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(number).id)
-        db.session.commit()
-        run_id = run.id
-        jobs.enqueue_run(run_id)
-    env = worker_env(fake_anthropic, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "agents"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    run_id = queued_plan_run(app, number)
+    proc = start_worker(worker_env(tmp_path, **model_env(fake_anthropic)), "agents")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_anthropic.requests) == 0:
-            time.sleep(0.1)
-        assert fake_anthropic.requests, "the worker never called the model"
+        wait_until(lambda: fake_anthropic.requests, "the worker never called the model")
         proc.send_signal(signal.SIGTERM)  # the worker only: its work horse finishes the step
         assert proc.wait(timeout=30) is not None
     finally:
@@ -141,23 +147,17 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
 
 # --- a dispatch interrupted by a dead worker ---------------------------------------------
 
-def _approved_dispatch(app, make_experiment, specs: list[dict], title: str) -> tuple[int, object]:
+def _approved_dispatch(app, make_approved, specs: list[dict], title: str) -> tuple[int, object]:
     """An experiment at `implementing` with an approved two-pod spec, and its dispatch launched
     (the run queued, its job enqueued); returns (number, run id)."""
-    from services import approvals, lifecycle
+    from services import lifecycle
     from services.actors import Actor
     from services.dispatch import provisioner
     from tests.integration.test_dispatch import plan_with
     owner = Actor("owner", "owner-1", "Owner")
-    number = make_experiment(title, status="planning", runpod_account="team")
+    number = make_approved(plan_with(specs), title=title, owner=owner)
     with app.app_context():
-        experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, plan_with(specs), owner, source="owner")
-        assert submission.approval is not None, submission.problems
-        approvals.approve(submission.approval, owner)
-        lifecycle.transition(experiment, "implementing", Actor.system())
-        db.session.commit()
-        run, effects = provisioner.launch(experiment, owner)
+        run, effects = provisioner.launch(experiments.get_experiment(number), owner)
         db.session.commit()
         lifecycle.run_side_effects(effects)  # enqueues the dispatch job
         return number, run.id
@@ -170,7 +170,7 @@ def _run_events(run_id) -> list[str]:
 
 @pytest.mark.slow
 def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
-        app, fake_runpod, worker, make_experiment, monkeypatch, tmp_path):
+        app, fake_runpod, worker, make_approved, monkeypatch, tmp_path):
     """SIGKILL the worker while pod 2's create call is in flight (the provider made it): the
     reconciler resumes the saga once; it keeps pod 1, finds pod 2 by name, creates nothing twice,
     and every event written before the kill is still there."""
@@ -179,19 +179,14 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
     from tests.integration.test_dispatch import pod_spec
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
     fake_runpod.hold_after_create(60, skip=1)  # the second create makes its pod, then hangs
-    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
-    env = {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-           "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), "RUNPOD_API_URL": fake_runpod.url,
-           "RUNPOD_API_KEY_TEAM": fake_runpod.team_key, "RUNPOD_TEAM_ID": fake_runpod.team_id,
-           "RUNPOD_API_KEY_PERSONAL": fake_runpod.personal_key, "SAGAN_POD_LISTING_LAG_SECONDS": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "workers.launcher", "--no-scheduler", "--queues", "dispatch"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    number, run_id = _approved_dispatch(app, make_approved, [pod_spec("a"), pod_spec("b")], "Killed mid-dispatch")
+    env = worker_env(tmp_path, RUNPOD_API_URL=fake_runpod.url, RUNPOD_API_KEY_TEAM=fake_runpod.team_key,
+                     RUNPOD_TEAM_ID=fake_runpod.team_id, RUNPOD_API_KEY_PERSONAL=fake_runpod.personal_key,
+                     SAGAN_POD_LISTING_LAG_SECONDS="0")
+    proc = start_worker(env, "dispatch")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(fake_runpod.pods) < 2:
-            time.sleep(0.1)
-        assert len(fake_runpod.pods) == 2, "the worker never made the second create call"
+        wait_until(lambda: len(fake_runpod.pods) >= 2, "the worker never made the second create call")
+        assert len(fake_runpod.pods) == 2
     finally:
         kill_tree(proc)  # the worker and its work horse: the host died
     with app.app_context():
@@ -224,7 +219,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert sweeps.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
 
 
-def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_experiment,
+def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_approved,
                                                                    monkeypatch):
     """A saga that dies again after its one resume is failed worker_lost: its pods are stopped
     (all or nothing), the experiment is blocked, and no third attempt is made."""
@@ -232,7 +227,7 @@ def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runp
     from services.dispatch import provisioner
     from tests.integration.test_dispatch import pod_spec
     monkeypatch.setattr(provisioner, "sleep", fake_runpod.advance)
-    number, run_id = _approved_dispatch(app, make_experiment, [pod_spec("a"), pod_spec("b")], "Lost twice")
+    number, run_id = _approved_dispatch(app, make_approved, [pod_spec("a"), pod_spec("b")], "Lost twice")
     stale = app.config["RUN_STALE_SECONDS"] + 60
     with app.app_context():
         # The first worker dies right after claiming the run.
@@ -258,7 +253,7 @@ def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runp
 # --- Redis flushed while runs are queued -------------------------------------------------
 
 def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, fake_runpod, worker,
-                                                           make_experiment, monkeypatch):
+                                                           make_experiment, make_approved, monkeypatch):
     """FLUSHDB (our own test database) while a planner run and a dispatch are queued: the
     reconciler puts each back on its own queue, once, and both then run to their end."""
     from services.dispatch import provisioner
@@ -269,13 +264,9 @@ def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, 
     planned = make_experiment("Queued planner", status="planning")
     with monkeypatch.context() as agents_off:  # approving would start an orchestrator otherwise
         agents_off.setitem(app.config, "ANTHROPIC_API_KEY", "")
-        _number, dispatch_id = _approved_dispatch(app, make_experiment, [pod_spec("a")], "Queued dispatch")
+        _number, dispatch_id = _approved_dispatch(app, make_approved, [pod_spec("a")], "Queued dispatch")
+    plan_id = queued_plan_run(app, planned)
     with app.app_context():
-        run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan it.",
-                              scope_id=experiments.get_experiment(planned).id)
-        db.session.commit()
-        plan_id = run.id
-        jobs.enqueue_run(plan_id)
         from services import redis_store
         redis_store.connection().flushdb()  # the test Redis database only
         outcome = sweeps.reconcile_runs()

@@ -58,18 +58,9 @@ def passwd_text(name: str, uid: int, gid: int) -> tuple[str, str]:
 def command(bwrap: str, pod_dir: Path, *, passwd_fd: int, group_fd: int, readonly: list[str]) -> list[str]:
     """bwrap's argv for the pod in `pod_dir` (work/ → /workspace, state/ → /run/sagan-state)."""
     args = [bwrap, "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--hostname", "sagan-pod", "--ro-bind", "/usr", "/usr"]
-    for name in code_sandbox._SYSTEM_ROOTS:
-        path = Path("/") / name
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), str(path)]
-    for name in _ETC:
-        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--perms", "0444", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
-             "--perms", "0444", "--ro-bind-data", str(group_fd), "/etc/group",
-             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+            "--unshare-cgroup-try", "--hostname", "sagan-pod",
+            *code_sandbox.system_filesystem(_ETC, passwd_fd=passwd_fd, group_fd=group_fd),
+            "--tmpfs", "/tmp"]
     for path in readonly:
         args += ["--ro-bind", path, path]
     args += ["--bind", str(pod_dir / "work"), WORKSPACE,
