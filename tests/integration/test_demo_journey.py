@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from models import db
-from services import demo_repo, plans, settings
+import sqlalchemy as sa
+
+from models import Experiment, db
+from services import demo, demo_repo, experiments, plans, settings
 from tests.integration.code_fixtures import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -198,9 +200,48 @@ def test_demo_journey_command_says_whether_code_runs(app, runner, demo_dirs):
     result = runner.invoke(args=["demo", "journey"])
     assert result.exit_code == 0, result.output
     assert "Demo journey experiment: #1" in result.output
+    assert "Demo crash-and-fix experiment: #2" in result.output  # the code stage is on here
     assert "Code-writing stage: on" in result.output
     again = runner.invoke(args=["demo", "journey"])
     assert "Demo journey experiment: #1" in again.output and "Code-writing stage: on" in again.output
+    assert "Demo crash-and-fix experiment: #2" in again.output
+    with app.app_context():
+        assert experiments.get_experiment(2).title == demo.SHORT_RUN_TITLE
+
+
+def test_without_the_code_stage_there_is_no_crash_and_fix_experiment(app, runner, demo_dirs, monkeypatch):
+    """Its crash can only go back to an implementer when the code-writing stage runs."""
+    from services import sandbox
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    result = runner.invoke(args=["demo", "journey"])
+    assert result.exit_code == 0, result.output
+    assert "Demo journey experiment: #1" in result.output and "crash-and-fix" not in result.output
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Experiment.id))) == 1
+
+
+def test_the_probe_parses_epochs_and_a_short_run_crashes_until_fixed(demo_dirs, app_ctx, tmp_path):
+    """`probe.py --epochs 2` (the second demo experiment's command) exits 1 with an IndexError
+    traceback at the demo's code; FIXED_PROBE, the implementer's fix after the crash, runs it."""
+    demo_repo.ensure()
+    work = demo_dirs / "clone"
+    git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    (work / "stats.py").write_text(demo_repo.FIXED_STATS)
+    env = {"PATH": os.environ["PATH"], "SAGAN_RUN_INDEX": "0", "SAGAN_ARTIFACT_DIR": str(tmp_path / "out")}
+    outcomes = []
+    for source in (demo_repo.PROBE, demo_repo.FIXED_PROBE):
+        (work / "probe.py").write_text(source.replace("SECONDS_PER_EPOCH = 1.5", "SECONDS_PER_EPOCH = 0"))
+        outcomes.append(subprocess.run([sys.executable, "probe.py", "--epochs", "2"], cwd=work, env=env,
+                                       capture_output=True, text=True))
+    crashed, fixed = outcomes
+    assert crashed.returncode == 1 and "Traceback (most recent call last):" in crashed.stderr
+    assert "IndexError: list index out of range" in crashed.stderr
+    assert fixed.returncode == 0, fixed.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics-0.json").read_text())
+    assert len(metrics["epochs"]) == 2 and metrics["gain"] == round(metrics["epochs"][-1] - metrics["epochs"][0], 4)
+    refused = subprocess.run([sys.executable, "probe.py", "--epochs", "two"], cwd=work, env=env,
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "invalid int value: 'two'" in refused.stderr
 
 
 # --- the scripted agents ---------------------------------------------------------------------------
@@ -239,6 +280,47 @@ def test_plans_are_valid_with_and_without_the_code_stage(app_ctx):
         assert parsed.problems == [], parsed.problems
         assert [pod["dockerArgs"] for pod in parsed.data["spec"]] == [command, command]
         assert parsed.data["textboxes"] == ["anything-else"] and len(parsed.data["checklist"]) == 2
+
+
+def _commands(markdown: str) -> list[str]:
+    parsed = plans.parse(markdown, account="local")
+    assert parsed.problems == [], parsed.problems
+    return [pod["dockerArgs"] for pod in parsed.data["spec"]]
+
+
+def test_the_short_run_command_is_grounded_in_what_the_planner_read(app_ctx):
+    """`--epochs 2` only when the probe the planner read parses `--epochs`; an older probe
+    without the flag gets the plain command (a flag it does not know would crash the pod)."""
+    assert _commands(demo_agents.demo_plan(True, short_run=True, probe_source=demo_repo.PROBE)) == \
+        ["python3 probe.py --epochs 2"] * 2
+    older = demo_repo.PROBE.replace('"--epochs"', '"--steps"')
+    assert _commands(demo_agents.demo_plan(True, short_run=True, probe_source=older)) == ["python3 probe.py"] * 2
+    assert _commands(demo_agents.demo_plan(True, probe_source=demo_repo.PROBE)) == ["python3 probe.py"] * 2
+    cited = demo_agents.demo_plan(True, probe_source=demo_repo.PROBE, earlier=7)
+    assert "#7 is the closest earlier experiment" in cited and "takes `--epochs` (default 8)" in cited
+
+
+def test_planner_reads_the_probe_and_an_earlier_experiment_before_planning(app_ctx):
+    """With the owner's answers in, the planner reads probe.py and searches earlier probe
+    experiments, reads the one it found, and only then submits a plan whose command fits."""
+    brief = [{"role": "user", "content": f"# Experiment #2: {demo.SHORT_RUN_TITLE}\n\n## Recent events\n"
+                                         "- epm:clarify-answers: {}\n\n## Your task\nPlan it."}]
+    first = _ask("experiment-planner", brief)
+    assert _tool_calls(first) == [("repo_read_file", {"path": "probe.py"}), ("search_experiments", {"text": "probe"})]
+    blocks = [b for b in first["content"] if b["type"] == "tool_use"]
+    results = [demo_repo.PROBE, json.dumps({"experiments": [{"number": 1, "cite": "#1", "title": "Two seeds"}]})]
+    messages = brief + [{"role": "assistant", "content": first["content"]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"], "content": r}
+                                                     for b, r in zip(blocks, results)]}]
+    second = _ask("experiment-planner", messages)
+    assert _tool_calls(second) == [("read_experiment", {"number": 1})]
+    messages = _after(messages, second, "{\"number\": 1, \"clean_result_text\": \"The seeds agree.\"}")
+    [(name, data)] = _tool_calls(_ask("experiment-planner", messages))
+    assert name == "submit_plan" and "#1 is the closest earlier experiment" in data["markdown"]
+    assert _commands(data["markdown"]) == ["python3 probe.py --epochs 2"] * 2
+    # Without the code stage there is no repository to read: it plans straight away.
+    [(name, _)] = _tool_calls(_ask("experiment-planner", brief, code_stage=False))
+    assert name == "submit_plan"
 
 
 def test_orchestrator_without_the_code_stage_dispatches_at_once(app_ctx):
@@ -280,6 +362,53 @@ def test_orchestrator_stops_when_the_code_loop_stops(app_ctx):
     failed = _after(BRIEF, first, "Started pod-provisioner as run cd34.\nYou are parked until they finish.",
                     update="Sub-agent pod-provisioner (cd34) ended failed: pods exited 1")
     assert _tool_calls(_ask("experiment-orchestrator", failed)) == []
+
+
+def test_orchestrator_sends_a_crash_back_to_the_code_then_carries_on(app_ctx):
+    """Pods crashed (the provisioner ended failed with pod_exit_nonzero): list_pods → the
+    crashed pod's log → send_crash_to_code with the exception → code_step again once woken."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "Started pod-provisioner as run cd34.\nYou are parked until they finish.",
+                      update="Sub-agent pod-provisioner (cd34) ended failed: pod_exit_nonzero: sagan-2-ab-1-1 "
+                             "exited with code 1.")
+    listing = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(listing) == [("list_pods", {})]
+    pods = [{"name": "sagan-2-ab-0-1", "exitCode": 1}, {"name": "sagan-2-ab-1-1", "exitCode": 1}]
+    messages = _after(messages, listing, json.dumps(pods))
+    logs = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(logs) == [("read_pod_logs", {"pod": "sagan-2-ab-1-1", "tail": 200})]
+    log = ("Log of pod sagan-2-ab-1-1 (stopped) from the local pod's output.log: 5 line(s).\n"
+           "Traceback (most recent call last):\n  File \"probe.py\", line 69, in main\n"
+           "    gain = round(accuracies[-1] - accuracies[-4], 4)\nIndexError: list index out of range\n")
+    messages = _after(messages, logs, log)
+    send = _ask("experiment-orchestrator", messages)
+    [(name, data)] = _tool_calls(send)
+    assert name == "send_crash_to_code" and data["pod"] == "sagan-2-ab-1-1"
+    assert "IndexError: list index out of range" in data["note"]
+    messages = _after(messages, send, "sagan-2-ab-1-1 crashed (exit 1) …\nStarted experiment-implementer as run "
+                                      "ef56.\nYou are parked until they finish; call code_step again.",
+                      update="Sub-agent experiment-implementer (ef56) ended completed: Round 3 committed.")
+    assert _tool_calls(_ask("experiment-orchestrator", messages)) == [("code_step", {})]
+
+
+def test_orchestrator_stops_when_the_crash_is_not_the_codes(app_ctx):
+    """No traceback in the log, or send_crash_to_code refused: the run ends with text, no retry."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "parked", update="Sub-agent pod-provisioner (cd34) ended failed: "
+                                                     "pod_exit_nonzero: sagan-2-ab-0-1 exited with code 137.")
+    listing = _ask("experiment-orchestrator", messages)
+    messages = _after(messages, listing, json.dumps([{"name": "sagan-2-ab-0-1", "exitCode": 137}]))
+    logs = _ask("experiment-orchestrator", messages)
+    no_traceback = _ask("experiment-orchestrator", _after(messages, logs, "Killed\n"))
+    assert _tool_calls(no_traceback) == [] and no_traceback["stop_reason"] == "end_turn"
+    log = "Traceback (most recent call last):\n  File \"probe.py\"\nIndexError: list index out of range"
+    messages = _after(messages, logs, log)
+    send = _ask("experiment-orchestrator", messages)
+    refused = _ask("experiment-orchestrator",
+                   _after(messages, send, "Not sent to the implementer: the recovery budget is spent (3 of 3 in 24 h)."))
+    assert _tool_calls(refused) == [] and "recovery budget is spent" in refused["content"][-1]["text"]
+    vanished = _after(BRIEF, first, "parked", update="Sub-agent pod-provisioner (cd34) ended failed: pod_vanished: x")
+    assert _tool_calls(_ask("experiment-orchestrator", vanished)) == []
 
 
 def test_orchestrator_falls_back_when_no_repository_is_configured(app_ctx):
@@ -325,6 +454,41 @@ def test_reviewers_ask_for_one_fix_then_pass(app_ctx):
     assert verdict("code-plan-reviewer", 1) == ("pass", None)
     assert verdict("code-reviewer", 2) == ("pass", None)
     assert verdict("code-plan-reviewer", 2) == ("pass", None)
+
+
+def test_implementer_fixes_the_crash_a_pod_sent_back(app_ctx):
+    """A round opened by send_crash_to_code (the traceback in its brief) fixes probe.py, then tests,
+    commits, pushes and posts its marker like any round."""
+    brief = ("## Your task\nCode round 3 of #2. A pod crashed:\n```\nTraceback (most recent call last):\n"
+             "IndexError: list index out of range\n```")
+    calls = _walk("experiment-implementer", brief)
+    assert calls[0] == ("write_file", {"path": "probe.py", "content": demo_repo.FIXED_PROBE})
+    assert [name for name, _ in calls[1:]] == ["run_command", "git_commit", "git_push", "post_marker"]
+    assert calls[-1][1]["metadata"] == {"round": 3}
+
+
+def test_analyzer_lists_computes_and_embeds_the_figure_it_drew(app_ctx):
+    """list_artifacts → run_analysis (the two pods' metrics) → the interpretation with its numbers
+    → a clean result whose primary figure is the analysis's SVG."""
+    brief = [{"role": "user", "content": "# Experiment #1\n\n## Your task\nAnalyse."}]
+    listing = _ask("analyzer", brief)
+    assert _tool_calls(listing) == [("list_artifacts", {})]
+    messages = _after(brief, listing, "- metrics-0.json\n- metrics-1.json")
+    analysis = _ask("analyzer", messages)
+    [(name, data)] = _tool_calls(analysis)
+    assert name == "run_analysis" and data["code"] == demo_agents.ANALYSIS_CODE
+    drawn = ("exit 0\nstdout:\naccuracy by seed: seed 0 0.906, seed 1 0.912 (a spread of 0.6 points)\n"
+             "Files written, now artifacts of #1 (embed a figure with <img src=\"artifact:NAME\">):\n"
+             "- analysis/ab12cd34/accuracy-by-seed.svg (image/svg+xml, 20,144 bytes)")
+    messages = _after(messages, analysis, drawn)
+    interpretation = _ask("analyzer", messages)
+    [(name, data)] = _tool_calls(interpretation)
+    assert name == "post_marker" and "seed 0 0.906, seed 1 0.912" in data["note"]
+    messages = _after(messages, interpretation, "recorded")
+    [(name, data)] = _tool_calls(_ask("analyzer", messages))
+    assert name == "write_clean_result" and data["title"].endswith("(LOW confidence)")
+    assert '<figure id="figure"><img src="artifact:analysis/ab12cd34/accuracy-by-seed.svg"' in data["html"]
+    assert "seed 0 0.906, seed 1 0.912 (a spread of 0.6 points)" in data["html"]
 
 
 def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
