@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -18,8 +19,11 @@ import pytest
 
 import sqlalchemy as sa
 
-from models import Experiment, db
-from services import demo, demo_repo, experiments, plans, settings
+from models import AgentRun, ApprovalRequest, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
+from services import approvals, demo, demo_repo, experiments, lifecycle, plans, questions, settings
+from services.actors import Actor
+from services.agents import loop
+from services.dispatch import watcher
 from tests.integration.code_fixtures import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -521,3 +525,139 @@ def test_an_unknown_system_prompt_gets_a_plain_answer(app_ctx):
     """A request from no known agent gets text, never a tool call."""
     answer = demo_agents.respond({"system": "You are someone else.", "messages": BRIEF}, True)
     assert _tool_calls(answer) == [] and "no script" in answer["content"][0]["text"]
+
+
+# --- the second demo experiment, end to end ------------------------------------------------------------
+
+def _runs_tool_calls(agent: str, experiment_id) -> list[tuple[str, bool]]:
+    """(tool, is_error) of every tool result of `agent`'s runs on the experiment, in order."""
+    run_ids = list(db.session.scalars(sa.select(AgentRun.id).where(AgentRun.agent == agent,
+                                                                   AgentRun.scope_id == experiment_id)))
+    return [((e.metadata_ or {}).get("tool"), bool((e.metadata_ or {}).get("is_error"))) for e in db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id.in_(run_ids), RunEvent.event_type == "tool_result")
+        .order_by(RunEvent.created_at, RunEvent.seq))]
+
+
+@pytest.mark.slow
+def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_dirs, monkeypatch):
+    """`make demo`'s second experiment through the real loop, worker, sandbox and local pods,
+    with the scripted agents answering over the faithful fake Messages API: the planner reads
+    probe.py and the first journey before planning `--epochs 2`; the reviewed commit crashes on
+    both pods (IndexError); the orchestrator reads a crashed pod's log and sends it back to the
+    implementer (a recovery, on the timeline); round 3 is reviewed and tested; two new pods run
+    the fixed commit; the analyzer draws the figure with run_analysis and the clean result
+    embeds it; the experiment awaits promotion."""
+    from tests.integration.test_analysis import _env_built
+    if not _env_built(app) and os.environ.get("CI", "") not in ("1", "true"):
+        pytest.skip("the analysis environment is not built (make test builds it: scripts/analysis_env.py)")
+    pods_dir = demo_dirs / "pods"
+    pods_dir.mkdir(mode=0o711)
+    agents = demo_agents.DemoAgents().start()
+    for key, value in {"ANTHROPIC_API_KEY": "demo-scripted-agents", "ANTHROPIC_BASE_URL": agents.url,
+                       "SAGAN_AGENT_MODEL": demo_agents.MODEL, "SAGAN_BASE_URL": live_server.url,
+                       "SAGAN_LOCAL_PODS_DIR": str(pods_dir)}.items():
+        monkeypatch.setitem(app.config, key, value)
+    owner = Actor("owner")
+    try:
+        with app.app_context():
+            assert demo_repo.ensure().on
+            agents.code_stage = True
+            first = demo.ensure_journey_experiment()
+            experiment = experiments.get_experiment(demo.ensure_short_run_experiment())
+            experiment_id, number = experiment.id, experiment.number
+            effects = lifecycle.transition(experiment, "clarifying", owner, note="Start the planner.")
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+
+            def settle(until, seconds):
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    worker()
+                    db.session.expire_all()
+                    if until():
+                        return
+                    watcher.watch()
+                    loop.wake_ready_runs()
+                    db.session.commit()
+                    time.sleep(0.3)
+                raise AssertionError(f"#{number} is {experiments.get_experiment(number).status}; its last notes: "
+                                     + "\n".join(_experiment_notes(experiment_id)[-12:]))
+
+            status = lambda: experiments.get_experiment(number).status  # noqa: E731
+            settle(lambda: status() == "awaiting_clarifications", 60)
+            effects = questions.answer(experiments.get_experiment(number), {"seeds": "Two.", "metric": "Accuracy."},
+                                       owner)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            settle(lambda: status() == "plan_pending", 60)
+
+            # The planner read the code and the earlier experiment before it submitted the plan.
+            planner_calls = [name for name, error in _runs_tool_calls("experiment-planner", experiment_id)
+                             if not error]
+            assert planner_calls[-4:] == ["repo_read_file", "search_experiments", "read_experiment", "submit_plan"]
+            experiment = experiments.get_experiment(number)
+            assert f"#{first} is the closest earlier experiment" in experiment.plan_md
+            approval = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+            effects = approvals.approve(approval, owner, answers={"anything-else": "Go."}, confirm_unchecked=True)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            assert [pod["dockerArgs"] for pod in experiments.get_experiment(number).pod_spec] == \
+                ["python3 probe.py --epochs 2"] * 2
+
+            settle(lambda: status() in ("awaiting_promotion", "blocked"), 420)
+            experiment = experiments.get_experiment(number)
+            notes = _experiment_notes(experiment_id)
+            assert experiment.status == "awaiting_promotion", "\n".join(notes[-15:])
+
+            # The first dispatch crashed in the research code; the second ran the fix.
+            dispatches = list(db.session.scalars(sa.select(AgentRun).where(
+                AgentRun.kind == "experiment", AgentRun.scope_id == experiment_id).order_by(AgentRun.created_at)))
+            assert [(d.status, d.failure_reason) for d in dispatches] == [("failed", "pod_exit_nonzero"),
+                                                                           ("completed", None)]
+            pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id)
+                                           .order_by(Pod.created_at)))
+            first_pods = [p for p in pods if p.agent_run_id == dispatches[0].id]
+            # The first pod to exit 1 failed the dispatch; its survivor was stopped with it.
+            assert len(first_pods) == 2 and 1 in [p.exit_code for p in first_pods]
+            assert {p.status for p in first_pods} == {"stopped"}
+            assert [p.exit_code for p in pods if p.agent_run_id == dispatches[1].id] == [0, 0]
+
+            # The crash went back to the implementer: round 3, with the traceback, as a recovery.
+            crash_round = db.session.scalar(sa.select(AgentRun).where(
+                AgentRun.agent == "experiment-implementer", AgentRun.scope_id == experiment_id,
+                AgentRun.resumes_run_id == dispatches[0].id))
+            assert "Code round 3" in crash_round.request and "IndexError: list index out of range" in crash_round.request
+            sent = [n for n in notes if "crashed (exit 1) with a traceback in the research code" in n]
+            assert len(sent) == 1 and "code round 3" in sent[0] and "recovery 1 of 3 in 24 h" in sent[0]
+            orchestrator_calls = [name for name, _ in _runs_tool_calls("experiment-orchestrator", experiment_id)]
+            at = orchestrator_calls.index("send_crash_to_code")
+            assert orchestrator_calls[at - 2:at] == ["list_pods", "read_pod_logs"]
+
+            # The fixed commit: reviewed in round 3, tested, pushed, and what the second pods ran.
+            verdicts = [e.metadata_ for e in db.session.scalars(sa.select(WorkflowEvent).where(
+                WorkflowEvent.entity_id == experiment_id, WorkflowEvent.marker == "epm:test-verdict")
+                .order_by(WorkflowEvent.created_at))]
+            assert [(v["verdict"], v["round"]) for v in verdicts] == [("pass", 2), ("pass", 3)]
+            assert experiment.git_commit == verdicts[-1]["commit"] != verdicts[0]["commit"]
+            origin = demo_dirs / "demo-research" / "origin.git"
+            assert git(f"--git-dir={origin}", "rev-parse", f"refs/heads/experiment-{number}") == experiment.git_commit
+            metrics = [json.loads(a.content) for a in db.session.scalars(sa.select(Artifact).where(
+                Artifact.experiment_id == experiment_id, Artifact.name.like("metrics-%")))]
+            assert len(metrics) == 2 and {m["commit"] for m in metrics} == {experiment.git_commit}
+            assert all(len(m["epochs"]) == 2 for m in metrics)
+
+            # The analyzer computed and drew with run_analysis; the clean result embeds that figure.
+            assert [name for name, error in _runs_tool_calls("analyzer", experiment_id) if not error] == \
+                ["list_artifacts", "run_analysis", "post_marker", "write_clean_result", "set_status"]
+            figure = db.session.scalar(sa.select(Artifact).where(Artifact.experiment_id == experiment_id,
+                                                                 Artifact.name.like("analysis/%/accuracy-by-seed.svg")))
+            assert figure is not None and figure.content_type == "image/svg+xml"
+            assert 'src="data:image/svg+xml;base64,' in experiment.body and "a spread of" in experiment.body
+            assert experiment.title.endswith("(LOW confidence)")
+    finally:
+        agents.stop()
+
+
+def _experiment_notes(experiment_id) -> list[str]:
+    return [n for n in db.session.scalars(sa.select(WorkflowEvent.note).where(
+        WorkflowEvent.entity_id == experiment_id).order_by(WorkflowEvent.created_at)) if n]
