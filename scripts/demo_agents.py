@@ -288,7 +288,9 @@ def _planner(messages, brief: str, code_stage: bool) -> dict:
         return reply(text("Reading the probe's argument parser and earlier probe experiments first (demo)."),
                      tool("repo_read_file", {"path": "probe.py"}), tool("search_experiments", {"text": "probe"}))
     source = next((result for name, _, result in calls if name == "repo_read_file"), None)
-    earlier = _first_experiment(next((result for name, _, result in calls if name == "search_experiments"), ""))
+    own = re.search(r"# Experiment #(\d+)", brief)
+    earlier = _earlier_experiment(next((result for name, _, result in calls if name == "search_experiments"), ""),
+                                  int(own[1]) if own else None)
     if earlier is not None and "read_experiment" not in done:
         return reply(tool("read_experiment", {"number": earlier}))
     if "submit_plan" not in done:
@@ -297,13 +299,16 @@ def _planner(messages, brief: str, code_stage: bool) -> dict:
     return reply(text("Done (demo planner)."))
 
 
-def _first_experiment(search_result: str) -> int | None:
-    """The newest experiment search_experiments found (it never lists the run's own)."""
+def _earlier_experiment(search_result: str, own: int | None) -> int | None:
+    """The closest earlier experiment search_experiments found: one with a clean result first,
+    then the newest; never a later one (the run's own is never listed)."""
     try:
         found = json.loads(search_result).get("experiments") or []
     except (ValueError, AttributeError):
         return None
-    return found[0]["number"] if found else None
+    earlier = [e for e in found if isinstance(e, dict) and (own is None or e.get("number", own) < own)]
+    earlier.sort(key=lambda e: (not e.get("hasCleanResult"), -e["number"]))
+    return earlier[0]["number"] if earlier else None
 
 
 _ANALYSIS = [
@@ -351,8 +356,8 @@ def _orchestrator(messages, code_stage: bool) -> dict:
         if error is None:
             return reply(text("The log shows no traceback, so it is not the code's crash; the owner decides (demo)."))
         return reply(text("A traceback in the research code: back to the implementer (demo)."),
-                     tool("send_crash_to_code", {"pod": data["pod"], "note": f"probe.py crashed: {error}. "
-                                                 "The pods ran it with --epochs 2, which the code must handle."}))
+                     tool("send_crash_to_code", {"pod": data["pod"], "note": f"The pod's command crashed with {error}; "
+                                                 "the approved command must run as it stands."}))
     if name == "send_crash_to_code":
         if "You are parked" not in result:
             return reply(text(f"The crash could not go back to the code (demo): {result[:500]}"))
@@ -439,8 +444,11 @@ def _analyzer(messages, brief: str) -> dict:
     numbers = re.search(r"accuracy by seed: (.+)", analysis)
     short_run = SHORT_RUN_TITLE in brief
     if "post_marker" not in done:
+        spread = re.search(r"a spread of ([\d.]+) points", numbers[1]) if numbers else None
+        held = spread is None or float(spread[1]) <= 2
         note = (f"Accuracy by seed: {numbers[1]}. " if numbers else "") + \
-            "Both seeds land within two points; the prediction held."
+            ("Both seeds land within two points; the prediction held." if held
+             else "The seeds are more than two points apart; the prediction did not hold.")
         return reply(tool("post_marker", {"marker": "epm:interpretation", "note": note}))
     if "write_clean_result" not in done:
         title = ("Two epochs of the probe already land both seeds within two points (LOW confidence)" if short_run

@@ -322,6 +322,13 @@ def test_planner_reads_the_probe_and_an_earlier_experiment_before_planning(app_c
     [(name, data)] = _tool_calls(_ask("experiment-planner", messages))
     assert name == "submit_plan" and "#1 is the closest earlier experiment" in data["markdown"]
     assert _commands(data["markdown"]) == ["python3 probe.py --epochs 2"] * 2
+    # A later experiment is not evidence for this one: nothing is read or cited.
+    later = json.dumps({"experiments": [{"number": 3, "cite": "#3", "title": "Ten seeds", "hasCleanResult": True}]})
+    messages = brief + [{"role": "assistant", "content": first["content"]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"], "content": r}
+                                                     for b, r in zip(blocks, [demo_repo.PROBE, later])]}]
+    [(name, data)] = _tool_calls(_ask("experiment-planner", messages))
+    assert name == "submit_plan" and "#3" not in data["markdown"]
     # Without the code stage there is no repository to read: it plans straight away.
     [(name, _)] = _tool_calls(_ask("experiment-planner", brief, code_stage=False))
     assert name == "submit_plan"
