@@ -462,10 +462,14 @@ def _analyzer(messages, brief: str) -> dict:
 
 
 def _critic(agent: str, turn: int) -> dict:
-    """The critic pair: one pass each, round 1."""
-    marker, pair = (("epm:interp-critique", "interpretation") if agent == "interpretation-critic"
-                    else ("epm:clean-result-critique", "clean_result"))
-    script = [reply(tool("post_marker", {"marker": marker, "review_pair": pair, "round": 1, "reviewer": agent,
+    """The critic pair: each reads the evidence its prompt names first (the uploads for the
+    interpretation, the write-up itself for the clean result), then passes round 1."""
+    if agent == "interpretation-critic":
+        marker, pair, read = "epm:interp-critique", "interpretation", tool("list_artifacts", {})
+    else:
+        marker, pair, read = "epm:clean-result-critique", "clean_result", tool("get_experiment", {})
+    script = [reply(text("Reading the evidence first (demo)."), read),
+              reply(tool("post_marker", {"marker": marker, "review_pair": pair, "round": 1, "reviewer": agent,
                                          "verdict": "pass", "note": f"{agent} (demo): the claims match the numbers."}))]
     return _scripted(script, turn, f"Pass (demo {agent}).")
 

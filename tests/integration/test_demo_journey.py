@@ -513,10 +513,13 @@ def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
 
 
 def test_the_critic_pair_passes_round_one(app_ctx):
-    """Do both critics post their own marker for their own pair, round 1, verdict pass?"""
-    for agent, marker, pair in (("interpretation-critic", "epm:interp-critique", "interpretation"),
-                                ("clean-result-critic", "epm:clean-result-critique", "clean_result")):
-        [(name, data)] = _walk(agent, "## Your task\nReview, round 1.")
+    """Do both critics read their evidence (the uploads; the write-up), then post their own
+    marker for their own pair, round 1, verdict pass?"""
+    for agent, marker, pair, read in (
+            ("interpretation-critic", "epm:interp-critique", "interpretation", "list_artifacts"),
+            ("clean-result-critic", "epm:clean-result-critique", "clean_result", "get_experiment")):
+        [(first, _), (name, data)] = _walk(agent, "## Your task\nReview, round 1.")
+        assert first == read
         assert name == "post_marker" and data["marker"] == marker and data["review_pair"] == pair
         assert data["reviewer"] == agent and data["round"] == 1 and data["verdict"] == "pass"
 
@@ -661,6 +664,9 @@ def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_
             assert figure is not None and figure.content_type == "image/svg+xml"
             assert 'src="data:image/svg+xml;base64,' in experiment.body and "a spread of" in experiment.body
             assert experiment.title.endswith("(LOW confidence)")
+            # The clean-result critic read the write-up (get_experiment) before passing it.
+            assert _runs_tool_calls("clean-result-critic", experiment_id) == [("get_experiment", False),
+                                                                              ("post_marker", False)]
     finally:
         agents.stop()
 
