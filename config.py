@@ -138,6 +138,9 @@ class Config:
     # are replaced by a one-line stub (docs/agent-loop.md).
     AGENT_TOOL_RESULT_BUDGET_CHARS = _env_int("SAGAN_AGENT_TOOL_RESULT_BUDGET_CHARS", 400_000)
     SAGAN_AUTO_APPROVE_MAX_USD = _env_float("SAGAN_AUTO_APPROVE_MAX_USD", 50.0)
+    # Web searches (and, apart, fetches) one model call may make: the server tools'
+    # max_uses (services/agents/web_tools.py). Searches cost $10 per 1,000.
+    WEB_TOOLS_MAX_USES = _env_int("SAGAN_WEB_TOOLS_MAX_USES", 5)
 
     # --- pods (SPEC §6) ------------------------------------------------------------
     RUNPOD_API_URL = os.environ.get("RUNPOD_API_URL", "https://api.runpod.io")  # REST v2

@@ -7,7 +7,8 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services import experiments, pod_secrets, settings, shares
-from services.dispatch import accounts
+from services.agents import web_tools
+from services.dispatch import accounts, costs
 from services.dispatch.spec import GPUS
 from services.errors import ValidationError
 
@@ -16,7 +17,7 @@ _SHARE_STASH = "share-links"
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
-          new_share=None, repo_error=None, secrets_error=None, secrets_form=None):
+          new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -29,7 +30,9 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            repo_error=repo_error, daily_cap=settings.get("daily_cap_usd"),
                            pod_accounts=accounts.scopes(current_app.config),
                            pod_secret_names=pod_secrets.allowlist(), secrets_error=secrets_error,
-                           secrets_form=secrets_form, signed_out=request.args.get("signed_out") == "1")
+                           secrets_form=secrets_form, signed_out=request.args.get("signed_out") == "1",
+                           web_enabled=web_tools.enabled(), web_domains=web_tools.allowed_domains(),
+                           web_error=web_error, web_form=web_form)
 
 
 @bp.get("/settings")
@@ -52,7 +55,7 @@ def index():
 def pricing():
     """Save GPU prices and the auto-approve limit; errors re-render with the message."""
     try:
-        settings.update_pricing(request.form)
+        costs.update_pricing(request.form)
     except ValidationError as exc:
         db.session.rollback()
         return _page(error=exc, form=request.form)
@@ -120,6 +123,20 @@ def pod_secret_allowlist():
         return _page(secrets_error=exc.message, secrets_form=raw)
     db.session.commit()
     return redirect(url_for("settings.index", saved=1) + "#pod-secrets", code=303)
+
+
+@bp.post("/settings/web-research")
+@access.owner
+def web_research():
+    """Switch the agents' web search and fetch on or off and set the domains they may reach;
+    a bad domain re-renders with the reason and saves nothing."""
+    try:
+        web_tools.update(request.form)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _page(web_error=exc.message, web_form=request.form), 422
+    db.session.commit()
+    return redirect(url_for("settings.index", saved=1) + "#web-research", code=303)
 
 
 @bp.post("/settings/research-repository")

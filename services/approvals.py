@@ -13,12 +13,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import current_app
 
-from models import ApprovalRequest, Experiment, PlanVersion, db
-from services import events, lifecycle, markers, plans, pod_secrets, questions, registry, settings
+from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, db
+from services import events, lifecycle, markers, plans, pod_secrets, questions, registry, runs, settings
 from services.actors import Actor
+from services.agents.orchestration import begin_orchestrator
 from services.clock import utcnow
 from services.dispatch import costs
-from services.dispatch.spec import without_git_env
+from services.dispatch.spec import as_pods, without_git_env
 from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
 from services.records import get_by_id
@@ -77,12 +78,11 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
                                  .where(PlanVersion.experiment_id == experiment.id)) or 0) + 1
     estimate = None
     if parsed.data["spec"] is not None and not parsed.data["spec_error"]:
-        from services.dispatch.spec import as_pods
         pods = as_pods(parsed.data["spec"])
         # Pods on the local backend run on this machine: no bill to estimate — unless the
         # substitution policy lets them fall back to a paid account, which is priced.
         accounts = costs.accounts_of(pods, experiment.runpod_account)
-        estimate = costs.estimate(pods, settings.gpu_prices(), local=not costs.is_paid(accounts)).as_json()
+        estimate = costs.estimate(pods, costs.owner_gpu_prices(), local=not costs.is_paid(accounts)).as_json()
         estimate["accounts"] = sorted(accounts)
     plan_json = plans.render_html(parsed.data)
     plan_version = PlanVersion(
@@ -161,7 +161,6 @@ def _auto_approve(experiment: Experiment, approval: ApprovalRequest, plan_versio
                   estimate: dict | None) -> list:
     system = Actor.system("auto-approve")
     if approval.agent_run_id:
-        from services import runs
         runs.append_event(approval.agent_run_id, "auto_approved", AUTO_APPROVE_EVENT)
     effects = _resolve_approved(experiment, approval, plan_version, system, answers={},
                                 note=AUTO_APPROVE_NOTE,
@@ -256,7 +255,6 @@ def _resolve_approved(experiment, approval, plan_version, actor, *, answers, not
     _record_decision(experiment, approval, "approved", actor, note, answers)
     # The orchestrator starts in this same transaction: the experiment ends at
     # `implementing`, never showing `approved` while its orchestrator already works.
-    from services.agents.orchestration import begin_orchestrator
     return effects + begin_orchestrator(experiment, actor, plan_run_id=approval.agent_run_id)
 
 
@@ -264,8 +262,6 @@ def _close_plan_run(approval: ApprovalRequest) -> None:
     """The plan run that waited on this request is done once the owner decided."""
     if not approval.agent_run_id:
         return
-    from models import AgentRun
-    from services import runs
     run = db.session.get(AgentRun, approval.agent_run_id)
     if run is not None and run.status == "awaiting_approval":
         runs.set_status(run, "completed")
@@ -421,6 +417,13 @@ class PlanOverview:
     requests: list[ApprovalRequest]
 
 
+def requests_of(experiment: Experiment) -> list[ApprovalRequest]:
+    """The experiment's approval requests, newest first."""
+    return list(db.session.scalars(
+        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
+        .order_by(ApprovalRequest.created_at.desc())))
+
+
 def plan_overview(experiment: Experiment) -> PlanOverview:
     """What the experiment page shows about plans, in three queries."""
     import difflib
@@ -429,9 +432,7 @@ def plan_overview(experiment: Experiment) -> PlanOverview:
     versions = list(db.session.scalars(
         sa.select(PlanVersion).where(PlanVersion.experiment_id == experiment.id)
         .order_by(PlanVersion.version.desc())))
-    requests = list(db.session.scalars(
-        sa.select(ApprovalRequest).where(ApprovalRequest.experiment_id == experiment.id)
-        .order_by(ApprovalRequest.created_at.desc())))
+    requests = requests_of(experiment)
     approved = next((r for r in requests if r.status == "approved" and r.plan_version_id), None)
     pending = next((r for r in requests if r.status == "pending"), None)
     diff = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models import Experiment
-from services import events, lifecycle
+from services import approvals, events, lifecycle
 from services.actors import Actor
 from services.errors import ValidationError
 
@@ -79,7 +79,6 @@ def move(experiment: Experiment, target: str, actor: Actor, *, note: str | None 
         raise ValidationError(f"Moving to {plan.status} needs a note saying why.", field="note")
     full_note = f"{plan.note} {owner_note}" if owner_note else plan.note
     if plan.status == "approved" and experiment.status in APPROVABLE:
-        from services import approvals
         effects = approvals.approve_from_board(experiment, actor, full_note)
         if effects is not None:
             return effects

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from flask import current_app
 
-from services import settings, system_users, workspaces
+from services import sandbox, settings, system_users, workspaces
 from services.errors import SaganError
 
 BRANCH = "main"
@@ -128,11 +128,29 @@ def post_progress(percent, message, seq, metrics):
 
 
 def chart(seed, accuracies):
+    """A bar per epoch with its value, on axes: accuracy from 0.70 to 1.00 against the epoch."""
+    low, high, left, top, width, height = 0.70, 1.00, 44, 24, 264, 140
+    def y(value):
+        return top + height * (high - max(low, min(high, value))) / (high - low)
+    grid = "".join(
+        f'<line x1="{left}" x2="{left + width}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#8888" />'
+        f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.2f}</text>'
+        for t in (0.70, 0.80, 0.90, 1.00))
+    slot = width / len(accuracies)
     bars = "".join(
-        f'<rect x="{4 + i * 12}" y="{60 - a * 50:.1f}" width="9" height="{a * 50:.1f}" fill="#4263eb">'
+        f'<rect x="{left + i * slot + slot * 0.15:.1f}" y="{y(a):.1f}" width="{slot * 0.7:.1f}" '
+        f'height="{top + height - y(a):.1f}" fill="#4263eb">'
         f"<title>seed {seed}, epoch {i + 1}: accuracy {a:.3f}</title></rect>"
+        f'<text x="{left + (i + 0.5) * slot:.1f}" y="{y(a) - 4:.1f}" text-anchor="middle">{a:.2f}</text>'
+        f'<text x="{left + (i + 0.5) * slot:.1f}" y="{top + height + 16}" text-anchor="middle">{i + 1}</text>'
         for i, a in enumerate(accuracies))
-    return f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 64" role="img">{bars}</svg>'
+    labels = (f'<text x="{left + width / 2}" y="{top + height + 34}" text-anchor="middle">epoch</text>'
+              f'<text x="12" y="{top + height / 2}" text-anchor="middle" '
+              f'transform="rotate(-90 12 {top + height / 2})">accuracy</text>'
+              f'<text x="{left}" y="14">Seed {seed}: validation accuracy per epoch</text>')
+    return ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 320 204" role="img" '
+            'font-family="sans-serif" font-size="10" fill="#777">'
+            f"{grid}{bars}{labels}</svg>")
 
 
 def parse_args(argv=None):
@@ -231,7 +249,6 @@ def _why_not() -> str | None:
     hosts turn off. So one harmless command runs in a real sandbox first, and a demo that
     would stop half-way with a blocked experiment says why at start-up instead.
     """
-    from services import sandbox
     if not shutil.which("git"):
         return "git is not installed (Debian/Ubuntu: `apt-get install git`)."
     try:

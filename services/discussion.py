@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from models import AgentRun, Comment, Experiment, db
-from services import events, registry
+from services import events, experiments, registry, runs
 from services.actors import Actor
+from services.agents import loader, orchestration
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, ValidationError
 from services.redact import redact
@@ -113,8 +114,6 @@ def post_comment(entity_kind: str, entity, body, actor: Actor) -> Posted:
 
 
 def _ask_claude(entity_kind: str, entity, experiment: Experiment | None, comment: Comment):
-    from services import runs
-    from services.agents import loader, orchestration
     if not orchestration.agents_enabled():
         if experiment is not None:
             events.record(experiment, "note", Actor.system(), note=NO_KEY_NOTICE)
@@ -174,7 +173,6 @@ def delete_comment(comment: Comment, actor: Actor) -> None:
 
 def entity_for(comment: Comment):
     """The experiment or run a comment belongs to."""
-    from services import experiments, runs
     if comment.entity_kind == "experiment":
         return experiments.get_experiment(comment.entity_id)
     return runs.get_run(comment.entity_id)

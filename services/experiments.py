@@ -12,10 +12,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import (AgentRun, ApprovalRequest, Artifact, CleanResultVersion, CodeCommit, Comment, Counter,
                     Experiment, Figure, PlanVersion, Pod, WorkflowEvent, db)
-from services import events, input_shape, registry
+from services import events, input_shape, lifecycle, registry
 from services.actors import Actor
 from services.clock import utcnow
-from services.errors import NotFound, ValidationError
+from services.errors import Forbidden, NotFound, ValidationError
 from services.redact import redact
 
 NUMBER_COUNTER = "experiment_number"
@@ -227,7 +227,6 @@ PATCHABLE = frozenset(EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", 
 
 
 def _refuse_owner_only_fields(data: dict, actor: Actor) -> None:
-    from services.errors import Forbidden
     owner_only = OWNER_ONLY_FIELDS & set(data)
     if owner_only and actor.kind != "owner":
         raise Forbidden(f"Only the owner's session can set {', '.join(sorted(owner_only))}.",
@@ -238,7 +237,6 @@ def patch(experiment: Experiment, data: dict, actor: Actor) -> list:
     """The API's partial update: record fields, auto-approve, and a status change through
     transition(). Every check runs before anything changes. Returns the transition's side
     effects; the caller commits, then runs them."""
-    from services import lifecycle
     unknown = set(data) - PATCHABLE
     if unknown:
         raise ValidationError(f"Unknown or read-only field(s): {', '.join(sorted(unknown))}.",
@@ -291,6 +289,16 @@ def get_experiment(ref) -> Experiment:
     if experiment is None:
         raise NotFound(f"No experiment {ref}.")
     return experiment
+
+
+def newest(limit: int, status: str | None = None) -> list[Experiment]:
+    """Up to `limit` experiments, newest first, only those in `status` when one is given."""
+    query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
+    if status:
+        if status not in registry.STATUS_BY_NAME:
+            raise ValidationError(f"Unknown status {status!r}.", field="status")
+        query = query.where(Experiment.status == status)
+    return list(db.session.scalars(query))
 
 
 # --- board ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from models import AgentRun, Experiment, WorkflowEvent, db
 from services import events, experiments, jobs, lifecycle, registry, runs
 from services.actors import Actor
+from services.agents import loader, orchestration
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, ValidationError
 
@@ -91,7 +92,6 @@ def _proposer_runs(experiment: Experiment, since) -> list[AgentRun]:
 def start_proposer(experiment_id, actor: Actor, metadata: dict) -> AgentRun | None:
     """After the move into followups_running: queue the proposer (one at a time). Without an
     API key nobody can propose, so the experiment goes straight back, saying why."""
-    from services.agents import loader, orchestration
     experiment = db.session.get(Experiment, experiment_id)
     if experiment is None or experiment.status != "followups_running":
         return None

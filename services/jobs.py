@@ -7,12 +7,18 @@ enqueues them again.
 """
 from __future__ import annotations
 
+import uuid as uuid_lib
+
+import sqlalchemy as sa
 from flask import current_app
-from rq import Queue
+from rq import Queue, get_current_job
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
+from models import AgentRun, db
 from services import redis_store
+from services.agents import loader
+from services.errors import SaganError
 
 AGENTS, DISPATCH, DEFAULT, LOCAL = "agents", "dispatch", "default", "local"
 SHARED_QUEUES = (AGENTS, DISPATCH, DEFAULT)
@@ -23,6 +29,8 @@ TIMEOUT_SETTINGS = {AGENTS: "JOB_TIMEOUT_AGENTS", DISPATCH: "JOB_TIMEOUT_DISPATC
 FAILURE_TTL = 7 * 24 * 3600
 RESULT_TTL = 24 * 3600
 LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
+# The code loop's test step: a run with no agent definition, whose job is code (no model).
+TEST_STEP = "code-tests"
 
 
 def job_timeout(name: str, config=None) -> int:
@@ -82,13 +90,6 @@ def enqueue_run(run_id) -> str:
     its worker shuts down. Two jobs for one run are harmless: the loop claims the run
     with a compare-and-set, and the second job finds nothing to do.
     """
-    import uuid as uuid_lib
-
-    import sqlalchemy as sa
-    from rq import get_current_job
-
-    from models import AgentRun, db
-    from services.agents.implementation import job_for
     run_id = uuid_lib.UUID(str(run_id))
     current = get_current_job()
     existing, agent = db.session.execute(sa.select(AgentRun.rq_job_id, AgentRun.agent)
@@ -108,3 +109,16 @@ def enqueue_run(run_id) -> str:
                        .execution_options(synchronize_session=False))
     db.session.commit()
     return job_id
+
+
+def job_for(agent: str) -> tuple[str, str]:
+    """(queue, job) for a run of `agent`: code agents and the test step go to the worktree host."""
+    if agent == TEST_STEP:
+        return LOCAL, "workers.code.run_test_step"
+    try:
+        definition = loader.get(agent)
+    except SaganError:
+        return AGENTS, "workers.agents.run_agent"
+    if loader.is_code_agent(definition.tools):
+        return LOCAL, "workers.agents.run_agent"
+    return AGENTS, "workers.agents.run_agent"

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models import Experiment, WorkflowEvent
+import sqlalchemy as sa
+
+from models import Experiment, WorkflowEvent, db
 from services import events, lifecycle, registry
 from services.actors import Actor
 from services.errors import Unprocessable, ValidationError
 
 REVIEW_FIELDS = ("review_pair", "round", "reviewer", "verdict", "required_fix", "reconciler_decision")
+# Everything a workflow-event post reads (the API maps camelCase spellings onto these).
+WORKFLOW_EVENT_FIELDS = ("event_type", "marker", "note", "metadata", "to_status", "from_status", "next_status",
+                         "actor_kind", *REVIEW_FIELDS)
 
 
 def check_marker(marker: str) -> None:
@@ -57,16 +62,56 @@ def clean_review(fields: dict) -> dict:
     return review
 
 
+def _review_in_metadata(metadata: dict) -> tuple[dict, dict]:
+    """Split the review an older client sent inside `metadata` from the rest of it.
+
+    A review there is a `review` object (the shape the API answers with) or review fields
+    beside a `review_pair`. Without a pair, fields such as `round` and `verdict` are the
+    marker's own data (epm:test-verdict's round and pass/fail) and stay in the metadata.
+    """
+    rest = dict(metadata)
+    carried: dict = {}
+    nested = rest.pop("review", None)
+    if nested is not None:
+        if not isinstance(nested, dict):
+            raise ValidationError("metadata.review must be a JSON object of review fields.", field="metadata.review")
+        unknown = set(nested) - set(REVIEW_FIELDS)
+        if unknown:
+            raise ValidationError(f"Unknown review field(s) in metadata.review: {', '.join(sorted(map(str, unknown)))}"
+                                  f"; review fields are {', '.join(REVIEW_FIELDS)}.", field="metadata.review")
+        carried.update({k: v for k, v in nested.items() if v is not None})
+    if rest.get("review_pair") is not None:
+        for name in REVIEW_FIELDS:
+            value = rest.pop(name, None)
+            if value is not None:
+                _add_review_field(carried, name, value, "metadata")
+    return rest, carried
+
+
+def _add_review_field(review: dict, name: str, value, where: str) -> None:
+    if review.get(name) is not None and not (type(review[name]) is type(value) and review[name] == value):
+        raise ValidationError(f"{name} is given twice with different values ({review[name]!r} and {value!r} in "
+                              f"{where}); send it once.", field=name)
+    review[name] = value
+
+
 def post_marker(experiment: Experiment, marker: str, actor: Actor, *, note: str | None = None,
                 metadata: dict | None = None, review: dict | None = None,
                 next_status: str | None = None,
                 actor_label: str | None = None) -> tuple[WorkflowEvent, list[lifecycle.SideEffect]]:
-    """Record a marker (and apply `next_status`); the caller commits, then runs the effects."""
+    """Record a marker (and apply `next_status`); the caller commits, then runs the effects.
+
+    Review fields given inside `metadata` are validated and stored with the top-level ones,
+    so the review table shows them; the same field given both ways must agree.
+    """
     check_marker(marker)
     if metadata is not None and not isinstance(metadata, dict):
         raise ValidationError("metadata must be a JSON object.", field="metadata")
-    review = clean_review(review or {})
-    data = dict(metadata or {})
+    data, carried = _review_in_metadata(metadata or {})
+    given = dict(review or {})
+    for name, value in carried.items():
+        _add_review_field(given, name, value, "metadata")
+    review = clean_review(given)
     if review:
         data["review"] = review
     if actor_label:
@@ -79,6 +124,44 @@ def post_marker(experiment: Experiment, marker: str, actor: Actor, *, note: str 
         data["next_status"] = next_status
     event = events.record(experiment, "marker", actor, note=note, metadata=data or None, marker=marker)
     return event, effects
+
+
+@dataclass
+class WorkflowPost:
+    """What a workflow-event post did: the marker's event (None for a status change) and the
+    side effects to run after commit."""
+
+    event: WorkflowEvent | None
+    effects: list[lifecycle.SideEffect]
+
+
+def post_workflow_event(experiment: Experiment, data: dict, actor: Actor) -> WorkflowPost:
+    """One post to an experiment's workflow: a status change or a marker; the caller commits.
+
+    A status change is `event_type: state_changed`, or a bare `to_status` (`next_status`
+    also names the target there, as older clients send it); `from_status` is the status the
+    client saw. A marker is `event_type: marker` or just `marker`, with optional review fields
+    and `next_status`. `data` uses the snake_case names of WORKFLOW_EVENT_FIELDS.
+    """
+    note = data.get("note")
+    if note is not None and not isinstance(note, str):
+        raise ValidationError("note must be text.", field="note")
+    event_type = data.get("event_type") or ("marker" if data.get("marker") else None)
+    if event_type == "state_changed" or (event_type is None and data.get("to_status")):
+        to = data.get("to_status") or data.get("next_status")
+        if not to:
+            raise ValidationError("A status change needs to_status.", field="to_status")
+        effects = lifecycle.transition(experiment, to, actor, note=note, expected_status=data.get("from_status"))
+        return WorkflowPost(None, effects)
+    if event_type != "marker":
+        raise ValidationError("Post a marker (`marker`) or a status change (`to_status`).", field="event_type")
+    if not isinstance(data.get("marker"), str):
+        raise ValidationError("marker is required.", field="marker")
+    review = {k: data[k] for k in REVIEW_FIELDS if data.get(k) is not None}
+    event, effects = post_marker(experiment, data["marker"], actor, note=note, metadata=data.get("metadata"),
+                                 review=review, next_status=data.get("next_status") or None,
+                                 actor_label=data.get("actor_kind"))
+    return WorkflowPost(event, effects)
 
 
 @dataclass
@@ -112,9 +195,6 @@ def review_loops(marker_events: list[WorkflowEvent]) -> list[ReviewLoop]:
 
 def review_loops_for(experiment: Experiment) -> list[ReviewLoop]:
     """The experiment's review loops, from its review markers (one query)."""
-    import sqlalchemy as sa
-
-    from models import db
     rows = db.session.scalars(sa.select(WorkflowEvent).where(
         WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "marker",
         WorkflowEvent.marker.in_(REVIEW_MARKERS)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from services.dispatch import spec as specs
 from services.redact import redact, redact_json_text
+from services.sanitize import render_markdown
 
 SECTIONS = [
     ("Goal", "goal"), ("Hypothesis", "hypothesis"), ("Prediction", "prediction"),
@@ -20,8 +21,12 @@ SECTIONS = [
     ("Verification", "verification"), ("Risks and Red Team", "risks"),
     ("Likely Clean Result", "likely_clean_result"), ("Approval Checklist", "approval_checklist"),
 ]
+# Sections a plan may add and pages show like the others, never counted among the 11 nor
+# reported missing: the web pages the planner cited (services/agents/web_tools.py).
+OPTIONAL_SECTIONS = [("Sources", "sources")]
 MIN_SECTIONS_FOR_PLAN = 4
-_TITLE_BY_KEY = {title.lower(): (title, field) for title, field in SECTIONS}
+_TITLE_BY_KEY = {title.lower(): (title, field) for title, field in SECTIONS + OPTIONAL_SECTIONS}
+_OPTIONAL_FIELDS = {field for _, field in OPTIONAL_SECTIONS}
 _HEADING = re.compile(r"^[ \t]{0,3}(#{1,3})[ \t]+(.+?)[ \t#]*$")
 _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*runpod-spec[ \t]*$", re.IGNORECASE)
 _ANY_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
@@ -58,6 +63,20 @@ def _split_spec(lines: list[str]) -> tuple[list[str], str | None, list[str], str
         if stripped.startswith(fence[0] * 3) and set(stripped) <= {fence[0]} and len(stripped) >= len(fence):
             return lines[:start], "\n".join(lines[start + 1:end]), lines[end + 1:], None
     return lines[:start], "\n".join(lines[start + 1:]), [], "runpod-spec block is not closed (missing ```)"
+
+
+def add_section(markdown: str, title: str, body: str) -> str:
+    """The plan with a `## title` section added after its sections: before the runpod-spec
+    block when there is one (text after the spec is its trailer, not a section)."""
+    lines = (markdown or "").replace("\r\n", "\n").replace("\r", "\n").rstrip("\n").split("\n")
+    before, spec_text, _, _ = _split_spec(lines)
+    section = ["", f"## {title}", "", *body.strip("\n").split("\n"), ""]
+    if spec_text is None:
+        return "\n".join(lines + section)
+    cut = len(before)
+    while cut and not before[cut - 1].strip():
+        cut -= 1
+    return "\n".join(lines[:cut] + section + lines[len(before):])
 
 
 def redact_plan(markdown: str) -> str:
@@ -136,7 +155,7 @@ def read_sections(sections: list[dict]) -> tuple[dict, list[str]]:
         body = "\n".join(section["lines"]).strip()
         fields["sections"].append({"title": section["title"], "body_md": body})
         fields[section["field"]] = body
-    fields["section_count"] = len(seen)
+    fields["section_count"] = len(seen - _OPTIONAL_FIELDS)
     for title, field in SECTIONS:
         if field not in seen:
             fields[field] = None
@@ -198,7 +217,6 @@ def render_html(plan_json: dict) -> dict:
 
     Pages show these `*_html` fields; nothing is sanitized on read.
     """
-    from services.sanitize import render_markdown
     rendered = dict(plan_json)
     rendered["preamble_html"] = render_markdown(plan_json.get("preamble"))
     rendered["trailer_html"] = render_markdown(plan_json.get("trailer"))

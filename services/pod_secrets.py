@@ -12,6 +12,7 @@ import re
 
 from config import Config
 from services import settings
+from services.dispatch.spec import as_pods
 from services.errors import ValidationError
 from services.redact import SECRET_ENV_SUFFIXES
 
@@ -84,7 +85,6 @@ def problems(requested, where: str, allowed: list[str]) -> list[str]:
 
 def requested(spec) -> list[str]:
     """Every secret name a spec asks for, in order, once each (for the approval page)."""
-    from services.dispatch.spec import as_pods
     names: list[str] = []
     for pod in as_pods(spec) or []:
         for name in (pod.get("secrets") if isinstance(pod, dict) else None) or []:

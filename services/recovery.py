@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, RunEvent, db
-from services import events, lifecycle, registry, runs
+from services import events, lifecycle, registry, runs, spend
 from services.actors import Actor
 from services.agents import model_api
 from services.clock import utcnow
@@ -94,7 +94,6 @@ def spend_cap_reached(experiment: Experiment) -> bool:
     """True once the experiment's actual spend reached its cap (pods bring actual spend)."""
     if experiment.cost_cap_usd is None:
         return False
-    from services import spend
     return spend.experiment_spend(experiment.id) >= experiment.cost_cap_usd
 
 

@@ -131,7 +131,7 @@ RUN_EVENT_TYPES = [
     "recovery_queued", "deploy_started", "deploy_pod_started", "deploy_completed",
     "deploy_failed", "pod_substitution", "pod_status", "pod_progress", "pod_exited",
     "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
-    "artifact_uploaded", "blocked", "notice", "pod_terminated", "fleet_incident",
+    "artifact_uploaded", "blocked", "notice", "pod_terminated", "fleet_incident", "planning_queued",
 ]
 
 # --- Plans and approvals (SPEC §1, §4) ---------------------------------------------

@@ -23,6 +23,7 @@ from services import events, lifecycle, markers, redis_store, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, TooLarge, ValidationError
+from services.experiments import clean_fields
 from services.redact import redact
 from services.result_lint import LintReport, confidence_of, lint, title_without_confidence
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
@@ -87,7 +88,6 @@ def save_clean_result(experiment: Experiment, html: str | None, actor: Actor, *,
         raise ValidationError("There is no clean result yet; send its html first.", field="html")
     new_title = experiment.title
     if title is not None:
-        from services.experiments import clean_fields
         new_title = clean_fields({"title": title}, partial=True)["title"]
     report = lint(new_title, body)
     count = version_count(experiment)
@@ -405,11 +405,7 @@ SKELETON = """<section id="tldr">
 
 def result_list(limit: int = 200) -> list[dict]:
     """Experiments with a clean result, newest first, for the /results page (two queries)."""
-    import sqlalchemy as sa
-
-    from models import db as database
-    from services.result_lint import confidence_of, title_without_confidence
-    rows = list(database.session.scalars(
+    rows = list(db.session.scalars(
         sa.select(Experiment).where(Experiment.has_clean_result.is_(True))
         .order_by(Experiment.updated_at.desc()).limit(limit)))
     return [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),

@@ -12,8 +12,8 @@ import uuid
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, RunEvent, db
-from services import registry
+from models import AgentRun, Experiment, Pod, RunEvent, db
+from services import experiments, lifecycle, registry
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
@@ -197,7 +197,6 @@ def poll_state(run_id) -> tuple[str, int]:
 
 def experiment_numbers(run_list) -> dict:
     """scope_id → experiment number for a list of runs, in one query."""
-    from services import experiments
     return experiments.numbers_by_id(r.scope_id for r in run_list if r.scope_kind == "experiment")
 
 
@@ -214,40 +213,12 @@ def recoveries_of(run: AgentRun) -> list[AgentRun]:
 
 
 def pods_of(run: AgentRun) -> list:
-    from models import Pod
     return list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run.id).order_by(Pod.created_at)))
 
 
 def children(run: AgentRun) -> list[AgentRun]:
     return list(db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run.id)
                                    .order_by(AgentRun.created_at)))
-
-
-def run_json(run: AgentRun) -> dict:
-    return {
-        "id": str(run.id), "kind": run.kind, "agent": run.agent, "provider": run.provider,
-        "model": run.model, "status": run.status, "request": run.request,
-        "scopeKind": run.scope_kind, "scopeId": str(run.scope_id) if run.scope_id else None,
-        "parentRunId": str(run.parent_run_id) if run.parent_run_id else None,
-        "resumesRunId": str(run.resumes_run_id) if run.resumes_run_id else None,
-        "failureReason": run.failure_reason, "lastError": run.last_error,
-        "inputTokens": run.input_tokens, "outputTokens": run.output_tokens,
-        "cacheCreationInputTokens": run.cache_creation_input_tokens or 0,
-        "cacheReadInputTokens": run.cache_read_input_tokens or 0,
-        # null with priceUnknown when the model has no price: never a made-up 0.
-        "costUsd": run.cost_usd, "priceUnknown": run.cost_usd is None,
-        "turns": run.turns, "lastSeq": run.last_seq,
-        "heartbeatAt": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
-        "wakeAt": run.wake_at.isoformat() if run.wake_at else None,
-        "startedAt": run.started_at.isoformat() if run.started_at else None,
-        "completedAt": run.completed_at.isoformat() if run.completed_at else None,
-        "createdAt": run.created_at.isoformat() if run.created_at else None,
-    }
-
-
-def event_json(event: RunEvent) -> dict:
-    return {"seq": event.seq, "eventType": event.event_type, "body": event.body,
-            "metadata": event.metadata_, "createdAt": event.created_at.isoformat()}
 
 
 CANCEL_NOTE = "Run cancelled by owner"
@@ -275,8 +246,6 @@ def cancel_run(run: AgentRun, actor) -> list:
 
 def finish_cancel(run: AgentRun, actor) -> list:
     """Mark a run cancelled and block its experiment; the caller commits."""
-    from models import Experiment
-    from services import lifecycle
     set_status(run, "cancelled", reason="cancelled_by_owner", error=CANCEL_NOTE)
     append_event(run.id, "cancelled", CANCEL_NOTE, {"by": actor.kind})
     effects = [lifecycle.SideEffect("stop_run_pods", run.scope_id, actor, {"run_id": str(run.id)})]

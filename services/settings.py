@@ -6,6 +6,8 @@ import re
 from flask import current_app
 
 from models import Setting, db
+from services.errors import ValidationError
+from services.outbound import check_host, check_outbound_url
 
 # key → config name holding the default
 EDITABLE = {
@@ -21,6 +23,8 @@ EDITABLE = {
     "research_repo_dir": None,  # folder under /workspace pods clone into (default: the URL's name)
     "research_repo_token_env": None,  # NAME of Sagan's env var holding an HTTPS deploy token
     "research_repo_ssh_key_env": None,  # NAME of Sagan's env var holding an SSH deploy key
+    "web_tools_enabled": None,  # web search/fetch offered to the agents that list them (on when unset)
+    "web_allowed_domains": None,  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 
 # Sagan's own secrets: never handed to a pod, whatever a setting names.
@@ -30,7 +34,6 @@ OWN_SECRET_PREFIXES = ("SECRET_KEY", "DATABASE_URL", "TEST_DATABASE_URL", "REDIS
 
 def update_webhook(url: str) -> None:
     """Set (or clear, with an empty value) the owner-turn webhook; https and public only."""
-    from services.notify import check_outbound_url
     url = (url or "").strip()
     put("webhook_url", check_outbound_url(url) if url else None)
 
@@ -55,56 +58,6 @@ def put(key: str, value) -> None:
         row.value = value
 
 
-def gpu_prices() -> dict:
-    from services.dispatch.costs import gpu_prices as merge
-    return merge(get("gpu_prices") or {})
-
-
-def update_pricing(form: dict) -> None:
-    """Validate and store GPU prices and the auto-approve limit from the settings form.
-
-    Empty price fields mean "use the reference rate" (or unknown when there is none).
-    """
-    from services.dispatch.spec import GPUS
-    from services.errors import ValidationError
-
-    prices = {}
-    for gpu in GPUS:
-        raw = (form.get(f"price-{gpu.short}") or "").strip()
-        if not raw:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValidationError(f"The price for {gpu.short} must be a number of dollars per GPU-hour.",
-                                  field=f"price-{gpu.short}")
-        if not 0 <= value <= 1000:
-            raise ValidationError(f"The price for {gpu.short} must be between 0 and 1,000 $/GPU-hour.",
-                                  field=f"price-{gpu.short}")
-        prices[gpu.short] = value
-    raw_limit = (form.get("auto_approve_max_usd") or "").strip()
-    try:
-        limit = float(raw_limit)
-    except ValueError:
-        raise ValidationError("The auto-approve limit must be a number of dollars.", field="auto_approve_max_usd")
-    if not 0 <= limit <= 100_000:
-        raise ValidationError("The auto-approve limit must be between 0 and 100,000 dollars.",
-                              field="auto_approve_max_usd")
-    raw_daily = (form.get("daily_cap_usd") or "").strip()
-    daily = None
-    if raw_daily:
-        try:
-            daily = float(raw_daily)
-        except ValueError:
-            raise ValidationError("The daily cap must be a number of dollars, or empty for none.",
-                                  field="daily_cap_usd")
-        if not 0 < daily <= 1_000_000:
-            raise ValidationError("The daily cap must be above 0 (or empty for none).", field="daily_cap_usd")
-    put("gpu_prices", prices)
-    put("auto_approve_max_usd", limit)
-    put("daily_cap_usd", daily)
-
-
 # ssh URLs as git reads them: ssh://[user@]host[:port]/path, or scp-style [user@]host:path.
 # No part may start with "-": git hands the host (and user) to ssh as an argument, and
 # "-oProxyCommand=…" there is a command Sagan's user would run.
@@ -116,8 +69,6 @@ _SCP_URL = re.compile(r"(?:(?P<user>[\w.-]+)@)?(?P<host>[A-Za-z0-9.-]+|\[[0-9A-F
 def check_repo_url(url: str) -> str:
     """The research repository (SPEC §6.11): https or ssh only, to a public host; a local
     path or file:// only with SAGAN_ALLOW_LOCAL_REPO=1 (tests use a local git fixture)."""
-    from services.errors import ValidationError
-    from services.notify import check_host, check_outbound_url
     url = (url or "").strip()
     if not url:
         raise ValidationError("Give the repository's git URL.", field="research_repo_url")
@@ -147,7 +98,6 @@ def check_repo_url(url: str) -> str:
 
 def update_research_repo(form: dict) -> None:
     """Store the research repository settings after checking them; the caller commits."""
-    from services.errors import ValidationError
     url = check_repo_url(form.get("research_repo_url", ""))
     branch = (form.get("research_repo_branch") or "main").strip()
     if not re.fullmatch(r"[A-Za-z0-9._/-]{1,200}", branch) or ".." in branch or branch.startswith(("-", "/")):
@@ -187,7 +137,6 @@ REPO_KEYS = ("research_repo_url", "research_repo_branch", "research_repo_test_co
 def clear_research_repo(confirm: str | None) -> None:
     """Forget the research repository (URL, branch, commands) once the owner confirmed it;
     the caller commits. Worktrees already made stay on disk until their experiments close."""
-    from services.errors import ValidationError
     if confirm != "yes":
         raise ValidationError("Tick the box to confirm: code agents and pods will stop using the repository.",
                               field="confirm")

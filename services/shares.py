@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Experiment, ShareLink, WorkflowEvent, db
-from services import registry, redis_store
+from services import experiments, redis_store, registry
 from services.clock import utcnow
 from services.errors import RateLimited, ValidationError
 from services.records import get_by_id
@@ -64,7 +64,6 @@ def list_links() -> list[ShareLink]:
 
 
 def experiment_numbers(links: list[ShareLink]) -> dict:
-    from services import experiments
     return experiments.numbers_by_id(link.experiment_id for link in links)
 
 

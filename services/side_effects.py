@@ -13,6 +13,7 @@ from typing import Callable
 
 from services import follow_ups, lifecycle, notify, results
 from services.agents import implementation, orchestration
+from services.dispatch import provisioner
 
 HANDLERS: dict[str, tuple[Callable, ...]] = {
     # Moves of the table.
@@ -24,7 +25,7 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
     "request_promotion": (results.on_request_promotion,),
     "propose_follow_ups": (follow_ups.start_proposer,),
     "promote": (implementation.on_close_remove_workspace, results.on_promote),
-    "stop_active_work": (orchestration.on_stop_active_work, implementation.on_close_remove_workspace),
+    "stop_active_work": (provisioner.on_stop_active_work, implementation.on_close_remove_workspace),
     # A guarded move with nothing to do after it: send_crash_to_code starts the next code
     # round in the move's own transaction.
     "back_to_code": (),
@@ -32,8 +33,8 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
     "notify_owner": (notify.on_notify_owner,),
     "enqueue_run": (orchestration.on_enqueue_run,),
     "start_orchestrator": (orchestration.on_start_orchestrator,),
-    "enqueue_dispatch": (orchestration.on_enqueue_dispatch,),
-    "stop_run_pods": (orchestration.on_stop_run_pods,),
+    "enqueue_dispatch": (provisioner.on_enqueue_dispatch,),
+    "stop_run_pods": (provisioner.on_stop_run_pods,),
 }
 
 # Checks made before a move, keyed like the rule's side effect (lifecycle.GUARDS).

@@ -4,7 +4,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
-from services import settings
+from services.clock import utcnow
+from services.dispatch import costs
 from services.dispatch import spec as specs
 
 # What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
@@ -38,7 +39,7 @@ def unpriced_spend_by_experiment(experiment_ids) -> dict:
     ids = list(experiment_ids)
     if not ids:
         return {}
-    prices = settings.gpu_prices()
+    prices = costs.owner_gpu_prices()
     dearest = max((p for p in prices.values() if p), default=0.0)
     rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
         Pod.experiment_id.in_(ids), Pod.account != "local", Pod.cost_per_hr.is_(None),
@@ -56,7 +57,6 @@ def spend_today() -> float:
 
     Approximated from pods active today: cost per hour × uptime of pods started since midnight.
     """
-    from services.clock import utcnow
     midnight = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
     total = db.session.scalar(
         sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.last_started_at >= midnight))

@@ -41,6 +41,7 @@ from flask import current_app
 from models import Experiment
 from services import redis_store, settings
 from services.errors import Conflict, SaganError
+from services.sandbox import sandbox_user
 
 GIT_TIMEOUT = 300
 AUTHOR_EMAIL = "sagan-agent@localhost"
@@ -240,7 +241,6 @@ def _remote_git(mirror: Path, url: str, *args: str, check: bool = True) -> subpr
 # --- ownership ------------------------------------------------------------------------------
 
 def _sandbox_account() -> pwd.struct_passwd | None:
-    from services.sandbox import sandbox_user
     return sandbox_user()
 
 

@@ -43,10 +43,9 @@ def tick(app: Flask) -> None:
 
     Each part is independent; one failing is logged and the others still run.
     """
-    from services import follow_ups
-    from services.agents import loop
+    from services import follow_ups, parking, sweeps
     from services.dispatch import watcher
-    for part in (watcher.watch_now_and_then, loop.wake_ready_runs, loop.reconcile_runs, loop.hard_stop_cancelled,
+    for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then):
         try:
             part()

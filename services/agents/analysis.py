@@ -36,7 +36,7 @@ from flask import current_app
 from models import Artifact, Pod, db
 from services import runs, sandbox
 from services.agents.research_tools import IMAGE_MAX_BYTES, MODEL_IMAGE_TYPES
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name, figure_for
 from services.errors import SaganError, ValidationError
 from services.redact import redact

@@ -12,8 +12,8 @@ checked is what is touched. Only regular files are read. Commands run only in th
 from SAGAN_SANDBOX_COMMANDS, without a shell. Agents that cannot write files (reviewers)
 get the worktree read-only inside the sandbox too.
 
-An agent whose definition lists any of these tools runs on the `local` queue, the host
-that has the worktrees (services.agents.implementation.job_for).
+An agent whose definition lists any of these tools (loader.CODE_TOOLS) runs on the `local`
+queue, the host that has the worktrees (services.jobs.job_for).
 """
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ from flask import current_app
 
 from models import CodeCommit, db
 from services import events, sandbox, settings, workspaces, worktree_io
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents import loader
+from services.agents.code_state import current_round
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, SaganError, ValidationError
 from services.redact import redact
 
-CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
-              "git_diff", "git_commit", "git_push")
 WRITE_TOOLS = ("write_file", "apply_patch", "git_commit")  # an agent with any of these may change code
 OUTPUT_SHOWN = 60_000        # characters of command output or diff an agent sees per call
 WRITE_MAX = 1_000_000        # bytes per write_file
@@ -57,7 +57,6 @@ class CommandRefused(ValidationError):
 # --- plumbing --------------------------------------------------------------------------------
 
 def _definition_tools(ctx: ToolContext) -> tuple[str, ...]:
-    from services.agents import loader
     try:
         return loader.get(ctx.run.agent).tools
     except SaganError:
@@ -484,7 +483,6 @@ def git_commit(ctx: ToolContext, data: dict) -> ToolResult:
 
 def record_commit(ws: workspaces.Workspace, experiment, sha: str, *, agent: str | None, run_id=None) -> CodeCommit:
     """Keep a commit (and the branch's diff at it) where every process can read it."""
-    from services.agents import implementation
     existing = db.session.scalar(db.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id,
                                                               CodeCommit.sha == sha))
     if existing is not None:
@@ -502,7 +500,7 @@ def record_commit(ws: workspaces.Workspace, experiment, sha: str, *, agent: str 
     message = redact(workspaces.git(ws, "log", "-1", "--format=%B", sha).stdout.strip())
     row = CodeCommit(experiment_id=experiment.id, agent_run_id=run_id, agent=agent, branch=ws.branch, sha=sha,
                      parent_sha=parent, base_sha=base, message=message[:20_000],
-                     round=implementation.current_round(experiment), files_changed=files, insertions=insertions,
+                     round=current_round(experiment), files_changed=files, insertions=insertions,
                      deletions=deletions, diff=text, diff_truncated_from=truncated_from)
     db.session.add(row)
     db.session.flush()
@@ -532,9 +530,3 @@ def git_push(ctx: ToolContext, data: dict) -> ToolResult:
             mark_pushed(experiment, ws.branch)
         return ToolResult(f"Pushed {ws.branch} at {sha[:12]} to the research repository.")
     return _in_worktree(ctx, work, "git_push")
-
-
-def is_code_agent(tools: tuple[str, ...] | list[str]) -> bool:
-    """Does an agent with these tools need the host that has the worktrees?"""
-    return any(name in CODE_TOOLS for name in tools)
-

@@ -22,7 +22,7 @@ the tested commit, and on a pass the loop splices the branch and commit into the
 and hands dispatch to the pod-provisioner.
 
 Sub-agents with code tools, and the test step, run on the `local` queue: the host with
-the worktrees (`job_for`).
+the worktrees (`jobs.job_for`).
 """
 from __future__ import annotations
 
@@ -32,16 +32,20 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, CodeCommit, Experiment, WorkflowEvent, db
-from services import events, jobs, lifecycle, markers, registry, runs, settings
+from models import AgentRun, Experiment, WorkflowEvent, db
+from services import events, jobs, lifecycle, markers, pod_logs, recovery, registry, runs, sandbox, settings, workspaces
 from services.actors import Actor
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents import code_tools, loader
+from services.agents.code_state import CodeState, current_round, cycle_of, latest_commit, read_state, review_of
+from services.agents.code_tools import require_tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import SaganError, ValidationError
+from services.parking import Heartbeat, wake_parent_if_ready
 
 IMPLEMENTER = "experiment-implementer"
 REVIEWERS = {"code-reviewer": "epm:code-review", "code-plan-reviewer": "epm:code-review-codex"}
 RECONCILER = "reconciler"
-TEST_STEP = "code-tests"
+TEST_STEP = jobs.TEST_STEP
 PROVISIONER = "pod-provisioner"
 IMPLEMENTATION_MARKER = "epm:experiment-implementation"
 RECONCILE_MARKER = "epm:code-review-reconcile"
@@ -51,76 +55,6 @@ ATTEMPTS = 2  # a sub-agent that ends twice without its marker blocks the experi
 ACTIVE = registry.RUN_ACTIVE_STATUSES
 SERIOUS = ("blocked_needs_user_decision", "fail_not_worth_continuing")
 CODE_STATUSES = ("approved", "implementing", "code_reviewing", "testing")
-
-
-# --- where the loop stands ---------------------------------------------------------------------
-
-@dataclass
-class CodeState:
-    experiment: Experiment
-    round: int
-    reconciled: bool                  # round 3's reconciler fix: no further review
-    phase_start: WorkflowEvent | None  # the status change into the current status
-    since_phase: list[WorkflowEvent] = field(default_factory=list)
-
-    def markers(self, name: str) -> list[WorkflowEvent]:
-        return [e for e in self.since_phase if e.marker == name]
-
-    def review(self, marker: str, round_: int) -> WorkflowEvent | None:
-        found = [e for e in self.markers(marker) if _review(e).get("review_pair") == "code_review"
-                 and int(_review(e).get("round") or 0) == round_]
-        return found[-1] if found else None
-
-
-def _review(event: WorkflowEvent) -> dict:
-    return (event.metadata_ or {}).get("review") or {}
-
-
-def _cycle(experiment: Experiment) -> list[WorkflowEvent]:
-    """The experiment's events since its plan was last approved, oldest first.
-
-    Approving a (new) plan starts the code loop over; coming back to `approved` from a
-    dispatch gate or a block does not: the reviewed, tested code is still the code.
-    """
-    approved_at = db.session.scalar(sa.select(sa.func.max(WorkflowEvent.created_at)).where(
-        WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed",
-        WorkflowEvent.to_status == "approved",
-        WorkflowEvent.from_status.in_(("plan_pending", "awaiting_approval"))))
-    query = sa.select(WorkflowEvent).where(WorkflowEvent.entity_id == experiment.id,
-                                           WorkflowEvent.event_type.in_(("state_changed", "marker")))
-    if approved_at is not None:
-        query = query.where(WorkflowEvent.created_at >= approved_at)
-    return list(db.session.scalars(query.order_by(WorkflowEvent.created_at, WorkflowEvent.id)))
-
-
-def _round_of(cycle: list[WorkflowEvent]) -> int:
-    for event in reversed(cycle):
-        if event.event_type == "state_changed" and (event.metadata_ or {}).get("code_round"):
-            return int(event.metadata_["code_round"])
-    return 1
-
-
-def current_round(experiment: Experiment) -> int:
-    """The code round the experiment is in (1 until the loop starts a later one)."""
-    return _round_of(_cycle(experiment))
-
-
-def read_state(experiment: Experiment) -> CodeState:
-    cycle = _cycle(experiment)
-    phase_start = next((e for e in reversed(cycle) if e.event_type == "state_changed"
-                        and e.to_status == experiment.status), None)
-    since = cycle
-    if phase_start is not None:
-        since = [e for e in cycle if e.created_at >= phase_start.created_at and e.id != phase_start.id]
-    reconciled = bool(((phase_start.metadata_ if phase_start else None) or {}).get("reconciled"))
-    return CodeState(experiment, _round_of(cycle), reconciled, phase_start, since)
-
-
-def latest_commit(experiment: Experiment, *, since=None) -> CodeCommit | None:
-    query = sa.select(CodeCommit).where(CodeCommit.experiment_id == experiment.id)
-    if since is not None:
-        query = query.where(CodeCommit.created_at >= since)
-    return db.session.scalar(query.order_by(CodeCommit.created_at.desc()).limit(1))
 
 
 # --- sub-agent runs ------------------------------------------------------------------------------
@@ -155,7 +89,6 @@ class Step:
 
     def start(self, agent: str, request: str, *, provider: str | None = None) -> AgentRun:
         """A child run of the orchestrator, or the one already working on the same thing."""
-        from services.agents import loader
         experiment = self.ctx.need_experiment()
         live = _runs_of(experiment, agent, active=True)
         if live:
@@ -200,7 +133,7 @@ def _attempts_exhausted(step: Step, state: CodeState, agent: str, marker: str) -
 def _findings(state: CodeState, experiment: Experiment) -> str:
     """What the previous round asked for: reviewers' fixes, the reconciler's decision, or failing tests."""
     previous = state.round - 1 if not state.reconciled else state.round
-    cycle = _cycle(experiment)
+    cycle = cycle_of(experiment)
     return "\n".join(filter(None, [findings_of_round(cycle, previous), *_crash_findings(cycle, state.round)]))
 
 
@@ -208,22 +141,41 @@ def findings_of_round(cycle: list[WorkflowEvent], code_round: int) -> str:
     """The fixes asked for in `code_round`, one line each, from the cycle's events (oldest
     first; the latest of each kind counts): each reviewer that did not pass, the reconciler's
     decision, the tests' failure with its output."""
-    lines = []
-    for agent, marker in REVIEWERS.items():
-        found = [e for e in cycle if e.marker == marker and int(_review(e).get("round") or 0) == code_round
-                 and _review(e).get("review_pair") == "code_review"]
-        if found and _review(found[-1]).get("verdict") != "pass":
-            review = _review(found[-1])
-            lines.append(f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or found[-1].note or ''}")
-    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and int(_review(e).get("round") or 0) == code_round]
+    lines = [line for agent, marker in REVIEWERS.items()
+             if (line := _reviewer_finding(agent, _latest_review(cycle, marker, code_round)))]
+    reconcile = [e for e in cycle if e.marker == RECONCILE_MARKER and _review_round(e) == code_round]
     if reconcile:
-        lines.append(f"- reconciler decided: {_review(reconcile[-1]).get('reconciler_decision') or reconcile[-1].note}")
-    tests = [e for e in cycle if e.marker == TEST_MARKER and (e.metadata_ or {}).get("round") == code_round
-             and (e.metadata_ or {}).get("verdict") != "pass"]
-    if tests:
-        meta = tests[-1].metadata_ or {}
-        lines.append(f"- the tests failed on {str(meta.get('commit'))[:12]}:\n```\n{meta.get('output_tail', '')}\n```")
+        lines.append(f"- reconciler decided: {review_of(reconcile[-1]).get('reconciler_decision') or reconcile[-1].note}")
+    failed = _failed_tests(cycle, code_round)
+    if failed is not None:
+        lines.append(f"- the tests failed on {str(failed.get('commit'))[:12]}:\n```\n{failed.get('output_tail', '')}\n```")
     return "\n".join(lines)
+
+
+def _review_round(event: WorkflowEvent) -> int:
+    return int(review_of(event).get("round") or 0)
+
+
+def _latest_review(cycle: list[WorkflowEvent], marker: str, code_round: int) -> WorkflowEvent | None:
+    """The last code-review-pair event with `marker` for `code_round`."""
+    found = [e for e in cycle if e.marker == marker and _review_round(e) == code_round
+             and review_of(e).get("review_pair") == "code_review"]
+    return found[-1] if found else None
+
+
+def _reviewer_finding(agent: str, event: WorkflowEvent | None) -> str | None:
+    """A reviewer's line: its verdict and the fix it asks for, unless it passed (or never spoke)."""
+    if event is None or review_of(event).get("verdict") == "pass":
+        return None
+    review = review_of(event)
+    return f"- {agent} ({review.get('verdict')}): {review.get('required_fix') or event.note or ''}"
+
+
+def _failed_tests(cycle: list[WorkflowEvent], code_round: int) -> dict | None:
+    """The metadata of the round's last test verdict that did not pass, if any did not."""
+    failed = [e.metadata_ or {} for e in cycle if e.marker == TEST_MARKER
+              and (e.metadata_ or {}).get("round") == code_round and (e.metadata_ or {}).get("verdict") != "pass"]
+    return failed[-1] if failed else None
 
 
 def _implementer_request(state: CodeState, experiment: Experiment) -> str:
@@ -235,7 +187,7 @@ def _implementer_request(state: CodeState, experiment: Experiment) -> str:
                 + _findings(state, experiment))
     elif state.round == 1:
         task = "Implement the approved plan (get_plan): the code and tests the plan's runs need."
-    elif _crash_findings(_cycle(experiment), state.round):
+    elif _crash_findings(cycle_of(experiment), state.round):
         task = ("The tested code crashed on a pod. Fix the cause of this crash, and only that; add a test that "
                 f"reproduces it:\n{_findings(state, experiment)}")
     else:
@@ -254,7 +206,7 @@ LENSES = {
 
 def _reviewer_request(agent: str, state: CodeState, experiment: Experiment) -> str:
     commit = latest_commit(experiment)
-    summary = next((e.note for e in reversed(_cycle(experiment)) if e.marker == IMPLEMENTATION_MARKER), "") or ""
+    summary = next((e.note for e in reversed(cycle_of(experiment)) if e.marker == IMPLEMENTATION_MARKER), "") or ""
     earlier = _findings(CodeState(experiment, state.round, False, None), experiment) if state.round > 1 else ""
     return (f"Review code round {state.round} of #{experiment.number}: branch experiment-{experiment.number} at "
             f"{commit.short_sha if commit else 'HEAD'}. The implementer says: {summary[:2000]}\n{LENSES[agent]}\n"
@@ -268,7 +220,7 @@ def _reconciler_request(state: CodeState, experiment: Experiment) -> str:
     lines = []
     for agent, marker in REVIEWERS.items():
         event = state.review(marker, state.round)
-        review = _review(event) if event else {}
+        review = review_of(event) if event else {}
         lines.append(f"- {agent}: {review.get('verdict')} — {review.get('required_fix') or (event.note if event else '')}")
     rule = ("This is round 3: disagreement alone cannot block. Pick the minimal necessary fix (verdict "
             "needs_targeted_fix with reconciler_decision) or pass; block only for a decision only the owner can make."
@@ -283,7 +235,6 @@ def _reconciler_request(state: CodeState, experiment: Experiment) -> str:
 @tool("code_step", "Advance the experiment's code loop (implement → review pair → tests → dispatch) by one step; "
                    "it starts the right sub-agent and parks you, or tells you what happened.")
 def code_step(ctx: ToolContext, data: dict) -> ToolResult:
-    from services.agents.code_tools import require_tool
     require_tool(ctx, "code_step")
     experiment = ctx.need_experiment()
     if not settings.get("research_repo_url"):
@@ -341,8 +292,6 @@ def _traceback_of(log_text: str) -> str | None:
        "note": {"type": "string", "maxLength": 1500, "description": "your reading of the crash, for the implementer"}},
       ["pod"], own_transaction=True)
 def send_crash_to_code(ctx: ToolContext, data: dict) -> ToolResult:
-    from services import pod_logs, recovery
-    from services.agents.code_tools import require_tool
     require_tool(ctx, "send_crash_to_code")
     experiment = ctx.need_experiment()
     if not settings.get("research_repo_url"):
@@ -408,7 +357,7 @@ def _done_or_elsewhere(experiment: Experiment) -> str:
 
 def _passed_tests(experiment: Experiment) -> WorkflowEvent | None:
     """This cycle's passing, pushed test verdict for the commit the pods are set to run."""
-    for event in reversed(_cycle(experiment)):
+    for event in reversed(cycle_of(experiment)):
         meta = event.metadata_ or {}
         if event.marker == TEST_MARKER and meta.get("verdict") == "pass" and meta.get("pushed") \
                 and meta.get("commit") == experiment.git_commit:
@@ -497,13 +446,9 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
     reviews = {agent: state.review(marker, n) for agent, marker in REVIEWERS.items()}
     missing = [agent for agent, event in reviews.items() if event is None]
     if missing:
-        for agent in missing:
-            if not _runs_of(experiment, agent, active=True) and \
-                    _attempts_exhausted(step, state, agent, REVIEWERS[agent]):
-                return False
-            step.start(agent, _reviewer_request(agent, state, experiment))
+        _start_reviewers(step, state, experiment, missing)
         return False
-    verdicts = {agent: _review(event).get("verdict") for agent, event in reviews.items()}
+    verdicts = {agent: review_of(event).get("verdict") for agent, event in reviews.items()}
     outcome = review_outcome(n, verdicts)
     if outcome == TO_TESTING:
         step.move("testing", f"Code review pair passed round {n}; running the repository's tests on {sha12}.",
@@ -513,6 +458,22 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
         step.move("implementing", f"Round {n} reviewer pair landed needs_targeted_fix; dispatching implementer "
                                   f"for round {n + 1} fixes", code_round=n + 1, verdicts=verdicts)
         return True
+    return _reconciling(step, state, experiment, sha12)
+
+
+def _start_reviewers(step: Step, state: CodeState, experiment: Experiment, missing: list[str]) -> None:
+    """Start each reviewer that has not posted this round, unless it already failed ATTEMPTS
+    times (that blocks, and the rest wait)."""
+    for agent in missing:
+        if not _runs_of(experiment, agent, active=True) and \
+                _attempts_exhausted(step, state, agent, REVIEWERS[agent]):
+            return
+        step.start(agent, _reviewer_request(agent, state, experiment))
+
+
+def _reconciling(step: Step, state: CodeState, experiment: Experiment, sha12: str) -> bool:
+    """The review pair disagreed or raised a serious verdict: the reconciler settles it."""
+    n = state.round
     reconcile = state.review(RECONCILE_MARKER, n)
     if reconcile is None:
         if not _runs_of(experiment, RECONCILER, active=True) and \
@@ -520,7 +481,7 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
             return False
         step.start(RECONCILER, _reconciler_request(state, experiment))
         return False
-    decision = _review(reconcile).get("verdict")
+    decision = review_of(reconcile).get("verdict")
     outcome = reconciler_outcome(n, decision)
     if outcome == TO_TESTING:
         step.move("testing", f"Round {n} reconciler settled the review pair: pass. Running the tests on {sha12}.",
@@ -534,7 +495,7 @@ def _code_reviewing(step: Step, state: CodeState, experiment: Experiment) -> boo
         step.move("implementing", f"Round {n} reconciler picked the minimal fix; dispatching implementer to "
                                   "apply it (no review rounds after round 3)", code_round=n, reconciled=True)
         return True
-    text = _review(reconcile).get("reconciler_decision") or reconcile.note or ""
+    text = review_of(reconcile).get("reconciler_decision") or reconcile.note or ""
     step.block(f"Code review round {n}: the reconciler says {decision}: {text}")
     return False
 
@@ -620,7 +581,6 @@ def splice(experiment: Experiment, branch: str, sha: str) -> None:
 
 def run_test_step(run_id) -> str:
     """Run the repository's test and lint commands in the sandbox, push, post epm:test-verdict."""
-    from services.agents.loop import Heartbeat, wake_parent_if_ready
     run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
     if run is None or run.terminal:
         return "skipped"
@@ -653,8 +613,6 @@ def run_test_step(run_id) -> str:
 
 
 def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
-    from services import sandbox, workspaces
-    from services.agents import code_tools
     n = current_round(experiment)
     base = {"round": n, "run_id": str(run.id), "branch": f"experiment-{experiment.number}"}
     target = workspaces.Target.of(experiment)
@@ -715,20 +673,6 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
 
 # --- queues, hooks ---------------------------------------------------------------------------------------
 
-def job_for(agent: str) -> tuple[str, str]:
-    """(queue, job) for a run of `agent`: code agents and the test step go to the worktree host."""
-    if agent == TEST_STEP:
-        return jobs.LOCAL, "workers.code.run_test_step"
-    from services.agents import code_tools, loader
-    try:
-        definition = loader.get(agent)
-    except SaganError:
-        return jobs.AGENTS, "workers.agents.run_agent"
-    if code_tools.is_code_agent(definition.tools):
-        return jobs.LOCAL, "workers.agents.run_agent"
-    return jobs.AGENTS, "workers.agents.run_agent"
-
-
 def enqueue_workspace_removal(experiment_id) -> str:
     return jobs.enqueue_unique(jobs.LOCAL, "workers.code.remove_workspace", str(experiment_id),
                                job_id=f"workspace-remove-{experiment_id}")
@@ -741,6 +685,5 @@ def on_close_remove_workspace(experiment_id, actor, metadata):
 
 
 def remove_workspace(experiment_id) -> bool:
-    from services import workspaces
     experiment = db.session.get(Experiment, uuid.UUID(str(experiment_id)))
     return bool(experiment) and workspaces.remove(experiment)

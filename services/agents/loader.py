@@ -18,6 +18,10 @@ from services.errors import NotFound, ValidationError
 AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")  # output_config.effort (Messages API)
 DEFAULT_EFFORT = "medium"
+# The code tools (services/agents/code_tools.py): an agent listing any of them works in a
+# worktree, so its runs go to the host that has the worktrees (services.jobs.job_for).
+CODE_TOOLS = ("list_files", "read_file", "search", "write_file", "apply_patch", "run_command",
+              "git_diff", "git_commit", "git_push")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,9 @@ def parse(text: str, source: str = "<agent>") -> AgentDefinition:
     missing = [k for k in ("name", "description", "model", "max_turns", "tools") if k not in meta]
     if missing:
         raise ValidationError(f"{source}: frontmatter lacks {', '.join(missing)}.")
-    from services.agents.tools import TOOLS
+    # Breaks the cycle loader → toolbox → tools → loader: the registry collects the tool
+    # modules, and those read agent definitions (spawn_agent, require_tool).
+    from services.agents.toolbox import TOOLS
     unknown = [t for t in meta["tools"] if t not in TOOLS]
     if unknown:
         raise ValidationError(f"{source}: unknown tool(s) {', '.join(unknown)}.")
@@ -79,3 +85,8 @@ def get(name: str) -> AgentDefinition:
 
 def model_for(definition: AgentDefinition) -> str:
     return current_app.config.get("SAGAN_AGENT_MODEL") or definition.model
+
+
+def is_code_agent(tools: tuple[str, ...] | list[str]) -> bool:
+    """Does an agent with these tools need the host that has the worktrees?"""
+    return any(name in CODE_TOOLS for name in tools)

@@ -11,10 +11,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from flask import current_app
@@ -22,9 +21,13 @@ from flask import current_app
 from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
 from services import jobs, lifecycle, recovery, registry, runs
 from services.actors import Actor
-from services.agents import loader, model_api, tools
+from services.agents import loader, model_api, toolbox, web_tools
+from services.agents.orchestration import agents_enabled, start_queued_planning
+from services.agents.toolkit import ToolContext, ToolResult
 from services.clock import utcnow
+from services.dispatch.pods import pods_of
 from services.errors import SaganError
+from services.parking import Heartbeat, ready_to_wake, wake_parent_if_ready
 from services.redact import redact
 
 log = logging.getLogger(__name__)
@@ -106,35 +109,6 @@ def _add_usage(run: AgentRun, response) -> None:
     run.cost_usd = None if cost is None or run.cost_usd is None else float(run.cost_usd) + cost
 
 
-# --- heartbeat --------------------------------------------------------------------------------
-
-class Heartbeat:
-    """A thread that records the run's heartbeat every `interval` seconds until stopped."""
-
-    def __init__(self, app, run_id, interval: float):
-        self.app, self.run_id, self.interval = app, run_id, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{str(run_id)[:8]}", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with self.app.app_context():
-                    runs.heartbeat(self.run_id)
-                    db.session.remove()
-            except Exception:  # noqa: BLE001 - a missed beat is logged; the next one retries
-                log.exception("heartbeat for run %s failed", self.run_id)
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 # --- the loop -----------------------------------------------------------------------------
 
 def execute(run_id, *, should_stop=lambda: False) -> Outcome:
@@ -149,7 +123,6 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
         db.session.commit()
         lifecycle.run_side_effects(effects)
         return Outcome("cancelled")
-    from services.agents.orchestration import agents_enabled
     if not agents_enabled():
         return _finish_failed(run, "model_api_error", "No ANTHROPIC_API_KEY is configured; agents cannot run.")
 
@@ -203,49 +176,78 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
 
 def _steps(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome:
     client = model_client()
-    api_tools = [tools.TOOLS[name].as_api() for name in definition.tools]
+    # Read once per job: the owner's web-tools switch applies from the run's next job on, so
+    # one job's calls keep the same tools (and their cache prefix).
+    api_tools = toolbox.request_tools(definition.tools)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
     while True:
-        db.session.refresh(run)
-        if run.cancel_requested_at is not None:
-            effects = runs.finish_cancel(run, Actor.owner_like())
-            db.session.commit()
-            lifecycle.run_side_effects(effects)
-            return Outcome("cancelled")
-        if should_stop():
-            raise ShutdownRequested()
-        if run.turns >= definition.max_turns:
-            return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
-        response = _model_turn(client, run, definition, api_tools)
-        if isinstance(response, Outcome):
-            return response
-        blocks = model_api.stored_blocks(response.content)
-        # The assistant turn is stored exactly as returned: thinking blocks and their
-        # signatures must go back unchanged. Redaction applies to the events below (what
-        # Sagan shows), and tool results are redacted before they enter the conversation.
-        conversation = list(run.conversation) + [{"role": "assistant", "content": blocks}]
-        run.conversation = conversation
-        _record_blocks(run, blocks)
-        action = model_api.stop_action(response.stop_reason)
-        if action == "continue_turn":
-            # pause_turn: the server paused a long turn; sending the conversation back as it
-            # is (ending with this assistant turn) lets it continue where it stopped.
-            db.session.commit()
-            continue
-        if action == "fail_refusal":
-            return _finish_failed(run, "model_refusal", "The model declined to continue this run "
-                                  f"({model_api.refusal_detail(response)}). Sagan does not retry a refusal: "
-                                  "rephrase the request or the experiment, then start the step again.")
-        if action == "fail_unknown":
-            return _finish_failed(run, "model_api_error", f"The model stopped for an unknown reason "
-                                  f"{response.stop_reason!r}; nothing was assumed finished.")
-        tool_uses = [b for b in blocks if b["type"] == "tool_use"]
-        if action != "run_tools" or not tool_uses:
-            final = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
-            return _finish_completed(run, final, response.stop_reason)
-        outcome = _run_tools(run, definition, experiment, tool_uses)
+        outcome = _before_turn(run, definition, should_stop)
+        if outcome is None:
+            outcome = _turn(client, run, definition, api_tools, experiment)
         if outcome is not None:
             return outcome
+
+
+def _before_turn(run: AgentRun, definition: loader.AgentDefinition, should_stop) -> Outcome | None:
+    """A cancel, a worker stop (raised) or the turn limit ends the run before the next model call."""
+    db.session.refresh(run)
+    if run.cancel_requested_at is not None:
+        effects = runs.finish_cancel(run, Actor.owner_like())
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        return Outcome("cancelled")
+    if should_stop():
+        raise ShutdownRequested()
+    if run.turns >= definition.max_turns:
+        return _finish_failed(run, "max_turns", f"Reached the limit of {definition.max_turns} turns.")
+    return None
+
+
+def _turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list, experiment) -> Outcome | None:
+    """One model turn and what its stop reason asks for; None when the loop goes on."""
+    response = _model_turn(client, run, definition, api_tools)
+    if isinstance(response, Outcome):
+        return response
+    blocks = model_api.stored_blocks(response.content)
+    # The assistant turn is stored exactly as returned: thinking blocks and their
+    # signatures must go back unchanged. Redaction applies to the events below (what
+    # Sagan shows), and tool results are redacted before they enter the conversation.
+    conversation = list(run.conversation) + [{"role": "assistant", "content": blocks}]
+    run.conversation = conversation
+    _record_blocks(run, blocks)
+    action = model_api.stop_action(response.stop_reason)
+    if action == "continue_turn":
+        # pause_turn: the server paused a long turn; sending the conversation back as it
+        # is (ending with this assistant turn) lets it continue where it stopped.
+        db.session.commit()
+        return None
+    failure = stop_failure(action, response)
+    if failure is not None:
+        return _finish_failed(run, *failure)
+    tool_uses = [b for b in blocks if b["type"] == "tool_use"]
+    if action != "run_tools" or not tool_uses:
+        return _finish_completed(run, final_text(blocks), response.stop_reason)
+    return _run_tools(run, definition, experiment, tool_uses)
+
+
+def stop_failure(action: str, response) -> tuple[str, str] | None:
+    """The failure reason and message for a stop that ends the run failed: a refusal (never
+    retried) or a stop reason Sagan does not know (nothing is assumed finished)."""
+    if action == "fail_refusal":
+        return ("model_refusal", "The model declined to continue this run "
+                f"({model_api.refusal_detail(response)}). Sagan does not retry a refusal: "
+                "rephrase the request or the experiment, then start the step again.")
+    if action == "fail_unknown":
+        return ("model_api_error", f"The model stopped for an unknown reason "
+                f"{response.stop_reason!r}; nothing was assumed finished.")
+    return None
+
+
+def final_text(blocks: list[dict]) -> str:
+    """The run's answer: the turn's text blocks, joined, with the web pages they cite listed
+    after them (a run without web research cites none)."""
+    text = "\n".join(b["text"] for b in blocks if b["type"] == "text").strip()
+    return web_tools.with_text_sources(text, web_tools.sources([{"role": "assistant", "content": blocks}]))
 
 
 def _model_turn(client, run: AgentRun, definition: loader.AgentDefinition, api_tools: list):
@@ -331,6 +333,11 @@ def _record_blocks(run: AgentRun, blocks: list[dict]) -> None:
         elif block["type"] == "server_tool_use":
             runs.append_event(run.id, "tool_call", block["name"], {"tool": block["name"], "input": block.get("input"),
                                                                    "server_tool": True})
+        elif block["type"] in web_tools.RESULT_BLOCKS:
+            summary, is_error = web_tools.describe_result(block)
+            runs.append_event(run.id, "tool_result", summary, {"tool": web_tools.RESULT_BLOCKS[block["type"]],
+                                                               "is_error": is_error, "server_tool": True,
+                                                               "tool_use_id": block.get("tool_use_id")})
 
 
 def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, tool_uses: list[dict]):
@@ -339,14 +346,14 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
     # and a long tool call (a test suite in the sandbox) must not hold that lock, or the
     # heartbeat thread's update would wait behind it and the run would look dead.
     db.session.commit()
-    ctx = tools.ToolContext(run, experiment)
+    ctx = ToolContext(run, experiment)
     results, effects, enqueue, park, finish = [], [], [], None, False
     for block in tool_uses:
         if block["name"] in definition.tools:
-            result = tools.call(ctx, block["name"], block["input"])
+            result = toolbox.call(ctx, block["name"], block["input"])
         else:
             # Agents act with their own tools only, whatever the model asks for (SPEC §5.5).
-            result = tools.ToolResult(f"{block['name']} is not one of this agent's tools "
+            result = ToolResult(f"{block['name']} is not one of this agent's tools "
                                       f"({', '.join(definition.tools)}).", is_error=True)
         runs.append_event(run.id, "tool_result", result.content,
                           {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
@@ -413,7 +420,15 @@ def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Out
     db.session.commit()
     if parent_id is not None:
         wake_parent_if_ready(parent_id)
+    _start_queued_planning(run)
     return Outcome(status, final)
+
+
+def _start_queued_planning(run: AgentRun) -> None:
+    """A planning request the owner made while this planner was on its last turn starts now."""
+    if run.kind != "plan" or run.parent_run_id is not None:
+        return
+    start_queued_planning(run)
 
 
 def _usage_facts(run: AgentRun, stop_reason: str | None) -> dict:
@@ -487,32 +502,11 @@ def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | N
     lifecycle.run_side_effects(outcome.effects)
     if parent_id is not None:
         wake_parent_if_ready(parent_id)
+    _start_queued_planning(run)  # on a recovery planner, if one started, else as a new run
     return Outcome("failed", f"{reason}: {message}")
 
 
-# --- parking and waking -----------------------------------------------------------------------
-
-def ready_to_wake(run: AgentRun) -> bool:
-    """Is a waiting run's condition met?"""
-    park = run.waiting_for or {}
-    if run.wake_at is not None and run.wake_at <= utcnow():
-        return True
-    if "pods" in park:
-        dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
-        return dispatch is None or dispatch.terminal
-    if "children" in park:
-        ids = [uuid.UUID(c) for c in park["children"]]
-        open_children = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
-            AgentRun.id.in_(ids), AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
-        return open_children == 0
-    return False
-
-
-def wake_parent_if_ready(parent_id) -> None:
-    parent = db.session.get(AgentRun, parent_id)
-    if parent is not None and parent.status == "waiting" and ready_to_wake(parent):
-        jobs.enqueue_run(parent.id)
-
+# --- waking ----------------------------------------------------------------------------------
 
 def _resume_message(run: AgentRun) -> str:
     park = run.waiting_for or {}
@@ -530,9 +524,8 @@ def _resume_message(run: AgentRun) -> str:
         dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
         if dispatch is None:
             return "The dispatch run is gone."
-        from services.dispatch.watcher import _pods_of
         pods = "; ".join(f"{p.name}: {p.status}, exit {p.exit_code}, {p.progress_pct or 0:g}% {p.progress_message or ''}"
-                         for p in _pods_of(dispatch.id))
+                         for p in pods_of(dispatch.id))
         return (f"Dispatch {dispatch.short_id} ended {dispatch.status}"
                 f"{' (' + dispatch.failure_reason + ': ' + (dispatch.last_error or '') + ')' if dispatch.failure_reason else ''}. "
                 f"Pods: {pods}")[:4000]
@@ -549,88 +542,3 @@ def _answer_parked_tools(run: AgentRun, message: str) -> None:
     is sent (the API accepts text after tool_result blocks in a user turn).
     """
     run.conversation = model_api.resumable(run.conversation, redact(f"Update while you waited:\n{message}"))
-
-
-def wake_ready_runs(limit: int = 50) -> list:
-    """Scheduler: enqueue waiting runs whose deadline passed or whose children finished."""
-    now = utcnow()
-    candidates = list(db.session.scalars(
-        sa.select(AgentRun).where(AgentRun.status == "waiting")
-        .where(sa.or_(AgentRun.wake_at <= now, AgentRun.wake_at.is_(None)))
-        .order_by(AgentRun.wake_at.nulls_last()).limit(limit)))
-    woken = []
-    for run in candidates:
-        if ready_to_wake(run):
-            jobs.enqueue_run(run.id)
-            woken.append(run.id)
-    return woken
-
-
-def reconcile_runs(limit: int = 200) -> dict:
-    """Scheduler: re-enqueue queued runs whose job vanished; fail running runs gone stale
-    (a dispatch whose worker died resumes its saga once instead: provisioner.recover_lost)."""
-    from services.dispatch import provisioner
-    cfg = current_app.config
-    requeued, lost, resumed = [], [], []
-    # A list, not a streaming result: enqueueing commits the session as it goes.
-    queued = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.status == "queued").limit(limit)))
-    for run in queued:
-        if provisioner.is_dispatch(run):
-            # A dispatch's job has a fixed id on the dispatch queue, never an agent-run job.
-            if not jobs.job_is_live(provisioner.dispatch_job_id(run.id)):
-                provisioner.enqueue_dispatch(run.id)
-                requeued.append(run.id)
-        elif not jobs.job_is_live(run.rq_job_id):
-            jobs.enqueue_run(run.id)
-            requeued.append(run.id)
-    stale_before = utcnow() - timedelta(seconds=cfg["RUN_STALE_SECONDS"])
-    stale = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.status == "running",
-        sa.or_(AgentRun.heartbeat_at < stale_before, AgentRun.heartbeat_at.is_(None))).limit(limit)))
-    for run in stale:
-        if provisioner.is_dispatch(run):
-            outcome = provisioner.recover_lost(run, stale_before)
-            if outcome == "resumed":
-                resumed.append(run.id)
-            elif outcome == "failed":
-                lost.append(run.id)
-            continue
-        # Claim it with a compare-and-set so two schedulers cannot both fail it.
-        if not runs.claim(run.id, ("running",), "failed", stale_before=stale_before):
-            continue
-        db.session.refresh(run)
-        outcome = recovery.fail(run, "worker_lost",
-                                f"No heartbeat since {run.heartbeat_at.isoformat() if run.heartbeat_at else 'start'}; "
-                                "the worker died or stopped.")
-        db.session.commit()
-        lifecycle.run_side_effects(outcome.effects)
-        lost.append(run.id)
-    return {"requeued": requeued, "lost": lost, "resumed": resumed}
-
-
-def hard_stop_cancelled() -> list:
-    """Scheduler: a cancel the loop has not honoured within the grace period is enforced.
-
-    The job is stopped through RQ (the work horse is killed) and the run is marked
-    cancelled; the experiment is blocked as for any cancel.
-    """
-    from rq.command import send_stop_job_command
-    from rq.exceptions import InvalidJobOperation, NoSuchJobError
-
-    from services import redis_store
-    grace = timedelta(seconds=current_app.config["CANCEL_GRACE_SECONDS"])
-    overdue = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.status == "running", AgentRun.cancel_requested_at < utcnow() - grace)))
-    stopped = []
-    for run in overdue:
-        try:
-            if run.rq_job_id:
-                send_stop_job_command(redis_store.connection(), run.rq_job_id)
-        except (InvalidJobOperation, NoSuchJobError):
-            pass  # the job already ended or vanished; the row is what matters
-        effects = runs.finish_cancel(run, Actor.owner_like())
-        runs.append_event(run.id, "cancelled", "Hard stop: the run did not stop within the grace period.")
-        db.session.commit()
-        lifecycle.run_side_effects(effects)
-        stopped.append(run.id)
-    return stopped

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from flask import current_app
 
+from services.agents import web_tools
+
 # --- models --------------------------------------------------------------------------------
 
 
@@ -92,14 +94,16 @@ def model_price(model: str) -> Price | None:
 
 
 def cost(model: str, usage) -> float | None:
-    """USD for one call's usage; None when the model has no price (shown as "price unknown")."""
+    """USD for one call's usage, its web searches included; None when the model has no price
+    (shown as "price unknown")."""
     price = model_price(model)
     if price is None:
         return None
     return (usage_count(usage, "input_tokens") * price.input
             + usage_count(usage, "output_tokens") * price.output
             + usage_count(usage, "cache_creation_input_tokens") * price.cache_write
-            + usage_count(usage, "cache_read_input_tokens") * price.cache_read) / 1_000_000
+            + usage_count(usage, "cache_read_input_tokens") * price.cache_read) / 1_000_000 \
+        + web_tools.search_cost(usage)
 
 
 def usage_count(usage, name: str) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, Experiment, db
+from models import AgentRun, Experiment, RunEvent, db
 from services import events, jobs, lifecycle, registry, runs
 from services.actors import Actor
 from services.agents import loader
@@ -33,10 +33,19 @@ def agents_enabled() -> bool:
     return bool(current_app.config.get("ANTHROPIC_API_KEY"))
 
 
-def active_run(experiment_id, kind: str) -> AgentRun | None:
-    return db.session.scalar(sa.select(AgentRun).where(
+def active_run(experiment_id, kind: str, *, lock: bool = False) -> AgentRun | None:
+    """The experiment's active top-level run of this kind. With `lock`, its row stays locked
+    to the end of the transaction, so the run cannot finish in between (see start_planner)."""
+    query = sa.select(AgentRun).where(
         AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id, AgentRun.kind == kind,
-        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES)).limit(1))
+        AgentRun.parent_run_id.is_(None), AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES)).limit(1)
+    return db.session.scalar(query.with_for_update() if lock else query)
+
+
+# A planning request that arrived while the previous planner was still on its last turn.
+QUEUED_PLANNING_EVENT = "planning_queued"
+# Where a planner works; a queued request for an experiment moved elsewhere since is moot.
+PLANNING_STATUSES = ("clarifying", "planning")
 
 
 def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> AgentRun | None:
@@ -48,9 +57,13 @@ def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> 
         events.record(experiment, "note", Actor.system(), note=NO_KEY_NOTE.format(agent="the planner"))
         db.session.commit()
         return None
-    if active_run(experiment.id, "plan") is not None:
-        return None
     request = PLANNER_REQUESTS[mode].format(note=(metadata or {}).get("note") or "")
+    active = active_run(experiment.id, "plan", lock=True)
+    if active is not None:
+        if actor.kind != "agent":
+            _queue_after(active, experiment, mode, metadata)
+        # else the planner moved its own experiment on (clarifying → planning) and goes on.
+        return None
     definition = loader.get(PLANNER)
     run = runs.create_run(kind="plan", agent=PLANNER, request=request, scope_id=experiment.id,
                           model=loader.model_for(definition), runpod_account=experiment.runpod_account)
@@ -59,6 +72,32 @@ def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> 
     db.session.commit()
     jobs.enqueue_run(run.id)
     return run
+
+
+def _queue_after(active: AgentRun, experiment: Experiment, mode: str, metadata: dict | None) -> None:
+    """The owner decided (rejected a plan, answered questions) while the planner is still
+    finishing its last turn: the request waits on that run and starts as it ends
+    (start_queued_planning), instead of being dropped and leaving the experiment in Sagan's
+    turn with nothing running. The run's row is locked (active_run), so it cannot end
+    between this check and the commit without seeing the request."""
+    runs.append_event(active.id, QUEUED_PLANNING_EVENT, f"Planning request queued ({mode}).",
+                      {"mode": mode, "metadata": metadata or {}})
+    events.record(experiment, "note", Actor.system(),
+                  note=f"Planner {active.short_id} is finishing its last turn; a new planning run ({mode}) "
+                       "starts when it ends.", metadata={"run_id": str(active.id)})
+    db.session.commit()
+
+
+def start_queued_planning(run: AgentRun) -> AgentRun | None:
+    """After a top-level planner run ended: start the planning request that waited on it."""
+    queued = db.session.scalar(sa.select(RunEvent.metadata_).where(
+        RunEvent.run_id == run.id, RunEvent.event_type == QUEUED_PLANNING_EVENT).order_by(RunEvent.seq.desc()).limit(1))
+    if not queued or run.scope_id is None:
+        return None
+    experiment = db.session.get(Experiment, run.scope_id)
+    if experiment is None or experiment.status not in PLANNING_STATUSES:
+        return None  # the owner has moved it on since (cancelled, approved another way)
+    return start_planner(experiment.id, Actor.system(), queued.get("metadata") or {}, mode=queued.get("mode") or "plan")
 
 
 def begin_orchestrator(experiment: Experiment, actor: Actor, *, plan_run_id=None) -> list:
@@ -111,48 +150,6 @@ def on_start_orchestrator(experiment_id, actor, metadata):
     effects = begin_orchestrator(experiment, actor)
     db.session.commit()
     lifecycle.run_side_effects(effects)
-
-
-def on_stop_active_work(experiment_id, actor, metadata):
-    """Archiving or cancelling an experiment cancels its active runs."""
-    active = list(db.session.scalars(sa.select(AgentRun).where(
-        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
-        AgentRun.status.in_(("queued", "running", "waiting", "awaiting_approval")))))
-    from models import Pod
-    from services.dispatch.provisioner import stop_pod
-    for pod in db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id,
-                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
-        stop_pod(pod, "owner", actor=actor)
-    for run in active:
-        if run.status == "running":
-            runs.request_cancel(run)
-            runs.append_event(run.id, "cancelled", "The experiment was closed; stopping after this step.")
-        else:
-            runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="The experiment was closed.")
-            runs.append_event(run.id, "cancelled", "The experiment was closed.")
-    db.session.commit()
-
-
-def on_enqueue_dispatch(experiment_id, actor, metadata):
-    from services.dispatch import provisioner
-    provisioner.enqueue_dispatch(metadata["run_id"])
-
-
-def on_stop_run_pods(experiment_id, actor, metadata):
-    """A cancelled run's pods are stopped with their volumes kept."""
-    import uuid as uuid_lib
-
-    from models import Pod
-    from services.dispatch.provisioner import stop_pod
-    run_id = uuid_lib.UUID(metadata["run_id"])
-    owned = [run_id] + [c.id for c in db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run_id))]
-    for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id.in_(owned),
-                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
-        stop_pod(pod, "owner", actor=actor)
-    for dispatch in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(owned), AgentRun.kind == "experiment",
-                                                                AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES))):
-        runs.set_status(dispatch, "cancelled", reason="cancelled_by_owner", error="Run cancelled by owner")
-    db.session.commit()
 
 
 def on_wake_orchestrator(experiment_id, actor, metadata):

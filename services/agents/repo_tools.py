@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 from models import db
 from services import workspaces
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import ValidationError
 from services.redact import redact
 

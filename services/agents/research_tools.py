@@ -24,7 +24,7 @@ from flask import current_app
 
 from models import Artifact, CleanResultVersion, Experiment, Pod, PodProgressPost, db
 from services import registry
-from services.agents.tools import ToolContext, ToolResult, tool
+from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.errors import NotFound, ValidationError
 from services.redact import redact
 from services.sanitize import parse_fragment, sanitize_result_html, text_of

@@ -1,140 +1,28 @@
-"""The tools an agent may call. Each is validated and is an audited call into the same
-service layer the UI uses (never SQL). Every tool acts on the run's own experiment only:
+"""The workflow tools an agent may call: reading the experiment, moving it, plans, results,
+comments, follow-ups, pods and sub-agents. Each is validated and is an audited call into the
+same service layer the UI uses (never SQL). Every tool acts on the run's own experiment only:
 no tool takes an experiment argument, so an agent cannot touch another experiment, and
 none can approve a plan, raise a cap or change an approved spec (SPEC §5.5).
+
+The other tools live beside their domain (code_tools, repo_tools, research_tools, analysis,
+implementation's `code_step`); services.agents.toolbox collects them all by name.
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Callable
 
 import sqlalchemy as sa
 
-from models import AgentRun, Experiment, WorkflowEvent, db
-from services import approvals, events, lifecycle, markers, questions, registry, result_lint, runs
-from services.actors import Actor
+from models import AgentRun, Experiment, Pod, WorkflowEvent, db
+from services import (approvals, discussion, events, follow_ups, lifecycle, markers, pod_logs, questions, registry,
+                      result_lint, results, runs)
+from services.agents import loader, web_tools
+from services.agents.research_tools import embed_artifacts
+from services.agents.toolkit import ToolContext, ToolResult, tool
+from services.dispatch import provisioner
+from services.dispatch.provisioner import live_dispatch, stop_pod
 from services.errors import SaganError, ValidationError
-from services.redact import redact
-
-RESULT_MAX = 64 * 1024
-
-
-@dataclass
-class ToolResult:
-    content: str
-    is_error: bool = False
-    park: dict | None = None          # e.g. {"children": [...]}, {"until": iso}, {"dispatch": "…"}
-    effects: list = field(default_factory=list)  # side effects to run after commit
-    enqueue: list = field(default_factory=list)  # run ids to enqueue after commit
-    # The run ends with this tool call, in the same commit: nothing that reacts to the
-    # tool (an owner answering the questions) can find the run still "running".
-    finish: bool = False
-    # (media type, bytes) of figures the model should see: image blocks after the text.
-    images: list = field(default_factory=list)
-
-    def api_content(self) -> str | list[dict]:
-        """The tool_result's `content` for the Messages API: the text (redacted), followed by
-        base64 image blocks when the tool returned figures."""
-        text = redact(self.content)
-        if not self.images:
-            return text
-        return [{"type": "text", "text": text}] + [
-            {"type": "image", "source": {"type": "base64", "media_type": media_type,
-                                         "data": base64.b64encode(data).decode()}}
-            for media_type, data in self.images]
-
-
-@dataclass
-class ToolContext:
-    run: AgentRun
-    experiment: Experiment | None
-
-    @property
-    def actor(self) -> Actor:
-        return Actor("agent", str(self.run.id), self.run.agent)
-
-    def need_experiment(self) -> Experiment:
-        if self.experiment is None:
-            raise ValidationError("This run has no experiment.")
-        return self.experiment
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    schema: dict
-    handler: Callable[[ToolContext, dict], ToolResult]
-    # The handler commits its reads and wraps its own writes: for tools that run long work
-    # without the database (git, the sandbox), which must not hold a transaction meanwhile.
-    own_transaction: bool = False
-
-    def as_api(self) -> dict:
-        return {"name": self.name, "description": self.description, "input_schema": self.schema}
-
-
-TOOLS: dict[str, Tool] = {}
-
-
-def tool(name: str, description: str, properties: dict | None = None, required: list | None = None, *,
-         own_transaction: bool = False):
-    schema = {"type": "object", "properties": properties or {}, "required": required or [],
-              "additionalProperties": False}
-
-    def register(handler):
-        TOOLS[name] = Tool(name, description, schema, handler, own_transaction)
-        return handler
-    return register
-
-
-# --- input validation (the subset of JSON Schema the tool schemas use) ----------------------
-
-_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict, "number": (int, float)}
-
-
-def validate_input(schema: dict, data) -> dict:
-    if not isinstance(data, dict):
-        raise ValidationError("Tool input must be a JSON object.")
-    props = schema.get("properties", {})
-    missing = [k for k in schema.get("required", []) if k not in data]
-    if missing:
-        raise ValidationError(f"Missing required input: {', '.join(missing)}.")
-    extra = [k for k in data if k not in props]
-    if extra and schema.get("additionalProperties") is False:
-        raise ValidationError(f"Unknown input: {', '.join(extra)}; allowed: {', '.join(props) or 'none'}.")
-    for key, value in data.items():
-        spec = props.get(key, {})
-        expected = _TYPES.get(spec.get("type"))
-        if expected and (not isinstance(value, expected) or (spec.get("type") == "integer" and isinstance(value, bool))):
-            raise ValidationError(f"{key} must be {spec['type']}.")
-        if "enum" in spec and value not in spec["enum"]:
-            raise ValidationError(f"{key} must be one of: {', '.join(map(str, spec['enum']))}.")
-        if spec.get("type") == "string" and len(value) > spec.get("maxLength", 200_000):
-            raise ValidationError(f"{key} is too long (max {spec.get('maxLength')} characters).")
-    return data
-
-
-def call(ctx: ToolContext, name: str, data) -> ToolResult:
-    """Run one tool call; domain errors come back as error results the model can read."""
-    definition = TOOLS.get(name)
-    if definition is None:
-        return ToolResult(f"Unknown tool {name!r}.", is_error=True)
-    try:
-        if definition.own_transaction:
-            result = definition.handler(ctx, validate_input(definition.schema, data))
-        else:
-            with db.session.begin_nested():  # a failed tool leaves nothing half-written
-                result = definition.handler(ctx, validate_input(definition.schema, data))
-    except SaganError as exc:
-        return ToolResult(f"{exc.code}: {exc.message}", is_error=True)
-    if len(result.content.encode()) > RESULT_MAX:
-        size = len(result.content.encode())
-        result.content = result.content.encode()[:RESULT_MAX].decode(errors="ignore") + \
-            f"\n… [truncated: {size:,} bytes in all]"
-    return result
 
 
 def _json(data) -> str:
@@ -166,7 +54,7 @@ def get_experiment(ctx: ToolContext, data: dict) -> ToolResult:
         record["cleanResultHtml"] = html[:CLEAN_RESULT_SHOWN]
         record["cleanResultTruncated"] = len(html) > CLEAN_RESULT_SHOWN
         record["cleanResultLint"] = result_lint.lint(e.title, e.body).summary()
-    return ToolResult(redact(_json(record)))
+    return ToolResult(_json(record))  # api_content redacts what the model is sent
 
 
 @tool("list_events", "The experiment's workflow events, newest first; filter by type or marker.",
@@ -237,7 +125,9 @@ def ask_questions(ctx: ToolContext, data: dict) -> ToolResult:
       {"markdown": {"type": "string", "maxLength": 200_000}}, ["markdown"])
 def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
-    submission = approvals.submit_plan(experiment, data["markdown"], ctx.actor, source="agent",
+    # The pages the model cited while researching stay with the plan, as a Sources list.
+    markdown = web_tools.with_markdown_sources(data["markdown"], web_tools.sources(ctx.run.conversation))
+    submission = approvals.submit_plan(experiment, markdown, ctx.actor, source="agent",
                                        agent_run_id=ctx.run.id)
     ctx.run.plan_md = submission.plan_version.markdown
     ctx.run.plan_json = submission.plan_version.plan_json
@@ -259,10 +149,9 @@ def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
       {"html": {"type": "string", "maxLength": 200_000}, "title": {"type": "string", "maxLength": 300}},
       ["html"])
 def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
-    from services import results
-    from services.agents.research_tools import embed_artifacts
     experiment = ctx.need_experiment()
-    saved = results.save_clean_result(experiment, embed_artifacts(experiment, data["html"]), ctx.actor,
+    body = web_tools.with_html_sources(data["html"], web_tools.sources(ctx.run.conversation))
+    saved = results.save_clean_result(experiment, embed_artifacts(experiment, body), ctx.actor,
                                       title=data.get("title"))
     lint = saved.report.summary()
     if not saved.changed:
@@ -273,7 +162,6 @@ def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
 @tool("add_comment", "Post a comment (markdown) in the discussion you were asked in, labelled as Claude.",
       {"body": {"type": "string", "maxLength": 20_000}}, ["body"])
 def add_comment(ctx: ToolContext, data: dict) -> ToolResult:
-    from services import discussion
     body = discussion.clean_body(data["body"])
     if looks_like_leaked_instructions(body, _prompt_of(ctx.run.agent)):
         raise ValidationError("That text reads like instructions rather than a comment; write only the answer.")
@@ -286,7 +174,6 @@ _LEAK_PHRASES = ("return only the comment text", "write only the answer itself",
 
 
 def _prompt_of(agent: str) -> str:
-    from services.agents import loader
     try:
         return loader.get(agent).prompt
     except SaganError:
@@ -305,7 +192,6 @@ def looks_like_leaked_instructions(text: str, prompt: str = "") -> bool:
 @tool("propose_follow_ups", "Create up to three follow-up experiments from this result.",
       {"experiments": {"type": "array"}}, ["experiments"])
 def propose_follow_ups(ctx: ToolContext, data: dict) -> ToolResult:
-    from services import follow_ups
     parent = ctx.need_experiment()
     made = follow_ups.propose(parent, data["experiments"], ctx.actor)
     return ToolResult("Created follow-ups (proposed by Claude): " + ", ".join(f"#{c.number}" for c in made))
@@ -315,7 +201,6 @@ def propose_follow_ups(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("launch_pods", "Dispatch the experiment's approved pod spec (one live dispatch per experiment).")
 def launch_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    from services.dispatch import provisioner
     run, effects = provisioner.launch(ctx.need_experiment(), ctx.actor, parent_run_id=ctx.run.id)
     if run is None:
         return ToolResult("Dispatch is gated (fleet incident or spend cap); the experiment waits in "
@@ -325,7 +210,6 @@ def launch_pods(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("list_pods", "The experiment's pods with status, progress and cost.")
 def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    from models import Pod
     pods = db.session.scalars(sa.select(Pod).where(Pod.experiment_id == ctx.need_experiment().id)
                               .order_by(Pod.created_at))
     return ToolResult(_json([{"name": p.name, "status": p.status, "account": p.account, "gpu": p.gpu_type_id,
@@ -339,7 +223,6 @@ def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
       {"pod": {"type": "string", "maxLength": 200, "description": "the pod's name, as list_pods shows it"},
        "tail": {"type": "integer"}, "since": {"type": "string", "maxLength": 64}}, ["pod"], own_transaction=True)
 def read_pod_logs(ctx: ToolContext, data: dict) -> ToolResult:
-    from services import pod_logs
     if "tail" in data and data.get("since"):
         raise ValidationError("Give tail or since, not both.", field="since")
     pod_logs.parse_tail(data.get("tail"))
@@ -351,8 +234,6 @@ def read_pod_logs(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("stop_pods", "Stop the experiment's running pods (volumes are kept).")
 def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    from models import Pod
-    from services.dispatch.provisioner import stop_pod
     live = list(db.session.scalars(sa.select(Pod).where(
         Pod.experiment_id == ctx.need_experiment().id, Pod.status.in_(registry.POD_LIVE_STATUSES))))
     for pod in live:
@@ -362,7 +243,6 @@ def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("wait_for_pods", "Park this run until the experiment's live dispatch ends (pods finished or failed).")
 def wait_for_pods(ctx: ToolContext, data: dict) -> ToolResult:
-    from services.dispatch.provisioner import live_dispatch
     dispatch = live_dispatch(ctx.need_experiment().id)
     if dispatch is None:
         return ToolResult("No dispatch is live for this experiment; nothing to wait for.", is_error=True)
@@ -374,7 +254,6 @@ def wait_for_pods(ctx: ToolContext, data: dict) -> ToolResult:
 @tool("spawn_agent", "Start a sub-agent on this experiment and wait for it to finish.",
       {"agent": {"type": "string"}, "request": {"type": "string", "maxLength": 20_000}}, ["agent", "request"])
 def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
-    from services.agents import loader
     definition = loader.get(data["agent"])
     if definition.name == ctx.run.agent:
         raise ValidationError("An agent cannot spawn itself.")
@@ -390,6 +269,3 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
     return ToolResult(f"Started {definition.name} as run {child.short_id}; waiting for it to finish.",
                       park={"children": [str(child.id)]}, enqueue=[child.id])
 
-
-# Code tools (worktree, sandbox, git) and the code loop's `code_step` register themselves here.
-from services.agents import analysis, code_tools, implementation, repo_tools, research_tools  # noqa: E402,F401

@@ -2,13 +2,16 @@
 
 GPU price × count × hours plus storage at $0.10 per GB-month. A GPU without a known
 price is reported as unknown — never guessed — and the total says it is incomplete.
-Prices come from the catalogue's reference rates, overridden by the owner's settings.
+Prices come from the catalogue's reference rates, overridden by the owner's settings
+(`owner_gpu_prices`; `update_pricing` checks and stores them from the settings form).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services import settings
 from services.dispatch import spec as specs
+from services.errors import ValidationError
 
 STORAGE_USD_PER_GB_MONTH = 0.10
 HOURS_PER_MONTH = 730.0
@@ -39,6 +42,53 @@ def gpu_prices(overrides: dict | None = None) -> dict[str, float | None]:
         if gpu is not None and isinstance(value, (int, float)) and value >= 0:
             prices[gpu.short] = float(value)
     return prices
+
+
+def owner_gpu_prices() -> dict[str, float | None]:
+    """The catalogue's reference rates with the owner's prices (settings) over them."""
+    return gpu_prices(settings.get("gpu_prices") or {})
+
+
+def update_pricing(form: dict) -> None:
+    """Validate and store GPU prices and the auto-approve limit from the settings form.
+
+    Empty price fields mean "use the reference rate" (or unknown when there is none).
+    """
+    prices = {}
+    for gpu in specs.GPUS:
+        raw = (form.get(f"price-{gpu.short}") or "").strip()
+        if not raw:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValidationError(f"The price for {gpu.short} must be a number of dollars per GPU-hour.",
+                                  field=f"price-{gpu.short}")
+        if not 0 <= value <= 1000:
+            raise ValidationError(f"The price for {gpu.short} must be between 0 and 1,000 $/GPU-hour.",
+                                  field=f"price-{gpu.short}")
+        prices[gpu.short] = value
+    raw_limit = (form.get("auto_approve_max_usd") or "").strip()
+    try:
+        limit = float(raw_limit)
+    except ValueError:
+        raise ValidationError("The auto-approve limit must be a number of dollars.", field="auto_approve_max_usd")
+    if not 0 <= limit <= 100_000:
+        raise ValidationError("The auto-approve limit must be between 0 and 100,000 dollars.",
+                              field="auto_approve_max_usd")
+    raw_daily = (form.get("daily_cap_usd") or "").strip()
+    daily = None
+    if raw_daily:
+        try:
+            daily = float(raw_daily)
+        except ValueError:
+            raise ValidationError("The daily cap must be a number of dollars, or empty for none.",
+                                  field="daily_cap_usd")
+        if not 0 < daily <= 1_000_000:
+            raise ValidationError("The daily cap must be above 0 (or empty for none).", field="daily_cap_usd")
+    settings.put("gpu_prices", prices)
+    settings.put("auto_approve_max_usd", limit)
+    settings.put("daily_cap_usd", daily)
 
 
 @dataclass

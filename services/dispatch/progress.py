@@ -16,11 +16,12 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
-from services import runs
+from models import Artifact, Experiment, Figure, Pod, PodProgressPost, WorkflowEvent, db
+from services import jobs, runs
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
 from services.redact import redact, redact_json_text
+from services.sanitize import check_nesting, sanitize_result_html
 
 MESSAGE_MAX = 2_000
 METRICS_MAX = 50
@@ -301,8 +302,6 @@ INLINE_SANITIZE_BYTES = 64 * 1024
 def figure_for(artifact: Artifact) -> None:
     """SVG, images and HTML become figures; SVG and HTML are sanitized on write (SPEC §8.2),
     never on read — large ones by `sanitize_figure`, queued once the upload committed."""
-    from models import Figure
-    from services.sanitize import check_nesting, sanitize_result_html
     kind = FIGURE_KINDS.get(artifact.content_type)
     if kind is None:
         return None
@@ -323,8 +322,6 @@ def figure_for(artifact: Artifact) -> None:
 
 def enqueue_figure_sanitizing(artifact: Artifact) -> str | None:
     """After the upload committed: queue `sanitize_figure` if its markup figure was left for it."""
-    from models import Figure
-    from services import jobs
     figure_id = db.session.scalar(sa.select(Figure.id).where(
         Figure.artifact_id == artifact.id, Figure.kind.in_(("svg", "html_artifact")), Figure.content.is_(None)))
     if figure_id is None:
@@ -335,8 +332,6 @@ def enqueue_figure_sanitizing(artifact: Artifact) -> str | None:
 
 def sanitize_figure(figure_id) -> str:
     """The job: sanitize a large markup figure from its artifact's current content."""
-    from models import Figure
-    from services.sanitize import sanitize_result_html
     figure = db.session.get(Figure, uuid.UUID(str(figure_id)))
     artifact = db.session.get(Artifact, figure.artifact_id) if figure and figure.artifact_id else None
     if artifact is None:

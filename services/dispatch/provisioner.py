@@ -22,7 +22,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import approvals, events, jobs, lifecycle, pod_secrets, registry, runs, settings
+from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -30,6 +30,7 @@ from services.dispatch import spec as specs
 from services.dispatch import tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
 from services.errors import Conflict
+from services.parking import Heartbeat, wake_parent_if_ready
 
 MAX_CANDIDATES = 25
 GIT_ENV = specs.GIT_ENV
@@ -169,7 +170,6 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
 
 
 def _gate_reason(experiment: Experiment) -> str | None:
-    from services import recovery, spend
     terms = approvals.approved_terms(experiment)
     if terms is not None and experiment.cost_cap_usd is None \
             and costs.is_paid(costs.accounts_of(specs.as_pods(terms.spec) or [], terms.account)):
@@ -294,7 +294,6 @@ def run_dispatch(run_id) -> str:
     db.session.commit()
     run = db.session.get(AgentRun, run_uuid)
     experiment = db.session.get(Experiment, run.scope_id)
-    from services.agents.loop import Heartbeat
     app = current_app._get_current_object()
     with Heartbeat(app, run.id, app.config["HEARTBEAT_SECONDS"]):
         return _saga(run, experiment)
@@ -318,7 +317,7 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
         runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
     db.session.commit()
 
-    prices = settings.gpu_prices()
+    prices = costs.owner_gpu_prices()
     created: list[Pod] = []
     for index, pod_spec in enumerate(pods_spec):
         attempts = earlier.get(index, [])
@@ -555,13 +554,11 @@ def fail_dispatch(run: AgentRun, reason: str, message: str, *, stop=(), block_no
     experiment's timeline says which pods were stopped. Then recovery decides (one
     recovery, or a blocker — a partial dispatch blocks with its exact `block_note` and is
     never recovered), the effects run, and the run waiting on this dispatch is woken."""
-    from services import recovery
     stop_owned_pods(run, reason, extra=stop)
     outcome = recovery.fail(run, reason, message, block_note=block_note)
     db.session.commit()
     lifecycle.run_side_effects(outcome.effects)
     if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
     return "failed"
 
@@ -610,3 +607,40 @@ def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
         stop_pod(pod, "failure")
     db.session.commit()
     return [p for p in earlier if p.status != "stopped"]
+
+
+# --- after-move hooks (services/side_effects.py) -------------------------------------------------
+
+def on_stop_active_work(experiment_id, actor, metadata):
+    """Archiving or cancelling an experiment cancels its active runs."""
+    active = list(db.session.scalars(sa.select(AgentRun).where(
+        AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id,
+        AgentRun.status.in_(("queued", "running", "waiting", "awaiting_approval")))))
+    for pod in db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id,
+                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
+        stop_pod(pod, "owner", actor=actor)
+    for run in active:
+        if run.status == "running":
+            runs.request_cancel(run)
+            runs.append_event(run.id, "cancelled", "The experiment was closed; stopping after this step.")
+        else:
+            runs.set_status(run, "cancelled", reason="cancelled_by_owner", error="The experiment was closed.")
+            runs.append_event(run.id, "cancelled", "The experiment was closed.")
+    db.session.commit()
+
+
+def on_enqueue_dispatch(experiment_id, actor, metadata):
+    enqueue_dispatch(metadata["run_id"])
+
+
+def on_stop_run_pods(experiment_id, actor, metadata):
+    """A cancelled run's pods are stopped with their volumes kept."""
+    run_id = uuid.UUID(metadata["run_id"])
+    owned = [run_id] + [c.id for c in db.session.scalars(sa.select(AgentRun).where(AgentRun.parent_run_id == run_id))]
+    for pod in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id.in_(owned),
+                                                      Pod.status.in_(registry.POD_LIVE_STATUSES))):
+        stop_pod(pod, "owner", actor=actor)
+    for dispatch in db.session.scalars(sa.select(AgentRun).where(AgentRun.id.in_(owned), AgentRun.kind == "experiment",
+                                                                AgentRun.status.in_(registry.RUN_ACTIVE_STATUSES))):
+        runs.set_status(dispatch, "cancelled", reason="cancelled_by_owner", error="Run cancelled by owner")
+    db.session.commit()

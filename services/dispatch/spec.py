@@ -129,75 +129,109 @@ def _int_field(pod: dict, name: str, where: str, problems: list[str], *, minimum
         problems.append(f"{where}.{name}: must be at least {minimum}, got {value}")
 
 
+MAX_PODS = 64
+# The counted fields and the smallest value each may take, in the order problems are listed.
+WHOLE_NUMBER_MINIMUMS = (("gpuCount", 1), ("volumeGb", 0), ("containerDiskGb", 1), ("estimatedMinutes", 1),
+                         ("keepAliveMinutes", 0), ("bootstrapSilenceMinutes", 1))
+CONSOLIDATION_REFUSED = ("consolidation: not supported — Sagan never merges pods onto a larger GPU; remove the "
+                         "field (each pod runs as specified, and substitution_policy lists the GPUs it may move to)")
+
+
 def validate(spec, account: str | None = None, allowed_secrets: list[str] | None = None) -> SpecCheck:
     """Check a parsed spec; returns the pods, every problem, and unknown fields.
 
     `account` is the experiment's RunPod account, which the policy must allow;
     `allowed_secrets`, when given, the pod-secret allowlist every `secrets` name must be on.
     """
-    problems: list[str] = []
-    unknown: list[str] = []
     pods = as_pods(spec)
     if pods is None:
         return SpecCheck([], ["runpod-spec must be a JSON object (one pod) or an array of pods"], [])
     if not pods:
         return SpecCheck([], ["runpod-spec array is empty"], [])
-    if len(pods) > 64:
-        problems.append(f"runpod-spec has {len(pods)} pods; the limit is 64")
-    names = set()
+    problems: list[str] = []
+    unknown: list[str] = []
+    if len(pods) > MAX_PODS:
+        problems.append(f"runpod-spec has {len(pods)} pods; the limit is {MAX_PODS}")
+    names: set[str] = set()
     for index, pod in enumerate(pods):
         where = f"[{index}]"
         if not isinstance(pod, dict):
             problems.append(f"{where}: must be an object")
             continue
         unknown += [f"{where}.{k}" for k in pod if k not in KNOWN_FIELDS]
-        name = pod.get("name")
-        if name is not None:
-            if not isinstance(name, str) or not name.strip() or len(name) > 120:
-                problems.append(f"{where}.name: must be text of 1–120 characters")
-            elif name in names:
-                problems.append(f"{where}.name: duplicate pod name {name!r}")
-            names.add(name)
-        gpu = None
-        if "gpuType" not in pod:
-            problems.append(f"{where}.gpuType: required")
-        else:
-            gpu = find_gpu(pod["gpuType"])
-            if gpu is None:
-                problems.append(f"{where}.gpuType: unknown GPU {json.dumps(pod['gpuType'])}; known: {known_gpu_names()}")
-        _int_field(pod, "gpuCount", where, problems, minimum=1)
-        _int_field(pod, "volumeGb", where, problems, minimum=0)
-        _int_field(pod, "containerDiskGb", where, problems, minimum=1)
-        _int_field(pod, "estimatedMinutes", where, problems, minimum=1)
-        _int_field(pod, "keepAliveMinutes", where, problems, minimum=0)
-        _int_field(pod, "bootstrapSilenceMinutes", where, problems, minimum=1)
-        if "cloudType" in pod and pod["cloudType"] not in registry.CLOUD_TYPES:
-            problems.append(f"{where}.cloudType: must be one of {', '.join(registry.CLOUD_TYPES)}")
-        if "env" in pod:
-            env = pod["env"]
-            if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-                problems.append(f"{where}.env: must map names to string values")
-        for name_field in ("dockerArgs", "image"):
-            if name_field in pod and not isinstance(pod[name_field], str):
-                problems.append(f"{where}.{name_field}: must be a string")
-        if "secrets" in pod:
-            secrets = pod["secrets"]
-            if not isinstance(secrets, list) or not all(
-                    isinstance(s, str) and s and set(s) <= SECRET_NAME_CHARS for s in secrets):
-                problems.append(f"{where}.secrets: must be a list of environment variable names like HF_TOKEN")
-            elif allowed_secrets is not None:
-                from services.pod_secrets import problems as secret_problems
-                problems += secret_problems(secrets, where, allowed_secrets)
-        _check_config(pod.get("config"), where, problems)
-        if "substitution_policy" in pod:
-            _check_policy(pod, gpu, where, problems, account)
-        if "consolidation" in pod:
-            # Never silently ignored: Sagan does not merge pods, so a plan that counts on it is
-            # told so before approval rather than dispatched as if it had been honoured.
-            problems.append(f"{where}.consolidation: not supported — Sagan never merges pods onto a larger "
-                            "GPU; remove the field (each pod runs as specified, and substitution_policy "
-                            "lists the GPUs it may move to)")
+        problems += pod_problems(pod, where, names, account, allowed_secrets)
     return SpecCheck(pods, problems, unknown)
+
+
+def pod_problems(pod: dict, where: str, names: set[str], account: str | None = None,
+                 allowed_secrets: list[str] | None = None) -> list[str]:
+    """Every problem of one pod, field by field in a fixed order (so the first problem a planner
+    reads does not move). `names` holds the names of the pods before it, and gains this one's."""
+    problems = _name_problems(pod.get("name"), where, names)
+    gpu = None
+    if "gpuType" not in pod:
+        problems.append(f"{where}.gpuType: required")
+    else:
+        gpu = find_gpu(pod["gpuType"])
+        if gpu is None:
+            problems.append(f"{where}.gpuType: unknown GPU {json.dumps(pod['gpuType'])}; known: {known_gpu_names()}")
+    for field, minimum in WHOLE_NUMBER_MINIMUMS:
+        _int_field(pod, field, where, problems, minimum=minimum)
+    problems += _shape_problems(pod, where)
+    if "secrets" in pod:
+        problems += _secrets_problems(pod["secrets"], where, allowed_secrets)
+    _check_config(pod.get("config"), where, problems)
+    if "substitution_policy" in pod:
+        _check_policy(pod, gpu, where, problems, account)
+    if "consolidation" in pod:
+        # Never silently ignored: Sagan does not merge pods, so a plan that counts on it is
+        # told so before approval rather than dispatched as if it had been honoured.
+        problems.append(f"{where}.{CONSOLIDATION_REFUSED}")
+    return problems
+
+
+def _name_problems(name, where: str, names: set[str]) -> list[str]:
+    """A pod's optional name: 1–120 characters of text, unique within the spec."""
+    if name is None:
+        return []
+    problems = []
+    if not isinstance(name, str) or not name.strip() or len(name) > 120:
+        # Not remembered: a list or object name cannot go in a set (it was a 500), and only a
+        # valid name can be a duplicate of another.
+        problems.append(f"{where}.name: must be text of 1–120 characters")
+    elif name in names:
+        problems.append(f"{where}.name: duplicate pod name {name!r}")
+    else:
+        names.add(name)
+    return problems
+
+
+def _shape_problems(pod: dict, where: str) -> list[str]:
+    """The fields that only need the right type: cloudType, env, dockerArgs and image."""
+    problems = []
+    if "cloudType" in pod and pod["cloudType"] not in registry.CLOUD_TYPES:
+        problems.append(f"{where}.cloudType: must be one of {', '.join(registry.CLOUD_TYPES)}")
+    if "env" in pod and not _string_map(pod["env"]):
+        problems.append(f"{where}.env: must map names to string values")
+    for name_field in ("dockerArgs", "image"):
+        if name_field in pod and not isinstance(pod[name_field], str):
+            problems.append(f"{where}.{name_field}: must be a string")
+    return problems
+
+
+def _string_map(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _secrets_problems(secrets, where: str, allowed_secrets: list[str] | None) -> list[str]:
+    """A list of environment variable names, each on the allowlist when one is given."""
+    if not isinstance(secrets, list) or not all(isinstance(s, str) and s and set(s) <= SECRET_NAME_CHARS
+                                                for s in secrets):
+        return [f"{where}.secrets: must be a list of environment variable names like HF_TOKEN"]
+    if allowed_secrets is None:
+        return []
+    from services.pod_secrets import problems as secret_problems  # cycle: pod_secrets → spec
+    return secret_problems(secrets, where, allowed_secrets)
 
 
 def _check_config(config, where: str, problems: list[str]) -> None:
@@ -235,6 +269,14 @@ def _artifact_ok(item) -> bool:
     return item.startswith("/workspace/") or not item.startswith("/")
 
 
+@dataclass(frozen=True)
+class PolicyOwner:
+    """What a substitution policy must include: the pod's own values and the experiment's account."""
+    pod: dict
+    gpu: Gpu | None
+    account: str | None
+
+
 def _check_policy(pod: dict, gpu: Gpu | None, where: str, problems: list[str],
                   account: str | None) -> None:
     policy = pod["substitution_policy"]
@@ -242,62 +284,114 @@ def _check_policy(pod: dict, gpu: Gpu | None, where: str, problems: list[str],
     if not isinstance(policy, dict):
         problems.append(f"{base}: must be an object")
         return
-    gpu_policy = policy.get("gpuType")
-    if gpu_policy is not None:
-        allowed = gpu_policy.get("allowed") if isinstance(gpu_policy, dict) else None
-        if not isinstance(allowed, list) or not allowed:
-            problems.append(f"{base}.gpuType.allowed: must be a non-empty list of GPU names")
+    owner = PolicyOwner(pod, gpu, account)
+    for key, rule in POLICY_RULES:
+        if policy.get(key) is not None:
+            problems += rule(policy[key], owner, f"{base}.{key}")
+
+
+def gpu_type_policy_problems(gpu_policy, owner: PolicyOwner, path: str) -> list[str]:
+    """`gpuType`: a non-empty list of known GPUs with the pod's own, and an optional VRAM floor."""
+    allowed = gpu_policy.get("allowed") if isinstance(gpu_policy, dict) else None
+    if not isinstance(allowed, list) or not allowed:
+        return [f"{path}.allowed: must be a non-empty list of GPU names"]
+    allowed_gpus, problems = _allowed_gpus(allowed, f"{path}.allowed")
+    if owner.gpu is not None and allowed_gpus and owner.gpu not in allowed_gpus:
+        problems.append(f"{path}.allowed: does not include the spec's own GPU {owner.pod['gpuType']!r}")
+    min_vram = gpu_policy.get("min_vram_gb")
+    if min_vram is not None:
+        problems += _min_vram_problems(min_vram, allowed_gpus, owner, f"{path}.min_vram_gb")
+    return problems
+
+
+def _allowed_gpus(allowed: list, path: str) -> tuple[list[Gpu], list[str]]:
+    """The catalogue entries of the allowed names, and a problem for each unknown one."""
+    found, problems = [], []
+    for i, name in enumerate(allowed):
+        gpu = find_gpu(name)
+        if gpu is None:
+            problems.append(f"{path}[{i}]: unknown GPU {json.dumps(name)}; known: {known_gpu_names()}")
         else:
-            allowed_gpus = []
-            for i, name in enumerate(allowed):
-                found = find_gpu(name)
-                if found is None:
-                    problems.append(f"{base}.gpuType.allowed[{i}]: unknown GPU {json.dumps(name)}; known: {known_gpu_names()}")
-                else:
-                    allowed_gpus.append(found)
-            if gpu is not None and allowed_gpus and gpu not in allowed_gpus:
-                problems.append(f"{base}.gpuType.allowed: does not include the spec's own GPU {pod['gpuType']!r}")
-            min_vram = gpu_policy.get("min_vram_gb")
-            if min_vram is not None:
-                if isinstance(min_vram, bool) or not isinstance(min_vram, (int, float)) or min_vram <= 0:
-                    problems.append(f"{base}.gpuType.min_vram_gb: must be a positive number")
-                elif allowed_gpus and not any(g.vram_gb >= min_vram for g in allowed_gpus):
-                    problems.append(f"{base}.gpuType.min_vram_gb: no allowed GPU has {min_vram} GB")
-                elif gpu is not None and gpu.vram_gb < min_vram:
-                    problems.append(f"{base}.gpuType.min_vram_gb: the spec's own GPU {pod['gpuType']!r} has "
-                                    f"{gpu.vram_gb} GB, less than {min_vram}")
-    count_policy = policy.get("gpuCount")
-    if count_policy is not None:
-        low, high = (count_policy.get("min"), count_policy.get("max")) if isinstance(count_policy, dict) else (None, None)
-        if not isinstance(count_policy, dict) or not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1) for v in (low, high)):
-            problems.append(f"{base}.gpuCount: min and max must be whole numbers ≥ 1")
-        elif low is not None and high is not None and low > high:
-            problems.append(f"{base}.gpuCount: min {low} is above max {high}")
-        elif isinstance(pod.get("gpuCount"), int) and not ((low or 1) <= pod["gpuCount"] <= (high or pod["gpuCount"])):
-            problems.append(f"{base}.gpuCount: the spec's own gpuCount {pod['gpuCount']} is outside {low}–{high}")
-    for disk in ("volumeGb", "containerDiskGb"):
-        disk_policy = policy.get(disk)
-        if disk_policy is not None and (not isinstance(disk_policy, dict) or not isinstance(disk_policy.get("min", 0), int)):
-            problems.append(f"{base}.{disk}: must be {{\"min\": <GB>}}")
-    for key, choices, own in (("cloudType", registry.CLOUD_TYPES, pod.get("cloudType")),
-                              ("account", ACCOUNTS, account)):
-        sub = policy.get(key)
-        if sub is None:
-            continue
-        if not isinstance(sub, dict) or not isinstance(sub.get("allowed", []), list):
-            problems.append(f"{base}.{key}: must be {{\"prefer\": …, \"allowed\": […]}}")
-            continue
-        allowed = sub.get("allowed") or []
-        for i, value in enumerate(allowed):
-            if value not in choices:
-                problems.append(f"{base}.{key}.allowed[{i}]: {json.dumps(value)} is not one of {', '.join(choices)}")
-        prefer = sub.get("prefer")
-        if prefer is not None and allowed and prefer not in allowed:
-            problems.append(f"{base}.{key}.prefer: {prefer!r} is not in allowed")
-        if own is not None and allowed and own not in allowed:
-            problems.append(f"{base}.{key}.allowed: does not include the spec's own {key} {own!r}")
-    dc = policy.get("dataCenterId")
-    if dc is not None:
-        allowed = dc.get("allowed") if isinstance(dc, dict) else None
-        if not (allowed == "any" or (isinstance(allowed, list) and all(isinstance(x, str) for x in allowed))):
-            problems.append(f"{base}.dataCenterId.allowed: must be \"any\" or a list of data-center ids")
+            found.append(gpu)
+    return found, problems
+
+
+def _min_vram_problems(min_vram, allowed_gpus: list[Gpu], owner: PolicyOwner, path: str) -> list[str]:
+    """A positive number of GB that some allowed GPU has, and the pod's own GPU too."""
+    if isinstance(min_vram, bool) or not isinstance(min_vram, (int, float)) or min_vram <= 0:
+        return [f"{path}: must be a positive number"]
+    if allowed_gpus and not any(g.vram_gb >= min_vram for g in allowed_gpus):
+        return [f"{path}: no allowed GPU has {min_vram} GB"]
+    if owner.gpu is not None and owner.gpu.vram_gb < min_vram:
+        return [f"{path}: the spec's own GPU {owner.pod['gpuType']!r} has {owner.gpu.vram_gb} GB, less than {min_vram}"]
+    return []
+
+
+def gpu_count_policy_problems(count_policy, owner: PolicyOwner, path: str) -> list[str]:
+    """`gpuCount`: optional whole-number bounds ≥ 1, in order, around the pod's own count."""
+    if not isinstance(count_policy, dict):
+        return [f"{path}: min and max must be whole numbers ≥ 1"]
+    low, high = count_policy.get("min"), count_policy.get("max")
+    if not all(v is None or _whole_at_least_one(v) for v in (low, high)):
+        return [f"{path}: min and max must be whole numbers ≥ 1"]
+    if low is not None and high is not None and low > high:
+        return [f"{path}: min {low} is above max {high}"]
+    own = owner.pod.get("gpuCount")
+    if isinstance(own, int) and not ((low or 1) <= own <= (high or own)):
+        return [f"{path}: the spec's own gpuCount {own} is outside {low}–{high}"]
+    return []
+
+
+def _whole_at_least_one(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def disk_policy_problems(disk_policy, owner: PolicyOwner, path: str) -> list[str]:
+    """`volumeGb` and `containerDiskGb`: `{"min": <GB>}`."""
+    if not isinstance(disk_policy, dict) or not isinstance(disk_policy.get("min", 0), int):
+        return [f"{path}: must be {{\"min\": <GB>}}"]
+    return []
+
+
+def choice_policy_problems(sub, path: str, key: str, choices: list[str], own) -> list[str]:
+    """`cloudType` and `account`: `allowed` values among `choices`, `prefer` among them, the pod's own included."""
+    if not isinstance(sub, dict) or not isinstance(sub.get("allowed", []), list):
+        return [f"{path}: must be {{\"prefer\": …, \"allowed\": […]}}"]
+    allowed = sub.get("allowed") or []
+    problems = [f"{path}.allowed[{i}]: {json.dumps(value)} is not one of {', '.join(choices)}"
+                for i, value in enumerate(allowed) if value not in choices]
+    prefer = sub.get("prefer")
+    if prefer is not None and allowed and prefer not in allowed:
+        problems.append(f"{path}.prefer: {prefer!r} is not in allowed")
+    if own is not None and allowed and own not in allowed:
+        problems.append(f"{path}.allowed: does not include the spec's own {key} {own!r}")
+    return problems
+
+
+def cloud_type_policy_problems(sub, owner: PolicyOwner, path: str) -> list[str]:
+    return choice_policy_problems(sub, path, "cloudType", registry.CLOUD_TYPES, owner.pod.get("cloudType"))
+
+
+def account_policy_problems(sub, owner: PolicyOwner, path: str) -> list[str]:
+    return choice_policy_problems(sub, path, "account", ACCOUNTS, owner.account)
+
+
+def data_center_policy_problems(dc, owner: PolicyOwner, path: str) -> list[str]:
+    """`dataCenterId`: `allowed` is "any" or a list of data-center ids."""
+    allowed = dc.get("allowed") if isinstance(dc, dict) else None
+    if allowed == "any" or (isinstance(allowed, list) and all(isinstance(x, str) for x in allowed)):
+        return []
+    return [f"{path}.allowed: must be \"any\" or a list of data-center ids"]
+
+
+# One rule per policy key, checked in this order; a key the policy leaves out (or sets to
+# null) is not checked.
+POLICY_RULES = (
+    ("gpuType", gpu_type_policy_problems),
+    ("gpuCount", gpu_count_policy_problems),
+    ("volumeGb", disk_policy_problems),
+    ("containerDiskGb", disk_policy_problems),
+    ("cloudType", cloud_type_policy_problems),
+    ("account", account_policy_problems),
+    ("dataCenterId", data_center_policy_problems),
+)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from markupsafe import Markup
 
-from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, db
+from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
 from services import spend
-from services.dispatch import watcher
+from services.dispatch import provisioner, watcher
 
 CHART_POINTS = 60
 
@@ -60,8 +60,7 @@ def _chart(points) -> Markup | None:
 
 
 def live_dispatch(experiment: Experiment) -> AgentRun | None:
-    from services.dispatch.provisioner import live_dispatch as find
-    return find(experiment.id)
+    return provisioner.live_dispatch(experiment.id)
 
 
 def can_dispatch(experiment: Experiment) -> bool:
@@ -80,7 +79,6 @@ class ArtifactView:
 def artifacts_for(experiment: Experiment) -> list[ArtifactView]:
     import base64
 
-    from models import Figure
     rows = list(db.session.scalars(sa.select(Artifact).where(Artifact.experiment_id == experiment.id)
                                    .order_by(Artifact.name)))
     figures = {f.artifact_id: f for f in db.session.scalars(

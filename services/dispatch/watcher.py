@@ -7,16 +7,22 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import events, lifecycle, redis_store, registry, runs, spend
+from services import events, lifecycle, recovery, redis_store, registry, runs, settings, spend
 from services.actors import Actor
 from services.clock import utcnow
+from services.errors import Conflict
+from services.dispatch import verify
 from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.pods import pods_of
+from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_pod
 from services.dispatch.spec import pod_noun
+from services.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
@@ -30,17 +36,6 @@ CRASH_LOOP_POSTS = 3
 CRASH_LOOP_WINDOW = timedelta(minutes=10)
 PROVIDER_TO_POD = {"PROVISIONING": "deploying", "STARTING": "deploying", "RUNNING": "running",
                    "EXITED": "exited", "ERROR": "exited", "TERMINATED": "terminated"}
-
-
-def _pods_of(run_id) -> list[Pod]:
-    """The pods that count for a dispatch: the last attempt of each run index."""
-    rows = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id)
-                                   .order_by(Pod.run_index, Pod.attempt)))
-    latest: dict[int, Pod] = {}
-    for pod in rows:
-        if pod.provider_pod_id is not None or pod.status != "failed":
-            latest[pod.run_index] = pod
-    return list(latest.values())
 
 
 # --- the periodic pass ---------------------------------------------------------------------------
@@ -77,7 +72,13 @@ def watch(limit: int = 100) -> dict:
             pod.last_checked_at = now
         db.session.commit()
     for run_id in {p.agent_run_id for p in pods if p.agent_run_id}:
-        _review_dispatch(run_id, now)
+        try:
+            _review_dispatch(run_id, now)
+        except Conflict as exc:
+            # Another writer moved this experiment first (an owner's board move, a progress
+            # post): this run is looked at again on the next pass; the other runs still are now.
+            db.session.rollback()
+            log.info("watcher: dispatch %s changed under this pass (%s); next pass", run_id, exc.message)
         db.session.commit()
     _enforce_caps(now)
     db.session.commit()
@@ -110,37 +111,74 @@ class _AccountListings:
 
 
 def _check(pod: Pod, now, listings: _AccountListings) -> None:
-    backend = backend_for(pod.account)
-    found = backend.get(pod.provider_pod_id)
+    found = backend_for(pod.account).get(pod.provider_pod_id)
     pod.last_checked_at = now
-    meta = dict(pod.metadata_ or {})
     if found is None:
-        if pod.status == "stop_requested":
-            pod.status = "stopped"
-            pod.stopped_at = pod.stopped_at or now
-            return
-        checks = meta.get("missing_checks", []) + [now.isoformat()]
-        meta["missing_checks"] = checks
-        pod.metadata_ = meta
-        first = datetime.fromisoformat(checks[0])
-        if len(checks) >= VANISH_CHECKS and now - first >= VANISH_SPAN:
-            if pod.account != "local" and listings.looks_unscoped(pod.account):
-                _empty_listing_incident(pod, now)
-                return
-            _vanished(pod, now)
-        return
+        return _missing(pod, now, listings)
+    meta = dict(pod.metadata_ or {})
     if meta.get("missing_checks"):
         meta.pop("missing_checks")  # it came back: a listing blip, not a vanish
         pod.metadata_ = meta
-    new_status = PROVIDER_TO_POD.get(found.status, pod.status)
-    if pod.exit_code is not None and new_status in ("running", "deploying"):
+    seen = status_seen(pod.status, found.status, exit_reported=pod.exit_code is not None)
+    changed = (seen != pod.status or float(found.cost_per_hr or 0) != float(pod.cost_per_hr or 0))
+    pod.status = status_settled(pod.status, seen)
+    copy_provider_facts(pod, found, now)
+    if changed and pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_status", found.status,
+                          {"pod_id": str(pod.id), "status": pod.status, "cost_per_hr": found.cost_per_hr,
+                           "uptime": found.uptime_seconds})
+    if keep_alive_over(pod, now):
+        # The bootstrap waits after its script instead of exiting (an exited container is
+        # restarted on RunPod): ending keep-alive is ours to do.
+        stop_pod(pod, "completed")
+
+
+def _missing(pod: Pod, now, listings: _AccountListings) -> None:
+    """The provider does not know the pod: a stop we asked for is done; otherwise it counts
+    towards a vanish, declared after VANISH_CHECKS misses over VANISH_SPAN (or, if the whole
+    account lists nothing, a fleet incident instead)."""
+    if pod.status == "stop_requested":
+        pod.status = "stopped"
+        pod.stopped_at = pod.stopped_at or now
+        return
+    meta = dict(pod.metadata_ or {})
+    checks = meta.get("missing_checks", []) + [now.isoformat()]
+    meta["missing_checks"] = checks
+    pod.metadata_ = meta
+    if not vanish_proven(checks, now):
+        return
+    if pod.account != "local" and listings.looks_unscoped(pod.account):
+        return _empty_listing_incident(pod, now)
+    _vanished(pod, now)
+
+
+def vanish_proven(missing_checks: list[str], now) -> bool:
+    """Enough misses (ISO times, oldest first) spread over long enough to call the pod gone."""
+    first = datetime.fromisoformat(missing_checks[0])
+    return len(missing_checks) >= VANISH_CHECKS and now - first >= VANISH_SPAN
+
+
+def status_seen(current: str, provider_status: str, *, exit_reported: bool) -> str:
+    """Sagan's pod status for the provider's answer (an unknown answer changes nothing)."""
+    seen = PROVIDER_TO_POD.get(provider_status, current)
+    if exit_reported and seen in ("running", "deploying"):
         # The script reported its exit and the container waits for us to stop it (keep-alive):
         # RunPod still says RUNNING, the pod is `exited` for Sagan.
-        new_status = "exited"
-    changed = (new_status != pod.status or float(found.cost_per_hr or 0) != float(pod.cost_per_hr or 0))
-    if pod.status == "stop_requested" and new_status in ("exited", "terminated"):
-        new_status = "stopped"
-    pod.status = new_status if pod.status != "stopped" else pod.status
+        return "exited"
+    return seen
+
+
+def status_settled(current: str, seen: str) -> str:
+    """The status stored: `stopped` stays; a stop we asked for ends in `stopped`, not exited."""
+    if current == "stopped":
+        return current
+    if current == "stop_requested" and seen in ("exited", "terminated"):
+        return "stopped"
+    return seen
+
+
+def copy_provider_facts(pod: Pod, found, now) -> None:
+    """Price, uptime, SSH address and the exit the provider reports (never lost once known)."""
     pod.cost_per_hr = found.cost_per_hr if found.cost_per_hr else pod.cost_per_hr
     pod.uptime_seconds = max(pod.uptime_seconds or 0, found.uptime_seconds or 0)
     pod.ssh_host, pod.ssh_port = found.ssh_host or pod.ssh_host, found.ssh_port or pod.ssh_port
@@ -148,17 +186,14 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
         pod.exit_code, pod.exited_at = found.exit_code, now
     if found.status == "ERROR" and pod.exit_code is None:
         pod.exit_code, pod.exited_at = 1, now
-    if changed and pod.agent_run_id:
-        runs.append_event(pod.agent_run_id, "pod_status", found.status,
-                          {"pod_id": str(pod.id), "status": pod.status, "cost_per_hr": found.cost_per_hr,
-                           "uptime": found.uptime_seconds})
-    if pod.status == "exited" and pod.exit_code == 0 and pod.exited_at:
-        keep = timedelta(minutes=(pod.metadata_ or {}).get("keep_alive_minutes", 10))
-        if now >= pod.exited_at + keep:
-            # The bootstrap waits after its script instead of exiting (an exited container is
-            # restarted on RunPod): ending keep-alive is ours to do.
-            from services.dispatch.provisioner import stop_pod
-            stop_pod(pod, "completed")
+
+
+def keep_alive_over(pod: Pod, now) -> bool:
+    """A pod that exited 0 has waited its keep-alive minutes (10 unless the spec says)."""
+    if not (pod.status == "exited" and pod.exit_code == 0 and pod.exited_at):
+        return False
+    keep = timedelta(minutes=(pod.metadata_ or {}).get("keep_alive_minutes", 10))
+    return now >= pod.exited_at + keep
 
 
 def _empty_listing_incident(pod: Pod, now) -> None:
@@ -169,7 +204,6 @@ def _empty_listing_incident(pod: Pod, now) -> None:
     pod.metadata_ = meta
     pod.last_error = (f"{pod.account}: the provider answered 404 for this pod and listed no pods at all for "
                       "the account; not declared vanished (a key in the wrong scope or an outage).")
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -248,7 +282,6 @@ def _maybe_open_fleet_incident(now) -> None:
     experiments_hit = {p.experiment_id for p in recent}
     if len(experiments_hit) < 2:
         return
-    from services import recovery
     if recovery.fleet_incident_open():
         return
     db.session.add(FleetIncident(id=uuid.uuid4(), opened_at=now, pods=[
@@ -269,56 +302,96 @@ def resolve_incident(incident: FleetIncident, actor: Actor) -> None:
 
 # --- reacting to a dispatch's pods ----------------------------------------------------------------
 
+class DispatchFailure(NamedTuple):
+    """Why a dispatch fails: a registry reason, the message, and a note for the blocked card."""
+    reason: str
+    message: str
+    block_note: str | None = None
+
+
 def _review_dispatch(run_id, now) -> None:
     run = db.session.get(AgentRun, run_id)
     if run is None or run.terminal:
         return
     experiment = db.session.get(Experiment, run.scope_id)
-    pods = _pods_of(run.id)
+    pods = pods_of(run.id)
     if not pods:
         return
-    if any(p.status == "vanished" for p in pods):
-        return _fail_dispatch(run, experiment, "pod_vanished", "A pod vanished: "
-                              + ", ".join(p.name for p in pods if p.status == "vanished"))
-    failed = [p for p in pods if p.exit_code not in (None, 0)]
-    if failed:
-        pod = failed[0]
-        # The bootstrap says "setup failed: …" when the clone or the environment did not work:
-        # its own reason, so the owner fixes the repository or its lock file, not the experiment.
-        setup = (pod.progress_message or "").startswith(SETUP_FAILED)
-        return _fail_dispatch(run, experiment, "setup_failed" if setup else "pod_exit_nonzero",
-                              f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
-    # A pod that already exited did run: fast pods can finish between two polls.
-    if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):
-        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(pods[0].account)} is running.",
-                             metadata={"run_id": str(run.id)})
-    deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
-    if any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
-        from services.dispatch.provisioner import PARTIAL_NOTE
-        missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
-        if len(pods) == 1:
-            return _fail_dispatch(run, experiment, "start_deadline", missed)
-        # Some pods up, not all: a partial dispatch (SPEC §6.4.3), never re-dispatched automatically.
-        note = PARTIAL_NOTE.format(up=sum(1 for p in pods if p.status == "running"), total=len(pods))
-        return _fail_dispatch(run, experiment, "partial_dispatch", f"{note} Last error: {missed}",
-                              block_note=note)
-    for pod in pods:
-        silence = timedelta(minutes=(pod.metadata_ or {}).get("bootstrap_silence_minutes", 10))
-        if pod.status == "running" and pod.last_progress_at is None and pod.last_started_at \
-                and now - pod.last_started_at > silence:
-            return _fail_dispatch(run, experiment, "bootstrap_silence",
-                                  f"{pod.name} has been running for {silence.seconds // 60} minutes without a "
-                                  "progress post; its bootstrap may be stuck.")
+    failure = vanished_failure(pods) or exit_failure(pods)
+    if failure is None:
+        _note_running(run, experiment, pods)
+        deadline = timedelta(seconds=current_app.config["POD_START_DEADLINE_SECONDS"])
+        failure = start_deadline_failure(pods, now, deadline) or bootstrap_silence_failure(pods, now)
+    if failure is not None:
+        return _fail_dispatch(run, experiment, failure.reason, failure.message, block_note=failure.block_note)
     if all(p.exit_code == 0 for p in pods):
         _dispatch_finished(run, experiment)
 
 
+def vanished_failure(pods: list[Pod]) -> DispatchFailure | None:
+    """Any vanished pod fails the dispatch, naming every one that vanished."""
+    gone = [p.name for p in pods if p.status == "vanished"]
+    return DispatchFailure("pod_vanished", "A pod vanished: " + ", ".join(gone)) if gone else None
+
+
+def exit_failure(pods: list[Pod]) -> DispatchFailure | None:
+    """The first pod that exited non-zero fails the dispatch."""
+    pod = next((p for p in pods if p.exit_code not in (None, 0)), None)
+    if pod is None:
+        return None
+    # The bootstrap says "setup failed: …" when the clone or the environment did not work:
+    # its own reason, so the owner fixes the repository or its lock file, not the experiment.
+    setup = (pod.progress_message or "").startswith(SETUP_FAILED)
+    return DispatchFailure("setup_failed" if setup else "pod_exit_nonzero",
+                           f"{pod.name} exited with code {pod.exit_code}. {pod.progress_message or ''}".strip())
+
+
+def _note_running(run: AgentRun, experiment: Experiment, pods: list[Pod]) -> None:
+    """A queued experiment is running once every pod runs or has exited."""
+    # A pod that already exited did run: fast pods can finish between two polls.
+    if experiment.status == "queued" and all(p.status == "running" or p.exit_code is not None for p in pods):
+        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(pods[0].account)} is running.",
+                             metadata={"run_id": str(run.id)})
+
+
+def start_deadline_failure(pods: list[Pod], now, deadline: timedelta) -> DispatchFailure | None:
+    """A pod still deploying past the start deadline: the dispatch failed, or with several pods
+    it is partial (SPEC §6.4.3), never re-dispatched automatically."""
+    if not any(p.status == "deploying" and p.created_at and now - p.created_at > deadline for p in pods):
+        return None
+    missed = f"Not every pod was running {deadline.seconds // 60} minutes after dispatch."
+    if len(pods) == 1:
+        return DispatchFailure("start_deadline", missed)
+    note = PARTIAL_NOTE.format(up=sum(1 for p in pods if p.status == "running"), total=len(pods))
+    return DispatchFailure("partial_dispatch", f"{note} Last error: {missed}", block_note=note)
+
+
+def bootstrap_silence_failure(pods: list[Pod], now) -> DispatchFailure | None:
+    """A running pod that has not posted progress within its bootstrap silence (10 minutes unless
+    the spec says): its bootstrap may be stuck."""
+    for pod in pods:
+        silence = timedelta(minutes=(pod.metadata_ or {}).get("bootstrap_silence_minutes", 10))
+        if pod.status == "running" and pod.last_progress_at is None and pod.last_started_at \
+                and now - pod.last_started_at > silence:
+            return DispatchFailure("bootstrap_silence",
+                                   f"{pod.name} has been running for {silence.seconds // 60} minutes without a "
+                                   "progress post; its bootstrap may be stuck.")
+    return None
+
+
 def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     """Every pod exited 0: the system collects and checks the uploads (SPEC §6.10), then
-    wakes the orchestrator waiting on this dispatch, if there is one."""
+    wakes the orchestrator waiting on this dispatch, if there is one.
+
+    The watcher and a pod's last progress post can both see the final exit at the same
+    moment: the compare-and-set on the run lets exactly one of them finish the dispatch.
+    The other finds it finished and leaves it (without this its moves failed as stale and
+    aborted the rest of its watcher pass)."""
+    if not runs.claim(run.id, registry.RUN_ACTIVE_STATUSES, "completed"):
+        db.session.rollback()
+        return
     runs.set_status(run, "completed")
-    runs.append_event(run.id, "completed", f"All {len(_pods_of(run.id))} pod(s) exited 0.")
-    from services.dispatch import verify
+    runs.append_event(run.id, "completed", f"All {len(pods_of(run.id))} pod(s) exited 0.")
     if experiment.status == "queued":
         lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
                              metadata={"run_id": str(run.id)})
@@ -328,14 +401,12 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
         verify.verify_uploads(experiment, run, SYSTEM)
     db.session.commit()
     if run.parent_run_id:
-        from services.agents.loop import wake_parent_if_ready
         wake_parent_if_ready(run.parent_run_id)
 
 
 def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: str, *,
                    block_note: str | None = None) -> None:
     """Every pod of the dispatch is stopped first (provisioner.fail_dispatch), whatever failed."""
-    from services.dispatch.provisioner import fail_dispatch
     fail_dispatch(run, reason, message, block_note=block_note)
 
 
@@ -383,8 +454,6 @@ def _last_stderr(pod: Pod) -> str:
 
 def _enforce_caps(now) -> None:
     """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""
-    from services import settings
-    from services.dispatch.provisioner import stop_pod
     live = list(db.session.scalars(sa.select(Pod).where(Pod.status.in_(registry.POD_LIVE_STATUSES))))
     by_experiment: dict = {}
     for pod in live:
@@ -450,7 +519,6 @@ def orphan_sweep() -> list[str]:
 
 def stop_from_owner(pod: Pod, actor: Actor) -> list:
     """The owner's Stop button: the volume is kept and the experiment is blocked, never ended."""
-    from services.dispatch.provisioner import stop_pod
     stop_pod(pod, "owner", actor=actor)
     experiment = db.session.get(Experiment, pod.experiment_id)
     if experiment is None or experiment.terminal or experiment.status == "blocked":

@@ -33,9 +33,49 @@ caching", "Streaming messages" and the installed SDK, anthropic 2.14.0):
   input_json_delta, message_delta with cumulative usage, message_stop, and pings); the SDK
   requires streaming for large `max_tokens`.
 
+Web search and web fetch (server tools; checked 2026-12-01 against platform.claude.com's
+"Web search tool", "Web fetch tool" and "Server tools" pages, the SDK's types, and the
+400s reported in public issue threads):
+- Tool versions: `web_search_20250305`, `web_search_20260209`, `web_search_20260318`,
+  `web_fetch_20250910`, `web_fetch_20260209`, `web_fetch_20260309`, `web_fetch_20260318`
+  (the newer ones add dynamic filtering through code execution; Sagan uses the basic
+  ones). Web fetch no longer needs the `web-fetch-2025-09-10` beta header (the SDK's GA
+  tool union holds it). The name must be `web_search` / `web_fetch`.
+- A malformed definition is a 400 invalid_request_error: an unknown field ("Extra inputs
+  are not permitted"), an empty domain list ("Empty list of domains is ambiguous. Provide
+  at least one domain or null." — the real message), `allowed_domains` together with
+  `blocked_domains` (the docs: "cannot be used together"), a domain with a scheme (the
+  docs: "should not include the HTTP/HTTPS scheme"), `max_uses` below 1. Wording other
+  than the quoted one is the fake's.
+- What the model gets: `server_tool_use` (id `srvtoolu_…`, input `{query}` or `{url}`),
+  then `web_search_tool_result` whose content is a list of `web_search_result` (url,
+  title, `encrypted_content`, page_age) or an error object `web_search_tool_result_error`
+  with `error_code` (`invalid_tool_input`, `unavailable`, `max_uses_exceeded`,
+  `too_many_requests`, `query_too_long`); a fetch gives `web_fetch_tool_result` with a
+  `web_fetch_result` (url, retrieved_at, a `document` with the page text and title) or a
+  `web_fetch_tool_result_error` (`url_not_allowed`, `url_not_in_prior_context` — the
+  model may fetch only URLs from the user's text or earlier results —, `max_uses_exceeded`,
+  …). Errors come inside a 200 response, never as an HTTP error.
+- Allowed domains filter the results (subdomains included); a search past `max_uses` in
+  one request is a `max_uses_exceeded` result.
+- Text written from results carries `citations` of type `web_search_result_location`
+  (url, title, cited_text, `encrypted_index`); streamed as `citations_delta` events. A
+  fetched page is a document: with `citations: {"enabled": true}` on the tool (off by
+  default), text from it cites a `char_location` (cited_text, document_title,
+  document_index, start/end_char_index). The docs do not say how document_index counts
+  fetched pages; the fake counts them within the reply, and Sagan matches by title. The
+  fake keeps a cited text block as a text block even before a tool call (citations only
+  exist on text blocks; the docs say nothing about folding them into thinking).
+- `encrypted_content` and `encrypted_index` are opaque and must come back unchanged:
+  an altered or unknown one is a 400 (the fake's wording).
+- `usage.server_tool_use.web_search_requests` / `web_fetch_requests` count the searches
+  and fetches that ran (failed ones are not billed); searches cost $10 per 1,000.
+
 Each scripted turn is one of:
 - `reply(...)` — text and/or tool_use blocks, optional `thinking=` narration, optional
   `output_tokens=` (how long the reply "is": above max_tokens it is cut off);
+- inside a reply, `web_search(query, results)`, `web_fetch(url)`, `web_search_failing(code)`
+  and `cited(text, url, cited_text)`: expanded from the request (domains, max_uses);
 - `refusal(...)`, `paused(...)` (a pause_turn with a server tool call), `context_exceeded(...)`;
 - `error(status, type, message, retry_after)`, `overloaded()`;
 - `slow(seconds, turn)` — wait before answering;
@@ -57,6 +97,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 _ids = itertools.count(1)
 
@@ -66,6 +107,12 @@ MIN_CACHEABLE_TOKENS = 512
 CACHE_LOOKBACK_BLOCKS = 20
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 DISPLAYS = ("summarized", "omitted")
+SERVER_TOOL_VERSIONS = {"web_search_20250305", "web_search_20260209", "web_search_20260318",
+                        "web_fetch_20250910", "web_fetch_20260209", "web_fetch_20260309", "web_fetch_20260318"}
+_COMMON_FIELDS = {"type", "name", "allowed_domains", "blocked_domains", "cache_control", "max_uses", "allowed_callers",
+                  "defer_loading", "strict", "response_inclusion"}
+SERVER_TOOL_FIELDS = {"web_search": _COMMON_FIELDS | {"user_location"},
+                      "web_fetch": _COMMON_FIELDS | {"citations", "max_content_tokens", "use_cache", "url_sources"}}
 
 
 def system_text(body: dict) -> str:
@@ -80,6 +127,28 @@ def text(value: str) -> dict:
 
 def tool_use(name: str, input: dict, id: str | None = None) -> dict:
     return {"type": "tool_use", "id": id or f"toolu_fake_{next(_ids):04d}", "name": name, "input": input}
+
+
+def web_search(query: str, results: list[tuple[str, str, str]]) -> dict:
+    """The model searches; `results` are (url, title, page text) the search engine finds.
+    Expanded into server_tool_use + web_search_tool_result when answered."""
+    return {"type": "_web_search", "query": query, "results": list(results)}
+
+
+def web_search_failing(error_code: str, query: str = "anything") -> dict:
+    """A search whose result block is an error (e.g. too_many_requests, unavailable)."""
+    return {"type": "_web_search", "query": query, "results": [], "error_code": error_code}
+
+
+def web_fetch(url: str) -> dict:
+    """The model fetches a page (from earlier search results or the user's text)."""
+    return {"type": "_web_fetch", "url": url}
+
+
+def cited(value: str, url: str, cited_text: str) -> dict:
+    """Text written from a search result or a fetched page, citing it (the citation is dropped
+    if that result was not found or the page not fetched with citations on)."""
+    return {"type": "text", "text": value, "_cite": [(url, cited_text)]}
 
 
 def reply(*blocks: dict, stop_reason: str | None = None, thinking: str | None = None,
@@ -143,6 +212,10 @@ class Refused(Exception):
     """A request the real API answers with a 400 invalid_request_error."""
 
 
+class ScriptError(Exception):
+    """The test's script asks for something the request makes impossible (answered 500)."""
+
+
 def tokens(value) -> int:
     """The fake's tokenizer: about four characters a token, never zero for content."""
     raw = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -184,6 +257,7 @@ class FakeAnthropic:
         self._issued: dict[tuple, list] = {}  # (conversation, tool_use id) → the assistant content sent
         self._paused: list[list] = []         # pause_turn contents that may come back as the last turn
         self._cache: set[str] = set()         # prefix hashes written to the prompt cache
+        self._encrypted: set[str] = set()     # encrypted_content / encrypted_index values issued
 
     # --- scripting -------------------------------------------------------------------
     def script(self, *turns) -> "FakeAnthropic":
@@ -249,6 +323,7 @@ class FakeAnthropic:
             raise Refused(f"tool_choice: forced tool use (type '{choice}') is not supported on {model}; "
                           "use 'auto' or 'none'.")
         self._validate_cache_control(body)
+        self._validate_server_tools(body)
         self._validate_messages(body, model)
 
     @staticmethod
@@ -269,6 +344,56 @@ class FakeAnthropic:
         if marks > 4:
             raise Refused(f"A maximum of 4 blocks with cache_control may be provided. Found {marks}.")
 
+    @staticmethod
+    def _validate_server_tools(body: dict) -> None:
+        for i, tool in enumerate(body.get("tools") or []):
+            kind = tool.get("type") or ""
+            family = kind.rsplit("_", 1)[0] if kind.startswith(("web_search_", "web_fetch_")) else None
+            if family is None:
+                continue
+            where = f"tools.{i}.{kind}"
+            if kind not in SERVER_TOOL_VERSIONS:
+                raise Refused(f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of the expected "
+                              f"tags: {', '.join(map(repr, sorted(SERVER_TOOL_VERSIONS)))}")
+            if tool.get("name") != family:
+                raise Refused(f"{where}.name: Input should be '{family}'")
+            for key in tool:
+                if key not in SERVER_TOOL_FIELDS[family]:
+                    raise Refused(f"{where}.{key}: Extra inputs are not permitted")
+            for key in ("allowed_domains", "blocked_domains"):
+                domains = tool.get(key)
+                if domains is None:
+                    continue
+                if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+                    raise Refused(f"{where}.{key}: Input should be a valid list of strings")
+                if not domains:
+                    raise Refused(f"{where}.{key}: Empty list of domains is ambiguous. Provide at least one "
+                                  "domain or null.")
+                for domain in domains:
+                    if "://" in domain or not domain.strip() or " " in domain:
+                        raise Refused(f"{where}.{key}: {domain!r} is not a valid domain; give it without the "
+                                      "HTTP/HTTPS scheme (example.com).")
+            if tool.get("allowed_domains") is not None and tool.get("blocked_domains") is not None:
+                raise Refused(f"{where}: allowed_domains and blocked_domains cannot be used together.")
+            uses = tool.get("max_uses")
+            if uses is not None and (not isinstance(uses, int) or isinstance(uses, bool) or uses < 1):
+                raise Refused(f"{where}.max_uses: Input should be greater than or equal to 1")
+
+    def _validate_encrypted(self, i: int, blocks: list) -> None:
+        """Search results and citations sent back must carry the opaque values as issued."""
+        for j, block in enumerate(blocks):
+            values = []
+            if block.get("type") == "web_search_tool_result" and isinstance(block.get("content"), list):
+                values += [r.get("encrypted_content") for r in block["content"]]
+            for citation in block.get("citations") or [] if block.get("type") == "text" else []:
+                if citation.get("type") == "web_search_result_location":
+                    values.append(citation.get("encrypted_index"))
+            with self._lock:
+                unknown = [v for v in values if v not in self._encrypted]
+            if unknown:
+                raise Refused(f"messages.{i}.content.{j}: encrypted content was modified or is not from this "
+                              "API; send web search results and citations back exactly as they were returned.")
+
     def _validate_messages(self, body: dict, model: str) -> None:
         messages = body.get("messages") or []
         if not messages or messages[0].get("role") != "user":
@@ -278,6 +403,7 @@ class FakeAnthropic:
             content = message.get("content")
             blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
             if message.get("role") == "assistant":
+                self._validate_encrypted(i, blocks)
                 self._validate_assistant(i, blocks, messages, model, key)
             else:
                 self._validate_user(i, blocks, messages)
@@ -379,18 +505,113 @@ class FakeAnthropic:
                 "cache_read_input_tokens": read,
                 "cache_creation": {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0}}
 
+    # --- server tools (web search, web fetch) ------------------------------------------------
+    @staticmethod
+    def _offered(body: dict, family: str) -> dict | None:
+        return next((t for t in body.get("tools") or [] if str(t.get("type", "")).startswith(family + "_")), None)
+
+    @staticmethod
+    def _domain_allowed(url: str, tool: dict) -> bool:
+        parts = urlsplit(url)
+
+        def matches(domain: str) -> bool:
+            host, _, path = domain.partition("/")
+            return (parts.hostname == host or (parts.hostname or "").endswith("." + host)) and \
+                (not path or parts.path.lstrip("/").startswith(path))
+        if tool.get("allowed_domains"):
+            return any(matches(d) for d in tool["allowed_domains"])
+        if tool.get("blocked_domains"):
+            return not any(matches(d) for d in tool["blocked_domains"])
+        return True
+
+    def _opaque(self, *parts: str) -> str:
+        return base64.b64encode(hmac.new(self._secret, "\n".join(parts).encode(), hashlib.sha256).digest()).decode()
+
+    def _run_server_tools(self, blocks: list, body: dict) -> tuple[list, dict]:
+        """Expand scripted searches, fetches and citations the way the API would for this
+        request; (blocks, the usage's server_tool_use part)."""
+        out, found, fetched_now, searches, fetches = [], {}, {}, 0, 0
+        seen_text = json.dumps(body.get("messages") or [])
+        uses = {"web_search": 0, "web_fetch": 0}
+        for block in blocks:
+            kind = block.get("type")
+            if kind in ("_web_search", "_web_fetch"):
+                family = "web_search" if kind == "_web_search" else "web_fetch"
+                tool = self._offered(body, family)
+                if tool is None:
+                    raise ScriptError(f"the script uses {family} but the request offers no {family} tool")
+                server_id = f"srvtoolu_fake_{next(_ids):04d}"
+                uses[family] += 1
+                limit = tool.get("max_uses")
+                over = limit is not None and uses[family] > limit
+                if family == "web_search":
+                    out.append({"type": "server_tool_use", "id": server_id, "name": "web_search",
+                                "input": {"query": block["query"]}})
+                    code = "max_uses_exceeded" if over else block.get("error_code")
+                    if code:
+                        content = {"type": "web_search_tool_result_error", "error_code": code}
+                    else:
+                        searches += 1
+                        content = []
+                        for url, title, page in block["results"]:
+                            if not self._domain_allowed(url, tool):
+                                continue
+                            found[url] = (title, page)
+                            content.append({"type": "web_search_result", "url": url, "title": title,
+                                            "encrypted_content": self._opaque("content", url, page),
+                                            "page_age": "3 days ago"})
+                    out.append({"type": "web_search_tool_result", "tool_use_id": server_id, "content": content})
+                else:
+                    url = block["url"]
+                    out.append({"type": "server_tool_use", "id": server_id, "name": "web_fetch", "input": {"url": url}})
+                    code = ("max_uses_exceeded" if over else "url_not_allowed" if not self._domain_allowed(url, tool)
+                            else "url_not_in_prior_context" if url not in found and url not in seen_text else None)
+                    if code:
+                        content = {"type": "web_fetch_tool_result_error", "error_code": code}
+                    else:
+                        fetches += 1
+                        title, page = found.get(url, (url, f"The page at {url}."))
+                        if (tool.get("citations") or {}).get("enabled"):
+                            fetched_now[url] = (len(fetched_now), title, page)
+                        content = {"type": "web_fetch_result", "url": url, "retrieved_at": "2026-12-01T12:00:00Z",
+                                   "content": {"type": "document", "title": title,
+                                               "source": {"type": "text", "media_type": "text/plain", "data": page},
+                                               "citations": tool.get("citations")}}
+                    out.append({"type": "web_fetch_tool_result", "tool_use_id": server_id, "content": content})
+            elif kind == "text" and "_cite" in block:
+                citations = []
+                for url, cited_text in block.pop("_cite"):
+                    if url in fetched_now:  # a fetched page is a document: cited by title and position
+                        index, title, page = fetched_now[url]
+                        start = max(0, page.find(cited_text))
+                        citations.append({"type": "char_location", "cited_text": cited_text, "document_index": index,
+                                          "document_title": title, "start_char_index": start,
+                                          "end_char_index": start + len(cited_text)})
+                    elif url in found:
+                        citations.append({"type": "web_search_result_location", "url": url, "title": found[url][0],
+                                          "cited_text": cited_text,
+                                          "encrypted_index": self._opaque("index", url, cited_text)})
+                out.append({**block, "citations": citations} if citations else block)
+            else:
+                out.append(block)
+        usage = {"server_tool_use": {"web_search_requests": searches, "web_fetch_requests": fetches}} \
+            if searches or fetches else {}
+        return out, usage
+
     # --- building the answer -----------------------------------------------------------
     def _message(self, turn: dict, body: dict) -> dict:
         model = body["model"]
         display = (body.get("thinking") or {}).get("display") or "omitted"
         between_tools = (body.get("thinking") or {}).get("type") == "between_tools"
-        blocks = copy.deepcopy(turn["content"])
+        blocks, server_usage = self._run_server_tools(copy.deepcopy(turn["content"]), body)
         narration = [turn["_thinking"]] if turn.get("_thinking") else []
         if any(b["type"] == "tool_use" for b in blocks) and not between_tools:
-            # Sonnet 5.5: the text written before a tool call comes back inside the thinking block.
+            # Sonnet 5.5: the text written before a tool call comes back inside the thinking block
+            # (text that cites search results stays a text block: citations live on text blocks).
             first_tool = next(i for i, b in enumerate(blocks) if b["type"] == "tool_use")
-            narration += [b["text"] for b in blocks[:first_tool] if b["type"] == "text"]
-            blocks = [b for i, b in enumerate(blocks) if i >= first_tool or b["type"] != "text"]
+            folded = [i for i, b in enumerate(blocks[:first_tool]) if b["type"] == "text" and not b.get("citations")]
+            narration += [blocks[i]["text"] for i in folded]
+            blocks = [b for i, b in enumerate(blocks) if i not in folded]
         thought = "\n\n".join(narration) if display == "summarized" else ""
         signature = self._sign(model, self._conversation_key(body), thought)
         content = [{"type": "thinking", "thinking": thought, "signature": signature}] + blocks
@@ -406,7 +627,7 @@ class FakeAnthropic:
             stop_reason, output = "max_tokens", body["max_tokens"]
         message = {"id": f"msg_fake_{next(_ids):04d}", "type": "message", "role": "assistant", "model": model,
                    "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-                   "usage": {**self._usage(body), "output_tokens": output}}
+                   "usage": {**self._usage(body), "output_tokens": output, **server_usage}}
         if "stop_details" in turn and stop_reason == turn["stop_reason"]:
             message["stop_details"] = turn["stop_details"]
         with self._lock:
@@ -416,6 +637,12 @@ class FakeAnthropic:
                     self._issued[(self._conversation_key(body), block["id"])] = normal
             if stop_reason == "pause_turn":
                 self._paused.append(normal)
+            for block in content:
+                if block["type"] == "web_search_tool_result" and isinstance(block["content"], list):
+                    self._encrypted.update(r["encrypted_content"] for r in block["content"])
+                for citation in block.get("citations") or [] if block["type"] == "text" else []:
+                    if citation["type"] == "web_search_result_location":
+                        self._encrypted.add(citation["encrypted_index"])
         return message
 
     @staticmethod
@@ -434,8 +661,9 @@ class FakeAnthropic:
             elif kind == "text":
                 opening = {"type": "text", "text": ""}
                 half = len(block["text"]) // 2
-                deltas = [{"type": "text_delta", "text": part} for part in (block["text"][:half], block["text"][half:])
-                          if part]
+                deltas = [{"type": "citations_delta", "citation": c} for c in block.get("citations") or []]
+                deltas += [{"type": "text_delta", "text": part} for part in (block["text"][:half], block["text"][half:])
+                           if part]
             elif kind in ("tool_use", "server_tool_use"):
                 opening = {**block, "input": {}}
                 raw = json.dumps(block["input"])
@@ -481,7 +709,10 @@ class FakeAnthropic:
         if turn["_kind"] == "error":
             headers = {"retry-after": str(turn["retry_after"])} if turn["retry_after"] is not None else {}
             return turn["status"], copy.deepcopy(turn["body"]), headers
-        message = self._message(turn, body)
+        try:
+            message = self._message(turn, body)
+        except ScriptError as exc:
+            return 500, {"type": "error", "error": {"type": "api_error", "message": f"fake Anthropic: {exc}"}}, {}
         if self.record:
             self.responses.append(message)
         return 200, message, {}

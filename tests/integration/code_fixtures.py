@@ -19,7 +19,7 @@ import pytest
 
 from models import db
 from services import experiments, runs, settings, system_users
-from services.agents import tools
+from services.agents import toolbox, toolkit
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "research_repo"
 TEST_COMMAND = "python3 -m unittest -v"
@@ -91,16 +91,16 @@ def research_repo(app, monkeypatch):
     shutil.rmtree(base, ignore_errors=True)
 
 
-def tool_context(number: int, agent: str = "experiment-implementer") -> tools.ToolContext:
+def tool_context(number: int, agent: str = "experiment-implementer") -> toolkit.ToolContext:
     """A run of `agent` on experiment #number, as the loop would hand to a tool (in an app context)."""
     experiment = experiments.get_experiment(number)
     run = runs.create_run(kind="apply", agent=agent, request="test", scope_id=experiment.id)
     db.session.commit()
-    return tools.ToolContext(run, experiment)
+    return toolkit.ToolContext(run, experiment)
 
 
-def call(ctx: tools.ToolContext, name: str, **data) -> tools.ToolResult:
+def call(ctx: toolkit.ToolContext, name: str, **data) -> toolkit.ToolResult:
     """Call one tool the way the loop does, and commit what it wrote."""
-    result = tools.call(ctx, name, data)
+    result = toolbox.call(ctx, name, data)
     db.session.commit()
     return result

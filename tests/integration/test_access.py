@@ -77,7 +77,7 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
                      "discussion.edit", "discussion.delete", "discussion.retry", "settings.create_share_link",
                      "settings.revoke_share_link", "settings.pod_secret_allowlist", "auth.logout_everywhere",
-                     "settings.clear_research_repository", "pods.logs"):
+                     "settings.clear_research_repository", "settings.web_research", "pods.logs"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     # Share links are the only rule besides public that needs no credential, and only under /s/.
     for rule in app.url_map.iter_rules():

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from blueprints.api.runs import run_json
 from blueprints.runs import run_cost
 from models import AgentRun, RunEvent, WorkflowEvent, db
-from services import experiments, runs
+from services import experiments
 from services.actors import Actor
 from services.agents import model_api, orchestration
 from tests.fakes.anthropic_server import (context_exceeded, overloaded, paused, refusal, reply, text,
@@ -231,7 +232,7 @@ def test_unpriced_model_shows_price_unknown_everywhere(app, client, owner, fake_
         assert run.model == "claude-unpriced-9" and run.cost_usd is None and run.output_tokens > 0
         result = _events(run_id, "sdk_result")[0].metadata_
         assert result["price_unknown"] is True and result["cost_usd"] is None
-        listed = runs.run_json(run)
+        listed = run_json(run)
         assert listed["costUsd"] is None and listed["priceUnknown"] is True
     assert "price unknown" in client.get(f"/runs/{run_id}").text
     assert "price unknown" in client.get("/runs").text and "$0.00" not in client.get("/runs").text

@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, RunEvent, WorkflowEvent, db
-from services import clock, experiments, recovery, runs
+from services import approvals, clock, experiments, lifecycle, parking, recovery, runs, sweeps
 from services.actors import Actor
-from services.agents import loop, orchestration
+from services.agents import orchestration
 from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 PLAN = open(__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "plans" /
@@ -221,9 +221,9 @@ def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, mak
         assert note.note == f"Automatic recovery queued after agent run {str(run_id)[:8]} failed."
         assert note.metadata_ == {"mode": "recovery", "sourceAgentRunId": str(run_id),
                                   "followupAgentRunId": str(follow.id), "reason": "model_api_error"}
-        assert loop.wake_ready_runs() == []           # back-off: 1 minute
+        assert parking.wake_ready_runs() == []           # back-off: 1 minute
         clock.advance(timedelta(minutes=2))
-        assert loop.wake_ready_runs() == [follow.id]
+        assert parking.wake_ready_runs() == [follow.id]
     fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Recovered; plan submitted.")))
     worker()
     with app.app_context():
@@ -281,10 +281,10 @@ def test_stale_running_run_is_lost_and_recovered_once(app, make_experiment):
         runs.set_status(run, "running")
         run.heartbeat_at = clock.utcnow()
         db.session.commit()
-        assert loop.reconcile_runs()["lost"] == []
+        assert sweeps.reconcile_runs()["lost"] == []
         clock.advance(timedelta(minutes=6))
-        assert loop.reconcile_runs()["lost"] == [run.id]
-        assert loop.reconcile_runs()["lost"] == []
+        assert sweeps.reconcile_runs()["lost"] == [run.id]
+        assert sweeps.reconcile_runs()["lost"] == []
         assert _run(run.id).failure_reason == "worker_lost"
         assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
             AgentRun.resumes_run_id == run.id)) == 1
@@ -301,9 +301,9 @@ def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment)
         jobs.enqueue_run(run.id)
         redis_store.connection().flushdb()
         assert not jobs.job_is_live(_run(run.id).rq_job_id)
-        assert loop.reconcile_runs()["requeued"] == [run.id]
+        assert sweeps.reconcile_runs()["requeued"] == [run.id]
         assert jobs.job_is_live(_run(run.id).rq_job_id)
-        assert loop.reconcile_runs()["requeued"] == []  # one job, not two
+        assert sweeps.reconcile_runs()["requeued"] == []  # one job, not two
 
 
 def test_secrets_in_tool_results_are_redacted(app, fake_anthropic, worker, make_experiment):
@@ -408,3 +408,46 @@ def test_resolving_a_gate_restarts_the_orchestrator(app, make_experiment):
             assert db.session.scalar(sa.select(AgentRun).where(AgentRun.kind == "apply")).status == "queued"
     finally:
         app.config["ANTHROPIC_API_KEY"] = ""
+
+
+def test_a_rejection_during_the_planners_last_turn_starts_the_revision_as_it_ends(
+        app, fake_anthropic, worker, make_experiment):
+    """The owner rejects the plan just submitted while its planner is still on its last turn
+    (the run is active, so no second planner may start). The revision waits on that run and
+    starts as it ends; it was dropped, leaving the experiment in planning with nothing running."""
+    number = make_experiment("Rejected mid-turn", status="planning", runpod_account="personal")
+
+    def owner_rejects_then_the_planner_ends(body):
+        with app.app_context():
+            approval = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+            effects = approvals.reject(approval, Actor("owner", "owner-1", "Owner"), note="Use three seeds.")
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            assert experiments.get_experiment(number).status == "planning"
+        return reply(text("Plan submitted."))
+
+    fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), owner_rejects_then_the_planner_ends,
+                          reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Revised plan submitted.")))
+    first_id = _start_planner(app, number, "plan")
+    worker()
+    with app.app_context():
+        plan_runs = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.kind == "plan")
+                                            .order_by(AgentRun.created_at)))
+        assert [r.id for r in plan_runs][0] == first_id and len(plan_runs) == 2
+        assert "Use three seeds." in plan_runs[1].request
+        assert [t for t, _ in _events(first_id)].count(orchestration.QUEUED_PLANNING_EVENT) == 1
+        assert experiments.get_experiment(number).status == "plan_pending"
+        notes = db.session.scalars(sa.select(WorkflowEvent.note).where(WorkflowEvent.event_type == "note")).all()
+        assert any("is finishing its last turn" in (n or "") for n in notes)
+
+
+def test_the_planners_own_move_never_queues_a_second_planner(app, fake_anthropic, make_experiment):
+    """A planner moving its experiment on (clarifying → planning) is not a new request."""
+    number = make_experiment("Own move", status="clarifying")
+    first_id = _start_planner(app, number, "clarify")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        planner = Actor("agent", str(first_id), orchestration.PLANNER)
+        assert orchestration.start_planner(experiment.id, planner, {}, mode="plan") is None
+        assert orchestration.QUEUED_PLANNING_EVENT not in [t for t, _ in _events(first_id)]
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 1

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Artifact, Figure, Pod, db
-from services.agents import tools
+from services.agents import toolbox, toolkit
 from services.dispatch import progress
 from tests.integration.code_fixtures import tool_context
 from tests.integration.test_research_tools import add_pod
@@ -43,8 +43,8 @@ def analysis(app, make_experiment, monkeypatch):
         yield number, tool_context(number, "analyzer")
 
 
-def run(ctx, code: str, **extra) -> tools.ToolResult:
-    result = tools.call(ctx, "run_analysis", {"code": code, **extra})
+def run(ctx, code: str, **extra) -> toolkit.ToolResult:
+    result = toolbox.call(ctx, "run_analysis", {"code": code, **extra})
     db.session.commit()
     return result
 
@@ -89,11 +89,11 @@ def test_an_analysis_reads_artifacts_computes_and_its_figures_become_artifacts(a
         assert content[1]["type"] == "image" and content[1]["source"]["media_type"] == "image/png"
         kinds = sorted(f.kind for f in db.session.scalars(sa.select(Figure)))
         assert kinds == ["image", "svg"]
-        listing = json.loads(tools.call(ctx, "list_artifacts", {}).content)
+        listing = json.loads(toolbox.call(ctx, "list_artifacts", {}).content)
         assert {a["pod"] for a in listing if a["name"].startswith("analysis/")} == {"(analysis)"}
 
         # The analyzer embeds the figure it drew.
-        saved = tools.call(ctx, "write_clean_result", {"html": f'<p>Results: seeds agree.</p><img src="artifact:{png_name}">'})
+        saved = toolbox.call(ctx, "write_clean_result", {"html": f'<p>Results: seeds agree.</p><img src="artifact:{png_name}">'})
         assert not saved.is_error, saved.content
         db.session.commit()
     page = client.get(f"/experiments/{number}")  # the owner's page lists the analysis's files
@@ -180,10 +180,10 @@ def test_bad_input_is_a_clear_error(app, analysis, monkeypatch):
         for data, message in (({"code": "  "}, "Give the Python code"), ({}, "Missing required input: code"),
                               ({"code": "x", "timeout_seconds": "9"}, "timeout_seconds must be integer"),
                               ({"code": "x" * 100_001}, "code is too long")):
-            result = tools.call(ctx, "run_analysis", data)
+            result = toolbox.call(ctx, "run_analysis", data)
             assert result.is_error and message in result.content, result.content
         monkeypatch.setitem(app.config, "SAGAN_ANALYSIS_ENV", "/nonexistent/analysis-env")
-        missing = tools.call(ctx, "run_analysis", {"code": "print(1)"})
+        missing = toolbox.call(ctx, "run_analysis", {"code": "print(1)"})
         assert missing.is_error and "scripts/analysis_env.py" in missing.content
 
 

@@ -18,9 +18,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, CodeCommit, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, markers, settings
+from services import approvals, experiments, jobs, lifecycle, markers, settings
 from services.actors import Actor
-from services.agents import implementation, loader
+from services.agents import code_state, implementation, loader
 from services.dispatch import watcher
 from tests.fakes.anthropic_server import error, reply, system_text, text, tool_use
 from tests.integration.code_fixtures import TEST_COMMAND, call, git, research_repo, tool_context  # noqa: F401
@@ -426,7 +426,7 @@ def test_failing_tests_send_the_implementer_a_next_round_with_the_output(app, re
         assert f"Tests failed on {sha[:12]} in round 1; dispatching implementer for round 2 fixes" in result.content
         implementer = _children(ctx.run.id)[0]
         assert "Code round 2" in implementer.request and "FAIL: test_mean_of_three_numbers" in implementer.request
-        assert implementation.current_round(experiments.get_experiment(number)) == 2
+        assert code_state.current_round(experiments.get_experiment(number)) == 2
 
 
 def test_reconciler_block_decision_blocks_the_experiment(app, research_repo, make_experiment):  # noqa: F811
@@ -465,11 +465,11 @@ def test_only_the_orchestrator_may_drive_the_loop_and_code_agents_run_on_the_loc
     with app.app_context():
         result = call(tool_context(number, agent="code-reviewer"), "code_step")
         assert result.is_error and result.content.startswith("tool_not_allowed:")
-        assert implementation.job_for("experiment-implementer")[0] == "local"
-        assert implementation.job_for("code-reviewer")[0] == "local"
-        assert implementation.job_for("code-tests") == ("local", "workers.code.run_test_step")
-        assert implementation.job_for("experiment-orchestrator")[0] == "agents"
-        assert implementation.job_for("analyzer")[0] == "agents"
+        assert jobs.job_for("experiment-implementer")[0] == "local"
+        assert jobs.job_for("code-reviewer")[0] == "local"
+        assert jobs.job_for("code-tests") == ("local", "workers.code.run_test_step")
+        assert jobs.job_for("experiment-orchestrator")[0] == "agents"
+        assert jobs.job_for("analyzer")[0] == "agents"
 
 
 def test_an_implementer_round_without_a_commit_is_asked_again_then_blocks(app, research_repo, make_experiment):  # noqa: F811
@@ -521,4 +521,4 @@ def test_back_at_approved_after_a_gate_the_tested_code_is_dispatched_not_redone(
         assert "already passed review and tests; dispatching pod-provisioner" in result.content
         assert [c.agent for c in _children(ctx.run.id)] == ["pod-provisioner"]
         assert experiments.get_experiment(number).status == "approved"
-        assert implementation.current_round(experiments.get_experiment(number)) == 1
+        assert code_state.current_round(experiments.get_experiment(number)) == 1

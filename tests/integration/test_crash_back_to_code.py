@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from models import AgentRun, Artifact, CodeCommit, Pod, RunEvent, WorkflowEvent, db
 from services import approvals, experiments, lifecycle, recovery, runs
 from services.actors import Actor
-from services.agents import implementation, loop
+from services.agents import code_state, implementation, loop
 from services.dispatch import watcher
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.code_fixtures import TEST_COMMAND, call, research_repo, tool_context  # noqa: F401
@@ -93,7 +93,7 @@ def test_a_crash_goes_back_to_the_implementer_and_the_fixed_commit_is_dispatched
         result = call(ctx, "send_crash_to_code", pod=pod.name, note="mean() of an empty list")
         assert not result.is_error, result.content
         experiment = experiments.get_experiment(number)
-        assert experiment.status == "implementing" and implementation.current_round(experiment) == 2
+        assert experiment.status == "implementing" and code_state.current_round(experiment) == 2
         [implementer] = _children(ctx.run.id)
         assert implementer.agent == "experiment-implementer" and result.park == {"children": [str(implementer.id)]}
         # The implementer is told the exit code, the traceback and the log's end, on the same branch.

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, Experiment, FleetIncident, Pod, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, recovery
+from models import AgentRun, Experiment, FleetIncident, Pod, RunEvent, WorkflowEvent, db
+from services import approvals, clock, experiments, lifecycle, parking, recovery
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from services.errors import Conflict
@@ -245,8 +245,7 @@ def test_non_zero_exit_wakes_the_orchestrator_at_once(app, runpod, approved, cli
         run = db.session.get(AgentRun, run_id)
         assert run.status == "failed" and run.failure_reason == "pod_exit_nonzero"
         assert "CUDA out of memory" in run.last_error
-        from services.agents.loop import ready_to_wake
-        assert ready_to_wake(db.session.get(AgentRun, parent_id))
+        assert parking.ready_to_wake(db.session.get(AgentRun, parent_id))
 
 
 def test_crash_loop_stops_pods_and_blocks_with_stderr(app, runpod, approved, client):
@@ -295,6 +294,31 @@ def test_finished_pods_stop_after_keep_alive_and_uploads_are_verified(app, runpo
         watcher.watch()
         db.session.refresh(pod)
         assert pod.status == "stopped" and pod.stop_reason == "completed"
+
+
+def test_a_dispatch_finished_by_its_last_post_is_left_alone_by_a_watcher_that_saw_it_too(app, runpod, approved, client):
+    """The watcher read the run and the experiment; before it acts, the pod's exit-0 post
+    finishes the dispatch in another request. The watcher's late finish must do nothing
+    (it raised a stale-status conflict that aborted the rest of its pass)."""
+    number = approved(pod_spec())
+    run_id = _running(app, runpod, number)
+    token = runpod.requests_to("POST")[0].body["env"]["SAGAN_POD_PROGRESS_TOKEN"]
+    with app.app_context():
+        run = db.session.get(AgentRun, run_id)  # the watcher's view, read before the post lands
+        experiment = db.session.get(Experiment, run.scope_id)
+        assert (run.status, experiment.status) == ("waiting", "running")
+        posted = client.post("/api/progress", headers={"Authorization": f"Bearer {token}"},
+                             json={"progressPct": 100, "seq": 50, "exitCode": 0, "message": "experiment finished"})
+        assert posted.status_code in (200, 201, 202)
+        watcher._dispatch_finished(run, experiment)  # stale objects: must not raise or move anything
+        db.session.commit()
+        moves = db.session.scalars(sa.select(WorkflowEvent.to_status).where(
+            WorkflowEvent.experiment_id == experiment.id, WorkflowEvent.to_status == "uploading")).all()
+        assert moves == ["uploading"]
+        finished = db.session.scalars(sa.select(sa.func.count()).select_from(RunEvent).where(
+            RunEvent.run_id == run_id, RunEvent.event_type == "completed")).one()
+        assert finished == 1
+        assert db.session.get(AgentRun, run_id).status == "completed"
 
 
 def test_missing_artifacts_block_with_the_table(app, runpod, approved, client):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from tests.fakes.anthropic_server import FakeAnthropic, reply, text, tool_use
+from tests.fakes.anthropic_server import FakeAnthropic, cited, reply, text, tool_use, web_fetch, web_search
 
 MODEL = "claude-sonnet-5-5"
 BRIEF = [{"role": "user", "content": "Plan the seed sweep. " * 10}]
@@ -134,3 +134,98 @@ def test_streaming_speaks_the_event_format(fake):
     assert message.content[0].thinking == "Plan.\n\nNarration." and message.content[0].signature
     assert message.content[1].input == {"number": 7} and message.stop_reason == "tool_use"
     assert message.usage.output_tokens > 0
+
+
+# --- web search and web fetch (server tools) -------------------------------------------------------
+
+SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+FETCH_TOOL = {"type": "web_fetch_20250910", "name": "web_fetch"}
+
+
+@pytest.mark.parametrize("tool, message", [
+    ({**SEARCH_TOOL, "allowed_domains": []}, "Empty list of domains is ambiguous"),
+    ({**SEARCH_TOOL, "allowed_domains": ["a.org"], "blocked_domains": ["b.org"]}, "cannot be used together"),
+    ({**SEARCH_TOOL, "allowed_domains": ["https://a.org"]}, "without the HTTP/HTTPS scheme"),
+    ({**SEARCH_TOOL, "max_uses": 0}, "greater than or equal to 1"),
+    ({**SEARCH_TOOL, "citations": {"enabled": True}}, "Extra inputs are not permitted"),
+    ({**SEARCH_TOOL, "name": "search"}, "Input should be 'web_search'"),
+    ({"type": "web_search_20990101", "name": "web_search"}, "does not match any of the expected tags"),
+    ({**FETCH_TOOL, "blocked_domains": []}, "Empty list of domains is ambiguous"),
+])
+def test_malformed_server_tool_definitions_get_a_400(fake, tool, message):
+    """A server tool defined the way the API refuses is a 400 invalid_request_error."""
+    fake.script(reply(text("never")))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF, tools=[tool])
+    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert message in caught.value.body["error"]["message"]
+
+
+def _search_turn(fake, client, tools):
+    fake.script(reply(web_search("seed variance", [("https://arxiv.org/abs/1", "Seeds", "Variance is 1 point.")]),
+                      cited("Variance is about a point.", "https://arxiv.org/abs/1", "Variance is 1 point."),
+                      tool_use("get_experiment", {})))
+    with client.messages.stream(model=MODEL, max_tokens=1000, messages=BRIEF, tools=tools,
+                                thinking={"type": "adaptive", "display": "summarized"}) as stream:
+        message = stream.get_final_message()
+    return message, [b.to_dict(mode="json", exclude_none=True) for b in message.content]
+
+
+def test_a_search_returns_the_real_blocks_streamed_with_citations_and_usage(fake):
+    """server_tool_use, a web_search_tool_result with encrypted_content, a text block with a
+    web_search_result_location citation (kept through streaming), and the search counted."""
+    client = _client(fake)
+    message, blocks = _search_turn(fake, client, [SEARCH_TOOL, {"name": "get_experiment",
+                                                                "input_schema": {"type": "object"}}])
+    kinds = [b["type"] for b in blocks]
+    assert kinds == ["thinking", "server_tool_use", "web_search_tool_result", "text", "tool_use"]
+    result = blocks[2]["content"][0]
+    assert result["type"] == "web_search_result" and result["encrypted_content"] and result["url"].startswith("https")
+    citation = blocks[3]["citations"][0]
+    assert citation["type"] == "web_search_result_location" and citation["encrypted_index"]
+    assert citation["url"] == "https://arxiv.org/abs/1" and citation["title"] == "Seeds"
+    assert message.usage.server_tool_use.web_search_requests == 1
+
+
+def test_altered_encrypted_content_is_refused(fake):
+    """Search results sent back must be byte-for-byte what the API returned."""
+    client = _client(fake)
+    tools = [SEARCH_TOOL, {"name": "get_experiment", "input_schema": {"type": "object"}}]
+    _, blocks = _search_turn(fake, client, tools)
+    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": blocks[-1]["id"], "content": "ok"}]}
+    tampered = [dict(b) for b in blocks]
+    tampered[2] = {**tampered[2], "content": [{**tampered[2]["content"][0], "encrypted_content": "Zm9yZ2Vk"}]}
+    fake.script(reply(text("never")), reply(text("Fine.")))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model=MODEL, max_tokens=1000, tools=tools,
+                               messages=BRIEF + [{"role": "assistant", "content": tampered}, answer])
+    assert "encrypted content was modified" in caught.value.body["error"]["message"]
+    fake.turns.clear()
+    fake.script(reply(text("Fine.")))
+    ok = client.messages.create(model=MODEL, max_tokens=1000, tools=tools,
+                                messages=BRIEF + [{"role": "assistant", "content": blocks}, answer])
+    assert ok.content[-1].text == "Fine."
+
+
+def test_fetch_only_urls_seen_before(fake):
+    """Web fetch opens a URL from the user's text or earlier results, else the result is the
+    url_not_in_prior_context error (inside a 200)."""
+    fake.script(reply(web_fetch("https://unseen.example.org/x"), text("Could not open it.")))
+    message = _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF, tools=[FETCH_TOOL])
+    result = next(b for b in message.content if b.type == "web_fetch_tool_result")
+    assert result.content.type == "web_fetch_tool_result_error"
+    assert result.content.error_code == "url_not_in_prior_context"
+    fake.script(reply(web_fetch("https://arxiv.org/abs/1"), text("Read it.")))
+    message = _client(fake).messages.create(model=MODEL, max_tokens=1000, tools=[FETCH_TOOL], messages=[
+        {"role": "user", "content": "Read https://arxiv.org/abs/1 please. " * 5}])
+    result = next(b for b in message.content if b.type == "web_fetch_tool_result")
+    assert result.content.type == "web_fetch_result" and result.content.url == "https://arxiv.org/abs/1"
+    assert message.usage.server_tool_use.web_fetch_requests == 1
+
+
+def test_a_script_that_searches_without_the_tool_is_a_loud_error(fake):
+    """A test whose script searches when the request offers no web_search fails, never passes quietly."""
+    fake.script(reply(web_search("x", []), text("never")))
+    with pytest.raises(anthropic.InternalServerError) as caught:
+        _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF)
+    assert "offers no web_search tool" in caught.value.body["error"]["message"]

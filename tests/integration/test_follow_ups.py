@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from models import AgentRun, Experiment, WorkflowEvent, db
 from services import clock, experiments, follow_ups, lifecycle, runs
 from services.actors import Actor
-from services.agents import tools
+from services.agents import toolbox, toolkit
 from services.errors import Forbidden
 from tests.conftest import csrf_from
 from tests.fakes.anthropic_server import reply, text, tool_use
@@ -59,10 +59,10 @@ def test_the_proposers_tool_labels_children_proposed_by_claude(app, client, owne
         experiment = experiments.get_experiment(parent)
         run = runs.create_run(kind="experiment", agent="follow-up-proposer", request="Propose.",
                               scope_id=experiment.id)
-        ctx = tools.ToolContext(run, experiment)
-        result = tools.call(ctx, "propose_follow_ups", {"experiments": [
+        ctx = toolkit.ToolContext(run, experiment)
+        result = toolbox.call(ctx, "propose_follow_ups", {"experiments": [
             {"title": "Try 350M", "hypothesis": "The gap grows."}, {"title": "Try longer warmup"}]})
-        too_many = tools.call(ctx, "propose_follow_ups", {"experiments": [{"title": f"x{i}"} for i in range(4)]})
+        too_many = toolbox.call(ctx, "propose_follow_ups", {"experiments": [{"title": f"x{i}"} for i in range(4)]})
         db.session.commit()
     assert "proposed by Claude" in result.content and not result.is_error
     assert too_many.is_error and "one to 3" in too_many.content

@@ -16,9 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Pod, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle
+from services import approvals, clock, experiments, lifecycle, parking
 from services.actors import Actor
-from services.agents import loop
 from services.dispatch import watcher
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.test_code_agents import Agents, _tool
@@ -107,7 +106,7 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
                     if until():
                         return
                     watcher.watch()
-                    loop.wake_ready_runs()
+                    parking.wake_ready_runs()
                     time.sleep(0.3)
                 raise AssertionError("the journey did not get there in time")
 

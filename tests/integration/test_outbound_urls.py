@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import notify, settings
+from services import notify, outbound, settings
 from tests.integration.code_fixtures import call, tool_context
 
 PUBLIC = "93.184.216.34"
@@ -152,7 +152,7 @@ def test_webhook_host_rebound_to_loopback_is_refused_at_delivery(app, client, ow
         with app.app_context():
             from services import experiments
             experiment = experiments.get_experiment(number)
-            with pytest.raises(notify.OutboundRefused, match="private or loopback"):
+            with pytest.raises(outbound.OutboundRefused, match="private or loopback"):
                 notify.deliver(experiment.id)
         assert listener.accepted == 0
     finally:

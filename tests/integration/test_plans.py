@@ -76,6 +76,17 @@ def test_consolidation_is_refused_not_ignored(app, api_client, planning):
         assert _rows(ApprovalRequest) == 0 and _exp(app, planning).status == "planning"
 
 
+def test_a_pod_name_that_is_a_list_is_an_invalid_spec(app, api_client, planning):
+    """Is a list as a pod's name a 422 invalid_spec naming the field (it was a 500)?"""
+    bad = TWO_POD.replace('"name": "seed-sweep-b"', '"name": ["seed-sweep-b"]')
+    assert bad != TWO_POD
+    response = api_client("read,write").post(f"/api/experiments/{planning}/plans", json={"markdown": bad})
+    assert response.status_code == 422 and response.get_json()["error"] == "invalid_spec"
+    assert "[1].name: must be text of 1–120 characters" in response.get_json()["problems"]
+    with app.app_context():
+        assert _rows(ApprovalRequest) == 0 and _exp(app, planning).status == "planning"
+
+
 def test_bad_json_spec_names_line_and_column(api_client, planning):
     """Does broken spec JSON report its position?"""
     bad = TWO_POD.replace('"gpuCount": 1, "volumeGb": 20, "containerDiskGb": 20,\n   "cloudType": "SECURE", "estimatedMinutes": 90, "env": {"SEEDS": "5',

@@ -17,15 +17,15 @@ from services import experiments, results, runs
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import progress
-from services.agents import tools
+from services.agents import toolbox, toolkit
 from tests.integration.code_fixtures import call, tool_context
 
 AGENT = Actor("agent", None, "analyzer")
 
 
-def use(ctx, tool: str, data: dict) -> tools.ToolResult:
+def use(ctx, tool: str, data: dict) -> toolkit.ToolResult:
     """One tool call as the loop makes it (for inputs named like call()'s own arguments)."""
-    result = tools.call(ctx, tool, data)
+    result = toolbox.call(ctx, tool, data)
     db.session.commit()
     return result
 

@@ -55,7 +55,7 @@ def _counts(app) -> dict:
 
 
 def _snapshot(app, number: int) -> dict:
-    from blueprints.api import experiment_json
+    from blueprints.api.experiments import experiment_json
     with app.app_context():
         return experiment_json(experiments.get_experiment(number))
 

@@ -11,10 +11,10 @@ def test_prices_saved_and_used_in_estimates(app, client, owner):
                                                       "csrf_token": owner.csrf()})
     assert response.status_code == 303
     with app.app_context():
-        assert settings.gpu_prices()["H200"] == 3.5
+        assert costs.owner_gpu_prices()["H200"] == 3.5
         assert settings.get("auto_approve_max_usd") == 25.0
         estimate = costs.estimate([{"gpuType": "H200", "gpuCount": 2, "estimatedMinutes": 60}],
-                                  settings.gpu_prices())
+                                  costs.owner_gpu_prices())
         assert estimate.total_usd == 7.0 and estimate.unknown_prices == []
     assert 'value="3.5"' in client.get("/settings").text
 
@@ -34,7 +34,7 @@ def test_bad_settings_refused_and_nothing_saved(app, client, owner):
 def test_unknown_price_is_never_invented(app):
     """Is an unpriced GPU reported as unknown rather than guessed?"""
     with app.app_context():
-        estimate = costs.estimate([{"gpuType": "L40S", "estimatedMinutes": 60}], settings.gpu_prices())
+        estimate = costs.estimate([{"gpuType": "L40S", "estimatedMinutes": 60}], costs.owner_gpu_prices())
         assert estimate.total_usd is None and estimate.unknown_prices == ["L40S"]
         assert estimate.as_json()["note"] == "price unknown — set it in settings"
 

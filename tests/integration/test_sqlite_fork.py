@@ -24,9 +24,8 @@ from rq.registry import FailedJobRegistry
 import config as sagan_config
 from app import create_app
 from models import AgentRun, Setting, db
-from services import redis_store, runs
+from services import redis_store, runs, sweeps
 from services.actors import Actor
-from services.agents import loop
 from services.dispatch import provisioner, watcher
 from services.experiments import create_experiment
 from tests.conftest import ROOT
@@ -111,7 +110,7 @@ def test_a_horse_is_not_forked_inside_the_schedulers_transaction(sqlite_app, mon
         db.session.commit()
 
     monkeypatch.setattr(watcher, "watch", watch_until_the_fork_waits)
-    monkeypatch.setattr(loop, "reconcile_runs", lambda: None)  # it would hide a failed job
+    monkeypatch.setattr(sweeps, "reconcile_runs", lambda: None)  # it would hide a failed job
     ticking = scheduler.Scheduler(sqlite_app, interval=30)
     thread = threading.Thread(target=ticking.run_once)
     try:
@@ -144,7 +143,7 @@ def test_many_dispatch_jobs_beside_a_ticking_scheduler(sqlite_app, monkeypatch):
 
     monkeypatch.setattr(watcher, "watch", watch_slowly)
     # The reconciler would re-enqueue a job that failed on the lock and hide the failure.
-    monkeypatch.setattr(loop, "reconcile_runs", lambda: None)
+    monkeypatch.setattr(sweeps, "reconcile_runs", lambda: None)
     ticking = scheduler.Scheduler(sqlite_app, interval=0.02)
     ticking.start()
     try:

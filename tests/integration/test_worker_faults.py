@@ -14,8 +14,7 @@ import sqlalchemy as sa
 
 from config import TestConfig
 from models import AgentRun, RunEvent, db
-from services import clock, experiments, jobs, runs
-from services.agents import loop
+from services import clock, experiments, jobs, runs, sweeps
 from tests.fakes.anthropic_server import reply, slow, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +78,7 @@ def test_killed_worker_is_detected_and_recovered_once(app, fake_anthropic, make_
         db.session.expire_all()
         assert db.session.get(AgentRun, run_id).status == "running"  # nobody knows yet
         clock.advance(timedelta(seconds=app.config["RUN_STALE_SECONDS"] + 60))
-        first, second = loop.reconcile_runs(), loop.reconcile_runs()
+        first, second = sweeps.reconcile_runs(), sweeps.reconcile_runs()
         assert first["lost"] == [run_id] and second["lost"] == []
         failed = db.session.get(AgentRun, run_id)
         assert failed.status == "failed" and failed.failure_reason == "worker_lost"
@@ -205,7 +204,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert before_kill == ["deploy_started", "deploy_pod_started"]
 
         clock.advance(timedelta(seconds=app.config["RUN_STALE_SECONDS"] + 60))
-        first, second = loop.reconcile_runs(), loop.reconcile_runs()
+        first, second = sweeps.reconcile_runs(), sweeps.reconcile_runs()
         assert first["resumed"] == [run_id] and first["lost"] == []
         assert second["resumed"] == [] and second["requeued"] == []  # its job is queued: nothing twice
     worker()
@@ -222,7 +221,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert kinds[:2] == before_kill  # nothing written before the kill was lost
         assert kinds.count("deploy_started") == 1 and kinds.count("deploy_pod_started") == 2
         assert kinds.count("woken") == 1 and kinds[-1] == "deploy_completed"
-        assert loop.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
+        assert sweeps.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
 
 
 def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runpod, worker, make_experiment,
@@ -240,20 +239,20 @@ def test_dispatch_lost_twice_fails_worker_lost_and_stops_its_pods(app, fake_runp
         db.session.execute(sa.update(AgentRun).where(AgentRun.id == run_id).values(status="running"))
         db.session.commit()
         clock.advance(timedelta(seconds=stale))
-        assert loop.reconcile_runs()["resumed"] == [run_id]
+        assert sweeps.reconcile_runs()["resumed"] == [run_id]
     worker()  # the resumed saga makes both pods
     with app.app_context():
         db.session.execute(sa.update(AgentRun).where(AgentRun.id == run_id).values(status="running"))
         db.session.commit()  # …and say its worker died before it could finish
         clock.advance(timedelta(seconds=stale))
-        outcome = loop.reconcile_runs()
+        outcome = sweeps.reconcile_runs()
         assert outcome["lost"] == [run_id] and outcome["resumed"] == []
         db.session.expire_all()
         run = db.session.get(AgentRun, run_id)
         assert run.status == "failed" and run.failure_reason == "worker_lost"
         assert {p.status for p in db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id))} == {"stopped"}
         assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number)) == "blocked"
-        assert loop.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
+        assert sweeps.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
 
 
 # --- Redis flushed while runs are queued -------------------------------------------------
@@ -279,10 +278,10 @@ def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, 
         jobs.enqueue_run(plan_id)
         from services import redis_store
         redis_store.connection().flushdb()  # the test Redis database only
-        outcome = loop.reconcile_runs()
+        outcome = sweeps.reconcile_runs()
         assert sorted(outcome["requeued"]) == sorted([plan_id, dispatch_id])
         db.session.expire_all()  # the next scheduler tick reads the rows afresh
-        assert loop.reconcile_runs()["requeued"] == []  # one job each, not two
+        assert sweeps.reconcile_runs()["requeued"] == []  # one job each, not two
     worker()
     with app.app_context():
         db.session.expire_all()

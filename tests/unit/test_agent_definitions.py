@@ -1,8 +1,11 @@
 """Agent definitions: every shipped file parses, names only known tools, and a broken one
 breaks only itself."""
+import types
+
 import pytest
 
-from services.agents import loader
+from services.agents import code_tools, loader, toolbox
+from services.agents.toolkit import ToolResult, tool
 from services.errors import ValidationError
 
 
@@ -39,3 +42,21 @@ def test_effort_defaults_to_medium_and_must_be_known():
     assert loader.parse(base + "effort: max\n---\nbody").effort == "max"
     with pytest.raises(ValidationError, match="effort must be one of low, medium, high, xhigh, max"):
         loader.parse(base + "effort: turbo\n---\nbody")
+
+
+def test_the_worktree_tools_the_router_knows_are_the_code_tools():
+    """Is every name in loader.CODE_TOOLS (which sends an agent to the worktree host) a tool
+    that code_tools defines, and every tool code_tools defines in it?"""
+    defined = set(toolbox.collect((code_tools,)))
+    assert defined == set(loader.CODE_TOOLS)
+
+
+def test_two_tools_with_one_name_are_refused():
+    """Does collecting the tools refuse a name that two modules define, rather than let the
+    later one silently replace the other?"""
+    first, second = types.ModuleType("first"), types.ModuleType("second")
+    first.ping = tool("ping", "One.")(lambda ctx, data: ToolResult("one"))
+    second.ping_too = tool("ping", "Two.")(lambda ctx, data: ToolResult("two"))
+    assert list(toolbox.collect((first,))) == ["ping"]
+    with pytest.raises(RuntimeError, match="Two tools are named 'ping'"):
+        toolbox.collect((first, second))

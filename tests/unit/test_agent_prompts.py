@@ -6,7 +6,7 @@ import re
 import pytest
 
 from services.agents import loader
-from services.agents.tools import TOOLS
+from services.agents.toolbox import TOOLS
 
 WORD_LIMIT = 450  # about two minutes of reading
 
@@ -14,18 +14,19 @@ WORD_LIMIT = 450  # about two minutes of reading
 TOOLS_THAT_MATTER = {
     "experiment-planner": {"get_experiment", "list_events", "repo_list_files", "repo_read_file", "repo_search",
                            "git_log", "git_show", "search_experiments", "read_experiment", "ask_questions",
-                           "submit_plan"},
+                           "submit_plan", "web_search", "web_fetch"},
     "experiment-orchestrator": {"get_plan", "code_step", "launch_pods", "wait_for_pods", "list_pods",
                                 "read_pod_logs", "send_crash_to_code", "list_artifacts", "read_artifact",
                                 "repo_read_file", "repo_search", "git_log", "spawn_agent", "set_status"},
     "analyzer": {"get_plan", "list_artifacts", "read_artifact", "run_analysis", "read_pod_logs", "repo_read_file",
-                 "repo_search", "search_experiments", "read_experiment", "write_clean_result", "set_status"},
+                 "repo_search", "search_experiments", "read_experiment", "write_clean_result", "set_status",
+                 "web_search", "web_fetch"},
     "interpretation-critic": {"get_plan", "list_artifacts", "read_artifact", "repo_read_file", "repo_search",
                               "git_show", "search_experiments", "read_experiment"},
     "clean-result-critic": {"get_plan", "list_artifacts", "read_artifact", "repo_read_file", "read_experiment"},
 }
-# Offered by the API on top of the allowlist when web research is switched on (SPEC: web
-# research), so a prompt may name them as "when offered" without listing them.
+# The API's server tools: offered only when web research is on in Settings, so prompts name
+# them "when offered".
 OFFERED_WHEN_ON = {"web_search", "web_fetch"}
 PLAN_SECTIONS = ("Goal", "Hypothesis", "Prediction", "Kill Criterion", "Experimental Setup",
                  "Compute and Hardware", "Artifacts", "Verification", "Risks and Red Team",

@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from services.agents import loader, tools
+from services.agents import loader, toolbox
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 
@@ -17,5 +17,5 @@ def test_the_agents_table_lists_every_agent_with_exactly_its_tools():
 
 def test_every_registered_tool_is_described():
     text = DOC.read_text()
-    missing = [name for name in tools.TOOLS if f"`{name}`" not in text]
+    missing = [name for name in toolbox.TOOLS if f"`{name}`" not in text]
     assert not missing, f"docs/agents.md does not describe: {', '.join(missing)}"

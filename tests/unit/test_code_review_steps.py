@@ -55,3 +55,27 @@ def test_findings_list_what_the_round_asked_for():
         "- reconciler decided: apply the mean fix",
         "- the tests failed on 0123456789ab:", "```", "1 failed", "```"]
     assert impl.findings_of_round(cycle, 3) == ""
+
+
+def test_findings_fall_back_to_the_note_and_keep_a_failure_a_later_pass_follows():
+    """Without a required_fix or reconciler_decision, is the event's note used; and does a failed
+    test run stay listed when the same round later passes?"""
+    cycle = [
+        review("epm:code-review-codex", 2, "blocked_needs_user_decision", note="the baseline is wrong"),
+        review("epm:code-review", 2, "pass"),
+        WorkflowEvent(marker="epm:code-review-reconcile", note="ask the owner",
+                      metadata_={"review": {"round": 2, "verdict": "blocked_needs_user_decision"}}),
+        WorkflowEvent(marker="epm:test-verdict", metadata_={"round": 2, "verdict": "fail", "commit": "abc"}),
+        WorkflowEvent(marker="epm:test-verdict", metadata_={"round": 2, "verdict": "pass", "commit": "def"}),
+    ]
+    assert impl.findings_of_round(cycle, 2).split("\n") == [
+        "- code-plan-reviewer (blocked_needs_user_decision): the baseline is wrong",
+        "- reconciler decided: ask the owner",
+        "- the tests failed on abc:", "```", "", "```"]
+
+
+def test_a_review_outside_the_code_review_pair_is_no_finding():
+    """Is a review event for another pair (the plan review) left out of the code round's findings?"""
+    other = WorkflowEvent(marker="epm:code-review", metadata_={"review": {
+        "round": 1, "verdict": "needs_targeted_fix", "review_pair": "plan_review", "required_fix": "x"}})
+    assert impl.findings_of_round([other], 1) == ""

@@ -142,6 +142,7 @@ def _runpod_backend(pid: int, account: str, api_key: str, url: str, team_id: str
     """One RunPod backend per process and configuration, so its HTTP client (and its kept-alive
     connections) serves every watcher pass and dispatch instead of a new client per call that
     is never closed. Keyed by the process id: a forked job never shares its parent's sockets."""
+    # Breaks the cycle base → runpod → base: each backend module imports this interface.
     from services.dispatch.backends.runpod import RunPodBackend
     return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, user_agent=user_agent,
                          timeout=timeout, max_retries=max_retries)
@@ -172,6 +173,7 @@ def backend_for(account: str, config=None) -> PodBackend:
                                                "pod commands on the Sagan host. Set SAGAN_LOCAL_PODS=1 "
                                                "to enable it, or choose the team or personal account.")
         from config import INSTANCE_DIR
+        # Breaks the cycle base → local → base, as for RunPod above.
         from services.dispatch.backends.local import LocalBackend
         return LocalBackend(
             _setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",

@@ -1,0 +1,25 @@
+"""The JSON API (SPEC §9.2): one module per resource, each with its serializers beside it.
+
+Auth per route (blueprints.access): a bearer token with the listed scope, or the owner's
+session (with CSRF). The actor is always the credential's. Errors are
+`{"error": code, "message": sentence}` with the status codes of SPEC §9.2. Answers are
+camelCase; a body may spell each field camelCase or snake_case (`_common.fields_of`).
+
+    registries     GET /statuses, /markers
+    experiments    /experiments: list, create, read, patch
+    workflow       /experiments/<ref>/workflow-events, /experiments/<ref>/events
+    approvals      /experiments/<ref>/plans, /experiments/<ref>/questions, /approvals/<id>/resolve
+    runs           /runs, /runs/<id>, /runs/<id>/cancel
+    pods           /experiments/<ref>/launch-pods, /pods, /artifacts; /pods/<id>/stop, /artifacts/<id>
+    results        /clean-results/<ref>, /experiments/<ref>/promote
+"""
+from __future__ import annotations
+
+from flask import Blueprint
+
+from blueprints.api import approvals, experiments, pods, registries, results, runs, workflow
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+for resource in (registries, experiments, workflow, approvals, runs, pods, results):
+    resource.routes.register_on(bp)

@@ -1,0 +1,181 @@
+"""No import cycles among Sagan's own modules (issue 19 item 1).
+
+The check reads each module's top-level imports with `ast` (nothing is imported), builds
+the graph of services/, models/, blueprints/ and workers/, and fails on any cycle that is
+not in ALLOWED below. An import inside a function is not an edge: the few that remain
+break a real cycle and say which one in a comment beside them.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("services", "models", "blueprints", "workers")
+
+# Packages inside which a cycle is allowed (every module of the cycle in the package), with
+# the reason it is not a bug.
+ALLOWED = {
+    # `db` and the mixins live in models/__init__.py so that no module imports app.py to
+    # reach them (decisions.md); the package imports its model modules at its bottom so
+    # that `from models import Experiment` works, and each model module imports `db` back.
+    "models": "db in the package, the model modules import it back",
+}
+
+
+def allowed_in(cycle: set[str]) -> str | None:
+    """The allowlisted package a cycle lies wholly inside, or None."""
+    return next((package for package in ALLOWED
+                 if all(m == package or m.startswith(package + ".") for m in cycle)), None)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module that `name` denotes: itself, or the package it is an attribute of."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _top_level_statements(body: list[ast.stmt]):
+    """Statements that run when the module is imported: not inside functions (but inside
+    `if`, `try` and class bodies, which run at import too)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        yield node
+        for field in ("body", "orelse", "finalbody"):
+            yield from _top_level_statements(getattr(node, field, None) or [])
+        for handler in getattr(node, "handlers", None) or []:
+            yield from _top_level_statements(handler.body)
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports at its top level, with the packages above them
+    (importing `a.b.c` runs `a/b/__init__.py` first)."""
+    found = set()
+    for node in _top_level_statements(ast.parse(path.read_text(), str(path)).body):
+        if isinstance(node, ast.Import):
+            targets = [_known(alias.name, modules) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{base}" if base else package
+            targets = [_known(f"{base}.{alias.name}", modules) if f"{base}.{alias.name}" in modules
+                       else _known(base, modules) for alias in node.names]
+        else:
+            continue
+        for target in filter(None, targets):
+            found.add(target)
+            parent = target.rpartition(".")[0]
+            while parent:
+                # The packages around this module itself are already running; importing
+                # a sibling does not import them again (naming one explicitly still does).
+                if parent in modules and not name.startswith(parent + "."):
+                    found.add(parent)
+                parent = parent.rpartition(".")[0]
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_the_graph_sees_real_imports():
+    """Does the reader find known edges (so an empty result means no cycle, not a broken scan)?"""
+    graph = import_graph()
+    assert {"models", "services.registry", "services.records"} <= graph["services.runs"]
+    assert {"services.dispatch.spec", "services.dispatch"} <= graph["services.spend"]  # and the package above
+
+
+def test_only_imports_that_run_at_import_time_are_edges(tmp_path):
+    """Are module-level, `if`/`try` and class-body imports edges, and imports inside a
+    function not (they are how a real cycle is broken)?"""
+    source = tmp_path / "sample.py"
+    source.write_text(
+        "from services import runs\n"
+        "try:\n    from services.dispatch import spec\nexcept ImportError:\n    spec = None\n"
+        "class Holder:\n    from services import jobs\n"
+        "def later():\n    from services import lifecycle\n")
+    modules = {name: source for name in ("services", "services.runs", "services.dispatch",
+                                         "services.dispatch.spec", "services.jobs", "services.lifecycle")}
+    # `services` itself is not an edge: it is the package around the module, already running.
+    assert imports_of("services.sample", source, modules) == {
+        "services.runs", "services.dispatch", "services.dispatch.spec", "services.jobs"}
+
+
+def test_cycle_finder_reports_a_cycle_and_ignores_a_chain():
+    """Does the cycle finder report a three-module loop and nothing for a chain beside it?"""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": set()}
+    assert cycles(graph) == [{"a", "b", "c"}]
+
+
+def test_no_import_cycle_outside_the_allowlist():
+    """Do the top-level imports of services/, models/, blueprints/ and workers/ form no cycle
+    other than the allowed ones?"""
+    found = cycles(import_graph())
+    unexpected = [sorted(c) for c in found if allowed_in(c) is None]
+    assert not unexpected, "Import cycles (break them, or allow one in ALLOWED with the reason):\n" + \
+        "\n".join(" → ".join(c) for c in unexpected)
+    stale = sorted(set(ALLOWED) - {allowed_in(c) for c in found})
+    assert not stale, f"Allowed packages that have no cycle any more (remove them from ALLOWED): {stale}"
