@@ -18,9 +18,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, CodeCommit, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, recovery, runs
+from services import approvals, experiments, lifecycle, parking, recovery, runs
 from services.actors import Actor
-from services.agents import code_state, implementation, loop
+from services.agents import code_state, implementation
 from services.dispatch import watcher
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.code_fixtures import TEST_COMMAND, call, research_repo, tool_context  # noqa: F401
@@ -319,7 +319,7 @@ def test_a_real_crash_goes_round_the_code_loop_and_the_fixed_commit_runs_on_a_re
             if orchestrator.status in ("completed", "failed"):
                 break
             watcher.watch()
-            loop.wake_ready_runs()
+            parking.wake_ready_runs()
             db.session.commit()
             time.sleep(0.3)
         db.session.expire_all()

@@ -20,9 +20,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, demo, demo_repo, experiments, lifecycle, plans, questions, settings
+from services import approvals, demo, demo_repo, experiments, lifecycle, parking, plans, questions, settings
 from services.actors import Actor
-from services.agents import loop
 from services.dispatch import watcher
 from tests.integration.code_fixtures import git
 
@@ -587,7 +586,7 @@ def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_
                     if until():
                         return
                     watcher.watch()
-                    loop.wake_ready_runs()
+                    parking.wake_ready_runs()
                     db.session.commit()
                     time.sleep(0.3)
                 raise AssertionError(f"#{number} is {experiments.get_experiment(number).status}; its last notes: "
