@@ -121,12 +121,15 @@ def import_old_sagan(files: tuple[str, ...]) -> None:
 @demo_cli.command("journey")
 def demo_journey() -> None:
     """Create the "Demo journey" experiment that `make demo` walks through (once), and the tiny
-    research repository its scripted code agents work on when this host can sandbox them."""
+    research repository its scripted code agents work on when this host can sandbox them —
+    then also the second journey, whose crashed pods go back to the implementer."""
     from services import demo, demo_repo
     number = demo.ensure_journey_experiment()
     stage = demo_repo.ensure()
     db.session.commit()
     click.echo(f"Demo journey experiment: #{number}")
+    if stage.on:
+        click.echo(f"Demo crash-and-fix experiment: #{demo.ensure_short_run_experiment()}")
     click.echo(stage.line())
 
 

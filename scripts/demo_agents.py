@@ -15,11 +15,17 @@ replies, thinking blocks with signatures that must come back unchanged, narratio
 tool calls inside the thinking, prompt-cache usage, and 400s for anything the API refuses.
 
 With `code_stage` on (`make demo` turns it on when services.demo_repo could set up its tiny
-research repository), the orchestrator drives the code loop with `code_step`: the
-implementer fixes the repository's bug, the code reviewer asks for one targeted fix in
-round 1, both reviewers pass round 2, Sagan runs the tests in the sandbox, and the
-pod-provisioner dispatches two local pods that run that commit. Without it the
-orchestrator dispatches a self-contained script straight away.
+research repository), the planner reads the probe (`repo_read_file`) and earlier
+experiments before it writes the pods' command, the orchestrator drives the code loop
+with `code_step`: the implementer fixes the repository's bug, the code reviewer asks for
+one targeted fix in round 1, both reviewers pass round 2, Sagan runs the tests in the
+sandbox, and the pod-provisioner dispatches two local pods that run that commit. The
+analyzer lists the uploads and draws the figure of the clean result with `run_analysis`
+from the two pods' metrics. In the second demo experiment (services.demo.SHORT_RUN_TITLE)
+the pods run a two-epoch probe that crashes at the reviewed commit: the orchestrator reads
+the crashed pod's log and sends the traceback back to the implementer
+(`send_crash_to_code`), whose fix is reviewed, tested and dispatched again. Without the
+code stage the orchestrator dispatches a self-contained script straight away.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from services import demo_repo  # noqa: E402
+from services.demo import SHORT_RUN_TITLE  # noqa: E402
 from tests.fakes import anthropic_server  # noqa: E402
 
 MODEL = "demo-scripted"
@@ -62,7 +69,11 @@ DOCKER_ARGS = ("python3 -c 'import base64; exec(base64.b64decode(\"%s\"))'"
                % base64.b64encode(_POD_SCRIPT.encode()).decode())
 
 
-def _pod_spec(code_stage: bool) -> list[dict]:
+PROBE_COMMAND = "python3 probe.py"
+SHORT_RUN_COMMAND = f"python3 probe.py --epochs {demo_repo.SHORT_RUN_EPOCHS}"
+
+
+def _pod_spec(code_stage: bool, command: str = PROBE_COMMAND) -> list[dict]:
     """Two local pods, one seed each: the repository's probe.py at the reviewed commit, or
     (without the code stage) the self-contained script above."""
     spec = []
@@ -70,25 +81,43 @@ def _pod_spec(code_stage: bool) -> list[dict]:
         artifacts = [f"/workspace/sagan-artifacts/metrics-{i}.json", f"/workspace/sagan-artifacts/accuracy-{i}.svg"]
         spec.append({"name": f"demo-seed-{i}", "gpuType": "RTX4090", "gpuCount": 1, "containerDiskGb": 1,
                      "estimatedMinutes": 2, "keepAliveMinutes": 0,
-                     "dockerArgs": "python3 probe.py" if code_stage else DOCKER_ARGS,
+                     "dockerArgs": command if code_stage else DOCKER_ARGS,
                      "config": {"command": f"seed {i} of the probe", "artifacts": artifacts}})
     return spec
 
 
-def demo_plan(code_stage: bool = False) -> str:
-    code = ("First fix stats.mean(), which divides by n + 1 (its test fails), and have it reviewed and tested; "
-            "then two local pods run probe.py at that commit, one seed each, eight epochs."
-            if code_stage else "Two local pods, one seed each, eight epochs.")
+def demo_plan(code_stage: bool = False, *, short_run: bool = False, probe_source: str | None = None,
+              earlier: int | None = None) -> str:
+    """The plan, grounded in what the planner read: the probe's argument parser decides the
+    command (`--epochs` only when probe.py parses it), and the closest earlier experiment
+    is cited."""
+    parses_epochs = probe_source is not None and '"--epochs"' in probe_source
+    epochs = demo_repo.SHORT_RUN_EPOCHS if short_run and parses_epochs else 8
+    command = SHORT_RUN_COMMAND if short_run and parses_epochs else PROBE_COMMAND
+    read = ""
+    if probe_source is not None:
+        read = ("I read probe.py: its argument parser takes `--epochs` (default 8), "
+                if parses_epochs else "I read probe.py: it parses no arguments, ")
+        read += f"so each pod runs `{command}`. "
+    if code_stage:
+        code = (f"{read}First fix stats.mean(), which divides by n + 1 (its test fails), and have it reviewed and "
+                f"tested; then two local pods run probe.py at that commit, one seed each, {epochs} epochs.")
+    else:
+        code = "Two local pods, one seed each, eight epochs."
+    goal = ("See whether two epochs of the probe already separate the seeds as eight do." if short_run
+            else "Measure how much the probe's accuracy moves between two seeds.")
+    prior = (f"#{earlier} is the closest earlier experiment on the probe; this plan keeps its metric (the mean "
+             "accuracy of the last three epochs) so the numbers compare. " if earlier else "")
     return f"""The owner answered my questions; here is the plan (demo).
 
 ## Goal
-Measure how much the probe's accuracy moves between two seeds.
+{goal}
 
 ## Hypothesis
 The two seeds land within two points of accuracy of each other.
 
 ## Prediction
-Accuracy of 0.90–0.94 on both seeds.
+{"Accuracy of 0.78–0.84 on both seeds after two epochs." if short_run else "Accuracy of 0.90–0.94 on both seeds."}
 
 ## Kill Criterion
 Stop if a seed fails to finish.
@@ -97,16 +126,17 @@ Stop if a seed fails to finish.
 {code}
 
 ## Compute and Hardware
-Two local pods for about two minutes (no GPU cost in the demo).
+Two local pods for about two minutes each: $0.00 in total (local pods cost nothing; the same run
+on two RTX 4090s on RunPod would cost a few cents).
 
 ## Artifacts
 A metrics JSON and an SVG chart per pod.
 
 ## Verification
-Both metrics files exist.
+Both metrics files exist and report an accuracy between 0 and 1.
 
 ## Risks and Red Team
-Two seeds say little about variance.
+{prior}Two seeds say little about variance.
 ### Critique loop notes
 One critique round; passed.
 
@@ -120,7 +150,7 @@ A bar per seed with its accuracy.
 [TEXTBOX:anything-else]
 
 ```runpod-spec
-{json.dumps(_pod_spec(code_stage), indent=1)}
+{json.dumps(_pod_spec(code_stage, command), indent=1)}
 ```
 """
 
@@ -137,14 +167,54 @@ CLEAN_RESULT = """<section id="tldr"><h2>TL;DR</h2><ul>
 This is Sagan's scripted demo; the numbers are illustrative.</p></details>"""
 
 
-def clean_result(commit: str | None) -> str:
-    """The demo's clean result; it names the reviewed commit the pods ran, when there was one."""
-    if not commit:
-        return CLEAN_RESULT
-    return CLEAN_RESULT.replace(
-        "Two seeds, eight epochs each, on local pods.",
-        f"Two seeds, eight epochs each, on local pods, running commit <code>{commit[:12]}</code> "
-        "(mean() fixed and reviewed).")
+# What run_analysis runs for the demo's analyzer: the two pods' metrics → the numbers and the
+# primary figure (an SVG, which becomes an artifact the clean result embeds).
+ANALYSIS_CODE = """import glob, json
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+plt.rcParams["svg.fonttype"] = "none"  # text stays text: small, and sharp on a phone
+runs = sorted((json.load(open(path)) for path in glob.glob("/artifacts/**/metrics-*.json", recursive=True)),
+              key=lambda metrics: metrics["seed"])
+seeds = [f"seed {metrics['seed']}" for metrics in runs]
+accuracy = [metrics["accuracy"] for metrics in runs]
+spread = (max(accuracy) - min(accuracy)) * 100
+print("accuracy by seed: " + ", ".join(f"{s} {a:.3f}" for s, a in zip(seeds, accuracy))
+      + f" (a spread of {spread:.1f} points)")
+fig, ax = plt.subplots(figsize=(4, 2.5))
+bars = ax.bar(seeds, accuracy, color="#4263eb")
+ax.bar_label(bars, fmt="%.3f")
+ax.set_ylim(min(accuracy) - 0.05, 1.0)
+ax.set_ylabel("accuracy (last three epochs)")
+ax.set_title("Accuracy by seed")
+fig.tight_layout()
+fig.savefig("accuracy-by-seed.svg")
+"""
+_FIGURE = re.compile(r'<figure id="figure">.*?</figure>', re.S)
+_RESULTS = "both seeds land within two points (<a href=\"#figure\">figure</a>)."
+
+
+def clean_result(commit: str | None, figure: str | None = None, numbers: str | None = None, *,
+                 short_run: bool = False) -> str:
+    """The demo's clean result; it names the reviewed commit the pods ran, when there was one,
+    and embeds the figure the analysis drew (with its numbers), when there was one."""
+    html = CLEAN_RESULT
+    design = "Two seeds, eight epochs each, on local pods"
+    if short_run:
+        short = f"Two seeds, {demo_repo.SHORT_RUN_EPOCHS} epochs each, on local pods"
+        html, design = html.replace(design, short), short
+    if commit:
+        fixed = "mean() and the short-run crash fixed and reviewed" if short_run else "mean() fixed and reviewed"
+        html = html.replace(f"{design}.", f"{design}, running commit <code>{commit[:12]}</code> ({fixed}).")
+    if figure:
+        html = "<style>#figure img{max-width:100%;height:auto}</style>\n" + _FIGURE.sub(
+            f'<figure id="figure"><img src="artifact:{figure}" alt="Accuracy of each seed, one bar per pod">'
+            "<figcaption>Accuracy by seed, drawn by the analysis from the two pods' metrics files"
+            "</figcaption></figure>", html)
+    if numbers:
+        html = html.replace(_RESULTS, f'{numbers} (<a href="#figure">figure</a>).')
+    return html
 
 
 def reply(*blocks, stop_reason=None) -> dict:
@@ -205,14 +275,40 @@ def _scripted(script: list[dict], turn: int, done: str) -> dict:
     return script[turn] if turn < len(script) else reply(text(done))
 
 
-def _planner(brief: str, turn: int, code_stage: bool) -> dict:
+def _planner(messages, brief: str, code_stage: bool) -> dict:
+    calls = _calls(messages)
+    done = {name for name, _, _ in calls}
     if "epm:clarify-answers" not in brief:
         script = [reply(tool("ask_questions", {"questions": [
             {"key": "seeds", "text": "How many seeds should the demo run?"},
             {"key": "metric", "text": "Which metric matters most?"}]}))]
-    else:
-        script = [reply(tool("submit_plan", {"markdown": demo_plan(code_stage)}))]
-    return _scripted(script, turn, "Done (demo planner).")
+        return _scripted(script, len(calls), "Done (demo planner).")
+    if code_stage and "repo_read_file" not in done:
+        # Ground the command in the code, and the plan in earlier work, before writing it.
+        return reply(text("Reading the probe's argument parser and earlier probe experiments first (demo)."),
+                     tool("repo_read_file", {"path": "probe.py"}), tool("search_experiments", {"text": "probe"}))
+    source = next((result for name, _, result in calls if name == "repo_read_file"), None)
+    own = re.search(r"# Experiment #(\d+)", brief)
+    earlier = _earlier_experiment(next((result for name, _, result in calls if name == "search_experiments"), ""),
+                                  int(own[1]) if own else None)
+    if earlier is not None and "read_experiment" not in done:
+        return reply(tool("read_experiment", {"number": earlier}))
+    if "submit_plan" not in done:
+        return reply(tool("submit_plan", {"markdown": demo_plan(
+            code_stage, short_run=SHORT_RUN_TITLE in brief, probe_source=source, earlier=earlier)}))
+    return reply(text("Done (demo planner)."))
+
+
+def _earlier_experiment(search_result: str, own: int | None) -> int | None:
+    """The closest earlier experiment search_experiments found: one with a clean result first,
+    then the newest; never a later one (the run's own is never listed)."""
+    try:
+        found = json.loads(search_result).get("experiments") or []
+    except (ValueError, AttributeError):
+        return None
+    earlier = [e for e in found if isinstance(e, dict) and (own is None or e.get("number", own) < own)]
+    earlier.sort(key=lambda e: (not e.get("hasCleanResult"), -e["number"]))
+    return earlier[0]["number"] if earlier else None
 
 
 _ANALYSIS = [
@@ -235,25 +331,67 @@ def _orchestrator(messages, code_stage: bool) -> dict:
         return _scripted(script, done, "The clean result awaits promotion (demo).")
     if not calls:
         return reply(text("Starting the code loop (demo)."), tool("code_step", {}))
-    name, _, result = calls[-1]
+    name, data, result = calls[-1]
     if name == "code_step":
         if "No research repository is configured" in result:
             return reply(text("No code loop here; dispatching the approved spec (demo)."), tool("launch_pods", {}))
         update = _last_update(messages)
         if "Sub-agent pod-provisioner" in update:
+            if "ended failed: pod_exit_nonzero" in update:
+                return reply(text("A pod exited non-zero; finding it and reading its log (demo)."),
+                             tool("list_pods", {}))
             if "ended failed" in update or "ended cancelled" in update:
                 return reply(text("The pods did not finish; the timeline has the evidence (demo)."))
             return _ANALYSIS[0]
         if "You are parked" in result:
             return reply(tool("code_step", {}))
         return reply(text(f"The code loop stopped here (demo): {result[:500]}"))
+    if name == "list_pods":
+        crashed = _crashed_pod(result)
+        if crashed is None:
+            return reply(text("No pod crashed after all; stopping so the owner can look (demo)."))
+        return reply(tool("read_pod_logs", {"pod": crashed, "tail": 200}))
+    if name == "read_pod_logs":
+        error = _exception_line(result)
+        if error is None:
+            return reply(text("The log shows no traceback, so it is not the code's crash; the owner decides (demo)."))
+        return reply(text("A traceback in the research code: back to the implementer (demo)."),
+                     tool("send_crash_to_code", {"pod": data["pod"], "note": f"The pod's command crashed with {error}; "
+                                                 "the approved command must run as it stands."}))
+    if name == "send_crash_to_code":
+        if "You are parked" not in result:
+            return reply(text(f"The crash could not go back to the code (demo): {result[:500]}"))
+        return reply(tool("code_step", {}))
     spawned = sum(1 for call_name, _, _ in calls if call_name in ("spawn_agent", "post_marker"))
     return _scripted(_ANALYSIS, spawned, "The clean result awaits promotion (demo).")
 
 
+def _crashed_pod(list_pods_result: str) -> str | None:
+    """The latest pod list_pods shows with a non-zero exit code."""
+    try:
+        pods = json.loads(list_pods_result)
+    except ValueError:
+        return None
+    crashed = [pod["name"] for pod in pods if isinstance(pod, dict) and pod.get("exitCode") not in (None, 0)]
+    return crashed[-1] if crashed else None
+
+
+def _exception_line(log: str) -> str | None:
+    """The exception a Python traceback in the log ended with, or None without a traceback."""
+    if "Traceback (most recent call last):" not in log:
+        return None
+    tail = log[log.rfind("Traceback (most recent call last):"):].splitlines()
+    return next((line.strip() for line in tail[1:] if line and not line.startswith((" ", "\t"))), "an exception")
+
+
 def _implementer(brief: str, turn: int) -> dict:
     round_ = int((re.search(r"Code round (\d+)", brief) or [None, "1"])[1])
-    if round_ == 1:
+    if "Traceback (most recent call last):" in brief:
+        # The round a pod's crash opened (send_crash_to_code): the traceback is in the brief.
+        change = tool("write_file", {"path": "probe.py", "content": demo_repo.FIXED_PROBE})
+        message = "probe.py: a run shorter than four epochs measures its gain from the first epoch"
+        note = "Fixed the crash: the gain read accuracies[-4], which a two-epoch run does not have."
+    elif round_ == 1:
         change = tool("write_file", {"path": "stats.py", "content": demo_repo.FIXED_STATS})
         message, note = "mean() divides by the number of values, not one more", "Fixed stats.mean(): it divided by n + 1."
     else:
@@ -290,24 +428,48 @@ def _provisioner(turn: int) -> dict:
     return _scripted(script, turn, "Both pods finished (demo provisioner).")
 
 
-def _analyzer(brief: str, turn: int) -> dict:
+def _analyzer(messages, brief: str) -> dict:
+    """List the uploads, compute and draw with run_analysis, then interpret and write the result
+    around the figure it drew (or, when the analysis could not run, the illustrative one)."""
     commit = re.search(r"Code: branch \S+ commit ([0-9a-f]{7,40})", brief)
-    script = [
-        reply(tool("post_marker", {"marker": "epm:interpretation",
-                                   "note": "Both seeds land within two points; the prediction held."})),
-        reply(tool("write_clean_result", {
-            "title": "Two seeds of the probe agree within two points (LOW confidence)",
-            "html": clean_result(commit[1] if commit else None)})),
-        reply(tool("set_status", {"status": "clean_result_drafting", "note": "Draft written (demo)."})),
-    ]
-    return _scripted(script, turn, "Interpretation and draft done (demo).")
+    calls = _calls(messages)
+    done = {name for name, _, _ in calls}
+    if "list_artifacts" not in done:
+        return reply(text("Listing what the pods uploaded (demo)."), tool("list_artifacts", {}))
+    if "run_analysis" not in done:
+        return reply(text("Computing the accuracy per seed and drawing the figure (demo)."),
+                     tool("run_analysis", {"code": ANALYSIS_CODE}))
+    analysis = next(result for name, _, result in calls if name == "run_analysis")
+    figure = re.search(r"^- (analysis/\S+\.svg) \(", analysis, re.M)
+    numbers = re.search(r"accuracy by seed: (.+)", analysis)
+    short_run = SHORT_RUN_TITLE in brief
+    if "post_marker" not in done:
+        spread = re.search(r"a spread of ([\d.]+) points", numbers[1]) if numbers else None
+        held = spread is None or float(spread[1]) <= 2
+        note = (f"Accuracy by seed: {numbers[1]}. " if numbers else "") + \
+            ("Both seeds land within two points; the prediction held." if held
+             else "The seeds are more than two points apart; the prediction did not hold.")
+        return reply(tool("post_marker", {"marker": "epm:interpretation", "note": note}))
+    if "write_clean_result" not in done:
+        title = ("Two epochs of the probe already land both seeds within two points (LOW confidence)" if short_run
+                 else "Two seeds of the probe agree within two points (LOW confidence)")
+        return reply(tool("write_clean_result", {"title": title, "html": clean_result(
+            commit[1] if commit else None, figure[1] if figure else None, numbers[1] if numbers else None,
+            short_run=short_run)}))
+    if "set_status" not in done:
+        return reply(tool("set_status", {"status": "clean_result_drafting", "note": "Draft written (demo)."}))
+    return reply(text("Interpretation and draft done (demo)."))
 
 
 def _critic(agent: str, turn: int) -> dict:
-    """The critic pair: one pass each, round 1."""
-    marker, pair = (("epm:interp-critique", "interpretation") if agent == "interpretation-critic"
-                    else ("epm:clean-result-critique", "clean_result"))
-    script = [reply(tool("post_marker", {"marker": marker, "review_pair": pair, "round": 1, "reviewer": agent,
+    """The critic pair: each reads the evidence its prompt names first (the uploads for the
+    interpretation, the write-up itself for the clean result), then passes round 1."""
+    if agent == "interpretation-critic":
+        marker, pair, read = "epm:interp-critique", "interpretation", tool("list_artifacts", {})
+    else:
+        marker, pair, read = "epm:clean-result-critique", "clean_result", tool("get_experiment", {})
+    script = [reply(text("Reading the evidence first (demo)."), read),
+              reply(tool("post_marker", {"marker": marker, "review_pair": pair, "round": 1, "reviewer": agent,
                                          "verdict": "pass", "note": f"{agent} (demo): the claims match the numbers."}))]
     return _scripted(script, turn, f"Pass (demo {agent}).")
 
@@ -326,7 +488,7 @@ def respond(body: dict, code_stage: bool = False) -> dict:
     agent = _agents_by_prompt().get(anthropic_server.system_text(body), "")
     turn, brief = _turns(messages), _brief(messages)
     if agent == "experiment-planner":
-        return _planner(brief, turn, code_stage)
+        return _planner(messages, brief, code_stage)
     if agent == "experiment-orchestrator":
         return _orchestrator(messages, code_stage)
     if agent == "experiment-implementer":
@@ -336,7 +498,7 @@ def respond(body: dict, code_stage: bool = False) -> dict:
     if agent == "pod-provisioner":
         return _provisioner(turn)
     if agent == "analyzer":
-        return _analyzer(brief, turn)
+        return _analyzer(messages, brief)
     if agent in ("interpretation-critic", "clean-result-critic"):
         return _critic(agent, turn)
     if agent == "follow-up-proposer":

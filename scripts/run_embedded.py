@@ -347,6 +347,9 @@ class Stack:
             code = "the code being written and reviewed, " if self.demo_agents.code_stage else ""
             say("Demo: open the board, move \"Demo journey\" to Clarifying, answer the planner's questions, "
                 f"approve the plan, and watch {code}the pods, the analysis and the clean result arrive.")
+            if self.demo_agents.code_stage:
+                say("\"Demo journey 2\" does the same with a short run whose pods crash: watch the crash go back "
+                    "to the implementer and the fixed commit run.")
         say("Press Ctrl-C to stop.")
         lines = list(self.owner_lines)
         if any("already exists" in line for line in self.owner_lines):

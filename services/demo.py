@@ -205,16 +205,29 @@ def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,
 
 
 JOURNEY_TITLE = "Demo journey: do two seeds of the probe agree?"
+# The second journey: its pods run a short probe that crashes at the reviewed commit, so the
+# crash goes back to the implementer and the fixed commit runs (scripts/demo_agents.py).
+SHORT_RUN_TITLE = "Demo journey 2: does a two-epoch probe already separate the seeds?"
 
 
 def ensure_journey_experiment() -> int:
     """The idea `make demo` starts from: proposed, on the local pod account."""
-    existing = db.session.scalar(sa.select(Experiment).where(Experiment.title == JOURNEY_TITLE))
+    return _ensure_idea(JOURNEY_TITLE, "Two seeds of the probe land within two points of accuracy.")
+
+
+def ensure_short_run_experiment() -> int:
+    """The second demo idea (with the code-writing stage): a two-epoch probe, whose first
+    dispatch crashes in the research code and comes back to the implementer."""
+    return _ensure_idea(SHORT_RUN_TITLE, "After two epochs the seeds already rank as they do after eight.")
+
+
+def _ensure_idea(title: str, hypothesis: str) -> int:
+    existing = db.session.scalar(sa.select(Experiment).where(Experiment.title == title))
     if existing is not None:
         return existing.number
     experiment = experiments.create_experiment(
-        {"title": JOURNEY_TITLE, "kind": "experiment", "runpod_account": "local", "priority": "high",
-         "tags": ["demo"], "hypothesis": "Two seeds of the probe land within two points of accuracy."},
+        {"title": title, "kind": "experiment", "runpod_account": "local", "priority": "high",
+         "tags": ["demo"], "hypothesis": hypothesis},
         DEMO_OWNER, note="Demo journey created: move it to Clarifying to start the scripted agents.")
     db.session.commit()
     return experiment.number

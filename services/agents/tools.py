@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from models import AgentRun, Experiment, Pod, WorkflowEvent, db
 from services import (approvals, discussion, events, follow_ups, lifecycle, markers, pod_logs, questions, registry,
-                      results, runs)
+                      result_lint, results, runs)
 from services.agents import loader, web_tools
 from services.agents.research_tools import embed_artifacts
 from services.agents.toolkit import ToolContext, ToolResult, tool
@@ -31,15 +31,30 @@ def _json(data) -> str:
 
 # --- reading ----------------------------------------------------------------------------
 
-@tool("get_experiment", "The experiment this run works on: record, status and turn.")
+CLEAN_RESULT_SHOWN = 40_000  # characters of the clean result's HTML a model reads
+_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,([A-Za-z0-9+/=]+)")
+
+
+@tool("get_experiment", "The experiment this run works on: record, status and turn, and its clean result "
+                        "(HTML, with its lint report) once one is written.")
 def get_experiment(ctx: ToolContext, data: dict) -> ToolResult:
     e = ctx.need_experiment()
-    return ToolResult(_json({
+    record = {
         "number": e.number, "title": e.title, "status": e.status, "turn": e.turn, "kind": e.kind,
         "priority": e.priority, "tags": e.tags, "hypothesis": e.hypothesis, "gitBranch": e.git_branch,
         "gitCommit": e.git_commit, "runpodAccount": e.runpod_account, "hasPlan": bool(e.plan_md),
         "hasCleanResult": e.has_clean_result, "parentExperimentId": str(e.parent_experiment_id or "") or None,
-    }))
+    }
+    if e.has_clean_result and e.body:
+        # The clean-result critic reads the write-up here (read_experiment is for other
+        # experiments). Embedded figures are data URLs of up to megabytes of base64, which a
+        # model cannot read as text: each is shown as its type and size (read_artifact shows it).
+        html = _DATA_URL.sub(lambda m: f"data:{m[1]};base64,[{len(m[2]) * 3 // 4:,} bytes; see read_artifact]",
+                             e.body)
+        record["cleanResultHtml"] = html[:CLEAN_RESULT_SHOWN]
+        record["cleanResultTruncated"] = len(html) > CLEAN_RESULT_SHOWN
+        record["cleanResultLint"] = result_lint.lint(e.title, e.body).summary()
+    return ToolResult(_json(record))  # api_content redacts what the model is sent
 
 
 @tool("list_events", "The experiment's workflow events, newest first; filter by type or marker.",

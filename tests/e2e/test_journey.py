@@ -62,7 +62,9 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
            "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
            "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_POD_WATCH_SECONDS": "1",
            # As `make demo` does: the demo's research repository is a local path.
-           "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path)}
+           "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path),
+           # The analysis environment `make test` built, so the analyzer's run_analysis draws the figure.
+           "SAGAN_ANALYSIS_ENV": app.config["SAGAN_ANALYSIS_ENV"]}
     worker = subprocess.Popen([sys.executable, "-m", "workers.launcher"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     yield Path(base)
@@ -199,6 +201,19 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
         pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment.id)))
         assert len(pods) == 2 and all(p.exit_code == 0 for p in pods)
         assert sum(float(p.cost_per_hr or 0) for p in pods) == 0.0  # local pods cost nothing
+
+        # The planner read the probe before writing the command; the analyzer drew the figure
+        # from the two pods' metrics with run_analysis, and the clean result embeds it.
+        def tools_of(agent):
+            return [(e.metadata_ or {}).get("tool") for e in db.session.scalars(
+                sa.select(RunEvent).join(AgentRun, AgentRun.id == RunEvent.run_id).where(
+                    AgentRun.scope_id == experiment.id, AgentRun.agent == agent,
+                    RunEvent.event_type == "tool_call").order_by(RunEvent.created_at, RunEvent.seq))]
+        planner = tools_of("experiment-planner")
+        assert planner.index("repo_read_file") < planner.index("submit_plan"), planner
+        assert tools_of("analyzer")[:2] == ["list_artifacts", "run_analysis"]
+        if (Path(app.config["SAGAN_ANALYSIS_ENV"]) / ".sagan-analysis-env").is_file():  # make test builds it
+            assert 'src="data:image/svg+xml;base64,' in experiment.body
         agents = {r.agent for r in db.session.scalars(sa.select(AgentRun).where(AgentRun.scope_id == experiment.id))}
         assert {"experiment-planner", "experiment-orchestrator", "experiment-implementer", "code-reviewer",
                 "code-plan-reviewer", "code-tests", "pod-provisioner", "analyzer", "interpretation-critic",

@@ -8,18 +8,26 @@ Real database, real tool registry and code loop state (`code_step`), the researc
 fixture; the sub-agents' work is posted as their markers, as in test_code_agents.py."""
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import time
 import uuid
 
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Pod, WorkflowEvent, db
-from services import experiments, lifecycle, recovery, runs
+from models import AgentRun, Artifact, CodeCommit, Pod, RunEvent, WorkflowEvent, db
+from services import approvals, experiments, lifecycle, parking, recovery, runs
 from services.actors import Actor
 from services.agents import code_state, implementation
-from tests.integration.code_fixtures import call, research_repo, tool_context  # noqa: F401
-from tests.integration.test_code_agents import _children, _commit_row, _marker, _move, _notes, _reviewed
+from services.dispatch import watcher
+from tests.fakes.anthropic_server import reply, text
+from tests.integration.code_fixtures import TEST_COMMAND, call, research_repo, tool_context  # noqa: F401
+from tests.integration.test_code_agents import (FIXED_STATS, Agents, _children, _commit_row, _first_user_text,
+                                                _marker, _move, _notes, _review, _reviewed, _tool, _tool_results,
+                                                local_pods)  # noqa: F401
+from tests.integration.test_local_dispatch import plan
 
 SYSTEM = Actor.system()
 TRACEBACK = ("Traceback (most recent call last):\n"
@@ -203,3 +211,172 @@ def test_an_infra_task_that_passes_its_tests_drafts_instead_of_dispatching(app, 
         assert "launch_pods" not in result.content
         refused = call(ctx, "launch_pods")
         assert refused.is_error and refused.content.startswith("pod_free:")
+
+
+# --- the whole way round: a real pod crashes, the implementer fixes it, a real pod runs the fix ------------
+
+# Round 1's run.py reads the values the plan passes in $VALUES, and trips over the plan's
+# trailing comma on the pod: float("") raises, with a traceback in the research code.
+CRASHING_RUN = '''"""The experiment a pod runs: the mean of $VALUES, written where Sagan collects artifacts."""
+import json
+import os
+
+from stats import mean
+
+values = [float(v) for v in os.environ.get("VALUES", "1,2,3").split(",")]
+out = os.environ.get("SAGAN_ARTIFACT_DIR", "artifacts")
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "metrics.json"), "w") as handle:
+    json.dump({"mean": mean(values), "n": len(values)}, handle)
+print("wrote metrics.json")
+'''
+# Round 2, after the crash: empty items (a trailing comma) are skipped.
+FIXED_RUN = CRASHING_RUN.replace('.split(",")]', '.split(",") if v.strip()]')
+
+
+def _last_tool_result(body) -> str:
+    content = body["messages"][-1]["content"][0]["content"]
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
+
+
+def _last_call(body) -> dict:
+    """The input of the agent's latest tool call (after its thinking block)."""
+    return next(b["input"] for b in body["messages"][-2]["content"] if b["type"] == "tool_use")
+
+
+def _crashed_pod_name(body) -> str:
+    """The pod list_pods reported with a non-zero exit code (what a model would pick out)."""
+    return next(p["name"] for p in json.loads(_last_tool_result(body)) if p["exitCode"] not in (None, 0))
+
+
+@pytest.mark.slow
+def test_a_real_crash_goes_round_the_code_loop_and_the_fixed_commit_runs_on_a_real_pod(
+        app, fake_anthropic, worker, local_pods, research_repo, make_experiment):  # noqa: F811
+    """Issue 15 item 7, done when: round 1 passes review and tests → a local pod runs it and
+    crashes with a traceback → the orchestrator reads the pod's log and sends the crash to
+    the implementer (a recovery, on the timeline) → round 2 fixes it, is reviewed and tested →
+    a second local pod runs exactly the fixed commit, exits 0, and the experiment moves on."""
+    script = "git rev-parse HEAD > \"$SAGAN_ARTIFACT_DIR/commit.txt\" && python3 run.py"
+    spec = {"name": "mean", "gpuType": "RTX4090", "gpuCount": 1, "containerDiskGb": 1, "estimatedMinutes": 1,
+            "keepAliveMinutes": 0, "env": {"VALUES": "1,2,3,"},
+            "dockerArgs": "bash -c \"$(echo " + base64.b64encode(script.encode()).decode() + " | base64 -d)\"",
+            "config": {"command": "the mean of VALUES", "artifacts": ["/workspace/sagan-artifacts/commit.txt",
+                                                                      "/workspace/sagan-artifacts/metrics.json"]}}
+    crash_note = "run.py turns every comma-separated item into a float; the trailing comma gives float('')."
+    agents = Agents(app)
+    fake_anthropic.default = agents
+    agents.script(
+        "experiment-orchestrator",
+        *[_tool("code_step")] * 4,                     # implement, review, test, dispatch round 1
+        _tool("list_pods"),                            # woken: the pod-provisioner ended after the crash
+        lambda body: _tool("read_pod_logs", pod=_crashed_pod_name(body), tail=100),
+        lambda body: _tool("send_crash_to_code", pod=_last_call(body)["pod"], note=crash_note),
+        *[_tool("code_step")] * 3,                     # review, test, dispatch round 2
+        _tool("post_marker", marker="epm:interpretation", note="The fixed run's mean is 2.0.",
+              next_status="reviewing"),
+        reply(text("The fixed commit ran; the owner reviews.")))
+    agents.script(
+        "experiment-implementer",
+        _tool("write_file", path="stats.py", content=FIXED_STATS),
+        _tool("write_file", path="run.py", content=CRASHING_RUN),
+        _tool("run_command", command=TEST_COMMAND),
+        _tool("git_commit", message="mean() divides by the count; run.py reads $VALUES"),
+        _tool("git_push"),
+        _tool("post_marker", marker="epm:experiment-implementation", note="Round 1.", metadata={"round": 1}),
+        reply(text("Round 1 done.")),
+        # round 2: the crash round
+        _tool("read_file", path="run.py"),
+        _tool("write_file", path="run.py", content=FIXED_RUN),
+        _tool("run_command", command=TEST_COMMAND),
+        _tool("git_commit", message="run.py skips empty items in $VALUES (a trailing comma crashed the pod)"),
+        _tool("post_marker", marker="epm:experiment-implementation", note="Empty items skipped.",
+              metadata={"round": 2}),
+        reply(text("Round 2 done.")))
+    for reviewer, marker in implementation.REVIEWERS.items():
+        agents.script(reviewer, _review(marker, reviewer, 1, "pass"), reply(text("Pass.")),
+                      _review(marker, reviewer, 2, "pass"), reply(text("Pass.")))
+    agents.script("pod-provisioner",
+                  _tool("launch_pods"), _tool("post_marker", marker="epm:pod-dispatched", note="One local pod."),
+                  _tool("wait_for_pods"),  # woken by the failed dispatch: the run fails with its reason
+                  _tool("launch_pods"), _tool("post_marker", marker="epm:pod-dispatched", note="The fixed commit."),
+                  _tool("wait_for_pods"), reply(text("The pod exited 0.")))
+
+    number = make_experiment("Mean of the values", status="planning", runpod_account="local")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")
+        effects = approvals.approve(submission.approval, Actor("owner"))
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        experiment_id = experiment.id
+
+    with app.app_context():
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            worker()
+            db.session.expire_all()
+            orchestrator = db.session.scalar(sa.select(AgentRun).where(AgentRun.agent == "experiment-orchestrator"))
+            if orchestrator.status in ("completed", "failed"):
+                break
+            watcher.watch()
+            parking.wake_ready_runs()
+            db.session.commit()
+            time.sleep(0.3)
+        db.session.expire_all()
+        experiment = experiments.get_experiment(number)
+        notes = _notes(experiment_id)
+        assert (orchestrator.status, orchestrator.failure_reason) == ("completed", None), \
+            "\n".join(notes[-25:] + _tool_results("experiment-orchestrator")[-6:])
+        assert experiment.status == "reviewing", notes[-10:]
+
+        # Two dispatches: the first crashed in the research code, the second finished.
+        dispatches = list(db.session.scalars(sa.select(AgentRun).where(AgentRun.kind == "experiment")
+                                             .order_by(AgentRun.created_at)))
+        assert [(d.status, d.failure_reason) for d in dispatches] == [("failed", "pod_exit_nonzero"),
+                                                                       ("completed", None)]
+        pods = list(db.session.scalars(sa.select(Pod).order_by(Pod.created_at)))
+        assert [p.exit_code for p in pods] == [1, 0]
+
+        # The orchestrator read the crashed pod's log, and it showed the traceback.
+        logs = [b for b in db.session.scalars(sa.select(RunEvent.body).where(
+            RunEvent.run_id == orchestrator.id, RunEvent.event_type == "tool_result"))
+                if b and b.startswith(f"Log of pod {pods[0].name}")]
+        assert logs and "Traceback (most recent call last):" in logs[0]
+        assert "ValueError: could not convert string to float: ''" in logs[0]
+
+        # Round 2 was asked for with the crash: exit code, traceback, the orchestrator's reading.
+        implementers = list(db.session.scalars(sa.select(AgentRun).where(
+            AgentRun.agent == "experiment-implementer").order_by(AgentRun.created_at)))
+        assert len(implementers) == 2
+        crash_round = implementers[1]
+        assert "Code round 2" in crash_round.request and "exited with code 1" in crash_round.request
+        assert "could not convert string to float" in crash_round.request and crash_note in crash_round.request
+        round_two = [_first_user_text(b) for b in agents.requests["experiment-implementer"] if len(b["messages"]) == 1]
+        assert "could not convert string to float" in round_two[1]
+
+        # It is a recovery: it resumes the crashed dispatch, counts in the budget, and the timeline says so.
+        assert crash_round.resumes_run_id == dispatches[0].id
+        assert [r.id for r in recovery.recent_recoveries(experiment_id)] == [crash_round.id]
+        sent = [n for n in notes if f"{pods[0].name} crashed (exit 1)" in n]
+        assert len(sent) == 1 and "back to the implementer for code round 2" in sent[0]
+        assert "recovery 1 of 3 in 24 h" in sent[0]
+
+        # The fixed commit was reviewed (round 2), tested, pushed, spliced, and is what the second pod ran.
+        commits = list(db.session.scalars(sa.select(CodeCommit).order_by(CodeCommit.created_at)))
+        assert [c.round for c in commits] == [1, 2]
+        fixed = commits[-1].sha
+        assert research_repo.origin_sha(f"experiment-{number}") == fixed
+        assert experiment.git_commit == fixed and experiment.pod_spec["env"]["SAGAN_GIT_COMMIT"] == fixed
+        verdicts = [e.metadata_ for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.marker == "epm:test-verdict").order_by(WorkflowEvent.created_at))]
+        assert [(v["verdict"], v["commit"], v["round"]) for v in verdicts] == [
+            ("pass", commits[0].sha, 1), ("pass", fixed, 2)]
+        reviews = [e.metadata_["review"]["round"] for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.marker.in_(tuple(implementation.REVIEWERS.values()))))]
+        assert sorted(reviews) == [1, 1, 2, 2]
+        artifacts = {a.name: a.content.decode() for a in db.session.scalars(
+            sa.select(Artifact).where(Artifact.pod_id == pods[1].id, Artifact.name.in_(("commit.txt",
+                                                                                         "metrics.json"))))}
+        assert artifacts["commit.txt"].strip() == fixed
+        assert json.loads(artifacts["metrics.json"]) == {"mean": 2.0, "n": 3}
+        assert "Uploads verified." in notes

@@ -11,13 +11,18 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from models import db
-from services import demo_repo, plans, settings
+import sqlalchemy as sa
+
+from models import AgentRun, ApprovalRequest, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
+from services import approvals, demo, demo_repo, experiments, lifecycle, parking, plans, questions, settings
+from services.actors import Actor
+from services.dispatch import watcher
 from tests.integration.code_fixtures import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -198,9 +203,48 @@ def test_demo_journey_command_says_whether_code_runs(app, runner, demo_dirs):
     result = runner.invoke(args=["demo", "journey"])
     assert result.exit_code == 0, result.output
     assert "Demo journey experiment: #1" in result.output
+    assert "Demo crash-and-fix experiment: #2" in result.output  # the code stage is on here
     assert "Code-writing stage: on" in result.output
     again = runner.invoke(args=["demo", "journey"])
     assert "Demo journey experiment: #1" in again.output and "Code-writing stage: on" in again.output
+    assert "Demo crash-and-fix experiment: #2" in again.output
+    with app.app_context():
+        assert experiments.get_experiment(2).title == demo.SHORT_RUN_TITLE
+
+
+def test_without_the_code_stage_there_is_no_crash_and_fix_experiment(app, runner, demo_dirs, monkeypatch):
+    """Its crash can only go back to an implementer when the code-writing stage runs."""
+    from services import sandbox
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    result = runner.invoke(args=["demo", "journey"])
+    assert result.exit_code == 0, result.output
+    assert "Demo journey experiment: #1" in result.output and "crash-and-fix" not in result.output
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Experiment.id))) == 1
+
+
+def test_the_probe_parses_epochs_and_a_short_run_crashes_until_fixed(demo_dirs, app_ctx, tmp_path):
+    """`probe.py --epochs 2` (the second demo experiment's command) exits 1 with an IndexError
+    traceback at the demo's code; FIXED_PROBE, the implementer's fix after the crash, runs it."""
+    demo_repo.ensure()
+    work = demo_dirs / "clone"
+    git("clone", "--quiet", str(demo_dirs / "demo-research" / "origin.git"), str(work), cwd=demo_dirs)
+    (work / "stats.py").write_text(demo_repo.FIXED_STATS)
+    env = {"PATH": os.environ["PATH"], "SAGAN_RUN_INDEX": "0", "SAGAN_ARTIFACT_DIR": str(tmp_path / "out")}
+    outcomes = []
+    for source in (demo_repo.PROBE, demo_repo.FIXED_PROBE):
+        (work / "probe.py").write_text(source.replace("SECONDS_PER_EPOCH = 1.5", "SECONDS_PER_EPOCH = 0"))
+        outcomes.append(subprocess.run([sys.executable, "probe.py", "--epochs", "2"], cwd=work, env=env,
+                                       capture_output=True, text=True))
+    crashed, fixed = outcomes
+    assert crashed.returncode == 1 and "Traceback (most recent call last):" in crashed.stderr
+    assert "IndexError: list index out of range" in crashed.stderr
+    assert fixed.returncode == 0, fixed.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics-0.json").read_text())
+    assert len(metrics["epochs"]) == 2 and metrics["gain"] == round(metrics["epochs"][-1] - metrics["epochs"][0], 4)
+    refused = subprocess.run([sys.executable, "probe.py", "--epochs", "two"], cwd=work, env=env,
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "invalid int value: 'two'" in refused.stderr
 
 
 # --- the scripted agents ---------------------------------------------------------------------------
@@ -239,6 +283,54 @@ def test_plans_are_valid_with_and_without_the_code_stage(app_ctx):
         assert parsed.problems == [], parsed.problems
         assert [pod["dockerArgs"] for pod in parsed.data["spec"]] == [command, command]
         assert parsed.data["textboxes"] == ["anything-else"] and len(parsed.data["checklist"]) == 2
+
+
+def _commands(markdown: str) -> list[str]:
+    parsed = plans.parse(markdown, account="local")
+    assert parsed.problems == [], parsed.problems
+    return [pod["dockerArgs"] for pod in parsed.data["spec"]]
+
+
+def test_the_short_run_command_is_grounded_in_what_the_planner_read(app_ctx):
+    """`--epochs 2` only when the probe the planner read parses `--epochs`; an older probe
+    without the flag gets the plain command (a flag it does not know would crash the pod)."""
+    assert _commands(demo_agents.demo_plan(True, short_run=True, probe_source=demo_repo.PROBE)) == \
+        ["python3 probe.py --epochs 2"] * 2
+    older = demo_repo.PROBE.replace('"--epochs"', '"--steps"')
+    assert _commands(demo_agents.demo_plan(True, short_run=True, probe_source=older)) == ["python3 probe.py"] * 2
+    assert _commands(demo_agents.demo_plan(True, probe_source=demo_repo.PROBE)) == ["python3 probe.py"] * 2
+    cited = demo_agents.demo_plan(True, probe_source=demo_repo.PROBE, earlier=7)
+    assert "#7 is the closest earlier experiment" in cited and "takes `--epochs` (default 8)" in cited
+
+
+def test_planner_reads_the_probe_and_an_earlier_experiment_before_planning(app_ctx):
+    """With the owner's answers in, the planner reads probe.py and searches earlier probe
+    experiments, reads the one it found, and only then submits a plan whose command fits."""
+    brief = [{"role": "user", "content": f"# Experiment #2: {demo.SHORT_RUN_TITLE}\n\n## Recent events\n"
+                                         "- epm:clarify-answers: {}\n\n## Your task\nPlan it."}]
+    first = _ask("experiment-planner", brief)
+    assert _tool_calls(first) == [("repo_read_file", {"path": "probe.py"}), ("search_experiments", {"text": "probe"})]
+    blocks = [b for b in first["content"] if b["type"] == "tool_use"]
+    results = [demo_repo.PROBE, json.dumps({"experiments": [{"number": 1, "cite": "#1", "title": "Two seeds"}]})]
+    messages = brief + [{"role": "assistant", "content": first["content"]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"], "content": r}
+                                                     for b, r in zip(blocks, results)]}]
+    second = _ask("experiment-planner", messages)
+    assert _tool_calls(second) == [("read_experiment", {"number": 1})]
+    messages = _after(messages, second, "{\"number\": 1, \"clean_result_text\": \"The seeds agree.\"}")
+    [(name, data)] = _tool_calls(_ask("experiment-planner", messages))
+    assert name == "submit_plan" and "#1 is the closest earlier experiment" in data["markdown"]
+    assert _commands(data["markdown"]) == ["python3 probe.py --epochs 2"] * 2
+    # A later experiment is not evidence for this one: nothing is read or cited.
+    later = json.dumps({"experiments": [{"number": 3, "cite": "#3", "title": "Ten seeds", "hasCleanResult": True}]})
+    messages = brief + [{"role": "assistant", "content": first["content"]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"], "content": r}
+                                                     for b, r in zip(blocks, [demo_repo.PROBE, later])]}]
+    [(name, data)] = _tool_calls(_ask("experiment-planner", messages))
+    assert name == "submit_plan" and "#3" not in data["markdown"]
+    # Without the code stage there is no repository to read: it plans straight away.
+    [(name, _)] = _tool_calls(_ask("experiment-planner", brief, code_stage=False))
+    assert name == "submit_plan"
 
 
 def test_orchestrator_without_the_code_stage_dispatches_at_once(app_ctx):
@@ -280,6 +372,53 @@ def test_orchestrator_stops_when_the_code_loop_stops(app_ctx):
     failed = _after(BRIEF, first, "Started pod-provisioner as run cd34.\nYou are parked until they finish.",
                     update="Sub-agent pod-provisioner (cd34) ended failed: pods exited 1")
     assert _tool_calls(_ask("experiment-orchestrator", failed)) == []
+
+
+def test_orchestrator_sends_a_crash_back_to_the_code_then_carries_on(app_ctx):
+    """Pods crashed (the provisioner ended failed with pod_exit_nonzero): list_pods → the
+    crashed pod's log → send_crash_to_code with the exception → code_step again once woken."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "Started pod-provisioner as run cd34.\nYou are parked until they finish.",
+                      update="Sub-agent pod-provisioner (cd34) ended failed: pod_exit_nonzero: sagan-2-ab-1-1 "
+                             "exited with code 1.")
+    listing = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(listing) == [("list_pods", {})]
+    pods = [{"name": "sagan-2-ab-0-1", "exitCode": 1}, {"name": "sagan-2-ab-1-1", "exitCode": 1}]
+    messages = _after(messages, listing, json.dumps(pods))
+    logs = _ask("experiment-orchestrator", messages)
+    assert _tool_calls(logs) == [("read_pod_logs", {"pod": "sagan-2-ab-1-1", "tail": 200})]
+    log = ("Log of pod sagan-2-ab-1-1 (stopped) from the local pod's output.log: 5 line(s).\n"
+           "Traceback (most recent call last):\n  File \"probe.py\", line 69, in main\n"
+           "    gain = round(accuracies[-1] - accuracies[-4], 4)\nIndexError: list index out of range\n")
+    messages = _after(messages, logs, log)
+    send = _ask("experiment-orchestrator", messages)
+    [(name, data)] = _tool_calls(send)
+    assert name == "send_crash_to_code" and data["pod"] == "sagan-2-ab-1-1"
+    assert "IndexError: list index out of range" in data["note"]
+    messages = _after(messages, send, "sagan-2-ab-1-1 crashed (exit 1) …\nStarted experiment-implementer as run "
+                                      "ef56.\nYou are parked until they finish; call code_step again.",
+                      update="Sub-agent experiment-implementer (ef56) ended completed: Round 3 committed.")
+    assert _tool_calls(_ask("experiment-orchestrator", messages)) == [("code_step", {})]
+
+
+def test_orchestrator_stops_when_the_crash_is_not_the_codes(app_ctx):
+    """No traceback in the log, or send_crash_to_code refused: the run ends with text, no retry."""
+    first = _ask("experiment-orchestrator", BRIEF)
+    messages = _after(BRIEF, first, "parked", update="Sub-agent pod-provisioner (cd34) ended failed: "
+                                                     "pod_exit_nonzero: sagan-2-ab-0-1 exited with code 137.")
+    listing = _ask("experiment-orchestrator", messages)
+    messages = _after(messages, listing, json.dumps([{"name": "sagan-2-ab-0-1", "exitCode": 137}]))
+    logs = _ask("experiment-orchestrator", messages)
+    no_traceback = _ask("experiment-orchestrator", _after(messages, logs, "Killed\n"))
+    assert _tool_calls(no_traceback) == [] and no_traceback["stop_reason"] == "end_turn"
+    log = "Traceback (most recent call last):\n  File \"probe.py\"\nIndexError: list index out of range"
+    messages = _after(messages, logs, log)
+    send = _ask("experiment-orchestrator", messages)
+    refused = _ask("experiment-orchestrator",
+                   _after(messages, send, "Not sent to the implementer: the recovery budget is spent (3 of 3 in 24 h)."))
+    assert _tool_calls(refused) == [] and "recovery budget is spent" in refused["content"][-1]["text"]
+    vanished = _after(BRIEF, first, "parked", update="Sub-agent pod-provisioner (cd34) ended failed: pod_vanished: x")
+    assert _tool_calls(_ask("experiment-orchestrator", vanished)) == []
 
 
 def test_orchestrator_falls_back_when_no_repository_is_configured(app_ctx):
@@ -327,6 +466,41 @@ def test_reviewers_ask_for_one_fix_then_pass(app_ctx):
     assert verdict("code-plan-reviewer", 2) == ("pass", None)
 
 
+def test_implementer_fixes_the_crash_a_pod_sent_back(app_ctx):
+    """A round opened by send_crash_to_code (the traceback in its brief) fixes probe.py, then tests,
+    commits, pushes and posts its marker like any round."""
+    brief = ("## Your task\nCode round 3 of #2. A pod crashed:\n```\nTraceback (most recent call last):\n"
+             "IndexError: list index out of range\n```")
+    calls = _walk("experiment-implementer", brief)
+    assert calls[0] == ("write_file", {"path": "probe.py", "content": demo_repo.FIXED_PROBE})
+    assert [name for name, _ in calls[1:]] == ["run_command", "git_commit", "git_push", "post_marker"]
+    assert calls[-1][1]["metadata"] == {"round": 3}
+
+
+def test_analyzer_lists_computes_and_embeds_the_figure_it_drew(app_ctx):
+    """list_artifacts → run_analysis (the two pods' metrics) → the interpretation with its numbers
+    → a clean result whose primary figure is the analysis's SVG."""
+    brief = [{"role": "user", "content": "# Experiment #1\n\n## Your task\nAnalyse."}]
+    listing = _ask("analyzer", brief)
+    assert _tool_calls(listing) == [("list_artifacts", {})]
+    messages = _after(brief, listing, "- metrics-0.json\n- metrics-1.json")
+    analysis = _ask("analyzer", messages)
+    [(name, data)] = _tool_calls(analysis)
+    assert name == "run_analysis" and data["code"] == demo_agents.ANALYSIS_CODE
+    drawn = ("exit 0\nstdout:\naccuracy by seed: seed 0 0.906, seed 1 0.912 (a spread of 0.6 points)\n"
+             "Files written, now artifacts of #1 (embed a figure with <img src=\"artifact:NAME\">):\n"
+             "- analysis/ab12cd34/accuracy-by-seed.svg (image/svg+xml, 20,144 bytes)")
+    messages = _after(messages, analysis, drawn)
+    interpretation = _ask("analyzer", messages)
+    [(name, data)] = _tool_calls(interpretation)
+    assert name == "post_marker" and "seed 0 0.906, seed 1 0.912" in data["note"]
+    messages = _after(messages, interpretation, "recorded")
+    [(name, data)] = _tool_calls(_ask("analyzer", messages))
+    assert name == "write_clean_result" and data["title"].endswith("(LOW confidence)")
+    assert '<figure id="figure"><img src="artifact:analysis/ab12cd34/accuracy-by-seed.svg"' in data["html"]
+    assert "seed 0 0.906, seed 1 0.912 (a spread of 0.6 points)" in data["html"]
+
+
 def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
     """Does the clean result name the commit from the brief, and stay the plain one without code?"""
     sha = "0123456789abcdef0123456789abcdef01234567"
@@ -338,10 +512,13 @@ def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
 
 
 def test_the_critic_pair_passes_round_one(app_ctx):
-    """Do both critics post their own marker for their own pair, round 1, verdict pass?"""
-    for agent, marker, pair in (("interpretation-critic", "epm:interp-critique", "interpretation"),
-                                ("clean-result-critic", "epm:clean-result-critique", "clean_result")):
-        [(name, data)] = _walk(agent, "## Your task\nReview, round 1.")
+    """Do both critics read their evidence (the uploads; the write-up), then post their own
+    marker for their own pair, round 1, verdict pass?"""
+    for agent, marker, pair, read in (
+            ("interpretation-critic", "epm:interp-critique", "interpretation", "list_artifacts"),
+            ("clean-result-critic", "epm:clean-result-critique", "clean_result", "get_experiment")):
+        [(first, _), (name, data)] = _walk(agent, "## Your task\nReview, round 1.")
+        assert first == read
         assert name == "post_marker" and data["marker"] == marker and data["review_pair"] == pair
         assert data["reviewer"] == agent and data["round"] == 1 and data["verdict"] == "pass"
 
@@ -357,3 +534,142 @@ def test_an_unknown_system_prompt_gets_a_plain_answer(app_ctx):
     """A request from no known agent gets text, never a tool call."""
     answer = demo_agents.respond({"system": "You are someone else.", "messages": BRIEF}, True)
     assert _tool_calls(answer) == [] and "no script" in answer["content"][0]["text"]
+
+
+# --- the second demo experiment, end to end ------------------------------------------------------------
+
+def _runs_tool_calls(agent: str, experiment_id) -> list[tuple[str, bool]]:
+    """(tool, is_error) of every tool result of `agent`'s runs on the experiment, in order."""
+    run_ids = list(db.session.scalars(sa.select(AgentRun.id).where(AgentRun.agent == agent,
+                                                                   AgentRun.scope_id == experiment_id)))
+    return [((e.metadata_ or {}).get("tool"), bool((e.metadata_ or {}).get("is_error"))) for e in db.session.scalars(
+        sa.select(RunEvent).where(RunEvent.run_id.in_(run_ids), RunEvent.event_type == "tool_result")
+        .order_by(RunEvent.created_at, RunEvent.seq))]
+
+
+@pytest.mark.slow
+def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_dirs, monkeypatch):
+    """`make demo`'s second experiment through the real loop, worker, sandbox and local pods,
+    with the scripted agents answering over the faithful fake Messages API: the planner reads
+    probe.py and the first journey before planning `--epochs 2`; the reviewed commit crashes on
+    both pods (IndexError); the orchestrator reads a crashed pod's log and sends it back to the
+    implementer (a recovery, on the timeline); round 3 is reviewed and tested; two new pods run
+    the fixed commit; the analyzer draws the figure with run_analysis and the clean result
+    embeds it; the experiment awaits promotion."""
+    from tests.integration.test_analysis import _env_built
+    if not _env_built(app) and os.environ.get("CI", "") not in ("1", "true"):
+        pytest.skip("the analysis environment is not built (make test builds it: scripts/analysis_env.py)")
+    pods_dir = demo_dirs / "pods"
+    pods_dir.mkdir(mode=0o711)
+    agents = demo_agents.DemoAgents().start()
+    for key, value in {"ANTHROPIC_API_KEY": "demo-scripted-agents", "ANTHROPIC_BASE_URL": agents.url,
+                       "SAGAN_AGENT_MODEL": demo_agents.MODEL, "SAGAN_BASE_URL": live_server.url,
+                       "SAGAN_LOCAL_PODS_DIR": str(pods_dir)}.items():
+        monkeypatch.setitem(app.config, key, value)
+    owner = Actor("owner")
+    try:
+        with app.app_context():
+            assert demo_repo.ensure().on
+            agents.code_stage = True
+            first = demo.ensure_journey_experiment()
+            experiment = experiments.get_experiment(demo.ensure_short_run_experiment())
+            experiment_id, number = experiment.id, experiment.number
+            effects = lifecycle.transition(experiment, "clarifying", owner, note="Start the planner.")
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+
+            def settle(until, seconds):
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    worker()
+                    db.session.expire_all()
+                    if until():
+                        return
+                    watcher.watch()
+                    parking.wake_ready_runs()
+                    db.session.commit()
+                    time.sleep(0.3)
+                raise AssertionError(f"#{number} is {experiments.get_experiment(number).status}; its last notes: "
+                                     + "\n".join(_experiment_notes(experiment_id)[-12:]))
+
+            status = lambda: experiments.get_experiment(number).status  # noqa: E731
+            settle(lambda: status() == "awaiting_clarifications", 60)
+            effects = questions.answer(experiments.get_experiment(number), {"seeds": "Two.", "metric": "Accuracy."},
+                                       owner)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            settle(lambda: status() == "plan_pending", 60)
+
+            # The planner read the code and the earlier experiment before it submitted the plan.
+            planner_calls = [name for name, error in _runs_tool_calls("experiment-planner", experiment_id)
+                             if not error]
+            assert planner_calls[-4:] == ["repo_read_file", "search_experiments", "read_experiment", "submit_plan"]
+            experiment = experiments.get_experiment(number)
+            assert f"#{first} is the closest earlier experiment" in experiment.plan_md
+            approval = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+            effects = approvals.approve(approval, owner, answers={"anything-else": "Go."}, confirm_unchecked=True)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            assert [pod["dockerArgs"] for pod in experiments.get_experiment(number).pod_spec] == \
+                ["python3 probe.py --epochs 2"] * 2
+
+            settle(lambda: status() in ("awaiting_promotion", "blocked"), 420)
+            experiment = experiments.get_experiment(number)
+            notes = _experiment_notes(experiment_id)
+            assert experiment.status == "awaiting_promotion", "\n".join(notes[-15:])
+
+            # The first dispatch crashed in the research code; the second ran the fix.
+            dispatches = list(db.session.scalars(sa.select(AgentRun).where(
+                AgentRun.kind == "experiment", AgentRun.scope_id == experiment_id).order_by(AgentRun.created_at)))
+            assert [(d.status, d.failure_reason) for d in dispatches] == [("failed", "pod_exit_nonzero"),
+                                                                           ("completed", None)]
+            pods = list(db.session.scalars(sa.select(Pod).where(Pod.experiment_id == experiment_id)
+                                           .order_by(Pod.created_at)))
+            first_pods = [p for p in pods if p.agent_run_id == dispatches[0].id]
+            # The first pod to exit 1 failed the dispatch; its survivor was stopped with it.
+            assert len(first_pods) == 2 and 1 in [p.exit_code for p in first_pods]
+            assert {p.status for p in first_pods} == {"stopped"}
+            assert [p.exit_code for p in pods if p.agent_run_id == dispatches[1].id] == [0, 0]
+
+            # The crash went back to the implementer: round 3, with the traceback, as a recovery.
+            crash_round = db.session.scalar(sa.select(AgentRun).where(
+                AgentRun.agent == "experiment-implementer", AgentRun.scope_id == experiment_id,
+                AgentRun.resumes_run_id == dispatches[0].id))
+            assert "Code round 3" in crash_round.request and "IndexError: list index out of range" in crash_round.request
+            sent = [n for n in notes if "crashed (exit 1) with a traceback in the research code" in n]
+            assert len(sent) == 1 and "code round 3" in sent[0] and "recovery 1 of 3 in 24 h" in sent[0]
+            orchestrator_calls = [name for name, _ in _runs_tool_calls("experiment-orchestrator", experiment_id)]
+            at = orchestrator_calls.index("send_crash_to_code")
+            assert orchestrator_calls[at - 2:at] == ["list_pods", "read_pod_logs"]
+
+            # The fixed commit: reviewed in round 3, tested, pushed, and what the second pods ran.
+            verdicts = [e.metadata_ for e in db.session.scalars(sa.select(WorkflowEvent).where(
+                WorkflowEvent.entity_id == experiment_id, WorkflowEvent.marker == "epm:test-verdict")
+                .order_by(WorkflowEvent.created_at))]
+            assert [(v["verdict"], v["round"]) for v in verdicts] == [("pass", 2), ("pass", 3)]
+            assert experiment.git_commit == verdicts[-1]["commit"] != verdicts[0]["commit"]
+            origin = demo_dirs / "demo-research" / "origin.git"
+            assert git(f"--git-dir={origin}", "rev-parse", f"refs/heads/experiment-{number}") == experiment.git_commit
+            metrics = [json.loads(a.content) for a in db.session.scalars(sa.select(Artifact).where(
+                Artifact.experiment_id == experiment_id, Artifact.name.like("metrics-%")))]
+            assert len(metrics) == 2 and {m["commit"] for m in metrics} == {experiment.git_commit}
+            assert all(len(m["epochs"]) == 2 for m in metrics)
+
+            # The analyzer computed and drew with run_analysis; the clean result embeds that figure.
+            assert [name for name, error in _runs_tool_calls("analyzer", experiment_id) if not error] == \
+                ["list_artifacts", "run_analysis", "post_marker", "write_clean_result", "set_status"]
+            figure = db.session.scalar(sa.select(Artifact).where(Artifact.experiment_id == experiment_id,
+                                                                 Artifact.name.like("analysis/%/accuracy-by-seed.svg")))
+            assert figure is not None and figure.content_type == "image/svg+xml"
+            assert 'src="data:image/svg+xml;base64,' in experiment.body and "a spread of" in experiment.body
+            assert experiment.title.endswith("(LOW confidence)")
+            # The clean-result critic read the write-up (get_experiment) before passing it.
+            assert _runs_tool_calls("clean-result-critic", experiment_id) == [("get_experiment", False),
+                                                                              ("post_marker", False)]
+    finally:
+        agents.stop()
+
+
+def _experiment_notes(experiment_id) -> list[str]:
+    return [n for n in db.session.scalars(sa.select(WorkflowEvent.note).where(
+        WorkflowEvent.entity_id == experiment_id).order_by(WorkflowEvent.created_at)) if n]

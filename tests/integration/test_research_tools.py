@@ -189,3 +189,30 @@ def test_the_clean_result_embeds_an_artifact_figure_and_refuses_unknown_ones(app
             assert result.is_error and message in result.content and "Nothing was saved" in result.content
         assert db.session.scalar(sa.select(Experiment.body).where(Experiment.number == number)) == body
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Artifact)) == 3
+
+
+def test_get_experiment_shows_the_clean_result_to_its_critic(app, make_experiment):
+    """The clean-result critic reads the write-up through get_experiment: the HTML with each
+    embedded figure shown as its type and size (not megabytes of base64), and the lint report;
+    nothing about a result before one is written."""
+    with app.app_context():
+        number = make_experiment("Critiqued")
+        critic = tool_context(number, "clean-result-critic")
+        before = json.loads(call(critic, "get_experiment").content)
+        assert before["hasCleanResult"] is False and "cleanResultHtml" not in before
+        progress.store_artifact(add_pod(number), "loss.png", png(40, 30), None)
+        db.session.commit()
+        html = ('<section id="tldr"><h2>TL;DR</h2><ul><li>Motivation: m</li><li>What I ran: r</li>'
+                '<li>Results: loss 2.2 (<a href="#figure">figure</a>)</li><li>Next steps: n</li></ul></section>'
+                '<figure id="figure"><img src="artifact:loss.png" alt="Loss"></figure>'
+                '<details><summary>Experimental design</summary><p>Seeds 1–3.</p></details>')
+        saved = call(tool_context(number, "analyzer"), "write_clean_result", html=html, title="Loss falls")
+        assert not saved.is_error, saved.content
+        record = json.loads(call(critic, "get_experiment").content)
+        assert record["hasCleanResult"] is True and record["cleanResultTruncated"] is False
+        shown = record["cleanResultHtml"]
+        assert "<li>Results: loss 2.2" in shown and '<figure id="figure">' in shown
+        assert f"data:image/png;base64,[{len(png(40, 30)):,} bytes; see read_artifact]" in shown
+        assert base64.b64encode(png(40, 30)).decode() not in shown
+        # The title lacks its confidence suffix: the lint says so, as the owner's page does.
+        assert record["cleanResultLint"].startswith("Lint: ") and "confidence" in record["cleanResultLint"]
