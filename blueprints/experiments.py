@@ -1,13 +1,14 @@
 """Experiment pages: the table, the new-experiment form, one experiment's page and its poll."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, make_response, redirect, render_template, request, url_for
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render
 from blueprints.experiment_page import ExperimentPage, PageError, back, form_choices, refuse, timeline_filters
 from services import approvals, events, experiments, lifecycle, questions, registry
+from services.errors import NotFound
 
 bp = Blueprint("experiments", __name__)
 
@@ -69,17 +70,31 @@ def detail(number: int):
 
 @bp.get("/experiments/<int:number>/live")
 @access.owner
+@access.poll
 def live(number: int):
     """The page's poll: 304 while nothing it shows changed since the version the page has
-    (two queries: the session's user and the fingerprint), else the live panels afresh."""
-    version = experiments.page_version(number)
-    etag = f'"{version.version}"'
-    if request.headers.get("If-None-Match") == etag:
-        response = make_response("", 304)
-    else:
-        page = ExperimentPage(experiments.get_experiment(number))
-        response = fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
-                                    lambda: redirect(url_for("experiments.detail", number=number), code=303))
+    — one query, the fingerprint with the session's user check beside it — else the live
+    panels afresh (after the full owner check)."""
+    poll = experiments.live_poll(number, access.claimed_user_id())
+    etag = f'"{poll.version.version}"' if poll.version is not None else None
+    if etag is not None and access.session_holds(poll.session_version) \
+            and request.headers.get("If-None-Match") == etag:
+        return _unchanged(etag)
+    if (refusal := access.require_owner()) is not None:
+        return refusal
+    if poll.version is None:
+        raise NotFound(f"No experiment {number}.")
+    page = ExperimentPage(experiments.get_experiment(number))
+    response = fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
+                                lambda: redirect(url_for("experiments.detail", number=number), code=303))
+    response.headers["ETag"] = etag
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+def _unchanged(etag: str) -> Response:
+    """The bare 304: no template, no body (the security headers are added as on every response)."""
+    response = current_app.response_class(status=304)
     response.headers["ETag"] = etag
     response.headers["Cache-Control"] = "no-cache"
     return response

@@ -11,8 +11,8 @@ from flask import current_app
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import (AgentRun, ApprovalRequest, Artifact, CleanResultVersion, CodeCommit, Comment, Counter,
-                    Experiment, Figure, PlanVersion, Pod, WorkflowEvent, db)
-from services import events, input_shape, registry
+                    Experiment, Figure, PlanVersion, Pod, User, WorkflowEvent, db)
+from services import events, input_shape, lean_reads, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import NotFound, ValidationError
@@ -520,12 +520,33 @@ def _page_parts(experiment_id) -> list:
     return parts
 
 
+def _fingerprint_columns() -> list:
+    return [Experiment.status, Experiment.updated_at, *_page_parts(Experiment.id)]
+
+
+def _version_of(values) -> PageVersion:
+    """The fingerprint of a row of `_fingerprint_columns()` (status first)."""
+    text = "|".join(v.isoformat() if hasattr(v, "isoformat") else str(v) for v in values)
+    return PageVersion(version=hashlib.blake2b(text.encode(), digest_size=12).hexdigest(),
+                       terminal=values[0] in registry.TERMINAL_STATUSES)
+
+
 @functools.cache
 def _page_version_query():
     """The fingerprint's statement, built once: its 22 subqueries cost about 8 ms of Python
     to construct, far more than the query takes to run (docs/performance.md). Only the
     statement is kept; every poll runs it afresh."""
-    return sa.select(Experiment.status, Experiment.updated_at, *_page_parts(Experiment.id)) \
+    return sa.select(*_fingerprint_columns()).where(Experiment.number == sa.bindparam("number"))
+
+
+@functools.cache
+def _live_poll_query():
+    """The poll's one statement: beside the fingerprint, the session version of the user
+    the session cookie names (NULL for no such user, or no user_id), so the session check
+    and the answer share one round trip. Built once, like `_page_version_query`."""
+    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
+        .scalar_subquery()
+    return sa.select(session_version, *_fingerprint_columns()) \
         .where(Experiment.number == sa.bindparam("number"))
 
 
@@ -535,6 +556,21 @@ def page_version(number: int) -> PageVersion:
     row = db.session.execute(_page_version_query(), {"number": number}).one_or_none()
     if row is None:
         raise NotFound(f"No experiment {number}.")
-    text = "|".join(v.isoformat() if hasattr(v, "isoformat") else str(v) for v in row)
-    return PageVersion(version=hashlib.blake2b(text.encode(), digest_size=12).hexdigest(),
-                       terminal=row[0] in registry.TERMINAL_STATUSES)
+    return _version_of(row)
+
+
+@dataclass(frozen=True)
+class LivePoll:
+    """The experiment page's poll in one read: the page's version (None: no such
+    experiment) and the session version of `user_id` (None: no such user or none asked)."""
+    version: PageVersion | None
+    session_version: int | None
+
+
+def live_poll(number: int, user_id: uuid.UUID | None) -> LivePoll:
+    """The fingerprint and the session user's session version in one round trip, on the
+    poll connection (services/lean_reads.py): read afresh on every call."""
+    row = lean_reads.first_row(_live_poll_query(), {"number": number, "user_id": user_id})
+    if row is None:
+        return LivePoll(version=None, session_version=None)
+    return LivePoll(version=_version_of(row[1:]), session_version=row[0])

@@ -28,18 +28,17 @@ RESULT = ('<section id="tldr"><h2>TL;DR</h2><ul><li>Motivation: m</li><li>What I
 
 @contextmanager
 def counting_queries(app):
+    """Every statement sent on any engine (the poll reads on its own, services/lean_reads.py)."""
     statements: list[str] = []
 
     def record(conn, cursor, statement, *args):
         statements.append(statement)
 
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
     try:
         yield statements
     finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 def _poll_element(html: str) -> str:
