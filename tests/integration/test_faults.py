@@ -30,18 +30,17 @@ from tests.integration.test_approval_pages import PLANS
 
 @contextmanager
 def counting_queries(app):
-    """Count the SQL statements run while the block runs (any connection of the app's engine)."""
+    """Count the SQL statements run while the block runs (any engine: the polls read on
+    their own connection, services/lean_reads.py)."""
     statements: list[str] = []
 
     def count(_conn, _cursor, statement, *_args):
         statements.append(statement)
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", count)
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", count)
     try:
         yield statements
     finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", count)
 
 
 # --- progress: duplicates and out-of-order seq ---------------------------------------------

@@ -87,19 +87,18 @@ def poll_url(html: str) -> str | None:
 
 @contextmanager
 def counting_queries(app):
-    """Collect the SQL statements the app runs inside the block."""
+    """Collect the SQL statements the app runs inside the block, on any engine (the polls
+    read on their own connection, services/lean_reads.py)."""
     statements: list[str] = []
 
     def record(conn, cursor, statement, *args):
         statements.append(statement)
 
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
     try:
         yield statements
     finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 # --- the run page -----------------------------------------------------------------------
