@@ -11,10 +11,6 @@ new route cannot be forgotten. Rules:
   the view; no session is read or written there and no owner credential is used;
 - ``api("write+promote")`` — a token needs every scope joined by `+`.
 
-A read-only poll under ``owner`` may add ``poll``: its session's user is then checked by
-the view's own query (one round trip for the check and the answer) instead of a user load
-here; anything but a clean match falls back to the full check (see `poll`).
-
 CSRF is enforced here for every state-changing request made with a session; bearer
 requests carry no ambient credential, so they need none. Bearer requests with unknown
 tokens are counted per address; past SAGAN_BEARER_MAX_FAILURES in the window, that
@@ -22,16 +18,13 @@ address's bearer requests get 429 before any token is looked up.
 """
 from __future__ import annotations
 
-import functools
 import logging
-import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 from urllib.parse import urlsplit
 
 import redis
-from flask import Flask, current_app, g, jsonify, redirect, request, session, url_for
+from flask import Flask, current_app, g, jsonify, redirect, request, url_for
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
@@ -226,114 +219,14 @@ def enforce() -> object | None:
     if kind in ("owner", "api", "owner_api"):
         if kind == "owner_api" and _bearer_secret() is not None:
             return _json_error(403, "owner_session_required", "Only the owner's session can do this.")
-        view = current_app.view_functions.get(request.endpoint)
-        if kind == "owner" and request.method in SAFE_METHODS and getattr(view, "checks_session_itself", False):
-            g.session_claim = _session_claim()
-            if g.session_claim is not None:
-                return None  # the view's query checks it (`poll`); a safe method needs no CSRF
-        if (refusal := _check_owner_session()) is not None:
-            return refusal
+        if not current_user.is_authenticated:
+            return _login_required()
+        g.actor = Actor.owner(current_user)
 
     if request.method not in SAFE_METHODS:
         from app import csrf
         csrf.protect()  # raises CSRFError → handled below
     return None
-
-
-def _check_owner_session():
-    """The full owner check (Flask-Login's user load): None and `g.actor` set, or the refusal."""
-    if not current_user.is_authenticated:
-        return _login_required()
-    g.actor = Actor.owner(current_user)
-    return None
-
-
-# --- polls: the session checked by the view's own query ----------------------------------
-
-@dataclass
-class SessionClaim:
-    """What the signed session cookie says: this user, at this session version. Not yet
-    a credential: it holds once the database's session version for the user matches."""
-    user_id: uuid.UUID
-    version: str
-    confirmed: bool = False
-
-
-def _session_claim() -> SessionClaim | None:
-    """The session's claim when Flask-Login would take it as it is, else None (and the
-    full check runs). The cookie's signature was checked when Flask opened the session.
-    Flask-Login's session protection compares the session's `_id` with this client's
-    identifier; on a mismatch it changes the session, so that case takes the full path."""
-    user_ref = session.get("_user_id")
-    if not user_ref:
-        return None  # no session login (perhaps a remember-me cookie): the full path
-    manager = current_app.login_manager
-    if current_app.config.get("SESSION_PROTECTION", manager.session_protection) in ("basic", "strong") \
-            and session.get("_id") != manager._session_identifier_generator():
-        return None
-    try:
-        raw_id, version = user_ref.split(":", 1)
-        return SessionClaim(uuid.UUID(raw_id), version)
-    except (ValueError, AttributeError):
-        return None
-
-
-def poll(view: Callable) -> Callable:
-    """Mark a read-only owner poll whose view checks the session in its own query:
-
-        user_id = access.claimed_user_id()        # None: already checked in full
-        row = <one query, also reading the user's session_version>
-        if access.session_holds(row.session_version): ... answer "nothing changed"
-        if (refusal := access.require_owner()) is not None: return refusal
-
-    A claim is only ever confirmed by the database's session version, so a password
-    change, a logout or "sign out everywhere" refuses the very next poll. Fail-closed:
-    a response (or an error) from the view while the claim is still unconfirmed goes
-    through the full check first, whose refusal replaces it."""
-    @functools.wraps(view)
-    def checked(*args, **kwargs):
-        try:
-            response = view(*args, **kwargs)
-        except Exception:
-            if _claim_pending() and (refusal := require_owner()) is not None:
-                return refusal
-            raise
-        if _claim_pending() and (refusal := require_owner()) is not None:
-            return refusal
-        return response
-
-    checked.checks_session_itself = True
-    return checked
-
-
-def _claim_pending() -> bool:
-    claim = g.get("session_claim")
-    return claim is not None and not claim.confirmed and g.get("actor") is None
-
-
-def claimed_user_id() -> uuid.UUID | None:
-    """The user whose session version the poll's query should read (None: no claim)."""
-    claim = g.get("session_claim")
-    return claim.user_id if claim is not None else None
-
-
-def session_holds(session_version: int | None) -> bool:
-    """True when the request's owner is established: checked in full by `enforce`, or the
-    session's claim matches `session_version` as the poll's query read it."""
-    if g.get("actor") is not None:
-        return True
-    claim = g.get("session_claim")
-    if claim is None or session_version is None or str(session_version) != claim.version:
-        return False
-    claim.confirmed = True
-    return True
-
-
-def require_owner():
-    """The full owner check when it has not run yet (sets `g.actor`): None or the refusal."""
-    if g.get("actor") is not None:
-        return None
-    return _check_owner_session()
 
 
 def init_app(app: Flask) -> None:

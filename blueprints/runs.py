@@ -16,7 +16,7 @@ from flask import Blueprint, current_app, make_response, redirect, render_templa
 
 from blueprints import access
 from blueprints._actions import perform
-from blueprints._htmx import fragment_or_page, is_fragment_request, render
+from blueprints._htmx import fragment_or_page, render
 from models import AgentRun, Experiment, db
 from services import experiments, registry
 from services import runs as run_service
@@ -179,57 +179,45 @@ def header(run_id: str):
 
 @bp.get("/runs/<run_id>/events")
 @access.owner
-@access.poll
 def events(run_id: str):
     """Events after a seq (the live poll) or before one ("show earlier").
 
     Poll answers: 204 and no body when nothing is new and the run is active; the new rows
     plus a fresh poll element when something is; the last rows and no poll element once
-    the run has ended. One query when nothing is new — the run's status and last seq with
-    the session's user check beside it (`access.poll`) — and at most three otherwise
-    (the new events, and the user the templates' context loads), whatever the run's size.
+    the run has ended. The usual 204 is answered before Flask, in one query — the run's
+    status and last seq with the session's check beside it (blueprints/quiet_polls.py);
+    here at most three whatever the run's size: the session's user, the run's status and
+    last seq, and the new events (skipped when there are none).
     """
     after, before = _seq_arg("after"), _seq_arg("before")
     if (after is None) == (before is None):
         raise ValidationError("Ask for events with after=<seq> (newer ones) or before=<seq> (earlier ones).",
                               field="after")
-    if after is not None and is_fragment_request():
-        return _poll(run_id, after)
-    if (refusal := access.require_owner()) is not None:
-        return refusal
     # A reload or a no-JS click gets the page itself (an older window for "show earlier").
-    return fragment_or_page(lambda: _earlier(run_id, before),
+    return fragment_or_page(lambda: _events_fragment(run_id, after, before),
                             lambda: _page(run_service.get_run(run_id), before=before))
 
 
-def _earlier(run_id: str, before: int):
-    run = run_service.get_run(run_id)
-    window = run_service.events_before(run.id, before, FIRST_PAGE + 1)
-    has_earlier = len(window) > FIRST_PAGE
-    return render_template("runs/_earlier.html", run=run, events=window[-FIRST_PAGE:], has_earlier=has_earlier)
-
-
-def _poll(run_id: str, after: int):
-    """The live poll's answer (an htmx swap, so every answer says `Vary: HX-Request`)."""
+def _events_fragment(run_id: str, after: int | None, before: int | None):
+    if before is not None:
+        run = run_service.get_run(run_id)
+        window = run_service.events_before(run.id, before, FIRST_PAGE + 1)
+        has_earlier = len(window) > FIRST_PAGE
+        return render_template("runs/_earlier.html", run=run, events=window[-FIRST_PAGE:], has_earlier=has_earlier)
     run_uuid = _run_uuid(run_id)
-    state = run_service.poll_state(run_uuid, access.claimed_user_id())
-    if state is None or not access.session_holds(state.session_version):
-        if (refusal := access.require_owner()) is not None:
-            return refusal
-        if state is None:
-            raise NotFound("No such run.")
+    state = run_service.poll_state(run_uuid)
+    if state is None:
+        raise NotFound("No such run.")
     active = state.status not in registry.RUN_TERMINAL_STATUSES
     if active and after >= state.last_seq:
-        response = current_app.response_class(status=204)
-    else:
-        new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < state.last_seq else []
-        backlog = len(new) == POLL_BATCH
-        response = make_response(render_template(
-            "runs/_poll.html", run_id=run_uuid, run_status=state.status, events=new,
-            cursor=new[-1].seq if new else after, keep_polling=active or backlog))
-        # The header (status, "N events · latest …") refreshes itself on this event.
-        response.headers["HX-Trigger"] = "run-changed"
-    response.headers["Vary"] = "HX-Request"
+        return current_app.response_class(status=204)
+    new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < state.last_seq else []
+    backlog = len(new) == POLL_BATCH
+    response = make_response(render_template(
+        "runs/_poll.html", run_id=run_uuid, run_status=state.status, events=new,
+        cursor=new[-1].seq if new else after, keep_polling=active or backlog))
+    # The header (status, "N events · latest …") refreshes itself on this event.
+    response.headers["HX-Trigger"] = "run-changed"
     return response
 
 

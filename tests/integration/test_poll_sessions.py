@@ -1,5 +1,6 @@
-"""The two live polls check the session in their own one query (`access.poll`,
-services/lean_reads.py; docs/performance.md): what that must never weaken.
+"""The two live polls' "nothing changed" is answered before Flask, with the session checked
+in the answer's own one query (blueprints/quiet_polls.py, services/lean_reads.py;
+docs/performance.md): what that must never weaken.
 
 A logout, "sign out everywhere" or a password change refuses the very next poll; a stale
 session is refused before a 404 or a 400 could say anything; an answer without the user
@@ -10,8 +11,11 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 
+import pytest
 import sqlalchemy as sa
+from flask_login.utils import _create_identifier
 
+from blueprints import quiet_polls
 from models import User, db
 from services import auth as auth_service
 from services import experiments, runs
@@ -217,3 +221,39 @@ def test_a_connection_the_database_dropped_is_replaced_without_failing_the_poll(
     assert _experiment_poll(client, number, version).status_code == 304
     assert _run_poll(client, run_id, 0).status_code == 204
     assert _experiment_poll(client, number, version).status_code == 304
+
+
+@pytest.mark.parametrize("environ", [
+    {"REMOTE_ADDR": "127.0.0.1", "HTTP_USER_AGENT": "Mozilla/5.0 (X11; Linux) Firefox/140.0"},
+    {"REMOTE_ADDR": "10.0.0.9"},
+    {"REMOTE_ADDR": "10.0.0.9", "HTTP_X_FORWARDED_FOR": "203.0.113.7, 10.0.0.1", "HTTP_USER_AGENT": "curl/8"},
+    {"REMOTE_ADDR": "::1", "HTTP_USER_AGENT": "Agent with ünïcode"},
+])
+def test_the_client_identifier_is_flask_logins(app, environ):
+    """Is the identifier the layer compares the one Flask-Login computes for the same request?"""
+    with app.test_request_context("/", environ_overrides=environ):
+        from flask import request
+        assert quiet_polls.client_identifier(request.environ) == _create_identifier()
+
+
+def test_other_shapes_of_the_poll_are_answered_by_flask(app, client, owner, make_experiment):
+    """A query string, a HEAD, a boosted or non-htmx run poll: not the layer's (it answers no
+    shape it was not written for), and Flask still answers them rightly."""
+    number = make_experiment(status="clarifying")
+    run_id = _make_run(app, number)
+    version = _version(client, number)
+    with counting_statements() as statements:
+        assert client.get(f"/experiments/{number}/live?x=1", headers={
+            "If-None-Match": f'"{version}"', "HX-Request": "true"}).status_code == 304
+    assert len(statements) > 1  # the user load: Flask's path
+    assert client.head(f"/experiments/{number}/live", headers={"If-None-Match": f'"{version}"'}).status_code == 304
+    boosted = _run_poll(client, run_id, 0, **{"HX-Boosted": "true"})
+    assert boosted.status_code == 200 and "<html" in boosted.text
+
+
+def test_the_layer_refuses_to_start_when_its_route_changes_rule(app, monkeypatch):
+    """If the live route lost its owner rule, would the app refuse to start instead of the layer
+    answering for a route whose rule it no longer knows?"""
+    monkeypatch.setattr(app.view_functions["experiments.live"], "access_rule", ("public", None))
+    with pytest.raises(RuntimeError, match="quiet_polls"):
+        quiet_polls.QuietPolls(app, app.wsgi_app)
