@@ -43,6 +43,7 @@ from services import experiments, registry, runs
 EXPERIMENT_LIVE = re.compile(r"/experiments/([0-9]{1,9})/live")
 RUN_EVENTS = re.compile(r"/runs/([0-9a-fA-F-]{32,36})/events")
 AFTER_ONLY = re.compile(r"after=([0-9]{1,18})")
+RUN_STATE_KEY = "sagan.quiet_polls.run_state"
 # The routes this layer answers for, and the rule they must keep (checked at start-up).
 ROUTES = {"/experiments/<int:number>/live": "experiments.live", "/runs/<run_id>/events": "runs.events"}
 
@@ -110,7 +111,11 @@ class QuietPolls:
         if state is None or str(state.session_version) != version:
             return None
         if state.status in registry.RUN_TERMINAL_STATUSES or int(after.group(1)) < state.last_seq:
-            return None  # something to show, or the end line: the view renders it
+            # Something to show, or the end line: the view renders it, from this read
+            # rather than a second one (`read_run_state`). A client cannot set this key:
+            # the headers it sends arrive as HTTP_* keys.
+            environ[RUN_STATE_KEY] = (run_id, state)
+            return None
         return "204 NO CONTENT", [("Vary", "HX-Request, Cookie"), *self.security]
 
     def _claim(self, environ) -> tuple[uuid.UUID, str] | None:
@@ -153,6 +158,13 @@ class QuietPolls:
             if found.get(path) != endpoint or getattr(view, "access_rule", None) != ("owner", None):
                 raise RuntimeError(f"blueprints/quiet_polls.py answers for {path} as {endpoint} under the "
                                    "owner rule; the route changed, so change this layer with it.")
+
+
+def read_run_state(environ, run_id: uuid.UUID) -> runs.PollState | None:
+    """The run's status and last seq as this layer read them for this request (for this
+    run), or None: the run poll's view then needs no read of its own."""
+    found = environ.get(RUN_STATE_KEY)
+    return found[1] if found is not None and found[0] == run_id else None
 
 
 def _fragment_request(environ) -> bool:

@@ -14,7 +14,7 @@ import uuid
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
-from blueprints import access
+from blueprints import access, quiet_polls
 from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page, render
 from models import AgentRun, Experiment, db
@@ -186,8 +186,8 @@ def events(run_id: str):
     plus a fresh poll element when something is; the last rows and no poll element once
     the run has ended. The usual 204 is answered before Flask, in one query — the run's
     status and last seq with the session's check beside it (blueprints/quiet_polls.py);
-    here at most three whatever the run's size: the session's user, the run's status and
-    last seq, and the new events (skipped when there are none).
+    otherwise at most three whatever the run's size: that read (or the view's own), the
+    session's user, and the new events (skipped when there are none).
     """
     after, before = _seq_arg("after"), _seq_arg("before")
     if (after is None) == (before is None):
@@ -205,7 +205,7 @@ def _events_fragment(run_id: str, after: int | None, before: int | None):
         has_earlier = len(window) > FIRST_PAGE
         return render_template("runs/_earlier.html", run=run, events=window[-FIRST_PAGE:], has_earlier=has_earlier)
     run_uuid = _run_uuid(run_id)
-    state = run_service.poll_state(run_uuid)
+    state = quiet_polls.read_run_state(request.environ, run_uuid) or run_service.poll_state(run_uuid)
     if state is None:
         raise NotFound("No such run.")
     active = state.status not in registry.RUN_TERMINAL_STATUSES
