@@ -4,7 +4,7 @@ An open experiment page asks `GET /experiments/<n>/live` (If-None-Match: its ver
 every few seconds, an open run page `GET /runs/<id>/events?after=<seq>`; nearly every
 answer is "nothing changed" (304, 204). Through Flask each cost the request context,
 routing, every before/after hook, Flask-Login's user load through the ORM and the
-session's save (docs/performance.md, "The experiment page's poll"). This WSGI layer,
+session's save (docs/performance.md, "The live polls"). This WSGI layer,
 inside the trusted-proxy fix, answers exactly that case with one query and nothing else:
 
 1. the path, method and headers are a quiet poll's (anything else: Flask);

@@ -6,7 +6,7 @@ cost five round trips to PostgreSQL — the pool's pre-ping, BEGIN, the statemen
 ROLLBACK at the end of the request — and the ROLLBACK also dropped psycopg's prepared
 statements, so PostgreSQL planned the statement afresh on every poll; SQLAlchemy's
 execution and result layers cost more Python than the statement's own round trip
-(docs/performance.md, "The experiment page's poll").
+(docs/performance.md, "The live polls").
 
 Here the statement is compiled to SQL once, and runs on a PostgreSQL connection kept for
 polls by this process, in autocommit: one round trip, and after a few polls psycopg has
