@@ -17,8 +17,9 @@ inside the trusted-proxy fix, answers exactly that case with one query and nothi
    response carries.
 
 Everything else passes to Flask untouched — no cookie, a bad signature, a remember-me
-cookie alone, a different client identifier, a stale session version, no such experiment
-or run, something new to show, a database error — and the route's own access rule
+cookie alone, a session Flask or Flask-Login would write back (permanent, a remember-me
+cookie to set or clear), a different client identifier, a stale session version, no such
+experiment or run, something new to show, a database error — and the route's own access rule
 (`owner`) and view answer it as any request. So this layer only ever says "nothing
 changed" to a credential the full check accepts; every refusal, 404 and 400 comes from
 the usual place, and a logout refuses the very next poll. No answer is cached: each poll
@@ -133,7 +134,10 @@ class QuietPolls:
             data = serializer.loads(cookie, max_age=int(app.permanent_session_lifetime.total_seconds()))
         except BadSignature:
             return None
-        user_ref = data.get("_user_id") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or data.get("_permanent") or "_remember" in data \
+                or app.config.get("REMEMBER_COOKIE_REFRESH_EACH_REQUEST"):
+            return None  # Flask or Flask-Login would write a cookie on this request: their path
+        user_ref = data.get("_user_id")
         if not isinstance(user_ref, str):
             return None  # no session login (perhaps a remember-me cookie): Flask-Login's path
         manager = app.login_manager

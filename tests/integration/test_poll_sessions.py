@@ -18,7 +18,7 @@ from flask_login.utils import _create_identifier
 from blueprints import quiet_polls
 from models import User, db
 from services import auth as auth_service
-from services import experiments, runs
+from services import experiments, lean_reads, runs
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 
 SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options")
@@ -257,3 +257,18 @@ def test_the_layer_refuses_to_start_when_its_route_changes_rule(app, monkeypatch
     monkeypatch.setattr(app.view_functions["experiments.live"], "access_rule", ("public", None))
     with pytest.raises(RuntimeError, match="quiet_polls"):
         quiet_polls.QuietPolls(app, app.wsgi_app)
+
+
+def test_a_poll_whose_read_fails_answers_503_not_500(app, client, owner, make_experiment, monkeypatch):
+    """The poll connection cannot be had (the database refuses connections): does the layer step
+    aside and the route answer the usual 503 with Retry-After, for either poll?"""
+    number = make_experiment(status="clarifying")
+    run_id = _make_run(app, number)
+    version = _version(client, number)
+
+    def refused(_self):
+        raise sa.exc.OperationalError("connect", {}, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(lean_reads._Connections, "take", refused)
+    for response in (_experiment_poll(client, number, version), _run_poll(client, run_id, 0)):
+        assert response.status_code == 503 and response.headers["Retry-After"] == "5"
