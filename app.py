@@ -35,7 +35,6 @@ def create_app(config: Config | type | None = None) -> Flask:
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
     # The client's address, not the reverse proxy's, for rate limits (services/trusted_proxies.py).
     parse_trusted_proxies(app.config.get("SAGAN_TRUSTED_PROXIES") or "")  # a typo stops start-up, loudly
-    app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
     db.init_app(app)
     _configure_sqlite(app)
@@ -48,8 +47,12 @@ def create_app(config: Config | type | None = None) -> Flask:
     from services.auth import load_user
     login_manager.user_loader(load_user)
 
-    from blueprints import register_blueprints
+    from blueprints import quiet_polls, register_blueprints
     register_blueprints(app)
+    # The live polls' "nothing changed" without Flask's request machinery (docs/performance.md),
+    # inside the proxy fix so it sees the client's address as Flask does.
+    quiet_polls.init_app(app)
+    app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
     import cli
     cli.register(app)

@@ -31,8 +31,12 @@ def main() -> None:
         timing = harness.sample(client, poll, args.requests, headers={"HX-Request": "true"}, expect=204)
         hello_timing = harness.sample(client, "/bench/hello", args.requests)
         cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+        # The browser that logged in polls: the same User-Agent, so the same client identifier
+        # under Flask-Login's session protection (wrk sends none by default, and every poll
+        # then took the "other client" path, which re-signs the session cookie).
+        agent = client.headers["User-Agent"]
         client.close()
-        headers = {"Cookie": cookie, "HX-Request": "true"}
+        headers = {"Cookie": cookie, "User-Agent": agent, "HX-Request": "true"}
         hello = harness.wrk(f"{server.url}/bench/hello", seconds=args.seconds)
         polled = harness.wrk(f"{server.url}{poll}", seconds=args.seconds, headers=headers)
     ratio = round(polled["requests_per_second"] / hello["requests_per_second"], 3)

@@ -35,6 +35,17 @@ def seed_experiment(app, events: int) -> int:
         return experiment.number
 
 
+def vacuum() -> None:
+    """VACUUM ANALYZE (outside a transaction): the visibility map lets the fingerprint count
+    an experiment's events from its index alone, as it does on a live server once
+    autovacuum has passed after a burst of inserts (PostgreSQL 13+ vacuums after inserts)."""
+    import sqlalchemy as sa
+    engine = sa.create_engine(harness.DB_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("VACUUM ANALYZE"))
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=8)
@@ -45,6 +56,7 @@ def main() -> None:
     harness.create_owner(app)
     small = seed_experiment(app, 10)
     number = seed_experiment(app, args.events)
+    vacuum()
     with harness.Server() as server:
         client = harness.login(server.url)
         polls = {}
@@ -55,10 +67,14 @@ def main() -> None:
         timing = harness.sample(client, polls[number][0], args.requests, headers=polls[number][1], expect=304)
         hello_timing = harness.sample(client, "/bench/hello", args.requests)
         cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+        # The browser that logged in polls: the same User-Agent, so the same client identifier
+        # under Flask-Login's session protection (wrk sends none by default, and every poll
+        # then took the "other client" path, which re-signs the session cookie).
+        agent = client.headers["User-Agent"]
         client.close()
         hello = harness.wrk(f"{server.url}/bench/hello", seconds=args.seconds)
         polled = harness.wrk(f"{server.url}{polls[number][0]}", seconds=args.seconds,
-                             headers={"Cookie": cookie, **polls[number][1]})
+                             headers={"Cookie": cookie, "User-Agent": agent, **polls[number][1]})
     ratio = round(polled["requests_per_second"] / hello["requests_per_second"], 3)
     constant = timing["queries"] == small_timing["queries"] and max(timing["queries"]) <= BUDGET_QUERIES
     rate_ok = ratio >= BUDGET_RATIO and polled["non_2xx"] == 0

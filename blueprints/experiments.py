@@ -9,6 +9,7 @@ from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from blueprints.experiment_page import (ExperimentPage, PageError, back, form_choices, page_form, refuse,
                                         timeline_filters)
 from services import approvals, events, experiments, lifecycle, questions, registry
+from services.errors import NotFound
 
 bp = Blueprint("experiments", __name__)
 
@@ -71,14 +72,20 @@ def detail(number: int):
 @bp.get("/experiments/<int:number>/live")
 @access.owner
 def live(number: int):
-    """The page's poll: 304 while nothing it shows changed since the version the page has
-    (two queries: the session's user and the fingerprint), else the live panels afresh."""
+    """The page's poll: 304 while nothing it shows changed since the version the page has,
+    else the live panels afresh. The usual 304 is answered before Flask, in one query
+    (blueprints/quiet_polls.py); this view answers the rest (a session that needed the
+    full check, a change, no such experiment)."""
+    poll = experiments.live_poll(number, None)
+    if poll.version is None:
+        raise NotFound(f"No experiment {number}.")
+
     def panels():
         page = ExperimentPage(experiments.get_experiment(number))
         return fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
                                 lambda: redirect(url_for("experiments.detail", number=number), code=303))
 
-    return unless_unchanged(experiments.page_version(number).version, panels)
+    return unless_unchanged(poll.version.version, panels)
 
 
 @bp.get("/experiments/<int:number>/timeline")

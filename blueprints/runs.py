@@ -14,7 +14,7 @@ import uuid
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
-from blueprints import access
+from blueprints import access, quiet_polls
 from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page, render
 from models import AgentRun, Experiment, db
@@ -184,8 +184,10 @@ def events(run_id: str):
 
     Poll answers: 204 and no body when nothing is new and the run is active; the new rows
     plus a fresh poll element when something is; the last rows and no poll element once
-    the run has ended. At most three queries whatever the run's size: the session's user,
-    the run's status and last seq, and the new events (skipped when there are none).
+    the run has ended. The usual 204 is answered before Flask, in one query — the run's
+    status and last seq with the session's check beside it (blueprints/quiet_polls.py);
+    otherwise at most three whatever the run's size: that read (or the view's own), the
+    session's user, and the new events (skipped when there are none).
     """
     after, before = _seq_arg("after"), _seq_arg("before")
     if (after is None) == (before is None):
@@ -203,14 +205,16 @@ def _events_fragment(run_id: str, after: int | None, before: int | None):
         has_earlier = len(window) > FIRST_PAGE
         return render_template("runs/_earlier.html", run=run, events=window[-FIRST_PAGE:], has_earlier=has_earlier)
     run_uuid = _run_uuid(run_id)
-    status, last_seq = run_service.poll_state(run_uuid)
-    active = status not in registry.RUN_TERMINAL_STATUSES
-    if active and after >= last_seq:
+    state = quiet_polls.read_run_state(request.environ, run_uuid) or run_service.poll_state(run_uuid)
+    if state is None:
+        raise NotFound("No such run.")
+    active = state.status not in registry.RUN_TERMINAL_STATUSES
+    if active and after >= state.last_seq:
         return current_app.response_class(status=204)
-    new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < last_seq else []
+    new = run_service.events_after(run_uuid, after, POLL_BATCH) if after < state.last_seq else []
     backlog = len(new) == POLL_BATCH
     response = make_response(render_template(
-        "runs/_poll.html", run_id=run_uuid, run_status=status, events=new,
+        "runs/_poll.html", run_id=run_uuid, run_status=state.status, events=new,
         cursor=new[-1].seq if new else after, keep_polling=active or backlog))
     # The header (status, "N events · latest …") refreshes itself on this event.
     response.headers["HX-Trigger"] = "run-changed"

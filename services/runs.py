@@ -6,14 +6,16 @@ body and metadata passes the redactor and is capped before it is stored.
 """
 from __future__ import annotations
 
+import functools
 import json
 import uuid
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from flask import current_app
 
-from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import experiments, lifecycle, registry
+from models import AgentRun, Experiment, Pod, RunEvent, User, db
+from services import experiments, lean_reads, lifecycle, registry
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
@@ -187,12 +189,31 @@ def list_runs(*, experiment_id=None, status: str | None = None, kind: str | None
     return list(db.session.scalars(query))
 
 
-def poll_state(run_id) -> tuple[str, int]:
-    """(status, last_seq) in one narrow query: a poll must not load the conversation column."""
-    row = db.session.execute(sa.select(AgentRun.status, AgentRun.last_seq).where(AgentRun.id == run_id)).first()
+@dataclass(frozen=True)
+class PollState:
+    """What the run page's poll reads: the run's status and last seq, and the session
+    version of the user the poll asked about (None: no such user, or none asked)."""
+    status: str
+    last_seq: int
+    session_version: int | None
+
+
+@functools.cache
+def _poll_query():
+    """Built once: the run's two narrow columns (a poll must not load the conversation) and,
+    beside them, the session user's session version, so the session check shares the round trip."""
+    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
+        .scalar_subquery()
+    return sa.select(session_version, AgentRun.status, AgentRun.last_seq) \
+        .where(AgentRun.id == sa.bindparam("run_id"))
+
+
+def poll_state(run_id: uuid.UUID, user_id: uuid.UUID | None = None) -> PollState | None:
+    """The poll's one read (services/lean_reads.py), afresh on every call; None for no such run."""
+    row = lean_reads.first_row(_poll_query(), {"run_id": run_id, "user_id": user_id})
     if row is None:
-        raise NotFound("No such run.")
-    return row.status, row.last_seq
+        return None
+    return PollState(status=row[1], last_seq=row[2], session_version=row[0])
 
 
 def experiment_numbers(run_list) -> dict:

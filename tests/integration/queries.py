@@ -6,21 +6,18 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from models import db
-
 
 @contextmanager
 def counting_queries(app):
-    """The SQL statements run while the block runs, on any connection of the app's engine."""
+    """The SQL statements run while the block runs, on every engine: the quiet polls read on
+    a connection of their own (services/lean_reads.py), which must be counted too."""
     statements: list[str] = []
 
     def record(_conn, _cursor, statement, *_args):
         statements.append(statement)
 
-    with app.app_context():
-        engine = db.engine
-    sa.event.listen(engine, "before_cursor_execute", record)
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
     try:
         yield statements
     finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
