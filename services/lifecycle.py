@@ -205,10 +205,17 @@ def check_expected(experiment: Experiment, expected_status: str | None) -> None:
 
 
 def describe_refusal(experiment: Experiment, to: str, role: str) -> str:
-    options = [m.to for m in allowed_moves(experiment, role)]
+    """The sentence a person reads (a board toast, a page, an API message): statuses by their
+    labels ("done impl", not done_impl); API clients read the machine fields beside it."""
+    options = [_label(m.to) for m in allowed_moves(experiment, role)]
     allowed = ", ".join(options) if options else "none"
-    return (f"#{experiment.number} cannot move from {experiment.status} to {to} as {role}. "
-            f"Allowed from {experiment.status}: {allowed}.")
+    here = _label(experiment.status)
+    return f"#{experiment.number} cannot move from {here} to {_label(to)} as {role}. Allowed from {here}: {allowed}."
+
+
+def _label(status: str) -> str:
+    known = registry.STATUS_BY_NAME.get(status)
+    return known.label if known else status
 
 
 def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | None = None,

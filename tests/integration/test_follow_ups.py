@@ -182,7 +182,7 @@ def test_only_results_can_ask_for_follow_ups(app, client, owner, make_experiment
     number = make_experiment("Still running", status="running")
     response = _ask_for_follow_ups(client, number, expected="running")
     assert response.status_code == 303  # post/redirect/get: the refusal is on the board it leads to
-    assert "cannot move from running to followups_running" in client.get(response.headers["Location"]).text
+    assert "cannot move from running to followups running" in client.get(response.headers["Location"]).text
     assert _status_and_notes(app, number)[0] == "running"
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 0

@@ -105,7 +105,7 @@ def test_an_ordinary_experiment_cannot_skip_its_pods(app_ctx):
     db.session.refresh(experiment)
     with pytest.raises(Conflict) as caught:
         lifecycle.transition(experiment, "clean_result_drafting", AGENT, note="skip")
-    assert "cannot move from implementing to clean_result_drafting as agent" in caught.value.message
+    assert "cannot move from implementing to clean result drafting as agent" in caught.value.message
     db.session.refresh(experiment)
     assert experiment.status == "implementing"
     assert "queued" in {m.to for m in lifecycle.allowed_moves(experiment, "system")}

@@ -50,8 +50,9 @@ def test_forbidden_move_raises_conflict_listing_allowed_moves(app_ctx, make_expe
     assert refused.value.code == "transition_not_allowed"
     message = refused.value.message
     assert "cannot move from proposed to running" in message
-    for allowed in ("clarifying", "planning", "blocked", "cancelled", "archived"):
+    for allowed in ("clarifying", "planning", "blocked", "cancelled", "archived", "done experiment", "done impl"):
         assert allowed in message.split("Allowed from proposed:")[1]
+    assert "_" not in message  # statuses by their labels: a person reads this (a board toast)
     db.session.rollback()
     assert experiments.get_experiment(number).status == "proposed"
     assert _state_events(number) == []
