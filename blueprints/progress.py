@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 from urllib.parse import unquote
 
 from flask import Blueprint, g, request, send_file
@@ -10,6 +11,7 @@ from blueprints import access
 from models import db
 from services import input_shape, metrics
 from services.dispatch import progress, watcher
+from services.dispatch import tokens as pod_tokens
 from services.errors import ValidationError
 
 bp = Blueprint("progress", __name__, url_prefix="/api")
@@ -19,20 +21,45 @@ bp = Blueprint("progress", __name__, url_prefix="/api")
 METRICS_HELPER = Path(__file__).resolve().parents[1] / "scripts" / "sagan_metrics.py"
 
 
-@bp.post("/progress")
-@access.pod
-def post_progress():
-    """One progress post; a repeated (pod, seq) answers ok without storing it again."""
-    data = input_shape.parse_json(request.get_data())
+def _parsed_or_refused(parse: Callable, raw: bytes):
+    """`parse(raw)`; when it refuses the body, a bad token still answers 401 first (the token
+    is otherwise checked by the write itself: access.pod_token_checked_in_write)."""
+    try:
+        return parse(raw)
+    except ValidationError:
+        if pod_tokens.pod_for_digest(g.pod_token_digest) is None:
+            raise PodTokenRefused() from None
+        raise
+
+
+class PodTokenRefused(Exception):
+    """The pod token of an ingest post is unknown or expired (answered 401 below)."""
+
+
+@bp.errorhandler(PodTokenRefused)
+def _pod_token_refused(_error):
+    return access.refuse_pod_token()
+
+
+def _progress_body(raw: bytes) -> progress.ProgressPost:
+    data = input_shape.parse_json(raw)
     if not isinstance(data, dict):
         raise ValidationError("The body must be a JSON object.", code="invalid_json")
-    post = progress.parse_progress(data)
-    pod_id = g.pod.id
-    event_id, created = progress.record_progress(g.pod, post)
-    db.session.commit()
-    if created:
-        watcher.after_progress(pod_id, post)
-    return {"ok": True, "id": str(event_id) if event_id else None, "duplicate": not created}
+    return progress.parse_progress(data)
+
+
+@bp.post("/progress")
+@access.pod
+@access.pod_token_checked_in_write
+def post_progress():
+    """One progress post; a repeated (pod, seq) answers ok without storing it again."""
+    post = _parsed_or_refused(_progress_body, request.get_data())
+    recorded = progress.record_progress_for_token(g.pod_token_digest, post)
+    if recorded is None:
+        raise PodTokenRefused()
+    if recorded.created:
+        watcher.after_progress(recorded.pod_id, post)
+    return {"ok": True, "id": str(recorded.event_id) if recorded.created else None, "duplicate": not recorded.created}
 
 
 @bp.post("/metrics")
