@@ -127,7 +127,7 @@ def _stored_points() -> int:
     import sqlalchemy as sa
     engine = sa.create_engine(harness.DB_URL)
     with engine.connect() as conn:
-        count = conn.execute(sa.text("SELECT count(*) FROM metric_points")).scalar()
+        count = conn.execute(sa.text("SELECT coalesce(sum(cardinality(steps)), 0) FROM metric_chunks")).scalar()
     engine.dispose()
     return int(count)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import uuid
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ DOWNSAMPLE_TARGET = 1_000
 CHARTS_MAX = 24          # metric names drawn on one page
 COMPARE_MAX = 12         # experiments side by side
 POINT_FIELDS = {"step", "name", "value", "wall_time"}
+FLOAT_MAX = sys.float_info.max
 _UNIT = re.compile(r"\s*\[([^\[\]]{1,16})\]\s*$")
 
 
@@ -56,11 +58,19 @@ class Batch:
 
 
 def _finite(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    """A JSON number a float can hold: not a bool, NaN or infinity, and no integer so large
+    that converting it would overflow (10**400 is valid JSON)."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    return kind is int and -FLOAT_MAX <= value <= FLOAT_MAX
 
 
 def parse_batch(data) -> Batch:
-    """Validate a batch body; every problem is a clear 400 naming the point, nothing is kept."""
+    """Validate a batch body; every problem is a clear 400 naming the point, nothing is kept.
+
+    The hot loop of metric ingest (1,000 points a request): exact type checks (`type(x) is
+    int` also refuses a bool), and each distinct name checked once."""
     if not isinstance(data, dict):
         raise ValidationError("The body must be a JSON object with seq and points.", code="invalid_json")
     unknown = set(data) - {"seq", "points"}
@@ -76,38 +86,54 @@ def parse_batch(data) -> Batch:
     if len(points) > BATCH_MAX:
         raise TooLarge(f"{len(points):,} points in one batch; the limit is {BATCH_MAX:,}: send several batches.")
     steps, names, values, wall_times = [], [], [], []
+    good_names: set[str] = set()
     for index, point in enumerate(points):
-        if not isinstance(point, dict):
+        if type(point) is not dict:
             raise ValidationError(f"points[{index}] must be an object.", field="points")
         if not point.keys() <= POINT_FIELDS:
             extra = sorted(set(point) - POINT_FIELDS)
             raise ValidationError(f"points[{index}] has unknown field(s): {', '.join(extra)}.", field="points")
-        step, name, value, wall_time = point.get("step"), point.get("name"), point.get("value"), point.get("wall_time")
-        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < STEP_LIMIT:
+        step = point.get("step")
+        if type(step) is not int or not 0 <= step < STEP_LIMIT:
             raise ValidationError(f"points[{index}].step must be a non-negative whole number.", field="points")
-        if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX or not name.isprintable() \
-                or not name.strip():
-            raise ValidationError(f"points[{index}].name must be printable text of 1–{NAME_MAX} characters.",
-                                  field="points")
+        name = point.get("name")
+        if name not in good_names:
+            if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX or not name.isprintable() \
+                    or not name.strip():
+                raise ValidationError(f"points[{index}].name must be printable text of 1–{NAME_MAX} characters.",
+                                      field="points")
+            good_names.add(name)
+        value = point.get("value")
         if not _finite(value):
             raise ValidationError(f"points[{index}].value must be a finite number (not NaN, inf or text).",
                                   field="points")
-        if wall_time is not None and (not _finite(wall_time) or wall_time < 0):
-            raise ValidationError(f"points[{index}].wall_time must be seconds since the epoch.", field="points")
+        wall_time = point.get("wall_time")
+        if wall_time is not None:
+            if not _finite(wall_time) or wall_time < 0:
+                raise ValidationError(f"points[{index}].wall_time must be seconds since the epoch.",
+                                      field="points")
+            wall_time = float(wall_time)
         steps.append(step)
         names.append(name)
         values.append(float(value))
-        wall_times.append(None if wall_time is None else float(wall_time))
-    distinct = set(names)
-    if len(distinct) > NAMES_PER_BATCH_MAX:
-        raise ValidationError(f"{len(distinct)} metric names in one batch; the limit is {NAMES_PER_BATCH_MAX}.",
+        wall_times.append(wall_time)
+    if len(good_names) > NAMES_PER_BATCH_MAX:
+        raise ValidationError(f"{len(good_names)} metric names in one batch; the limit is {NAMES_PER_BATCH_MAX}.",
                               field="points")
-    return Batch(seq, steps, _redacted(names, distinct), values, wall_times)
+    return Batch(seq, steps, _redacted(names, good_names), values, wall_times)
 
 
 def _redacted(names: list[str], distinct: set[str]) -> list[str]:
-    """Names are stored and shown, so they pass the redactor — once per distinct name."""
-    cleaned = {name: (redact(name) or "")[:NAME_MAX] for name in distinct}
+    """Names are stored and shown, so they pass the redactor: all distinct names in one call
+    (each call reads the environment's secrets anew), one by one only if a pattern spanned
+    two of them. Names are printable, so none holds the newline that joins them."""
+    ordered = sorted(distinct)
+    joined = (redact("\n".join(ordered)) or "").split("\n")
+    if len(joined) != len(ordered):
+        joined = [redact(name) or "" for name in ordered]
+    cleaned = {name: clean[:NAME_MAX] for name, clean in zip(ordered, joined)}
+    if all(name == clean for name, clean in cleaned.items()):
+        return names
     return [cleaned[name] for name in names]
 
 
@@ -362,15 +388,18 @@ def page_context(experiment: Experiment) -> dict:
     return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
 
 
-# One pass over the series' chunks, no sort: buckets of `width` steps from `lo`, every pod
+# One pass over the series' chunks (their primary key), no sort: buckets of `width` steps from `lo`, every pod
 # on the same grid (so overlaid runs line up), hashed by the database; the ~1,000 rows a
 # series comes back as are put in order here. Width 1 is the raw points.
+# The arrays are unnested in the select list (PostgreSQL's ProjectSet, the two arrays side
+# by side): a quarter of the time of `CROSS JOIN LATERAL unnest(a, b)`, whose function scan
+# per chunk cost ~80 ms for 100,000 points.
 _DOWNSAMPLED = sa.text("""
-SELECT c.series_id, (u.step - :lo) / :width AS bucket, avg(u.value) AS mean, min(u.value) AS low,
-       max(u.value) AS high, min(u.step) AS first_step, max(u.step) AS last_step
-FROM metric_chunks c CROSS JOIN LATERAL unnest(c.steps, c.point_values) AS u(step, value)
-WHERE c.series_id = ANY(CAST(:series_ids AS BIGINT[]))
-GROUP BY c.series_id, bucket
+SELECT series_id, (step - :lo) / :width AS bucket, avg(value) AS mean, min(value) AS low, max(value) AS high,
+       min(step) AS first_step, max(step) AS last_step
+FROM (SELECT series_id, unnest(steps) AS step, unnest(point_values) AS value
+      FROM metric_chunks WHERE series_id = ANY(CAST(:series_ids AS BIGINT[]))) AS points
+GROUP BY series_id, bucket
 """).columns(series_id=sa.BigInteger(), bucket=sa.BigInteger(), mean=sa.Float(), low=sa.Float(), high=sa.Float(),
              first_step=sa.BigInteger(), last_step=sa.BigInteger())
 
