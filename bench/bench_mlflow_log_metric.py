@@ -32,6 +32,9 @@ import harness
 MLFLOW_VERSION = "3.17.2"
 VENV = Path(os.environ.get("MLFLOW_VENV", "/tmp/sagan-bench-mlflow"))
 INSTALL_TIMEOUT = 600
+# Five MLflow workers importing mlflow on a loaded 2-core machine took minutes (2026-12-01,
+# load average 15): the first /health and the first requests wait that long.
+START_TIMEOUT = int(os.environ.get("MLFLOW_START_TIMEOUT", "300"))
 
 LUA = r"""
 -- Each request logs the next step of the next run in turn.
@@ -72,16 +75,18 @@ def ensure_mlflow() -> Path:
     return mlflow
 
 
-def post(url: str, body: dict, tries: int = 5) -> dict:
+def post(url: str, body: dict, tries: int = 10) -> dict:
     """One JSON POST; retried a few times, since a busy MLflow's workers may still be
-    starting when /health first answers (a dropped connection, not a refusal)."""
+    starting when /health first answers (a dropped connection or a timeout, not a refusal)."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     for attempt in range(1, tries + 1):
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
+            with urllib.request.urlopen(request, timeout=60) as answer:
                 return json.loads(answer.read() or b"{}")
-        except (ConnectionError, http.client.HTTPException, urllib.error.URLError):
+        except urllib.error.HTTPError:
+            raise  # an answer: the caller decides
+        except (ConnectionError, TimeoutError, http.client.HTTPException, urllib.error.URLError):
             if attempt == tries:
                 raise
             time.sleep(attempt)
@@ -113,17 +118,17 @@ def mlflow_server(workers: int, runs: int):
          "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120  # the first start creates MLflow's schema
+        deadline = time.monotonic() + START_TIMEOUT  # the first start creates MLflow's schema
         while time.monotonic() < deadline:
             if server.poll() is not None:
                 skip("mlflow server exited at start: " + server.stderr.read().decode()[-300:])
             try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
+                urllib.request.urlopen(f"{url}/health", timeout=5)
                 break
             except OSError:
                 time.sleep(0.5)
         else:
-            skip("mlflow server did not answer within 120 s")
+            skip(f"mlflow server did not answer within {START_TIMEOUT} s")
         try:
             experiment = post(f"{url}/api/2.0/mlflow/experiments/create", {"name": "sagan-bench"})["experiment_id"]
         except urllib.error.HTTPError as exc:  # a retried create that had in fact gone through

@@ -26,7 +26,7 @@ NAME_MAX = 120
 
 # PostgreSQL arrays (the chart query unnests them); JSON lists on SQLite, read in Python.
 STEPS_TYPE = sa.JSON().with_variant(ARRAY(sa.BigInteger()), "postgresql")
-VALUES_TYPE = sa.JSON().with_variant(ARRAY(sa.Float()), "postgresql")
+VALUES_TYPE = sa.JSON(none_as_null=True).with_variant(ARRAY(sa.Float()), "postgresql")
 # A bigint on PostgreSQL; SQLite numbers only an INTEGER PRIMARY KEY by itself.
 SERIES_ID_TYPE = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 

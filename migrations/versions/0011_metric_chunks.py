@@ -21,7 +21,7 @@ branch_labels = None
 depends_on = None
 
 STEPS_TYPE = sa.JSON().with_variant(ARRAY(sa.BigInteger()), "postgresql")
-VALUES_TYPE = sa.JSON().with_variant(ARRAY(sa.Float()), "postgresql")
+VALUES_TYPE = sa.JSON(none_as_null=True).with_variant(ARRAY(sa.Float()), "postgresql")
 SERIES_ID_TYPE = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 SERIES_COLUMNS = "pod_id, name, experiment_id, points, first_step, last_step, last_value, min_value, max_value, " \
@@ -141,7 +141,7 @@ def _chunks_in_python() -> None:
     """SQLite 3.40 has no ORDER BY inside an aggregate: group the old points here."""
     conn = op.get_bind()
     chunks = sa.table("metric_chunks", sa.column("series_id"), sa.column("seq"), sa.column("steps", sa.JSON()),
-                      sa.column("point_values", sa.JSON()), sa.column("wall_times", sa.JSON()))
+                      sa.column("point_values", sa.JSON()), sa.column("wall_times", sa.JSON(none_as_null=True)))
     rows = conn.execute(sa.text("""
         SELECT s.id, p.seq, p.step, p.value, p.wall_time
         FROM metric_points_old p JOIN metric_series s ON s.pod_id = p.pod_id AND s.name = p.name
@@ -195,7 +195,7 @@ def _points_in_python() -> None:
     out, positions = [], {}
     for pod_id, seq, experiment_id, name, steps, values, walls in rows:
         steps, values = json.loads(steps), json.loads(values)
-        walls = json.loads(walls) if walls else [None] * len(steps)
+        walls = (json.loads(walls) if walls else None) or [None] * len(steps)
         for step, value, wall in zip(steps, values, walls):
             position = positions.get((pod_id, seq), 0)
             positions[(pod_id, seq)] = position + 1
