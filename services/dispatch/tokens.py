@@ -27,7 +27,7 @@ def could_be_token(secret: str | None) -> bool:
     return bool(secret) and secret.startswith(PREFIX) and len(secret) <= 200
 
 
-def ended_after(now) -> "datetime":
+def ended_after(now: datetime) -> datetime:
     """A pod that ended before this instant has a dead token (POD_TOKEN_GRACE_SECONDS)."""
     return now - timedelta(seconds=current_app.config["POD_TOKEN_GRACE_SECONDS"])
 

@@ -7,6 +7,7 @@ import math
 import sys
 import threading
 import uuid
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, MetricChunk, MetricSeries, Pod, db
-from services import runs
+from services import clock, runs
 from services.dispatch import tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -328,3 +329,67 @@ def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
         assert line["downsampled"] and len(line["x"]) == 1000 and line["max"][0] == 1.0
         db.session.remove()
         db.engine.dispose()
+
+
+# --- the token checked inside the write (issue 18: one statement per batch) -----------------------
+
+def test_a_bad_token_is_401_before_a_bad_or_oversized_batch(app, client, pods):
+    """The write statement checks the token, so a batch refused before it (a bad point, 1,001
+    points) still answers 401 for an unknown token, not the 400 or 413 a pod would get."""
+    unknown = "spt_" + "y" * 43
+    for body in ({"seq": 1, "points": points(1001)}, {"seq": -1, "points": points(1)}, [1]):
+        response = post(client, unknown, body)
+        assert response.status_code == 401 and response.get_json()["error"] == "invalid_pod_token"
+    [(_, secret), _], _ = pods
+    assert post(client, secret, {"seq": 1, "points": points(1001)}).status_code == 413
+    assert count_points(app) == 0
+
+
+def test_a_stopped_pods_token_works_through_its_grace_period_only(app, client, pods):
+    """The validity rule inside the statement is pod_for_token's: a stopped pod posts for
+    POD_TOKEN_GRACE_SECONDS after it stopped, then gets 401."""
+    [(pod_id, secret), _], _ = pods
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        row.status, row.stopped_at = "stopped", clock.utcnow()
+        db.session.commit()
+    assert post(client, secret, {"seq": 1, "points": points(2)}).status_code == 200
+    clock.advance(timedelta(seconds=app.config["POD_TOKEN_GRACE_SECONDS"] + 1))
+    late = post(client, secret, {"seq": 2, "points": points(2, start=2)})
+    assert late.status_code == 401 and late.get_json()["error"] == "invalid_pod_token"
+    assert count_points(app) == 2
+
+
+@pytest.mark.parametrize("raw, content_type", [
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1' + b"0" * 400 + b"}]}", "application/json"),
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1, "wall_time": 1' + b"0" * 400 + b"}]}",
+     "application/json"),
+    (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1}]}', "text/plain"),
+    (b'\xff\xfe{"seq": 1}', "application/json"),
+])
+def test_integers_too_big_for_a_float_deep_nesting_and_non_json_are_400(app, client, pods, raw, content_type):
+    """A 400 with a message, never a 500: an integer that overflows a float, JSON nested past
+    the decoder's recursion limit, a body not sent as JSON, bytes that are not UTF-8."""
+    [(_, secret), _], _ = pods
+    response = client.post("/api/metrics", data=raw, headers={"Authorization": f"Bearer {secret}",
+                                                               "Content-Type": content_type})
+    assert response.status_code == 400, response.get_data(as_text=True)[:200]
+    assert response.get_json()["message"]
+    assert count_points(app) == 0
+
+
+def test_a_batch_is_chunked_per_metric_in_posting_order(app, client, pods):
+    """The points of each metric of a batch are one chunk, in the order they were posted
+    (steps out of order stay so), with wall times only where the batch had them."""
+    [(pod_id, secret), _], _ = pods
+    batch = [{"step": 5, "name": "loss", "value": 0.5}, {"step": 1, "name": "acc", "value": 0.1, "wall_time": 7.0},
+             {"step": 3, "name": "loss", "value": 0.3}, {"step": 2, "name": "acc", "value": 0.2}]
+    assert post(client, secret, {"seq": 4, "points": batch}).status_code == 200
+    with app.app_context():
+        chunks = {name: (seq, steps, values, walls) for name, seq, steps, values, walls in db.session.execute(
+            sa.select(MetricSeries.name, MetricChunk.seq, MetricChunk.steps, MetricChunk.point_values,
+                      MetricChunk.wall_times).join(MetricSeries, MetricSeries.id == MetricChunk.series_id))}
+        assert chunks == {"loss": (4, [5, 3], [0.5, 0.3], None), "acc": (4, [1, 2], [0.1, 0.2], [7.0, None])}
+        loss = series_of(pod_id, "loss")
+        assert (loss.first_step, loss.last_step, loss.last_value) == (3, 5, 0.5)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from models import AgentRun, Artifact, Experiment, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
 from services import clock, runs
 from services.dispatch import tokens
 
@@ -219,3 +219,48 @@ def test_the_bootstraps_exit_post_is_shown_though_the_script_numbered_higher(app
     with app.app_context():
         row = db.session.get(Pod, pod_id)
         assert (row.progress_pct, row.progress_message, row.exit_code) == (100, "experiment finished", 0)
+
+
+# --- the token checked inside the write (issue 18: one statement per post) ------------------------
+
+def test_a_bad_token_is_401_before_a_bad_body_and_counts_towards_the_limit(app, client, pod, monkeypatch):
+    """The write statement checks the token, so a body refused before it is written must
+    still answer 401 for an unknown token (not tell a guesser the body was wrong) and count
+    as a bad token: past the limit, the address gets 429."""
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 4)
+    unknown = "spt_" + "x" * 43
+    for body in ({"progressPct": 500}, {"nope": 1}, [1, 2]):
+        response = post(client, unknown, body)
+        assert response.status_code == 401 and response.get_json()["error"] == "invalid_pod_token", body
+    assert post(client, unknown, {"progressPct": 1, "seq": 1}).status_code == 401  # a good body: the statement's 401
+    _, secret, _ = pod
+    assert post(client, secret, {"progressPct": 1, "seq": 1}).status_code == 429  # the address is limited now
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(PodProgressPost)) == 0
+
+
+def test_a_good_token_with_a_bad_body_is_still_the_400(client, pod):
+    """A valid token and a refused body: the 400 naming the field, as before."""
+    _, secret, _ = pod
+    response = post(client, secret, {"progressPct": 500})
+    assert response.status_code == 400 and "progressPct" in response.get_json()["message"]
+
+
+def test_the_statement_writes_every_row_of_the_post_with_the_pods_own_details(app, client, pod):
+    """The one statement, finding the pod by its token, writes the post, the pod's progress,
+    the timeline event (the pod's name and run index in it) and the run event (the pod's id)."""
+    pod_id, secret, _ = pod
+    answer = post(client, secret, {"progressPct": 40, "message": "epoch 4", "seq": 9, "metrics": {"loss": 0.25}})
+    assert answer.status_code == 200 and answer.get_json()["duplicate"] is False
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        assert (row.progress_pct, row.progress_message, row.progress_seq) == (40, "epoch 4", 9)
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.event_type == "progress"))
+        assert str(event.id) == answer.get_json()["id"] and event.actor_id == str(pod_id)
+        assert event.metadata_["pod"] == row.name and event.metadata_["run_index"] == row.run_index
+        assert event.metadata_["metrics"] == {"loss": 0.25} and event.metadata_["seq"] == 9
+        run = db.session.get(AgentRun, row.agent_run_id)
+        run_event = db.session.scalar(sa.select(RunEvent).where(RunEvent.run_id == run.id,
+                                                                RunEvent.event_type == "pod_progress"))
+        assert run_event.metadata_ == {"pod_id": str(pod_id), "seq": 9, "exitCode": None}
+        assert run_event.seq == run.last_seq
