@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -264,3 +265,60 @@ def test_the_statement_writes_every_row_of_the_post_with_the_pods_own_details(ap
                                                                 RunEvent.event_type == "pod_progress"))
         assert run_event.metadata_ == {"pod_id": str(pod_id), "seq": 9, "exitCode": None}
         assert run_event.seq == run.last_seq
+
+
+def test_on_sqlite_the_pod_token_is_checked_and_posts_stored_over_http(tmp_path):
+    """The embedded default (SQLite) has no one-statement path: the view's token check and
+    writes run statement by statement — progress and metrics stored once per seq, an
+    unknown token refused with 401, a stopped pod's token refused after its grace period."""
+    import flask_migrate
+
+    import config as sagan_config
+    from app import create_app
+    from models import MetricChunk
+    from services import experiments
+    from services.actors import Actor
+
+    class LiteConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    lite = create_app(LiteConfig)
+    try:
+        with lite.app_context():
+            flask_migrate.upgrade(directory=str(Path(__file__).resolve().parents[2] / "migrations"))
+            experiment = experiments.create_experiment({"title": "Lite ingest"}, Actor("owner"))
+            db.session.flush()
+            run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                                  status="waiting")
+            secret, digest = tokens.new_token()
+            row = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                      name="lite-pod-0", status="running", progress_token_hash=digest)
+            db.session.add(row)
+            db.session.commit()
+            pod_id = row.id
+        client = lite.test_client()
+        first = post(client, secret, {"progressPct": 30, "message": "epoch 3", "seq": 3})
+        assert first.status_code == 200 and first.get_json()["duplicate"] is False
+        assert post(client, secret, {"progressPct": 30, "message": "epoch 3", "seq": 3}).get_json()["duplicate"]
+        batch = {"seq": 1, "points": [{"step": i, "name": "loss", "value": 1.0 / (1 + i)} for i in range(5)]}
+        headers = {"Authorization": f"Bearer {secret}"}
+        assert client.post("/api/metrics", json=batch, headers=headers).get_json() == {
+            "ok": True, "points": 5, "duplicate": False}
+        assert client.post("/api/metrics", json=batch, headers=headers).get_json()["duplicate"] is True
+        unknown = "spt_" + "z" * 43
+        assert post(client, unknown, {"progressPct": 1, "seq": 1}).status_code == 401
+        assert client.post("/api/metrics", json=batch, headers={"Authorization": f"Bearer {unknown}"}
+                           ).status_code == 401
+        with lite.app_context():
+            assert db.session.get(Pod, pod_id).progress_pct == 30
+            assert db.session.scalar(sa.select(sa.func.count()).select_from(PodProgressPost)) == 1
+            assert db.session.scalar(sa.select(MetricChunk.steps)) == [0, 1, 2, 3, 4]
+            stopped = db.session.get(Pod, pod_id)
+            stopped.status, stopped.stopped_at = "stopped", clock.utcnow()
+            db.session.commit()
+        clock.advance(timedelta(seconds=lite.config["POD_TOKEN_GRACE_SECONDS"] + 1))
+        assert post(client, secret, {"progressPct": 99, "seq": 4}).status_code == 401
+    finally:
+        with lite.app_context():
+            db.session.remove()
+            db.engine.dispose()
