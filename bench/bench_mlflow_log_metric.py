@@ -96,7 +96,8 @@ def post(url: str, body: dict, tries: int = 10) -> dict:
 @contextlib.contextmanager
 def mlflow_server(workers: int, runs: int):
     """An MLflow tracking server on its own fresh database beside the bench's (same
-    PostgreSQL), with one experiment and `runs` runs; yields (url, run ids, work directory).
+    PostgreSQL), with one experiment and `runs` runs; yields (url, run ids, work directory,
+    server pid, database name).
     Calls skip() — a JSON "skipped" document, exit 0 — when MLflow cannot be had."""
     mlflow = ensure_mlflow()
 
@@ -140,7 +141,7 @@ def mlflow_server(workers: int, runs: int):
         run_ids = [post(f"{url}/api/2.0/mlflow/runs/create", {"experiment_id": experiment})["run"]["info"]["run_id"]
                    for _ in range(runs)]
         (workdir / "runs").write_text("\n".join(run_ids) + "\n")
-        yield url, run_ids, workdir
+        yield url, run_ids, workdir, server.pid, name
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
@@ -157,11 +158,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--workers", type=int, default=5)
     args = parser.parse_args()
-    with mlflow_server(args.workers, args.runs) as (url, _run_ids, workdir):
+    with mlflow_server(args.workers, args.runs) as (url, _run_ids, workdir, pid, database):
         (workdir / "log.lua").write_text(LUA)
         env = {"RUNS_FILE": str(workdir / "runs")}
         harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
-        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "log.lua"), env=env)
+        result = harness.wrk_with_cpu(pid, database, url, seconds=args.seconds, script=str(workdir / "log.lua"),
+                                      env=env)
     harness.report({"bench": "mlflow_log_metric", "mlflow": MLFLOW_VERSION, "server": f"mlflow server --workers {args.workers}",
                     "database": "postgresql", "machine": harness.machine(), "wrk": "2 threads, 8 connections",
                     "seconds": args.seconds, "runs": args.runs, **result}, [

@@ -107,7 +107,8 @@ def run_sagan(args) -> dict:
             except OSError:
                 time.sleep(0.2)
         harness.wrk(url, seconds=3, script=str(workdir / "post.lua"), env=env)  # warm-up
-        return harness.wrk(url, seconds=args.seconds, script=str(workdir / "post.lua"), env=env)
+        return harness.wrk_with_cpu(server.pid, harness.DB_NAME, url, seconds=args.seconds,
+                                    script=str(workdir / "post.lua"), env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
@@ -118,11 +119,12 @@ def run_mlflow(args) -> dict:
     """MLflow's log-metric under the same wrk load, on the same PostgreSQL, right after."""
     import bench_mlflow_log_metric as mlflow_bench
     try:
-        with mlflow_bench.mlflow_server(args.workers, args.runs) as (url, _runs, workdir):
+        with mlflow_bench.mlflow_server(args.workers, args.runs) as (url, _runs, workdir, pid, database):
             (workdir / "log.lua").write_text(mlflow_bench.LUA)
             env = {"RUNS_FILE": str(workdir / "runs")}
             harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
-            result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "log.lua"), env=env)
+            result = harness.wrk_with_cpu(pid, database, url, seconds=args.seconds,
+                                          script=str(workdir / "log.lua"), env=env)
     except SystemExit:  # mlflow_bench.skip() printed why: keep Sagan's figure
         return {"skipped": True}
     except Exception as exc:  # noqa: BLE001 - MLflow is context: its failure must not lose Sagan's figure
@@ -148,11 +150,15 @@ def main() -> None:
     mlflow_rate = mlflow.get("requests_per_second")
     ratio = round(accepted / mlflow_rate, 2) if mlflow_rate else None
     goal = accepted >= GOAL_POSTS_PER_SECOND and (ratio is None or ratio >= GOAL_OVER_MLFLOW)
+    # The same comparison by cost: CPU per request, servers and their database backends.
+    cpu_ratio = (round(mlflow["server_cpu_ms_per_request"] / sagan["server_cpu_ms_per_request"], 2)
+                 if mlflow.get("server_cpu_ms_per_request") and sagan.get("server_cpu_ms_per_request") else None)
     harness.report({"bench": "progress_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
                     "pods": args.pods, "posts_per_second": round(rate, 1), "non_2xx": sagan["non_2xx"],
                     "latency_p50": sagan["latency_p50"], "latency_p99": sagan["latency_p99"],
-                    "mlflow_log_metric": mlflow, "sagan_over_mlflow": ratio,
+                    "server_cpu_ms_per_request": sagan["server_cpu_ms_per_request"],
+                    "mlflow_log_metric": mlflow, "sagan_over_mlflow": ratio, "mlflow_cpu_over_sagan_cpu": cpu_ratio,
                     "budget_posts_per_second": 500, "goal_posts_per_second": GOAL_POSTS_PER_SECOND,
                     "goal_over_mlflow": GOAL_OVER_MLFLOW, "meets_budget": accepted >= 500 and sagan["non_2xx"] == 0,
                     "meets_goal": goal and sagan["non_2xx"] == 0}, [
@@ -162,6 +168,9 @@ def main() -> None:
         ("MLflow log-metric requests/s", f"{mlflow_rate:,.1f}" if mlflow_rate else "skipped", "(same run)", None),
         ("Sagan ÷ MLflow", f"{ratio}×" if ratio else "—", f"≥ {GOAL_OVER_MLFLOW}×",
          None if ratio is None else ratio >= GOAL_OVER_MLFLOW),
+        ("server CPU ms per request, Sagan / MLflow",
+         f"{sagan['server_cpu_ms_per_request']} / {mlflow.get('server_cpu_ms_per_request', '—')}",
+         f"MLflow costs {cpu_ratio}× more" if cpu_ratio else "", None),
     ])
 
 
