@@ -226,7 +226,8 @@ def server_cpu_seconds(pid: int, database: str) -> float:
 def wrk_with_cpu(pid: int, database: str, url: str, **wrk_args) -> dict:
     """wrk(), plus the server's CPU milliseconds per request (its processes and its database
     backends, wrk's own excluded): a cost that, unlike the request rate, hardly moves with
-    the load other engineers put on the machine — the fairer comparison between servers."""
+    the load other engineers put on the machine — the fairer comparison between servers (contention
+    still adds to it)."""
     before = server_cpu_seconds(pid, database)
     result = wrk(url, **wrk_args)
     used = server_cpu_seconds(pid, database) - before
