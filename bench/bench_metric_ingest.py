@@ -106,7 +106,8 @@ def run_sagan(args) -> dict:
             except OSError:
                 time.sleep(0.2)
         harness.wrk(url, seconds=3, script=str(workdir / "post.lua"), env=env)  # warm-up
-        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "post.lua"), env=env)
+        result = harness.wrk_with_cpu(server.pid, harness.DB_NAME, url, seconds=args.seconds,
+                                      script=str(workdir / "post.lua"), env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
@@ -127,7 +128,7 @@ def _stored_points() -> int:
     import sqlalchemy as sa
     engine = sa.create_engine(harness.DB_URL)
     with engine.connect() as conn:
-        count = conn.execute(sa.text("SELECT count(*) FROM metric_points")).scalar()
+        count = conn.execute(sa.text("SELECT coalesce(sum(cardinality(steps)), 0) FROM metric_chunks")).scalar()
     engine.dispose()
     return int(count)
 
@@ -135,11 +136,12 @@ def _stored_points() -> int:
 def run_mlflow(args) -> dict:
     import bench_mlflow_log_metric as mlflow_bench
     try:
-        with mlflow_bench.mlflow_server(args.workers, args.pods) as (url, _runs, workdir):
+        with mlflow_bench.mlflow_server(args.workers, args.pods) as (url, _runs, workdir, pid, database):
             (workdir / "batch.lua").write_text(MLFLOW_LUA)
             env = {"RUNS_FILE": str(workdir / "runs")}
             harness.wrk(url, seconds=3, script=str(workdir / "batch.lua"), env=env)  # warm-up
-            result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "batch.lua"), env=env)
+            result = harness.wrk_with_cpu(pid, database, url, seconds=args.seconds,
+                                          script=str(workdir / "batch.lua"), env=env)
     except SystemExit:  # mlflow_bench.skip() printed why and exits: keep Sagan's figure
         return {"skipped": True}
     except Exception as exc:  # noqa: BLE001 - MLflow is context: its failure must not lose Sagan's figure
@@ -161,16 +163,22 @@ def main() -> None:
     ok = sagan["points_per_second"] >= TARGET_POINTS_PER_SECOND and sagan["non_2xx"] == 0
     ratio = (round(sagan["points_per_second"] / mlflow["points_per_second"], 2)
              if mlflow.get("points_per_second") else None)
+    # The same comparison by cost: CPU per 1,000-point request, servers and their database backends.
+    cpu_ratio = (round(mlflow["server_cpu_ms_per_request"] / sagan["server_cpu_ms_per_request"], 2)
+                 if mlflow.get("server_cpu_ms_per_request") and sagan.get("server_cpu_ms_per_request") else None)
     harness.report({"bench": "metric_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
                     "pods": args.pods, "points_per_request": POINTS_PER_REQUEST, "sagan": sagan,
-                    "mlflow_log_batch": mlflow, "sagan_over_mlflow": ratio,
+                    "mlflow_log_batch": mlflow, "sagan_over_mlflow": ratio, "mlflow_cpu_over_sagan_cpu": cpu_ratio,
                     "target_points_per_second": TARGET_POINTS_PER_SECOND, "meets_budget": ok}, [
         ("Sagan metric ingest points/s", f"{sagan['points_per_second']:,}", f"≥ {TARGET_POINTS_PER_SECOND:,}", ok),
         ("  requests/s (1,000 points each)", f"{sagan['requests_per_second']:,.1f}",
          f"non-2xx {sagan['non_2xx']}", None),
         ("MLflow log-batch points/s", f"{mlflow['points_per_second']:,}" if ratio else "skipped", "(same run)", None),
         ("Sagan ÷ MLflow", f"{ratio}×" if ratio else "—", "", None),
+        ("server CPU ms per batch, Sagan / MLflow",
+         f"{sagan['server_cpu_ms_per_request']} / {mlflow.get('server_cpu_ms_per_request', '—')}",
+         f"MLflow costs {cpu_ratio}× more" if cpu_ratio else "", None),
     ])
 
 

@@ -32,6 +32,9 @@ import harness
 MLFLOW_VERSION = "3.17.2"
 VENV = Path(os.environ.get("MLFLOW_VENV", "/tmp/sagan-bench-mlflow"))
 INSTALL_TIMEOUT = 600
+# Five MLflow workers importing mlflow on a loaded 2-core machine took minutes (2026-12-01,
+# load average 15): the first /health and the first requests wait that long.
+START_TIMEOUT = int(os.environ.get("MLFLOW_START_TIMEOUT", "300"))
 
 LUA = r"""
 -- Each request logs the next step of the next run in turn.
@@ -72,16 +75,18 @@ def ensure_mlflow() -> Path:
     return mlflow
 
 
-def post(url: str, body: dict, tries: int = 5) -> dict:
+def post(url: str, body: dict, tries: int = 10) -> dict:
     """One JSON POST; retried a few times, since a busy MLflow's workers may still be
-    starting when /health first answers (a dropped connection, not a refusal)."""
+    starting when /health first answers (a dropped connection or a timeout, not a refusal)."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     for attempt in range(1, tries + 1):
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
+            with urllib.request.urlopen(request, timeout=60) as answer:
                 return json.loads(answer.read() or b"{}")
-        except (ConnectionError, http.client.HTTPException, urllib.error.URLError):
+        except urllib.error.HTTPError:
+            raise  # an answer: the caller decides
+        except (ConnectionError, TimeoutError, http.client.HTTPException, urllib.error.URLError):
             if attempt == tries:
                 raise
             time.sleep(attempt)
@@ -91,7 +96,8 @@ def post(url: str, body: dict, tries: int = 5) -> dict:
 @contextlib.contextmanager
 def mlflow_server(workers: int, runs: int):
     """An MLflow tracking server on its own fresh database beside the bench's (same
-    PostgreSQL), with one experiment and `runs` runs; yields (url, run ids, work directory).
+    PostgreSQL), with one experiment and `runs` runs; yields (url, run ids, work directory,
+    server pid, database name).
     Calls skip() — a JSON "skipped" document, exit 0 — when MLflow cannot be had."""
     mlflow = ensure_mlflow()
 
@@ -113,17 +119,17 @@ def mlflow_server(workers: int, runs: int):
          "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
         cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120  # the first start creates MLflow's schema
+        deadline = time.monotonic() + START_TIMEOUT  # the first start creates MLflow's schema
         while time.monotonic() < deadline:
             if server.poll() is not None:
                 skip("mlflow server exited at start: " + server.stderr.read().decode()[-300:])
             try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
+                urllib.request.urlopen(f"{url}/health", timeout=5)
                 break
             except OSError:
                 time.sleep(0.5)
         else:
-            skip("mlflow server did not answer within 120 s")
+            skip(f"mlflow server did not answer within {START_TIMEOUT} s")
         try:
             experiment = post(f"{url}/api/2.0/mlflow/experiments/create", {"name": "sagan-bench"})["experiment_id"]
         except urllib.error.HTTPError as exc:  # a retried create that had in fact gone through
@@ -135,7 +141,7 @@ def mlflow_server(workers: int, runs: int):
         run_ids = [post(f"{url}/api/2.0/mlflow/runs/create", {"experiment_id": experiment})["run"]["info"]["run_id"]
                    for _ in range(runs)]
         (workdir / "runs").write_text("\n".join(run_ids) + "\n")
-        yield url, run_ids, workdir
+        yield url, run_ids, workdir, server.pid, name
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
@@ -152,11 +158,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--workers", type=int, default=5)
     args = parser.parse_args()
-    with mlflow_server(args.workers, args.runs) as (url, _run_ids, workdir):
+    with mlflow_server(args.workers, args.runs) as (url, _run_ids, workdir, pid, database):
         (workdir / "log.lua").write_text(LUA)
         env = {"RUNS_FILE": str(workdir / "runs")}
         harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
-        result = harness.wrk(url, seconds=args.seconds, script=str(workdir / "log.lua"), env=env)
+        result = harness.wrk_with_cpu(pid, database, url, seconds=args.seconds, script=str(workdir / "log.lua"),
+                                      env=env)
     harness.report({"bench": "mlflow_log_metric", "mlflow": MLFLOW_VERSION, "server": f"mlflow server --workers {args.workers}",
                     "database": "postgresql", "machine": harness.machine(), "wrk": "2 threads, 8 connections",
                     "seconds": args.seconds, "runs": args.runs, **result}, [

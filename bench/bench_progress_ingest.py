@@ -1,10 +1,13 @@
 """Progress ingest throughput (ARCHITECTURE §5): POST /api/progress under wrk on loopback,
-2 threads, 8 connections, many distinct pods, against gunicorn on PostgreSQL.
+2 threads, 8 connections, many distinct pods, against gunicorn on PostgreSQL — and, in the
+same run on the same PostgreSQL, MLflow's `log-metric` under the same load
+(bench_mlflow_log_metric.py), since absolute rates on the shared machine follow its load.
 
-Budget: at least 500 posts/s sustained on the 2-core machine; goal 1,000.
-Prints one JSON document on stdout and a short line on stderr.
+Budget: at least 500 posts/s sustained on the 2-core machine; goal (issue 18) 1,000 posts/s
+and at least 8× MLflow's log-metric in the same run.
+Prints one JSON document on stdout and a short table on stderr.
 
-Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 5]
+Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 5] [--no-mlflow]
 Needs: PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, dropped and
 created anew), Redis (BENCH_REDIS_URL, flushed), and `wrk` (Debian package wrk). It serves the
 plain product app (`app:create_app()`), not the bench app with its timing middleware.
@@ -12,9 +15,7 @@ plain product app (`app:create_app()`), not the bench app with its timing middle
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -80,54 +81,97 @@ def prepare(pods: int) -> list[str]:
     return secrets_
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=int, default=15)
-    parser.add_argument("--pods", type=int, default=200)
-    parser.add_argument("--workers", type=int, default=5, help="gunicorn workers (2 × cores + 1)")
-    args = parser.parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk is not installed (apt-get install wrk); cannot measure ingest throughput.")
+GOAL_POSTS_PER_SECOND = 1000
+GOAL_OVER_MLFLOW = 8
+
+
+def run_sagan(args) -> dict:
+    """wrk against gunicorn serving the product app; wrk's figures."""
     tokens = prepare(args.pods)
     workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
     (workdir / "tokens").write_text("\n".join(tokens) + "\n")
     (workdir / "post.lua").write_text(LUA)
     port = harness.free_port()
-    env = harness.server_env(workdir)
+    url = f"http://127.0.0.1:{port}"
+    env = {"TOKENS_FILE": str(workdir / "tokens")}
     server = subprocess.Popen(
         [harness.GUNICORN, "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
          "--no-control-socket", "--log-level", "warning", "app:create_app()"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        cwd=ROOT, env=harness.server_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True)
     try:
-        for _ in range(100):
+        for _ in range(harness.START_TIMEOUT * 5):
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                urllib.request.urlopen(f"{url}/healthz", timeout=1)
                 break
             except OSError:
                 time.sleep(0.2)
-        subprocess.run(["wrk", "-t2", "-c8", "-d3s", "-s", str(workdir / "post.lua"), f"http://127.0.0.1:{port}"],
-                       env={**os.environ, "TOKENS_FILE": str(workdir / "tokens")}, capture_output=True)  # warm-up
-        out = subprocess.run(["wrk", "-t2", "-c8", f"-d{args.seconds}s", "--latency", "-s",
-                              str(workdir / "post.lua"), f"http://127.0.0.1:{port}"],
-                             env={**os.environ, "TOKENS_FILE": str(workdir / "tokens")},
-                             capture_output=True, text=True, check=True).stdout
+        harness.wrk(url, seconds=3, script=str(workdir / "post.lua"), env=env)  # warm-up
+        return harness.wrk_with_cpu(server.pid, harness.DB_NAME, url, seconds=args.seconds,
+                                    script=str(workdir / "post.lua"), env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
         shutil.rmtree(workdir, ignore_errors=True)
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    p50 = re.search(r"50%\s+([\d.]+\w+)", out)
-    p99 = re.search(r"99%\s+([\d.]+\w+)", out)
-    result = {"bench": "progress_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
-              "machine": {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]},
-              "wrk": "2 threads, 8 connections", "seconds": args.seconds, "pods": args.pods,
-              "posts_per_second": round(rate, 1), "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
-              "latency_p50": p50.group(1) if p50 else None, "latency_p99": p99.group(1) if p99 else None,
-              "budget_posts_per_second": 500, "goal_posts_per_second": 1000, "meets_budget": rate >= 500}
-    print(json.dumps(result))
-    print(f"progress ingest: {rate:.0f} posts/s ({result['non_2xx']} non-2xx), p50 {result['latency_p50']}, "
-          f"p99 {result['latency_p99']} — budget 500, goal 1000", file=sys.stderr)
+
+
+def run_mlflow(args) -> dict:
+    """MLflow's log-metric under the same wrk load, on the same PostgreSQL, right after."""
+    import bench_mlflow_log_metric as mlflow_bench
+    try:
+        with mlflow_bench.mlflow_server(args.workers, args.runs) as (url, _runs, workdir, pid, database):
+            (workdir / "log.lua").write_text(mlflow_bench.LUA)
+            env = {"RUNS_FILE": str(workdir / "runs")}
+            harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
+            result = harness.wrk_with_cpu(pid, database, url, seconds=args.seconds,
+                                          script=str(workdir / "log.lua"), env=env)
+    except SystemExit:  # mlflow_bench.skip() printed why: keep Sagan's figure
+        return {"skipped": True}
+    except Exception as exc:  # noqa: BLE001 - MLflow is context: its failure must not lose Sagan's figure
+        return {"skipped": True, "reason": f"{exc.__class__.__name__}: {exc}"[:300]}
+    result["mlflow"] = mlflow_bench.MLFLOW_VERSION
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=20, help="MLflow runs logged to")
+    parser.add_argument("--workers", type=int, default=5, help="gunicorn / mlflow workers (2 × cores + 1)")
+    parser.add_argument("--no-mlflow", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk is not installed (apt-get install wrk); cannot measure ingest throughput.")
+    sagan = run_sagan(args)
+    mlflow = {"skipped": True, "reason": "--no-mlflow"} if args.no_mlflow else run_mlflow(args)
+    rate = sagan["requests_per_second"]
+    accepted = max(0.0, rate - sagan["non_2xx"] / args.seconds)
+    mlflow_rate = mlflow.get("requests_per_second")
+    ratio = round(accepted / mlflow_rate, 2) if mlflow_rate else None
+    goal = accepted >= GOAL_POSTS_PER_SECOND and (ratio is None or ratio >= GOAL_OVER_MLFLOW)
+    # The same comparison by cost: CPU per request, servers and their database backends.
+    cpu_ratio = (round(mlflow["server_cpu_ms_per_request"] / sagan["server_cpu_ms_per_request"], 2)
+                 if mlflow.get("server_cpu_ms_per_request") and sagan.get("server_cpu_ms_per_request") else None)
+    harness.report({"bench": "progress_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
+                    "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
+                    "pods": args.pods, "posts_per_second": round(rate, 1), "non_2xx": sagan["non_2xx"],
+                    "latency_p50": sagan["latency_p50"], "latency_p99": sagan["latency_p99"],
+                    "server_cpu_ms_per_request": sagan["server_cpu_ms_per_request"],
+                    "mlflow_log_metric": mlflow, "sagan_over_mlflow": ratio, "mlflow_cpu_over_sagan_cpu": cpu_ratio,
+                    "budget_posts_per_second": 500, "goal_posts_per_second": GOAL_POSTS_PER_SECOND,
+                    "goal_over_mlflow": GOAL_OVER_MLFLOW, "meets_budget": accepted >= 500 and sagan["non_2xx"] == 0,
+                    "meets_goal": goal and sagan["non_2xx"] == 0}, [
+        ("Sagan progress posts/s", f"{rate:,.1f}", f"≥ 500 budget, ≥ {GOAL_POSTS_PER_SECOND:,} goal",
+         accepted >= GOAL_POSTS_PER_SECOND),
+        ("  non-2xx, p50 / p99", f"{sagan['non_2xx']}", f"{sagan['latency_p50']} / {sagan['latency_p99']}", None),
+        ("MLflow log-metric requests/s", f"{mlflow_rate:,.1f}" if mlflow_rate else "skipped", "(same run)", None),
+        ("Sagan ÷ MLflow", f"{ratio}×" if ratio else "—", f"≥ {GOAL_OVER_MLFLOW}×",
+         None if ratio is None else ratio >= GOAL_OVER_MLFLOW),
+        ("server CPU ms per request, Sagan / MLflow",
+         f"{sagan['server_cpu_ms_per_request']} / {mlflow.get('server_cpu_ms_per_request', '—')}",
+         f"MLflow costs {cpu_ratio}× more" if cpu_ratio else "", None),
+    ])
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/sagan_bench")
+DB_NAME = DB_URL.rsplit("/", 1)[-1].split("?")[0]
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 OWNER_EMAIL = "bench@example.com"
 OWNER_PASSWORD = "bench-password-0000"
@@ -186,7 +187,9 @@ def wrk(url: str, *, seconds: int = 8, threads: int = 2, connections: int = 8, h
                          env={**os.environ, **(env or {})}).stdout
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
+    total = re.search(r"(\d+) requests in", out)
     return {"requests_per_second": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),
+            "requests": int(total.group(1)) if total else None,
             "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
             "socket_errors": errors.group(0) if errors else None,
             "latency_p50": _latency(out, "50%"), "latency_p99": _latency(out, "99%")}
@@ -195,6 +198,41 @@ def wrk(url: str, *, seconds: int = 8, threads: int = 2, connections: int = 8, h
 def _latency(out: str, label: str) -> str | None:
     found = re.search(rf"{label}\s+([\d.]+\w+)", out)
     return found.group(1) if found else None
+
+
+def server_cpu_seconds(pid: int, database: str) -> float:
+    """CPU seconds used so far by a server's process tree and by PostgreSQL's backends for
+    its database: what serving costs, whatever else the shared machine runs at the time."""
+    import psutil
+    import sqlalchemy as sa
+
+    root = psutil.Process(pid)
+    processes = [root, *root.children(recursive=True)]
+    engine = sa.create_engine(sa.engine.make_url(DB_URL).set(database="postgres"))
+    with engine.connect() as conn:
+        backends = conn.execute(sa.text("SELECT pid FROM pg_stat_activity WHERE datname = :name"),
+                                {"name": database}).scalars().all()
+    engine.dispose()
+    total = 0.0
+    for process in processes + [psutil.Process(backend) for backend in backends if psutil.pid_exists(backend)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:  # a worker or backend that ended meanwhile
+            continue
+        total += times.user + times.system
+    return total
+
+
+def wrk_with_cpu(pid: int, database: str, url: str, **wrk_args) -> dict:
+    """wrk(), plus the server's CPU milliseconds per request (its processes and its database
+    backends, wrk's own excluded): a cost that, unlike the request rate, hardly moves with
+    the load other engineers put on the machine — the fairer comparison between servers (contention
+    still adds to it)."""
+    before = server_cpu_seconds(pid, database)
+    result = wrk(url, **wrk_args)
+    used = server_cpu_seconds(pid, database) - before
+    result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 3) if result["requests"] else None
+    return result
 
 
 def rss_mb(pid: int) -> float:

@@ -53,6 +53,18 @@ share = _mark("share")
 pod = _mark("pod")
 
 
+def pod_token_checked_in_write(view: Callable) -> Callable:
+    """With `pod`: the view's own write statement looks the token up (progress and metric
+    ingest, the hot paths: one round trip per post instead of a lookup, then the write).
+    The hook still applies the bad-token throttle and refuses what cannot be a pod token;
+    it leaves the token's digest in `g.pod_token_digest`, and the view must answer
+    `refuse_pod_token()` before doing anything when its statement (or, for a body it
+    refuses, `tokens.pod_for_digest`) finds no valid pod — so a bad token is a 401 first,
+    whatever the body."""
+    view.pod_token_in_write = True
+    return view
+
+
 def api(scope: str) -> Callable:
     return _mark("api", scope)
 
@@ -118,6 +130,13 @@ def _login_required():
     if wants_json():
         return _json_error(401, "unauthorized", "Log in or send an API token (Authorization: Bearer sk_…).")
     return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+
+
+def refuse_pod_token():
+    """The 401 for an unknown or expired pod token, counted towards the address's limit."""
+    _bearer_failed()
+    return _json_error(401, "invalid_pod_token", "The pod token is unknown or expired "
+                       "(a pod's token ends 15 minutes after the pod stops).")
 
 
 def _bearer_secret() -> str | None:
@@ -188,14 +207,18 @@ def enforce() -> object | None:
     g.token = None
 
     if kind == "pod":
-        from services.dispatch.tokens import pod_for_token
+        from services.dispatch import tokens as pod_tokens
         if (throttled := _bearer_throttled()) is not None:
             return throttled
-        found = pod_for_token(_bearer_secret())
+        secret = _bearer_secret()
+        if getattr(current_app.view_functions[request.endpoint], "pod_token_in_write", False):
+            if not pod_tokens.could_be_token(secret):
+                return refuse_pod_token()
+            g.pod_token_digest = pod_tokens.digest(secret)
+            return None  # the view's statement checks the token; bearer requests need no CSRF check
+        found = pod_tokens.pod_for_token(secret)
         if found is None:
-            _bearer_failed()
-            return _json_error(401, "invalid_pod_token", "The pod token is unknown or expired "
-                               "(a pod's token ends 15 minutes after the pod stops).")
+            return refuse_pod_token()
         g.pod = found
         g.actor = Actor("pod", str(found.id), found.name)
         return None  # bearer requests carry no cookie, so no CSRF check

@@ -93,4 +93,4 @@ from models.result import Figure, CleanResultVersion, Comment  # noqa: E402,F401
 from models.share import ShareLink  # noqa: E402,F401
 from models.setting import Setting  # noqa: E402,F401
 from models.code import CodeCommit  # noqa: E402,F401
-from models.metric import MetricPoint, MetricSeries  # noqa: E402,F401
+from models.metric import MetricBatch, MetricChunk, MetricSeries  # noqa: E402,F401

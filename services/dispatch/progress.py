@@ -1,12 +1,13 @@
 """Progress and artifact ingest from pods (SPEC §6.6, §6.10).
 
-Hot path: a fixed handful of statements per post whatever the pod count (look up the
-token, insert the post — a duplicate `(pod, seq)` stops here —, update the pod, append the
-timeline and run events). The pod's own row is the heartbeat; the watcher reads it.
+Hot path: on PostgreSQL one statement per post whatever the pod count, in autocommit: it
+looks up the token, inserts the post — a duplicate `(pod, seq)` stops here —, updates the
+pod, appends the timeline and run events. The pod's own row is the heartbeat; the watcher reads it.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import posixpath
 import uuid
@@ -18,6 +19,7 @@ from flask import current_app
 
 from models import Artifact, Experiment, Figure, Pod, PodProgressPost, WorkflowEvent, db
 from services import jobs, runs
+from services.dispatch import tokens
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
 from services.redact import redact, redact_json_text
@@ -106,11 +108,16 @@ def _redacted_names(metrics: dict | None) -> dict | None:
 
 # PostgreSQL does the whole post in one round trip: every write hangs off the insert of the
 # post, so a duplicate (pod, seq) — the insert does nothing — writes nothing else either.
-_PG_RECORD = sa.text("""
-WITH post AS (
+# `pod_row` is the pod the post is for: found by its token's digest on the ingest path (the
+# token check and the write are one statement, run in autocommit: no BEGIN, no COMMIT round
+# trip), or by id for callers that hold the pod already. An unknown or expired token finds
+# no pod, so nothing is written, and the statement answers no pod id.
+_PG_RECORD_TEMPLATE = """
+WITH pod_row AS ({pod_row}), post AS (
   INSERT INTO pod_progress_posts (id, pod_id, seq, progress_pct, message, milestone, exit_code, metrics, created_at)
-  VALUES (:post_id, :pod_id, CAST(:seq AS BIGINT), :pct, :message, :milestone, CAST(:exit_code AS INTEGER),
-          CAST(:metrics AS JSONB), :now)
+  SELECT :post_id, pod_row.id, CAST(:seq AS BIGINT), :pct, :message, :milestone, CAST(:exit_code AS INTEGER),
+         CAST(:metrics AS JSONB), :now
+  FROM pod_row
   ON CONFLICT ON CONSTRAINT uq_pod_progress_posts_pod_seq DO NOTHING
   RETURNING id
 ), pod AS (
@@ -130,55 +137,93 @@ WITH post AS (
          last_heartbeat_at = :now, updated_at = :now, bootstrap_count = bootstrap_count + :bootstrap_inc,
          exit_code = COALESCE(CAST(:exit_code AS INTEGER), exit_code),
          exited_at = CASE WHEN CAST(:exit_code AS INTEGER) IS NULL THEN exited_at ELSE :now END
-  WHERE id = :pod_id AND EXISTS (SELECT 1 FROM post)
+  WHERE id = (SELECT id FROM pod_row) AND EXISTS (SELECT 1 FROM post)
 ), event AS (
   INSERT INTO workflow_events (id, entity_kind, entity_id, experiment_id, event_type, actor_kind, actor_id,
                                note, metadata, created_at, updated_at)
-  SELECT :event_id, 'experiment', :experiment_id, :experiment_id, 'progress', 'pod', :actor_id,
-         :note, CAST(:event_meta AS JSONB), :now, :now
-  WHERE EXISTS (SELECT 1 FROM post)
+  SELECT :event_id, 'experiment', pod_row.experiment_id, pod_row.experiment_id, 'progress', 'pod',
+         CAST(pod_row.id AS TEXT), :note,
+         CAST(:event_meta AS JSONB) || jsonb_build_object('pod', pod_row.name, 'run_index', pod_row.run_index),
+         :now, :now
+  FROM pod_row WHERE EXISTS (SELECT 1 FROM post)
 ), touch AS (
   UPDATE experiments SET last_event_at = :now
-  WHERE id = :experiment_id AND EXISTS (SELECT 1 FROM post)
+  WHERE id = (SELECT experiment_id FROM pod_row) AND EXISTS (SELECT 1 FROM post)
     AND (last_event_at IS NULL OR last_event_at < :touch_before)
 ), seq AS (
   UPDATE agent_runs SET last_seq = last_seq + 1
-  WHERE id = :run_id AND EXISTS (SELECT 1 FROM post)
-  RETURNING last_seq
+  WHERE id = (SELECT agent_run_id FROM pod_row) AND EXISTS (SELECT 1 FROM post)
+  RETURNING id, last_seq
 ), run_event AS (
   INSERT INTO run_events (id, run_id, seq, event_type, body, metadata, created_at, updated_at)
-  SELECT :run_event_id, :run_id, seq.last_seq, 'pod_progress', :note, CAST(:run_meta AS JSONB), :now, :now
-  FROM seq
+  SELECT :run_event_id, seq.id, seq.last_seq, 'pod_progress', :note,
+         jsonb_build_object('pod_id', CAST(pod_row.id AS TEXT)) || CAST(:run_meta AS JSONB), :now, :now
+  FROM seq, pod_row
 )
-SELECT id FROM post
-""")
+SELECT (SELECT id FROM pod_row) AS pod_id, (SELECT id FROM post) AS post_id
+"""
+_PG_RECORD_BY_TOKEN = sa.text(_PG_RECORD_TEMPLATE.format(pod_row=tokens.VALID_POD_SQL))
+_PG_RECORD_BY_POD = sa.text(_PG_RECORD_TEMPLATE.format(
+    pod_row="SELECT id, name, experiment_id, agent_run_id, run_index FROM pods WHERE id = :pod_id"))
+
+
+@dataclass
+class Recorded:
+    """What storing a post did: the pod it was for, and the timeline event when it was new."""
+    pod_id: uuid.UUID
+    event_id: uuid.UUID | None
+
+    @property
+    def created(self) -> bool:
+        return self.event_id is not None
 
 
 def record_progress(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
-    """Store one post; returns (event id, created). A repeated (pod, seq) changes nothing."""
+    """Store one post for `pod`; returns (event id, created). A repeated (pod, seq) changes nothing."""
     if db.engine.dialect.name == "postgresql":
-        return _record_postgres(pod, post)
+        params = _pg_params(post, utcnow())
+        row = db.session.execute(_PG_RECORD_BY_POD, {**params, "pod_id": pod.id}).one()
+        return (params["event_id"], True) if row.post_id else (None, False)
     return _record_portable(pod, post)
 
 
-def _record_postgres(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
-    import json
+def record_progress_for_token(token_digest: str, post: ProgressPost) -> Recorded | None:
+    """Store one post for the pod whose token has this digest, committed on return; None
+    when no pod has a valid token by that digest (nothing is written then).
+
+    On PostgreSQL this is the whole request's database work: one statement in autocommit,
+    on its own pooled connection (the request's session has not touched the database).
+    """
     now = utcnow()
-    event_id = uuid.uuid4()
-    note = f"{post.pct:g}% · {post.message}"[:2000]
-    created = db.session.execute(_PG_RECORD, {
-        "post_id": uuid.uuid4(), "pod_id": pod.id, "seq": post.seq, "pct": post.pct, "message": post.message,
+    if db.engine.dialect.name == "postgresql":
+        params = {**_pg_params(post, now), "token_digest": token_digest, "ended_after": tokens.ended_after(now)}
+        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            row = conn.execute(_PG_RECORD_BY_TOKEN, params).one()
+        if row.pod_id is None:
+            return None
+        return Recorded(row.pod_id, params["event_id"] if row.post_id else None)
+    pod = tokens.pod_for_digest(token_digest)
+    if pod is None:
+        return None
+    event_id, _created = _record_portable(pod, post)
+    db.session.commit()
+    return Recorded(pod.id, event_id)
+
+
+def _pg_params(post: ProgressPost, now) -> dict:
+    """The statement's parameters that do not depend on how the pod is found."""
+    return {
+        "post_id": uuid.uuid4(), "seq": post.seq, "pct": post.pct, "message": post.message,
         "milestone": post.milestone, "exit_code": post.exit_code,
         "metrics": json.dumps(post.metrics) if post.metrics is not None else None, "now": now,
-        "bootstrap_inc": 1 if post.is_bootstrap else 0, "event_id": event_id, "experiment_id": pod.experiment_id,
-        "actor_id": str(pod.id), "note": note,
-        "event_meta": json.dumps({"pod": pod.name, "run_index": pod.run_index, "seq": post.seq,
-                                  "milestone": post.milestone, "verdict": post.verdict,
+        "bootstrap_inc": 1 if post.is_bootstrap else 0, "event_id": uuid.uuid4(),
+        "note": f"{post.pct:g}% · {post.message}"[:2000],
+        # The statement adds the pod's name and run index (event) and id (run event).
+        "event_meta": json.dumps({"seq": post.seq, "milestone": post.milestone, "verdict": post.verdict,
                                   "exitCode": post.exit_code, "metrics": post.metrics}),
-        "touch_before": now - LAST_EVENT_TOUCH, "run_id": pod.agent_run_id, "run_event_id": uuid.uuid4(),
-        "run_meta": json.dumps({"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code}),
-    }).scalar()
-    return (event_id, True) if created else (None, False)
+        "touch_before": now - LAST_EVENT_TOUCH, "run_event_id": uuid.uuid4(),
+        "run_meta": json.dumps({"seq": post.seq, "exitCode": post.exit_code}),
+    }
 
 
 def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:

@@ -3,7 +3,7 @@ valid for that pod's progress and artifact posts until 15 minutes after it stops
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from flask import current_app
@@ -22,22 +22,46 @@ def new_token() -> tuple[str, str]:
     return secret, digest(secret)
 
 
+def could_be_token(secret: str | None) -> bool:
+    """The shape of a pod token, checked before any lookup."""
+    return bool(secret) and secret.startswith(PREFIX) and len(secret) <= 200
+
+
+def ended_after(now: datetime) -> datetime:
+    """A pod that ended before this instant has a dead token (POD_TOKEN_GRACE_SECONDS)."""
+    return now - timedelta(seconds=current_app.config["POD_TOKEN_GRACE_SECONDS"])
+
+
+# The validity rule in SQL, for the ingest statements that look the token up themselves
+# (services/dispatch/progress.py, services/metrics.py): the same rule as pod_for_digest.
+VALID_POD_SQL = f"""
+  SELECT id, name, experiment_id, agent_run_id, run_index FROM pods
+  WHERE progress_token_hash = :token_digest
+    AND (status NOT IN ({", ".join(f"'{status}'" for status in ENDED)})
+         OR COALESCE(stopped_at, terminated_at, updated_at) >= :ended_after)
+"""
+
+
 def pod_for_token(secret: str | None):
     """The pod a bearer token belongs to, if the token is still valid.
 
     Returns a light row (id, name, experiment_id, agent_run_id, run_index, status): the
     progress endpoint is a hot path and needs no full ORM object.
     """
-    if not secret or not secret.startswith(PREFIX) or len(secret) > 200:
+    if not could_be_token(secret):
         return None
+    return pod_for_digest(digest(secret))
+
+
+def pod_for_digest(token_digest: str):
+    """pod_for_token, from the token's digest."""
     pod = db.session.execute(sa.select(
         Pod.id, Pod.name, Pod.experiment_id, Pod.agent_run_id, Pod.run_index, Pod.status,
-        Pod.stopped_at, Pod.terminated_at, Pod.updated_at).where(Pod.progress_token_hash == digest(secret))).first()
+        Pod.stopped_at, Pod.terminated_at, Pod.updated_at).where(Pod.progress_token_hash == token_digest)).first()
     if pod is None:
         return None
     if pod.status in ENDED:
         ended_at = pod.stopped_at or pod.terminated_at or pod.updated_at
-        grace = timedelta(seconds=current_app.config["POD_TOKEN_GRACE_SECONDS"])
-        if ended_at is None or utcnow() > ended_at + grace:
+        if ended_at is None or ended_at < ended_after(utcnow()):
             return None
     return pod

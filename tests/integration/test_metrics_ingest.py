@@ -7,14 +7,15 @@ import math
 import sys
 import threading
 import uuid
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from models import Experiment, MetricPoint, MetricSeries, Pod, db
-from services import runs
+from models import Experiment, MetricChunk, MetricSeries, Pod, db
+from services import clock, runs
 from services.dispatch import tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -50,9 +51,29 @@ def points(n, name="loss", start=0):
     return [{"step": start + i, "name": name, "value": 1.0 / (1 + start + i)} for i in range(n)]
 
 
+def series_of(pod_id, name) -> MetricSeries:
+    """A pod's series by name (its key is a bigint id since 0011_metric_chunks)."""
+    return db.session.scalars(sa.select(MetricSeries).where(MetricSeries.pod_id == pod_id,
+                                                            MetricSeries.name == name)).one()
+
+
+def stored_points(pod_id=None) -> list[tuple]:
+    """Every stored point as (pod id, name, step, value, wall time), read out of the chunks."""
+    query = sa.select(MetricSeries.pod_id, MetricSeries.name, MetricChunk.steps, MetricChunk.point_values,
+                      MetricChunk.wall_times).join(MetricSeries, MetricSeries.id == MetricChunk.series_id)
+    if pod_id is not None:
+        query = query.where(MetricSeries.pod_id == pod_id)
+    out = []
+    for owner, name, steps, values, walls in db.session.execute(query):
+        assert len(steps) == len(values) and (walls is None or len(walls) == len(steps))
+        out.extend((owner, name, step, value, walls[i] if walls else None)
+                   for i, (step, value) in enumerate(zip(steps, values)))
+    return out
+
+
 def count_points(app) -> int:
     with app.app_context():
-        return db.session.scalar(sa.select(sa.func.count()).select_from(MetricPoint))
+        return len(stored_points())
 
 
 def test_a_batch_is_stored_with_its_series_summary(app, client, pods):
@@ -64,15 +85,13 @@ def test_a_batch_is_stored_with_its_series_summary(app, client, pods):
     assert response.status_code == 200
     assert response.get_json() == {"ok": True, "points": 1000, "duplicate": False}
     with app.app_context():
-        assert db.session.scalar(sa.select(sa.func.count()).select_from(MetricPoint)
-                                 .where(MetricPoint.pod_id == pod_id)) == 1000
-        loss = db.session.get(MetricSeries, (pod_id, "loss"))
+        assert len(stored_points(pod_id)) == 1000
+        loss = series_of(pod_id, "loss")
         assert (loss.points, loss.first_step, loss.last_step) == (500, 0, 499)
         assert loss.last_value == pytest.approx(1 / 500) and loss.max_value == 1.0
-        accuracy = db.session.get(MetricSeries, (pod_id, "val/accuracy [%]"))
+        accuracy = series_of(pod_id, "val/accuracy [%]")
         assert accuracy.min_value == 50 and accuracy.last_value == pytest.approx(99.9)
-        wall = db.session.scalar(sa.select(MetricPoint.wall_time).where(MetricPoint.name == "val/accuracy [%]",
-                                                                        MetricPoint.step == 3))
+        [wall] = [p[4] for p in stored_points(pod_id) if p[1] == "val/accuracy [%]" and p[2] == 3]
         assert wall == 1.7e9 + 3
 
 
@@ -87,8 +106,8 @@ def test_a_repeated_seq_is_stored_once_not_doubled(app, client, pods):
     assert post(client, other_secret, {"seq": 7, "points": points(10)}).get_json()["duplicate"] is False
     assert count_points(app) == 20
     with app.app_context():
-        assert db.session.get(MetricSeries, (pod_id, "loss")).points == 10
-        assert db.session.get(MetricSeries, (other_id, "loss")).points == 10
+        assert series_of(pod_id, "loss").points == 10
+        assert series_of(other_id, "loss").points == 10
 
 
 def test_batches_out_of_order_keep_the_latest_step_as_latest_value(app, client, pods):
@@ -97,7 +116,7 @@ def test_batches_out_of_order_keep_the_latest_step_as_latest_value(app, client, 
     post(client, secret, {"seq": 2, "points": points(10, start=100)})
     post(client, secret, {"seq": 1, "points": points(10, start=0)})
     with app.app_context():
-        series = db.session.get(MetricSeries, (pod_id, "loss"))
+        series = series_of(pod_id, "loss")
         assert (series.points, series.first_step, series.last_step) == (20, 0, 109)
         assert series.last_value == pytest.approx(1 / 110)
 
@@ -167,7 +186,7 @@ def test_a_token_stores_points_only_for_its_own_pod(app, client, pods):
     assert post(client, secret, {"seq": 1, "points": points(3), "pod_id": str(other_id)}).status_code == 400
     post(client, secret, {"seq": 1, "points": points(3)})
     with app.app_context():
-        owners = set(db.session.scalars(sa.select(MetricPoint.pod_id)))
+        owners = {p[0] for p in stored_points()}
     assert owners == {pod_id}
 
 
@@ -186,7 +205,7 @@ def test_secret_looking_metric_names_are_redacted(app, client, pods):
     leaked = "sk-ant-api03-" + "A" * 40
     post(client, secret, {"seq": 1, "points": [{"step": 0, "name": leaked, "value": 1.0}]})
     with app.app_context():
-        stored = db.session.scalar(sa.select(MetricPoint.name))
+        [stored] = {p[1] for p in stored_points()}
     assert "A" * 40 not in stored
 
 
@@ -256,8 +275,8 @@ def test_the_helper_batches_retries_and_skips_non_finite_values(app, pods, recei
     assert "not finite" in out.getvalue()
     assert len(server.seen) == 4 and server.seen[0] == server.seen[1]  # the retry is the same batch
     with app.app_context():
-        assert db.session.get(MetricSeries, (pod_id, "loss")).points == 1250
-        assert db.session.get(MetricSeries, (pod_id, "acc")).points == 1250
+        assert series_of(pod_id, "loss").points == 1250
+        assert series_of(pod_id, "acc").points == 1250
 
 
 def test_the_helper_reports_a_refusal_without_raising(app, pods, receiver):
@@ -302,7 +321,7 @@ def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
             batch = metrics.parse_batch({"seq": seq, "points": points(1000, start=start)})
             metrics.record_batch(pod, batch)
         db.session.commit()
-        series = db.session.get(MetricSeries, (pod.id, "loss"))
+        series = series_of(pod.id, "loss")
         assert (series.points, series.first_step, series.last_step) == (2000, 0, 1999)
         assert series.last_value == pytest.approx(1 / 2000) and series.max_value == 1.0
         chart = metrics.chart_data(experiment, "loss")
@@ -310,3 +329,67 @@ def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
         assert line["downsampled"] and len(line["x"]) == 1000 and line["max"][0] == 1.0
         db.session.remove()
         db.engine.dispose()
+
+
+# --- the token checked inside the write (issue 18: one statement per batch) -----------------------
+
+def test_a_bad_token_is_401_before_a_bad_or_oversized_batch(app, client, pods):
+    """The write statement checks the token, so a batch refused before it (a bad point, 1,001
+    points) still answers 401 for an unknown token, not the 400 or 413 a pod would get."""
+    unknown = "spt_" + "y" * 43
+    for body in ({"seq": 1, "points": points(1001)}, {"seq": -1, "points": points(1)}, [1]):
+        response = post(client, unknown, body)
+        assert response.status_code == 401 and response.get_json()["error"] == "invalid_pod_token"
+    [(_, secret), _], _ = pods
+    assert post(client, secret, {"seq": 1, "points": points(1001)}).status_code == 413
+    assert count_points(app) == 0
+
+
+def test_a_stopped_pods_token_works_through_its_grace_period_only(app, client, pods):
+    """The validity rule inside the statement is pod_for_token's: a stopped pod posts for
+    POD_TOKEN_GRACE_SECONDS after it stopped, then gets 401."""
+    [(pod_id, secret), _], _ = pods
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        row.status, row.stopped_at = "stopped", clock.utcnow()
+        db.session.commit()
+    assert post(client, secret, {"seq": 1, "points": points(2)}).status_code == 200
+    clock.advance(timedelta(seconds=app.config["POD_TOKEN_GRACE_SECONDS"] + 1))
+    late = post(client, secret, {"seq": 2, "points": points(2, start=2)})
+    assert late.status_code == 401 and late.get_json()["error"] == "invalid_pod_token"
+    assert count_points(app) == 2
+
+
+@pytest.mark.parametrize("raw, content_type", [
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1' + b"0" * 400 + b"}]}", "application/json"),
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1, "wall_time": 1' + b"0" * 400 + b"}]}",
+     "application/json"),
+    (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1}]}', "text/plain"),
+    (b'\xff\xfe{"seq": 1}', "application/json"),
+])
+def test_integers_too_big_for_a_float_deep_nesting_and_non_json_are_400(app, client, pods, raw, content_type):
+    """A 400 with a message, never a 500: an integer that overflows a float, JSON nested past
+    the decoder's recursion limit, a body not sent as JSON, bytes that are not UTF-8."""
+    [(_, secret), _], _ = pods
+    response = client.post("/api/metrics", data=raw, headers={"Authorization": f"Bearer {secret}",
+                                                               "Content-Type": content_type})
+    assert response.status_code == 400, response.get_data(as_text=True)[:200]
+    assert response.get_json()["message"]
+    assert count_points(app) == 0
+
+
+def test_a_batch_is_chunked_per_metric_in_posting_order(app, client, pods):
+    """The points of each metric of a batch are one chunk, in the order they were posted
+    (steps out of order stay so), with wall times only where the batch had them."""
+    [(pod_id, secret), _], _ = pods
+    batch = [{"step": 5, "name": "loss", "value": 0.5}, {"step": 1, "name": "acc", "value": 0.1, "wall_time": 7.0},
+             {"step": 3, "name": "loss", "value": 0.3}, {"step": 2, "name": "acc", "value": 0.2}]
+    assert post(client, secret, {"seq": 4, "points": batch}).status_code == 200
+    with app.app_context():
+        chunks = {name: (seq, steps, values, walls) for name, seq, steps, values, walls in db.session.execute(
+            sa.select(MetricSeries.name, MetricChunk.seq, MetricChunk.steps, MetricChunk.point_values,
+                      MetricChunk.wall_times).join(MetricSeries, MetricSeries.id == MetricChunk.series_id))}
+        assert chunks == {"loss": (4, [5, 3], [0.5, 0.3], None), "acc": (4, [1, 2], [0.1, 0.2], [7.0, None])}
+        loss = series_of(pod_id, "loss")
+        assert (loss.first_step, loss.last_step, loss.last_value) == (3, 5, 0.5)

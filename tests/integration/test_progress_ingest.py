@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from models import AgentRun, Artifact, Pod, PodProgressPost, WorkflowEvent, db
+from models import AgentRun, Artifact, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
 from services import clock, runs
+from services.dispatch import tokens
 
 
 @pytest.fixture
@@ -208,3 +211,105 @@ def test_the_bootstraps_exit_post_is_shown_though_the_script_numbered_higher(app
     with app.app_context():
         row = db.session.get(Pod, pod_id)
         assert (row.progress_pct, row.progress_message, row.exit_code) == (100, "experiment finished", 0)
+
+
+# --- the token checked inside the write (issue 18: one statement per post) ------------------------
+
+def test_a_bad_token_is_401_before_a_bad_body_and_counts_towards_the_limit(app, client, pod, monkeypatch):
+    """The write statement checks the token, so a body refused before it is written must
+    still answer 401 for an unknown token (not tell a guesser the body was wrong) and count
+    as a bad token: past the limit, the address gets 429."""
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 4)
+    unknown = "spt_" + "x" * 43
+    for body in ({"progressPct": 500}, {"nope": 1}, [1, 2]):
+        response = post(client, unknown, body)
+        assert response.status_code == 401 and response.get_json()["error"] == "invalid_pod_token", body
+    assert post(client, unknown, {"progressPct": 1, "seq": 1}).status_code == 401  # a good body: the statement's 401
+    _, secret, _ = pod
+    assert post(client, secret, {"progressPct": 1, "seq": 1}).status_code == 429  # the address is limited now
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(PodProgressPost)) == 0
+
+
+def test_a_good_token_with_a_bad_body_is_still_the_400(client, pod):
+    """A valid token and a refused body: the 400 naming the field, as before."""
+    _, secret, _ = pod
+    response = post(client, secret, {"progressPct": 500})
+    assert response.status_code == 400 and "progressPct" in response.get_json()["message"]
+
+
+def test_the_statement_writes_every_row_of_the_post_with_the_pods_own_details(app, client, pod):
+    """The one statement, finding the pod by its token, writes the post, the pod's progress,
+    the timeline event (the pod's name and run index in it) and the run event (the pod's id)."""
+    pod_id, secret, _ = pod
+    answer = post(client, secret, {"progressPct": 40, "message": "epoch 4", "seq": 9, "metrics": {"loss": 0.25}})
+    assert answer.status_code == 200 and answer.get_json()["duplicate"] is False
+    with app.app_context():
+        row = db.session.get(Pod, pod_id)
+        assert (row.progress_pct, row.progress_message, row.progress_seq) == (40, "epoch 4", 9)
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.event_type == "progress"))
+        assert str(event.id) == answer.get_json()["id"] and event.actor_id == str(pod_id)
+        assert event.metadata_["pod"] == row.name and event.metadata_["run_index"] == row.run_index
+        assert event.metadata_["metrics"] == {"loss": 0.25} and event.metadata_["seq"] == 9
+        run = db.session.get(AgentRun, row.agent_run_id)
+        run_event = db.session.scalar(sa.select(RunEvent).where(RunEvent.run_id == run.id,
+                                                                RunEvent.event_type == "pod_progress"))
+        assert run_event.metadata_ == {"pod_id": str(pod_id), "seq": 9, "exitCode": None}
+        assert run_event.seq == run.last_seq
+
+
+def test_on_sqlite_the_pod_token_is_checked_and_posts_stored_over_http(tmp_path):
+    """The embedded default (SQLite) has no one-statement path: the view's token check and
+    writes run statement by statement — progress and metrics stored once per seq, an
+    unknown token refused with 401, a stopped pod's token refused after its grace period."""
+    import flask_migrate
+
+    import config as sagan_config
+    from app import create_app
+    from models import MetricChunk
+    from services import experiments
+    from services.actors import Actor
+
+    class LiteConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    lite = create_app(LiteConfig)
+    try:
+        with lite.app_context():
+            flask_migrate.upgrade(directory=str(Path(__file__).resolve().parents[2] / "migrations"))
+            experiment = experiments.create_experiment({"title": "Lite ingest"}, Actor("owner"))
+            db.session.flush()
+            run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                                  status="waiting")
+            secret, digest = tokens.new_token()
+            row = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                      name="lite-pod-0", status="running", progress_token_hash=digest)
+            db.session.add(row)
+            db.session.commit()
+            pod_id = row.id
+        client = lite.test_client()
+        first = post(client, secret, {"progressPct": 30, "message": "epoch 3", "seq": 3})
+        assert first.status_code == 200 and first.get_json()["duplicate"] is False
+        assert post(client, secret, {"progressPct": 30, "message": "epoch 3", "seq": 3}).get_json()["duplicate"]
+        batch = {"seq": 1, "points": [{"step": i, "name": "loss", "value": 1.0 / (1 + i)} for i in range(5)]}
+        headers = {"Authorization": f"Bearer {secret}"}
+        assert client.post("/api/metrics", json=batch, headers=headers).get_json() == {
+            "ok": True, "points": 5, "duplicate": False}
+        assert client.post("/api/metrics", json=batch, headers=headers).get_json()["duplicate"] is True
+        unknown = "spt_" + "z" * 43
+        assert post(client, unknown, {"progressPct": 1, "seq": 1}).status_code == 401
+        assert client.post("/api/metrics", json=batch, headers={"Authorization": f"Bearer {unknown}"}
+                           ).status_code == 401
+        with lite.app_context():
+            assert db.session.get(Pod, pod_id).progress_pct == 30
+            assert db.session.scalar(sa.select(sa.func.count()).select_from(PodProgressPost)) == 1
+            assert db.session.scalar(sa.select(MetricChunk.steps)) == [0, 1, 2, 3, 4]
+            stopped = db.session.get(Pod, pod_id)
+            stopped.status, stopped.stopped_at = "stopped", clock.utcnow()
+            db.session.commit()
+        clock.advance(timedelta(seconds=lite.config["POD_TOKEN_GRACE_SECONDS"] + 1))
+        assert post(client, secret, {"progressPct": 99, "seq": 4}).status_code == 401
+    finally:
+        with lite.app_context():
+            db.session.remove()
+            db.engine.dispose()
