@@ -51,12 +51,21 @@ def perform(action: Callable[[], Effects | object], *, done: Callable[[], Respon
         if refused is None or not isinstance(exc, refusals):
             raise
         return refused(exc)
-    db.session.commit()
     # Services return their side effects as a list; an action that returns the row it
     # created (or nothing) has none.
-    if isinstance(effects, (list, tuple)):
-        lifecycle.run_side_effects(e for e in effects if isinstance(e, lifecycle.SideEffect))
+    commit_then_run(effects if isinstance(effects, (list, tuple)) else ())
     return done()
+
+
+def commit_then_run(effects: Iterable = ()) -> None:
+    """Commit the request's work, then run the side effects it returned: after the commit,
+    so a job they enqueue never reads rows that are not there yet.
+
+    perform's last step, and on its own the whole of it for a JSON API view: an API view has
+    no refusal to render and no form key, so a domain error raised before this goes to the
+    error handler (blueprints/errors.py) and the request's session is rolled back as it ends."""
+    db.session.commit()
+    lifecycle.run_side_effects(e for e in effects if isinstance(e, lifecycle.SideEffect))
 
 
 def _form_key() -> str | None:

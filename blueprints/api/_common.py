@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from flask import Blueprint, request
 
-from models import db
-from services import input_shape, lifecycle
+from services import input_shape
 from services.errors import ValidationError
 
 _HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -59,18 +58,6 @@ def fields_of(data: dict, accepted: Iterable[str]) -> dict:
         cleaned[name] = value
         spelled_as[name] = key
     return cleaned
-
-
-def commit_then_run(effects=()) -> None:
-    """Commit the request's work, then run the side effects it returned: after the commit,
-    so a job they enqueue never reads rows that are not there yet.
-
-    The JSON half of `blueprints/_actions.perform`: an API view has no refusal to render, so
-    a domain error raised before this goes to the error handler (blueprints/errors.py) and
-    the request's session is rolled back when it ends.
-    """
-    db.session.commit()
-    lifecycle.run_side_effects(effects)
 
 
 def json_body() -> dict:

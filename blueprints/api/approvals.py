@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, commit_then_run, iso
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, body_fields, iso
 from models import ApprovalRequest, PlanVersion
 from services import approvals, experiments, questions
 from services.errors import ValidationError

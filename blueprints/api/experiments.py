@@ -4,7 +4,8 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, commit_then_run, id_text, int_arg
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, body_fields, id_text, int_arg
 from blueprints.api.approvals import approval_json
 from blueprints.api.workflow import event_page
 from models import Experiment

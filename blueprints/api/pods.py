@@ -4,7 +4,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from blueprints import access
-from blueprints.api._common import Routes, commit_then_run, id_text, iso
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, id_text, iso
 from blueprints.pods import artifact_download
 from models import Artifact, Pod, db
 from services import experiments, spend

@@ -4,7 +4,8 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, commit_then_run
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, body_fields
 from blueprints.api.experiments import experiment_summary
 from services import experiments, results
 from services.errors import ValidationError

@@ -4,7 +4,8 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, commit_then_run, id_text, int_arg, iso
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, id_text, int_arg, iso
 from models import AgentRun, RunEvent
 from services import experiments, runs
 from services.errors import ValidationError

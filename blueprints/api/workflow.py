@@ -4,7 +4,8 @@ from __future__ import annotations
 from flask import request
 
 from blueprints import access
-from blueprints.api._common import Routes, body_fields, commit_then_run, int_arg
+from blueprints._actions import commit_then_run
+from blueprints.api._common import Routes, body_fields, int_arg
 from models import Experiment
 from services import events, experiments, markers
 
