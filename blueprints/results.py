@@ -19,6 +19,7 @@ bp = Blueprint("results", __name__)
 def result_frame(body_html: str | None, label: str = "Clean result", extra_class: str = "") -> Markup:
     """A sanitized result in its sandboxed srcdoc frame; this page's CSP allows its styles."""
     srcdoc = render_template("results/_frame_document.html", body=body_html or "",
+                             light_only=results.styled_for_light_only(body_html),
                              frame_policy=security_headers.FRAME_POLICY)
     security_headers.allow_styles(css_hashes(srcdoc))
     return Markup(render_template("results/_frame.html", srcdoc=srcdoc, label=label, extra_class=extra_class))
@@ -75,6 +76,7 @@ def draft(number: int, key: str):
     experiment = experiments.get_experiment(number)
     body = results.load_draft(experiment, key)
     response = make_response(render_template("results/_frame_document.html", body=body,
+                                             light_only=results.styled_for_light_only(body),
                                              frame_policy=security_headers.FRAME_POLICY))
     response.headers["Content-Security-Policy"] = security_headers.PREVIEW_FRAME_POLICY
     response.headers["X-Frame-Options"] = "SAMEORIGIN"

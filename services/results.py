@@ -69,6 +69,16 @@ def clean_body(html) -> str:
     return body
 
 
+def styled_for_light_only(body_html: str | None) -> bool:
+    """A result whose own stylesheet paints for a light page and says nothing of dark mode
+    (a light-blue TL;DR box with no text colour of its own, as results written for the old
+    system are): shown light in a dark page too, since the dark frame's light text on the
+    result's light boxes would be unreadable. A result without a stylesheet, or one that
+    styles its own dark mode, follows the page."""
+    body = (body_html or "").lower()
+    return "<style" in body and "prefers-color-scheme" not in body
+
+
 def version_count(experiment: Experiment) -> int:
     return db.session.scalar(sa.select(sa.func.count(CleanResultVersion.id))
                              .where(CleanResultVersion.experiment_id == experiment.id)) or 0

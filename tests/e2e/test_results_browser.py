@@ -247,6 +247,34 @@ def test_a_link_to_the_figure_scrolls_to_it_and_keeps_the_frame(app, browser_ses
     assert_clean(session)
 
 
+LIGHT_ONLY_RESULT = ('<style>.tldr { background: #f3f6ff; border-left: 4px solid #3552c8; }</style>'
+                     '<section class="tldr" id="tldr"><p>Boxed finding.</p></section>')
+DARK_AWARE_RESULT = ('<style>.tldr { background: #f3f6ff; } @media (prefers-color-scheme: dark) '
+                     '{ .tldr { background: #222; } }</style><section class="tldr" id="tldr"><p>Boxed finding.</p></section>')
+
+
+@pytest.mark.parametrize("body, background", [(LIGHT_ONLY_RESULT, "rgb(255, 255, 255)"),
+                                              (DARK_AWARE_RESULT, "rgb(24, 28, 35)")])
+def test_a_result_styled_for_light_only_stays_readable_in_dark_mode(app, browser_session, owner_account,
+                                                                    make_experiment, body, background):
+    """A result whose own stylesheet paints light boxes without a text colour (as old results
+    do) stays light in a dark page: the dark frame's light text on its light-blue TL;DR box
+    was unreadable. A result that styles its own dark mode follows the page."""
+    number = _with_result(app, make_experiment, body, status="awaiting_promotion")
+    session = browser_session(DESKTOP, color_scheme="dark")
+    page = session.login()
+    page.goto(f"/experiments/{number}")
+    frame_element = _frames(page).first
+    frame_element.content_frame.get_by_text("Boxed finding.").wait_for()
+    page.wait_for_function("""(background) => {
+        const d = document.querySelector('iframe[data-result-frame]').contentDocument;
+        return getComputedStyle(d.documentElement).backgroundColor === background; }""", arg=background)
+    if background == "rgb(255, 255, 255)":
+        text = frame_element.evaluate("""f => getComputedStyle(f.contentDocument.querySelector('#tldr p')).color""")
+        assert text == "rgb(27, 31, 36)"  # the light page's dark text, on the light box
+    assert_clean(session)
+
+
 @pytest.mark.parametrize("how", ["system", "toggle"])
 def test_the_result_frame_is_dark_in_dark_mode(app, browser_session, owner_account, make_experiment, how):
     """With the system in dark mode, or the page switched to dark, is the frame's page dark too?"""
