@@ -200,7 +200,7 @@ def _make_many(make_experiment, count: int, start: int = 0) -> None:
 
 
 def _queries_for(app, client, url: str) -> int:
-    with counting_queries(app) as statements:
+    with counting_queries() as statements:
         response = client.get(url)
         assert response.status_code == 200
     return len(statements)

@@ -135,7 +135,7 @@ def test_the_poll_is_two_queries_however_big_the_experiment(app, client, owner, 
     counts = {}
     for number in (small, large):
         version = _version(client.get(f"/experiments/{number}").text)
-        with counting_queries(app) as statements:
+        with counting_queries() as statements:
             assert _poll(client, number, version).status_code == 304
         counts[number] = len(statements)
     assert counts[small] == counts[large] <= 2, counts

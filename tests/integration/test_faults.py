@@ -201,7 +201,7 @@ def test_a_run_with_ten_thousand_events_keeps_its_page_and_poll_cheap(app, clien
     poll = {"HX-Request": "true"}
 
     def measure(url, headers=None, expect=200):
-        with counting_queries(app) as statements:
+        with counting_queries() as statements:
             start = time.perf_counter()
             answer = client.get(url, headers=headers)
             elapsed = time.perf_counter() - start

@@ -9,7 +9,6 @@ dropped is replaced without the poll failing; and the quiet poll is one statemen
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -20,22 +19,9 @@ from models import User, db
 from services import auth as auth_service
 from services import experiments, lean_reads, runs
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
+from tests.integration.queries import counting_queries
 
 SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options")
-
-
-@contextmanager
-def counting_statements():
-    statements: list[str] = []
-
-    def record(_conn, _cursor, statement, *_args):
-        statements.append(statement)
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
 
 
 def _experiment_poll(client, number: int, version: str, **headers):
@@ -193,10 +179,10 @@ def test_the_quiet_polls_are_one_statement(app, client, owner, make_experiment):
     run_id = _make_run(app, number)
     version = _version(client, number)
     _experiment_poll(client, number, version)  # the poll connection is made on first use
-    with counting_statements() as statements:
+    with counting_queries() as statements:
         assert _experiment_poll(client, number, version).status_code == 304
     assert len(statements) == 1 and "session_version" in statements[0], statements
-    with counting_statements() as statements:
+    with counting_queries() as statements:
         assert _run_poll(client, run_id, 0).status_code == 204
     assert len(statements) == 1 and "session_version" in statements[0], statements
 
@@ -242,7 +228,7 @@ def test_other_shapes_of_the_poll_are_answered_by_flask(app, client, owner, make
     number = make_experiment(status="clarifying")
     run_id = _make_run(app, number)
     version = _version(client, number)
-    with counting_statements() as statements:
+    with counting_queries() as statements:
         assert client.get(f"/experiments/{number}/live?x=1", headers={
             "If-None-Match": f'"{version}"', "HX-Request": "true"}).status_code == 304
     assert len(statements) > 1  # the user load: Flask's path

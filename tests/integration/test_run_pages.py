@@ -153,13 +153,13 @@ def test_parent_page_costs_the_same_queries_for_one_or_four_sub_agents(app, clie
     make_run(app, number, agent="code-reviewer", parent_run_id=uuid.UUID(parent_id),
              events=[("assistant_text", f"one-{i}", None) for i in range(CHILD_EVENTS + 2)])
     client.get(f"/runs/{parent_id}")
-    with counting_queries(app) as one:
+    with counting_queries() as one:
         page = text(client.get(f"/runs/{parent_id}"))
     assert "one-0<" not in page and "one-1<" not in page and f"one-{CHILD_EVENTS + 1}" in page
     for i in range(3):
         make_run(app, number, agent="code-plan-reviewer", parent_run_id=uuid.UUID(parent_id),
                  events=[("assistant_text", f"child {i}", None)])
-    with counting_queries(app) as four:
+    with counting_queries() as four:
         page = text(client.get(f"/runs/{parent_id}"))
     assert all(f"child {i}" in page for i in range(3))
     assert len(four) == len(one), (len(one), len(four))
@@ -365,10 +365,10 @@ def test_poll_runs_a_constant_number_of_queries(app, htmx_client):
     bulk_events(app, large, 1000)
     counts = {}
     for name, run_id, last in (("small", small, 10), ("large", large, 1000)):
-        with counting_queries(app) as quiet:
+        with counting_queries() as quiet:
             assert htmx_client.get(f"/runs/{run_id}/events?after={last}").status_code == 204
         add_events(app, run_id, ("assistant_text", "one more"), ("assistant_text", "and another"))
-        with counting_queries(app) as busy:
+        with counting_queries() as busy:
             response = htmx_client.get(f"/runs/{run_id}/events?after={last}")
             assert event_seqs(response.text) == [last + 1, last + 2]
         counts[name] = (len(quiet), len(busy))
