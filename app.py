@@ -47,11 +47,13 @@ def create_app(config: Config | type | None = None) -> Flask:
     from services.auth import load_user
     login_manager.user_loader(load_user)
 
-    from blueprints import quiet_polls, register_blueprints
+    from blueprints import lean_ingest, quiet_polls, register_blueprints
     register_blueprints(app)
-    # The live polls' "nothing changed" without Flask's request machinery (docs/performance.md),
-    # inside the proxy fix so it sees the client's address as Flask does.
+    # The live polls' "nothing changed" and the pods' ordinary progress posts without Flask's
+    # request machinery (docs/performance.md), inside the proxy fix so they see the client's
+    # address as Flask does.
     quiet_polls.init_app(app)
+    lean_ingest.init_app(app)
     app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
     import cli

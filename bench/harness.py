@@ -203,6 +203,11 @@ def _latency(out: str, label: str) -> str | None:
 def server_cpu_seconds(pid: int, database: str) -> float:
     """CPU seconds used so far by a server's process tree and by PostgreSQL's backends for
     its database: what serving costs, whatever else the shared machine runs at the time."""
+    return sum(server_cpu_split(pid, database))
+
+
+def server_cpu_split(pid: int, database: str) -> tuple[float, float]:
+    """server_cpu_seconds as (the server's processes, its database backends)."""
     import psutil
     import sqlalchemy as sa
 
@@ -213,25 +218,36 @@ def server_cpu_seconds(pid: int, database: str) -> float:
         backends = conn.execute(sa.text("SELECT pid FROM pg_stat_activity WHERE datname = :name"),
                                 {"name": database}).scalars().all()
     engine.dispose()
-    total = 0.0
-    for process in processes + [psutil.Process(backend) for backend in backends if psutil.pid_exists(backend)]:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:  # a worker or backend that ended meanwhile
-            continue
-        total += times.user + times.system
-    return total
+
+    def used(group) -> float:
+        total = 0.0
+        for process in group:
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:  # a worker or backend that ended meanwhile
+                continue
+            total += times.user + times.system
+        return total
+
+    return used(processes), used(psutil.Process(backend) for backend in backends if psutil.pid_exists(backend))
 
 
 def wrk_with_cpu(pid: int, database: str, url: str, **wrk_args) -> dict:
     """wrk(), plus the server's CPU milliseconds per request (its processes and its database
     backends, wrk's own excluded): a cost that, unlike the request rate, hardly moves with
     the load other engineers put on the machine — the fairer comparison between servers (contention
-    still adds to it)."""
-    before = server_cpu_seconds(pid, database)
+    still adds to it). Also split: the server's processes, and PostgreSQL's backends."""
+    server_before, database_before = server_cpu_split(pid, database)
     result = wrk(url, **wrk_args)
-    used = server_cpu_seconds(pid, database) - before
-    result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 3) if result["requests"] else None
+    server_after, database_after = server_cpu_split(pid, database)
+    requests = result["requests"]
+
+    def per_request(seconds: float):
+        return round(seconds * 1000 / requests, 3) if requests else None
+
+    result["server_cpu_ms_per_request"] = per_request(server_after - server_before + database_after - database_before)
+    result["server_process_cpu_ms_per_request"] = per_request(server_after - server_before)
+    result["database_cpu_ms_per_request"] = per_request(database_after - database_before)
     return result
 
 

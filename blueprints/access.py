@@ -153,6 +153,12 @@ def _bearer_secret() -> str | None:
 _throttled_until: dict[str, datetime] = {}
 
 
+def limited_here(address: str) -> bool:
+    """Has this process seen this address pass the bad-token limit (still maybe in force)?
+    The lean ingest layer leaves such a request to `enforce`, which answers the 429."""
+    return address in _throttled_until
+
+
 def _bearer_throttled():
     """429 when this address sent too many unknown tokens lately — answered before any token
     is looked up, so guessing gains nothing — else None."""

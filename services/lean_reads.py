@@ -61,8 +61,12 @@ class _Connections:
         self.idle.append(connection)
 
 
-def first_row(statement: sa.Executable, params: dict) -> tuple | None:
-    """The first row of a read-only `statement` (as a tuple), or None."""
+def first_row(statement: sa.Executable, params: dict, repeatable: bool = True) -> tuple | None:
+    """The first row of `statement` (as a tuple), or None.
+
+    `repeatable=False` for a write (the lean progress ingest, blueprints/lean_ingest.py):
+    on a dropped connection it is not run again here, since the first attempt may have
+    committed; the error propagates and the caller's fallback decides."""
     held = _connections()
     if held is None:
         row = db.session.execute(statement, params).first()
@@ -82,7 +86,7 @@ def first_row(statement: sa.Executable, params: dict) -> tuple | None:
                 connection.invalidate(exc)  # the pool forgets it; the next take connects afresh
             else:
                 held.give_back(connection)  # autocommit: a failed statement leaves no transaction
-            if broken and attempt == 1:
+            if broken and attempt == 1 and repeatable:
                 continue
             raise sa.exc.DBAPIError.instance(sql, values, exc, dbapi.Error, connection_invalidated=broken,
                                              dialect=held.engine.dialect) from exc
@@ -113,3 +117,8 @@ def _connections() -> _Connections | None:
             held = _Connections(main.url)
             extensions[_EXTENSION_KEY] = held
     return held
+
+
+def available() -> bool:
+    """Does the app's database have lean connections (PostgreSQL; not SQLite)?"""
+    return _connections() is not None

@@ -69,22 +69,43 @@ _PATTERNS = [
 ]
 
 
+# The secret values found in the environment, and the environment they were found in.
+# Scanning os.environ (decoding every name and value) cost ~90 µs, and every redact() call
+# did it — four times per progress post. Comparing the raw environment with the copy kept
+# here is a C-level dict comparison (under a microsecond), so a variable set, changed or
+# removed since (a test's monkeypatch, a reloaded setting) is still seen on the next call.
+_secrets_cache: tuple[dict, tuple[str, ...]] | None = None
+
+
+def _raw_environment() -> dict:
+    """os.environ's underlying mapping (encoded names and values), else a decoded copy."""
+    raw = getattr(os.environ, "_data", None)
+    return raw if isinstance(raw, dict) else dict(os.environ)
+
+
 def configured_secret_values() -> list[str]:
     """Exact values of secrets in the environment, longest first."""
+    global _secrets_cache
+    raw = _raw_environment()
+    cached = _secrets_cache
+    if cached is not None and cached[0] == raw:
+        return list(cached[1])
     values = set()
     for name, value in os.environ.items():
         if not value or len(value) < _MIN_SECRET_LEN:
             continue
         if name in _SECRET_ENV_NAMES or name.endswith(SECRET_ENV_SUFFIXES):
             values.add(value)
-    return sorted(values, key=len, reverse=True)
+    found = tuple(sorted(values, key=len, reverse=True))
+    _secrets_cache = (dict(raw), found)
+    return list(found)
 
 
 def redact(text: str | None, extra_secrets: list[str] | None = None) -> str | None:
     """Return `text` with every known secret value and credential pattern removed."""
     if not text:
         return text
-    for value in configured_secret_values() + list(extra_secrets or []):
+    for value in (*configured_secret_values(), *(extra_secrets or ())):
         if value and value in text:
             text = text.replace(value, REDACTED)
     for pattern, replacement in _PATTERNS:

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, Experiment, Figure, Pod, PodProgressPost, WorkflowEvent, db
-from services import jobs, runs
+from services import jobs, lean_reads, runs
 from services.dispatch import tokens
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
@@ -196,7 +196,7 @@ def record_progress_for_token(token_digest: str, post: ProgressPost) -> Recorded
     """
     now = utcnow()
     if db.engine.dialect.name == "postgresql":
-        params = {**_pg_params(post, now), "token_digest": token_digest, "ended_after": tokens.ended_after(now)}
+        params = _token_params(token_digest, post, now)
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             row = conn.execute(_PG_RECORD_BY_TOKEN, params).one()
         if row.pod_id is None:
@@ -208,6 +208,22 @@ def record_progress_for_token(token_digest: str, post: ProgressPost) -> Recorded
     event_id, _created = _record_portable(pod, post)
     db.session.commit()
     return Recorded(pod.id, event_id)
+
+
+def record_progress_for_token_lean(token_digest: str, post: ProgressPost) -> Recorded | None:
+    """record_progress_for_token on PostgreSQL, as the same one statement compiled once and
+    run on this process's lean autocommit connection (services/lean_reads.py): for the
+    lean ingest layer (blueprints/lean_ingest.py). None when no pod has a valid token by
+    that digest; a database error propagates (SQLAlchemyError), and is never retried here."""
+    params = _token_params(token_digest, post, utcnow())
+    row = lean_reads.first_row(_PG_RECORD_BY_TOKEN, params, repeatable=False)
+    if row is None or row[0] is None:
+        return None
+    return Recorded(row[0], params["event_id"] if row[1] else None)
+
+
+def _token_params(token_digest: str, post: ProgressPost, now) -> dict:
+    return {**_pg_params(post, now), "token_digest": token_digest, "ended_after": tokens.ended_after(now)}
 
 
 def _pg_params(post: ProgressPost, now) -> dict:

@@ -52,6 +52,19 @@ def test_exact_configured_secret_values_are_removed(monkeypatch):
     assert cleaned == f"posting to hooks with {REDACTED} as the signature"
 
 
+def test_the_secret_values_follow_every_change_to_the_environment(monkeypatch):
+    """The values are kept between calls (a hot path): is a secret set, changed or removed
+    after a first redact() still seen by the next call?"""
+    text = "first=alpha-river-00042 second=omega-delta-00043"
+    assert redact(text) == text  # no such secrets yet (and the values are now kept)
+    monkeypatch.setenv("SAGAN_TEST_ROTATING_SECRET", "alpha-river-00042")
+    assert redact(text) == f"first={REDACTED} second=omega-delta-00043"
+    monkeypatch.setenv("SAGAN_TEST_ROTATING_SECRET", "omega-delta-00043")
+    assert redact(text) == f"first=alpha-river-00042 second={REDACTED}"
+    monkeypatch.delenv("SAGAN_TEST_ROTATING_SECRET")
+    assert redact(text) == text
+
+
 def test_credentials_inside_urls_are_removed():
     """Is the password of scheme://user:password@host removed?"""
     cleaned = redact("connect to postgresql://sagan:hunter2hunter2@db.internal:5432/sagan")
