@@ -51,11 +51,22 @@ class _Connections:
         self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
         self.idle: list = []
 
-    def take(self):
-        try:
-            return self.idle.pop()
-        except IndexError:
-            return self.engine.raw_connection()
+    def take(self, *, fresh: bool = False):
+        if not fresh:
+            try:
+                return self.idle.pop()
+            except IndexError:
+                pass
+        return self.engine.raw_connection()
+
+    def drop_idle(self) -> None:
+        """Close the idle connections: one was found dropped, and what dropped it (a
+        restart, an admin ending backends) most likely dropped them all."""
+        while self.idle:
+            try:
+                self.idle.pop().invalidate()
+            except IndexError:
+                break
 
     def give_back(self, connection) -> None:
         self.idle.append(connection)
@@ -75,7 +86,9 @@ def first_row(statement: sa.Executable, params: dict, repeatable: bool = True) -
     values = {**fixed, **params}
     dbapi = held.engine.dialect.loaded_dbapi
     for attempt in (1, 2):
-        connection = held.take()
+        # The retry after a dropped connection connects afresh: another idle connection
+        # was most likely dropped by the same restart.
+        connection = held.take(fresh=attempt == 2)
         try:
             if held.engine.dispatch.before_cursor_execute:
                 held.engine.dispatch.before_cursor_execute(None, None, sql, values, None, False)
@@ -84,6 +97,7 @@ def first_row(statement: sa.Executable, params: dict, repeatable: bool = True) -
             broken = connection.driver_connection.broken or connection.driver_connection.closed
             if broken:
                 connection.invalidate(exc)  # the pool forgets it; the next take connects afresh
+                held.drop_idle()
             else:
                 held.give_back(connection)  # autocommit: a failed statement leaves no transaction
             if broken and attempt == 1 and repeatable:

@@ -63,7 +63,7 @@ def test_an_ordinary_post_gets_the_views_exact_answer_in_one_statement(app, clie
     """Does the layer answer an ordinary post itself, with one SQL statement, and with the
     same status, headers and body as the view answers the same kind of post?"""
     pod_id, secret = pod
-    with counting_queries(app) as statements:
+    with counting_queries() as statements:
         lean = send(client, secret, {"progressPct": 40, "message": "epoch 4", "seq": 4, "metrics": {"loss": 0.3}})
     assert reached_flask == [] and len(statements) == 1
     viewed = send(flask_only(app), secret, {"progressPct": 50, "message": "epoch 5", "seq": 5})

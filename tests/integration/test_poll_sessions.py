@@ -196,6 +196,12 @@ def test_a_connection_the_database_dropped_is_replaced_without_failing_the_poll(
     version = _version(client, number)
     assert _experiment_poll(client, number, version).status_code == 304
     with app.app_context():
+        # Several idle poll connections, as a busy process has: the restart drops them all,
+        # so the retry must connect afresh rather than take the next dead one.
+        held = lean_reads._connections()
+        taken = [held.take() for _ in range(3)]
+        for connection in taken:
+            held.give_back(connection)
         database = db.engine.url.database
         admin = sa.create_engine(db.engine.url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     with admin.connect() as connection:
@@ -207,6 +213,27 @@ def test_a_connection_the_database_dropped_is_replaced_without_failing_the_poll(
     assert _experiment_poll(client, number, version).status_code == 304
     assert _run_poll(client, run_id, 0).status_code == 204
     assert _experiment_poll(client, number, version).status_code == 304
+
+
+def test_after_a_restart_the_retry_connects_afresh_not_on_another_dropped_connection(app):
+    """A busy process keeps several idle poll connections; a restart drops them all. The read
+    is retried on a new connection (it took the next idle one, dead too, and failed)."""
+    with app.app_context():
+        held = lean_reads._connections()
+        taken = [held.take() for _ in range(3)]
+        for connection in taken:
+            held.give_back(connection)
+        url = db.engine.url
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as connection:
+        ended = connection.execute(sa.text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = :database AND pid <> pg_backend_pid()"), {"database": url.database}).scalar()
+    admin.dispose()
+    assert ended >= 3
+    with app.app_context():
+        assert lean_reads.first_row(sa.select(sa.literal(1)), {}) == (1,)
+        assert held.idle and len(held.idle) == 1  # the dead ones are gone, the fresh one kept
 
 
 @pytest.mark.parametrize("environ", [
@@ -252,7 +279,7 @@ def test_a_poll_whose_read_fails_answers_503_not_500(app, client, owner, make_ex
     run_id = _make_run(app, number)
     version = _version(client, number)
 
-    def refused(_self):
+    def refused(_self, **_how):
         raise sa.exc.OperationalError("connect", {}, ConnectionRefusedError("connection refused"))
 
     monkeypatch.setattr(lean_reads._Connections, "take", refused)
