@@ -47,7 +47,9 @@ SOCKET_PATH_MAX = 100
 READY_TIMEOUT = 60.0
 # Before the banner, the children's start-up messages must have stopped: quiet for this long
 # (at most QUIET_MAX after the stack is ready), so the owner's login is the last thing printed.
-QUIET_SECONDS = 1.0
+# The RQ worker cleans its registries about two seconds after "Listening on …", silently
+# until then: a shorter quiet let those lines scroll the box away.
+QUIET_SECONDS = 3.0
 QUIET_MAX = 8.0
 WEB_STOP_GRACE = 15.0
 WORKER_STOP_GRACE = 30.0

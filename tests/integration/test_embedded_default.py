@@ -116,6 +116,9 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     box = re.search(r"\+-+\+\n\| Log in at .*?\n\+-+\+", output, re.S)
     assert box and OWNER_EMAIL in box.group(0) and "First-run owner created" in box.group(0)
     assert box.start() > output.index("Sagan is running at") > output.rindex("Booting worker")
+    time.sleep(3)  # the RQ worker's registry cleaning, two seconds after it listens, came after the box
+    after_box = embedded.output()[box.end():]
+    assert "cleaning registries" not in after_box, after_box
     assert (embedded.instance / "sagan.db").exists()
     secret_files = [p.name for p in embedded.instance.iterdir()]
     assert not any("password" in name for name in secret_files)
