@@ -1,6 +1,6 @@
 """Board render (ARCHITECTURE §5): server time p50/p95 and SQL queries per render of `/`
 at 100, 2,000 and 10,000 experiments (about 10% active: 200 active cards at 2,000),
-gunicorn on PostgreSQL. Also the polled columns fragment, and its 304 when nothing changed.
+the web server as deployed (serve.py) on PostgreSQL. Also the polled columns fragment, and its 304 when nothing changed.
 
 Budget: at 2,000 experiments (200 active) p50 under 50 ms; a constant number of queries
 whatever the number of cards.
@@ -56,7 +56,7 @@ def main() -> None:
     constant = len(query_counts) == 1
     rows.append(("board SQL queries per render", ", ".join(map(str, query_counts)), "constant", constant))
     at_2000 = next(r for r in results if r["experiments"] == 2_000)
-    harness.report({"bench": "board", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+    harness.report({"bench": "board", "server": harness.server_label(), "database": "postgresql",
                     "scales": results, "budget_p50_ms_at_2000": BUDGET_MS,
                     "queries_constant": constant, "queries": query_counts,
                     "meets_budget": at_2000["board"]["server_p50_ms"] < BUDGET_MS and constant}, rows)

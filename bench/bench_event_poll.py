@@ -1,6 +1,6 @@
 """Event poll with nothing new (ARCHITECTURE §5): the run page's live poll,
 `GET /runs/<id>/events?after=<last seq>` from htmx, answered 204 with no body — server time,
-and requests/s under wrk next to a bare hello endpoint on the same gunicorn server.
+and requests/s under wrk next to a bare hello endpoint on the same web server.
 
 Budget: under 5 ms server time; at least half the request rate of the bare endpoint.
 Prints one JSON document on stdout and a short table on stderr.
@@ -42,7 +42,7 @@ def main() -> None:
     ratio = round(polled["requests_per_second"] / hello["requests_per_second"], 3)
     fast = timing["server_p50_ms"] < BUDGET_MS
     rate_ok = ratio >= BUDGET_RATIO and polled["non_2xx"] == 0
-    harness.report({"bench": "event_poll", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+    harness.report({"bench": "event_poll", "server": harness.server_label(), "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections",
                     "poll_server": timing, "hello_server": hello_timing, "poll_wrk": polled, "hello_wrk": hello,
                     "rate_ratio": ratio, "budget_server_ms": BUDGET_MS, "budget_ratio": BUDGET_RATIO,

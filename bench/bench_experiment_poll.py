@@ -1,7 +1,7 @@
 """The experiment page's live poll with nothing changed (issue 18 item 1):
 `GET /experiments/<n>/live` with `If-None-Match: "<version>"` from htmx, answered 304 with no
 body — server time, queries, and requests/s under wrk next to a bare hello endpoint on the
-same gunicorn server, in the same run.
+same web server, in the same run.
 
 Budget: a constant number of queries (the session's user and the one fingerprint query,
 whatever the experiment's size); at least half the request rate of the bare endpoint.
@@ -78,7 +78,7 @@ def main() -> None:
     ratio = round(polled["requests_per_second"] / hello["requests_per_second"], 3)
     constant = timing["queries"] == small_timing["queries"] and max(timing["queries"]) <= BUDGET_QUERIES
     rate_ok = ratio >= BUDGET_RATIO and polled["non_2xx"] == 0
-    harness.report({"bench": "experiment_poll", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+    harness.report({"bench": "experiment_poll", "server": harness.server_label(), "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections", "events": args.events,
                     "poll_server": timing, "poll_server_small": small_timing, "hello_server": hello_timing,
                     "poll_wrk": polled, "hello_wrk": hello, "rate_ratio": ratio, "budget_ratio": BUDGET_RATIO,

@@ -1,6 +1,6 @@
 """Memory (ARCHITECTURE §5): resident set size of a web process and of a worker.
 
-Web: the largest gunicorn worker after serving the board at 2,000 experiments and a run
+Web: the largest web worker after serving the board at 2,000 experiments and a run
 page with 10,000 events many times. Worker: `python -m workers.launcher` (the RQ worker
 with the scheduler thread) running agent runs against a loopback fake of the model API
 (tests/fakes/anthropic_server.py), sampled while the jobs run — the worker process and the
@@ -106,7 +106,7 @@ def main() -> None:
     harness.report({"bench": "memory", "machine": harness.machine(), "web": web, "worker": worker,
                     "budget_web_mb": WEB_BUDGET_MB, "budget_worker_mb": WORKER_BUDGET_MB,
                     "meets_budget": web_ok and worker_ok}, [
-        ("web process RSS (largest gunicorn worker)", f"{web['max_mb']} MB", f"< {WEB_BUDGET_MB} MB", web_ok),
+        ("web process RSS (largest web worker)", f"{web['max_mb']} MB", f"< {WEB_BUDGET_MB} MB", web_ok),
         ("worker process RSS (launcher)", f"{worker['worker_mb']} MB", f"< {WORKER_BUDGET_MB} MB",
          worker["worker_mb"] < WORKER_BUDGET_MB),
         ("work horse RSS (one job)", f"{worker['work_horse_mb']} MB", f"< {WORKER_BUDGET_MB} MB",

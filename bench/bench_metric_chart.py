@@ -1,5 +1,5 @@
 """Chart data endpoint: `GET /experiments/<n>/metrics/data?name=loss` for an experiment
-whose runs each posted 100,000 points of that metric (beside other metrics), gunicorn on
+whose runs each posted 100,000 points of that metric (beside other metrics), the web server on
 PostgreSQL. The server downsamples each series to at most 1,000 buckets (min, max and mean
 per bucket) in the database, from the series' chunks (one per 100 steps, as batches of
 10 metrics × 100 steps store them).
@@ -107,7 +107,7 @@ def main() -> None:
     buckets = len(body["series"][0]["x"])
     constant = single["queries"] == few["queries"]
     ok = single["server_p50_ms"] < BUDGET_MS
-    harness.report({"bench": "metric_chart", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+    harness.report({"bench": "metric_chart", "server": harness.server_label(), "database": "postgresql",
                     "machine": harness.machine(), "points_per_series": args.points, "buckets_returned": buckets,
                     "one_series": single, "four_series": overlaid, "one_series_1000_points": few,
                     "unchanged_304": unchanged, "budget_ms": BUDGET_MS, "queries_constant": constant,

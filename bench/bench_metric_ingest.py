@@ -1,5 +1,5 @@
 """Metric ingest throughput: POST /api/metrics with batches of 1,000 points (10 metrics ×
-100 steps) under wrk on loopback, 2 threads, 8 connections, many pods, against gunicorn on
+100 steps) under wrk on loopback, 2 threads, 8 connections, many pods, against the web server as deployed (granian, serve.py) on
 PostgreSQL — and, in the same run on the same PostgreSQL, MLflow's
 `/api/2.0/mlflow/runs/log-batch` with the same 1,000 points a request (MLflow's own cap).
 
@@ -7,9 +7,9 @@ Target: at least 50,000 points/s on the 2-core machine. MLflow is context, run f
 venv (bench_mlflow_log_metric.py); when it cannot be installed its half says "skipped".
 Prints one JSON document on stdout and a short table on stderr.
 
-Run: .venv/bin/python bench/bench_metric_ingest.py [--seconds 15] [--pods 50] [--workers 5] [--no-mlflow]
+Run: .venv/bin/python bench/bench_metric_ingest.py [--seconds 15] [--pods 50] [--workers 3] [--threads 2] [--no-mlflow]
 Needs: PostgreSQL (BENCH_DATABASE_URL, dropped and created anew), Redis (BENCH_REDIS_URL,
-flushed), and `wrk`. It serves the plain product app (`app:create_app()`).
+flushed), and `wrk`. It serves the plain product app (`serve:wsgi_app`).
 """
 from __future__ import annotations
 
@@ -92,8 +92,7 @@ def run_sagan(args) -> dict:
     (workdir / "post.lua").write_text(SAGAN_LUA)
     port = harness.free_port()
     server = subprocess.Popen(
-        [harness.GUNICORN, "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
-         "--no-control-socket", "--log-level", "warning", "app:create_app()"],
+        harness.web_server(port, args.workers, args.threads, target="serve:wsgi_app"),
         cwd=harness.ROOT, env=harness.server_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -136,7 +135,7 @@ def _stored_points() -> int:
 def run_mlflow(args) -> dict:
     import bench_mlflow_log_metric as mlflow_bench
     try:
-        with mlflow_bench.mlflow_server(args.workers, args.pods) as (url, _runs, workdir, pid, database):
+        with mlflow_bench.mlflow_server(args.mlflow_workers, args.pods) as (url, _runs, workdir, pid, database):
             (workdir / "batch.lua").write_text(MLFLOW_LUA)
             env = {"RUNS_FILE": str(workdir / "runs")}
             harness.wrk(url, seconds=3, script=str(workdir / "batch.lua"), env=env)  # warm-up
@@ -155,7 +154,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--pods", type=int, default=50, help="pods posting (MLflow: as many runs)")
-    parser.add_argument("--workers", type=int, default=5, help="gunicorn / mlflow workers (2 × cores + 1)")
+    parser.add_argument("--workers", type=int, default=harness.WORKERS, help="Sagan's web worker processes")
+    parser.add_argument("--threads", type=int, default=harness.THREADS, help="threads per Sagan web worker")
+    parser.add_argument("--mlflow-workers", type=int, default=5, help="mlflow server workers (2 × cores + 1)")
     parser.add_argument("--no-mlflow", action="store_true")
     args = parser.parse_args()
     sagan = run_sagan(args)
@@ -166,7 +167,7 @@ def main() -> None:
     # The same comparison by cost: CPU per 1,000-point request, servers and their database backends.
     cpu_ratio = (round(mlflow["server_cpu_ms_per_request"] / sagan["server_cpu_ms_per_request"], 2)
                  if mlflow.get("server_cpu_ms_per_request") and sagan.get("server_cpu_ms_per_request") else None)
-    harness.report({"bench": "metric_ingest", "server": f"gunicorn -w {args.workers}", "database": "postgresql",
+    harness.report({"bench": "metric_ingest", "server": harness.server_label(args.workers, args.threads), "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
                     "pods": args.pods, "points_per_request": POINTS_PER_REQUEST, "sagan": sagan,
                     "mlflow_log_batch": mlflow, "sagan_over_mlflow": ratio, "mlflow_cpu_over_sagan_cpu": cpu_ratio,

@@ -1,5 +1,5 @@
 """Progress ingest throughput (ARCHITECTURE §5): POST /api/progress under wrk on loopback,
-2 threads, 8 connections, many distinct pods, against gunicorn on PostgreSQL — and, in the
+2 threads, 8 connections, many distinct pods, against the web server as deployed (granian, serve.py) on PostgreSQL — and, in the
 same run on the same PostgreSQL, MLflow's `log-metric` under the same load
 (bench_mlflow_log_metric.py), since absolute rates on the shared machine follow its load.
 
@@ -7,11 +7,11 @@ Budget: at least 500 posts/s sustained on the 2-core machine; goal (issue 18) 1,
 and at least 8× MLflow's log-metric in the same run.
 Prints one JSON document on stdout and a short table on stderr.
 
-Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 5] [--no-mlflow]
-     [--worker-class sync|gthread] [--threads 2]
+Run: .venv/bin/python bench/bench_progress_ingest.py [--seconds 15] [--pods 200] [--workers 3] [--threads 2]
+     [--mlflow-workers 5] [--no-mlflow]
 Needs: PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, dropped and
 created anew), Redis (BENCH_REDIS_URL, flushed), and `wrk` (Debian package wrk). It serves the
-plain product app (`app:create_app()`), not the bench app with its timing middleware.
+plain product app (`serve:wsgi_app`), not the bench app with its timing middleware.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ GOAL_OVER_MLFLOW = 8
 
 
 def run_sagan(args) -> dict:
-    """wrk against gunicorn serving the product app; wrk's figures."""
+    """wrk against the web server as deployed (serve.py) serving the product app; wrk's figures."""
     tokens = prepare(args.pods)
     workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
     (workdir / "tokens").write_text("\n".join(tokens) + "\n")
@@ -96,9 +96,7 @@ def run_sagan(args) -> dict:
     url = f"http://127.0.0.1:{port}"
     env = {"TOKENS_FILE": str(workdir / "tokens")}
     server = subprocess.Popen(
-        [harness.GUNICORN, "-w", str(args.workers), "-k", args.worker_class, *args.gunicorn_threads,
-         "-b", f"127.0.0.1:{port}",
-         "--no-control-socket", "--log-level", "warning", "app:create_app()"],
+        harness.web_server(port, args.workers, args.threads, target="serve:wsgi_app"),
         cwd=ROOT, env=harness.server_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
     try:
@@ -121,7 +119,7 @@ def run_mlflow(args) -> dict:
     """MLflow's log-metric under the same wrk load, on the same PostgreSQL, right after."""
     import bench_mlflow_log_metric as mlflow_bench
     try:
-        with mlflow_bench.mlflow_server(args.workers, args.runs) as (url, _runs, workdir, pid, database):
+        with mlflow_bench.mlflow_server(args.mlflow_workers, args.runs) as (url, _runs, workdir, pid, database):
             (workdir / "log.lua").write_text(mlflow_bench.LUA)
             env = {"RUNS_FILE": str(workdir / "runs")}
             harness.wrk(url, seconds=3, script=str(workdir / "log.lua"), env=env)  # warm-up
@@ -140,13 +138,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--runs", type=int, default=20, help="MLflow runs logged to")
-    parser.add_argument("--workers", type=int, default=5, help="gunicorn / mlflow workers (2 × cores + 1)")
+    parser.add_argument("--workers", type=int, default=harness.WORKERS, help="Sagan's web worker processes")
+    parser.add_argument("--threads", type=int, default=harness.THREADS, help="threads per Sagan web worker")
+    parser.add_argument("--mlflow-workers", type=int, default=5, help="mlflow server workers (2 × cores + 1)")
     parser.add_argument("--no-mlflow", action="store_true")
-    parser.add_argument("--worker-class", default="sync",
-                        help="gunicorn worker type for Sagan (sync, as deployed; gthread keeps connections alive)")
-    parser.add_argument("--threads", type=int, default=2, help="threads per worker with --worker-class gthread")
     args = parser.parse_args()
-    args.gunicorn_threads = ["--threads", str(args.threads)] if args.worker_class == "gthread" else []
     if not shutil.which("wrk"):
         sys.exit("wrk is not installed (apt-get install wrk); cannot measure ingest throughput.")
     sagan = run_sagan(args)
@@ -159,7 +155,7 @@ def main() -> None:
     # The same comparison by cost: CPU per request, servers and their database backends.
     cpu_ratio = (round(mlflow["server_cpu_ms_per_request"] / sagan["server_cpu_ms_per_request"], 2)
                  if mlflow.get("server_cpu_ms_per_request") and sagan.get("server_cpu_ms_per_request") else None)
-    harness.report({"bench": "progress_ingest", "server": f"gunicorn -w {args.workers} -k {args.worker_class} {' '.join(args.gunicorn_threads)}".strip(), "database": "postgresql",
+    harness.report({"bench": "progress_ingest", "server": harness.server_label(args.workers, args.threads), "database": "postgresql",
                     "machine": harness.machine(), "wrk": "2 threads, 8 connections", "seconds": args.seconds,
                     "pods": args.pods, "posts_per_second": round(rate, 1), "non_2xx": sagan["non_2xx"],
                     "latency_p50": sagan["latency_p50"], "latency_p99": sagan["latency_p99"],

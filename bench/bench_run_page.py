@@ -1,5 +1,5 @@
 """Run page first render (ARCHITECTURE §5): `GET /runs/<id>` for a run with 10,000 events
-(the page shows the latest 200 and pages back on demand), gunicorn on PostgreSQL; also
+(the page shows the latest 200 and pages back on demand), the web server on PostgreSQL; also
 "show earlier" from the middle of the run, and the JSON API's page of events.
 
 Budget: first render under 200 ms; the query count does not grow with the run.
@@ -35,7 +35,7 @@ def main() -> None:
         client.close()
     constant = page["queries"] == small["queries"]
     ok = page["server_p50_ms"] < BUDGET_MS
-    harness.report({"bench": "run_page", "server": f"gunicorn -w {harness.WORKERS}", "database": "postgresql",
+    harness.report({"bench": "run_page", "server": harness.server_label(), "database": "postgresql",
                     "machine": harness.machine(), "events": args.events, "first_render": page,
                     "first_render_100_events": small, "show_earlier_fragment": earlier, "api_500_events": api,
                     "budget_ms": BUDGET_MS, "queries_constant": constant, "meets_budget": ok and constant}, [

@@ -1,9 +1,9 @@
-"""What the benchmarks share: a fresh database, gunicorn on the bench app, wrk, timings.
+"""What the benchmarks share: a fresh database, the web server on the bench app, wrk, timings.
 
 Not a benchmark itself (`make bench` runs bench/bench_*.py). Every bench measures on
 PostgreSQL (BENCH_DATABASE_URL, default the local `sagan_bench` database, dropped and
 created anew) and Redis (BENCH_REDIS_URL, default db 14, flushed), with the production
-server: gunicorn serving `bench/wsgi.py`, which is the product's app plus a bare hello
+server as deployed (granian through serve.py) serving `bench/wsgi.py`, which is the product's app plus a bare hello
 endpoint and two response headers giving each request's server time and SQL query count.
 """
 from __future__ import annotations
@@ -27,14 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import serve  # noqa: E402 - the project's root is on the path only from the line above
+
 DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/sagan_bench")
 DB_NAME = DB_URL.rsplit("/", 1)[-1].split("?")[0]
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 OWNER_EMAIL = "bench@example.com"
 OWNER_PASSWORD = "bench-password-0000"
-GUNICORN = str(Path(sys.executable).parent / "gunicorn")
-WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "5"))  # 2 × cores + 1 on the 2-core machine
-# Five workers importing the app on a loaded 2-core machine can take more than 30 s.
+# granian, as deployed (serve.py): one worker per core and one more, two threads each.
+WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "3"))
+THREADS = int(os.environ.get("BENCH_WEB_THREADS", "2"))
+# Workers importing the app on a loaded 2-core machine can take more than 30 s.
 START_TIMEOUT = int(os.environ.get("BENCH_START_TIMEOUT", "90"))
 
 
@@ -87,8 +90,19 @@ def server_env(workdir: Path, **extra) -> dict:
             "SAGAN_INSTANCE_DIR": str(workdir), **extra}
 
 
+def web_server(port: int, workers: int = WORKERS, threads: int = THREADS,
+               target: str = "bench.wsgi:create_bench_app") -> list[str]:
+    """The argv of Sagan's web server as deployed (serve.command), on 127.0.0.1:port."""
+    return serve.command(host="127.0.0.1", port=port, workers=workers, threads=threads, log_level="warning",
+                         target=target)
+
+
+def server_label(workers: int = WORKERS, threads: int = THREADS) -> str:
+    return f"granian {serve.granian_version()} --workers {workers} --blocking-threads {threads} (serve.py)"
+
+
 class Server:
-    """gunicorn on the bench app; `url`, `pid` and `worker_pids()`."""
+    """Sagan's web server on the bench app; `url`, `pid` and `worker_pids()`."""
 
     def __init__(self, workers: int = WORKERS, **env):
         self.workers = workers
@@ -100,21 +114,20 @@ class Server:
 
     def __enter__(self) -> "Server":
         self.process = subprocess.Popen(
-            [GUNICORN, "-w", str(self.workers), "-b", f"127.0.0.1:{self.port}", "--no-control-socket",
-             "--log-level", "warning", "bench.wsgi:create_bench_app()"],
+            web_server(self.port, self.workers),
             cwd=ROOT, env=server_env(self.workdir, **self.env), stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit("gunicorn exited at start:\n" + self.process.stderr.read().decode()[-3000:])
+                raise SystemExit("the web server exited at start:\n" + self.process.stderr.read().decode()[-3000:])
             try:
                 urllib.request.urlopen(f"{self.url}/bench/hello", timeout=1)
                 break
             except OSError:
                 time.sleep(0.2)
         else:
-            raise SystemExit(f"gunicorn did not answer within {START_TIMEOUT} s")
+            raise SystemExit(f"the web server did not answer within {START_TIMEOUT} s")
         # Every worker answers once before anything is measured (imports, first connections).
         for _ in range(self.workers * 4):
             urllib.request.urlopen(f"{self.url}/bench/hello", timeout=5).read()

@@ -1,42 +1,44 @@
-"""The app the benchmarks serve with gunicorn: the product's app, plus bench-only parts.
+"""The app the benchmarks serve (granian, as deployed: serve.py): the product's app, plus bench-only parts.
 
 - `GET /bench/hello`: a bare endpoint (public, no database), the yardstick for request
   rates on the same server;
 - every response carries `X-Bench-Server-Ms` (time from the WSGI call to the response
   headers, the body already rendered) and `X-Bench-Queries` (SQL statements executed).
 
-None of this is in the product: `gunicorn 'bench.wsgi:create_bench_app()'` only.
+None of this is in the product: `serve.command(target="bench.wsgi:create_bench_app")` only.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import sqlalchemy as sa
 
+import serve
 
-class _Counter:
-    queries = 0
+# Per thread: a granian worker runs several requests at once, one per thread.
+_counter = threading.local()
 
 
 def _count(*_args, **_kwargs) -> None:
-    _Counter.queries += 1
+    _counter.queries = getattr(_counter, "queries", 0) + 1
 
 
 class Timing:
-    """WSGI middleware adding the server time and query count headers (sync workers: one
-    request at a time per process, so one counter per process is exact)."""
+    """WSGI middleware adding the server time and query count headers (the count is the
+    thread's: a request runs on one thread from start to end)."""
 
     def __init__(self, wsgi_app):
         self.wsgi_app = wsgi_app
 
     def __call__(self, environ, start_response):
-        _Counter.queries = 0
+        _counter.queries = 0
         start = time.perf_counter()
 
         def timed_start_response(status, headers, exc_info=None):
             elapsed = (time.perf_counter() - start) * 1000
             headers = list(headers) + [("X-Bench-Server-Ms", f"{elapsed:.3f}"),
-                                       ("X-Bench-Queries", str(_Counter.queries))]
+                                       ("X-Bench-Queries", str(_counter.queries))]
             return start_response(status, headers, exc_info)
 
         return self.wsgi_app(environ, timed_start_response)
@@ -55,5 +57,5 @@ def create_bench_app():
 
     app.add_url_rule("/bench/hello", "bench_hello", hello)
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", _count)
-    app.wsgi_app = Timing(app.wsgi_app)
+    app.wsgi_app = serve.without_process_environment(Timing(app.wsgi_app))
     return app

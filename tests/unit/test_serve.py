@@ -1,0 +1,73 @@
+"""serve.py: the web server's command line, and the layer that keeps the process
+environment out of each request's environ."""
+from __future__ import annotations
+
+import pytest
+
+import serve
+
+
+def test_the_command_serves_the_factory_with_bounded_threads():
+    argv = serve.command(host="127.0.0.1", port=8123, workers=3, threads=2)
+    assert argv[1:3] == ["-m", "granian"]
+    options = dict(zip(argv[3::1], argv[4::1]))
+    assert options["--interface"] == "wsgi" and options["--factory"] == "serve:wsgi_app"
+    assert options["--host"] == "127.0.0.1" and options["--port"] == "8123" and options["--workers"] == "3"
+    assert options["--blocking-threads"] == "2" and options["--backpressure"] == "4"
+    assert "--respawn-failed-workers" in argv and "--no-ws" in argv
+
+
+def test_process_environment_is_dropped_and_the_request_kept(monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "process-secret-value")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("HTTP_X_TEAM", "team-a")
+    monkeypatch.setenv("PATH_INFO", "/")
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        return []
+
+    layer = serve.without_process_environment(app)
+    # What granian hands the app: a copy of the process environment, then the request.
+    environ = {"SECRET_KEY": "process-secret-value", "HTTP_PROXY": "http://proxy.internal:3128",
+               "HTTP_X_TEAM": "team-b", "PATH_INFO": "/", "REQUEST_METHOD": "GET", "HTTP_HOST": "sagan.test"}
+    layer(environ, lambda *a: None)
+    assert "SECRET_KEY" not in seen and "HTTP_PROXY" not in seen
+    # A request header that differs from a same-named variable is the request's own.
+    assert seen["HTTP_X_TEAM"] == "team-b"
+    # The request line is never taken for the environment, even when the values coincide.
+    assert seen["PATH_INFO"] == "/" and seen["REQUEST_METHOD"] == "GET" and seen["HTTP_HOST"] == "sagan.test"
+
+
+@pytest.mark.parametrize("argv", [["--workers", "0"], ["--threads", "0"], ["--port", "eighty"]])
+def test_bad_options_are_refused_before_anything_starts(argv, capsys, monkeypatch):
+    monkeypatch.setattr(serve.os, "execv", _must_not_start)
+    with pytest.raises(SystemExit) as exit_:
+        serve.main(argv)
+    assert exit_.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable", ["PORT", "WEB_CONCURRENCY", "SAGAN_WEB_THREADS"])
+def test_a_bad_environment_value_is_refused_like_the_option(variable, capsys, monkeypatch):
+    monkeypatch.setenv(variable, "lots")
+    monkeypatch.setattr(serve.os, "execv", _must_not_start)
+    with pytest.raises(SystemExit) as exit_:
+        serve.main([])
+    assert exit_.value.code == 2 and "invalid int value: 'lots'" in capsys.readouterr().err
+
+
+def test_the_environment_sets_the_defaults(monkeypatch):
+    monkeypatch.setenv("PORT", "5123")
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    started = []
+    monkeypatch.setattr(serve.os, "execv", lambda path, argv: started.append(argv))
+    serve.main([])
+    argv = started[0]
+    assert argv[argv.index("--port") + 1] == "5123" and argv[argv.index("--workers") + 1] == "3"
+    assert argv[argv.index("--blocking-threads") + 1] == str(serve.DEFAULT_THREADS)
+
+
+def _must_not_start(*_args):
+    raise AssertionError("the server was started")
