@@ -195,8 +195,11 @@ def _bearer_failed() -> None:
         return
     if count >= current_app.config["BEARER_MAX_FAILURES"]:
         now = utcnow()
-        for stale in [a for a, until in _throttled_until.items() if until <= now]:
-            del _throttled_until[stale]
+        # A web worker runs requests on several threads: copy the items in one step (list()
+        # of a dict view holds the GIL throughout) and let another thread's removal win.
+        for stale, until in list(_throttled_until.items()):
+            if until <= now:
+                _throttled_until.pop(stale, None)
         _throttled_until[address] = now + timedelta(seconds=ttl if ttl and ttl > 0 else window)
 
 

@@ -14,10 +14,27 @@ def _connect(url: str) -> redis.Redis:
 
 def connection() -> redis.Redis:
     """The app's Redis client (one pool per URL per process)."""
+    return _connect(_url())
+
+
+def worker_connection() -> redis.Redis:
+    """A client of its own for the RQ worker's blocking dequeue.
+
+    RQ raises the socket timeout of the client it is given so that it outlasts its BLPOP
+    (worker_ttl - 15 s), but only for connections opened after that. On the shared
+    client above (5 s), each connection already in its pool timed out once mid-BLPOP:
+    after every start the worker logged "could not connect to Redis instance" six times
+    and backed off for about a minute before it took a job; and the shared pool's 5 s
+    limit was raised for everyone else in the process. This client opens no connection
+    until RQ has set its timeout."""
+    return redis.Redis.from_url(_url(), socket_connect_timeout=2)
+
+
+def _url() -> str:
     url = current_app.config.get("REDIS_URL")
     if not url:
         raise RuntimeError("REDIS_URL is not set; start Sagan with `make run` or set REDIS_URL.")
-    return _connect(url)
+    return url
 
 
 def count_in_window(key: str, window_seconds: int) -> int:

@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 
+from services import redis_store
 from workers import queues
 from workers.runtime import SaganWorker, set_app
 from workers.scheduler import Scheduler
@@ -44,10 +45,16 @@ def queue_names(args: argparse.Namespace, config) -> list[str]:
     return names
 
 
+def build_worker(worker_queues: list, app, name: str | None = None, **options) -> SaganWorker:
+    """The RQ worker on its own Redis client (redis_store.worker_connection says why)."""
+    with app.app_context():
+        connection = redis_store.worker_connection()
+    return SaganWorker(worker_queues, connection=connection, name=name, **options)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from app import create_app
-    from services import redis_store
 
     app = create_app()
     set_app(app)
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         if "dispatch" in names:
             from services.dispatch.accounts import check_runpod_accounts
             check_runpod_accounts(app.config)  # one list call per account: the scope, said at start-up
-    worker = SaganWorker(worker_queues, connection=connection, name=args.name)
+    worker = build_worker(worker_queues, app, name=args.name)
 
     scheduler = None if args.no_scheduler else Scheduler(app)
     if scheduler:

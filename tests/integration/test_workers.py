@@ -1,6 +1,7 @@
 """The RQ side: queue limits, jobs in an app context, fork hygiene, the scheduler lease."""
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 
@@ -11,7 +12,7 @@ from rq import SimpleWorker
 from models import db
 from services import redis_store
 from workers import queues, runtime, scheduler
-from workers.launcher import parse_args, queue_names
+from workers.launcher import build_worker, parse_args, queue_names
 
 
 def backend_pid() -> int:
@@ -155,3 +156,33 @@ def test_sagan_worker_always_runs_jobs_in_the_app(app, job_app):
     with app.app_context():
         worker = runtime.SaganWorker([queues.DEFAULT], connection=redis_store.connection(), job_class=Job)
     assert worker.job_class is runtime.AppContextJob
+
+
+def test_the_worker_waits_for_jobs_without_redis_timeouts_after_start(app, caplog):
+    """The worker's blocking dequeue must not time out on connections the app's Redis
+    client opened before the worker set its socket timeout (it used to log "could not
+    connect to Redis instance" and back off for a minute after every start)."""
+    with app.app_context():
+        shared = redis_store.connection()
+        # What start-up does on the shared client before the worker exists: several
+        # connections opened at once (the ping, the queues, the scheduler thread's lease).
+        held = [shared.connection_pool.get_connection() for _ in range(3)]
+        for conn in held:
+            conn.send_command("PING")
+            conn.read_response()
+            shared.connection_pool.release(conn)
+        worker_queues = [queues.get_queue("default")]
+    # worker_ttl 22: the dequeue blocks 7 s, past the shared client's 5 s socket timeout.
+    worker = build_worker(worker_queues, app, worker_ttl=22)
+    assert worker.dequeue_timeout == 7
+    caplog.set_level(logging.ERROR, logger="rq.worker")
+    dequeued = []
+    # In a thread with a bound: on a timed-out connection RQ logs, backs off and retries.
+    waiting = threading.Thread(target=lambda: dequeued.append(worker.dequeue_job_and_maintain_ttl(
+        worker.dequeue_timeout, max_idle_time=worker.dequeue_timeout)), daemon=True)
+    waiting.start()
+    waiting.join(timeout=20)
+    assert not [r.getMessage() for r in caplog.records if "could not connect to Redis" in r.getMessage()]
+    assert dequeued == [None], "the dequeue did not come back after its 7 s wait"
+    # The worker's long socket timeout is set on a pool of its own, not the app's shared one.
+    assert worker.connection.connection_pool is not shared.connection_pool
