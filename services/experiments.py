@@ -511,14 +511,20 @@ def _as_text(value) -> sa.ColumnElement:
 
 
 def _page_parts(experiment_id) -> list:
-    """Per table the page shows, "newest change:row count" as one text: a new row, an
+    """Per table the page shows (the timeline apart, below), "newest change:row count" as one text: a new row, an
     edited row and a deleted row (a removed figure) each move one of the two. One subquery
     per table reads both in one pass of its index (two subqueries per table cost twice the
     descents), and counts rows with count(*), which an index on (key, stamp) answers alone —
     count(id) made PostgreSQL visit every event's row for its id."""
     child = sa.orm.aliased(Experiment)
+    # The timeline is append-only: events are never edited or deleted (a deleted experiment
+    # takes its events with it, and its poll then finds no row), and the one writer that
+    # backdates events, a re-import, touches the experiment. So its newest stamp alone moves
+    # when it grows, read from the end of its (entity_id, created_at) index; count(*) read
+    # all of an experiment's events, 0.35 of the poll's 0.39 ms of database CPU at 2,000.
+    timeline = sa.select(_as_text(sa.func.max(WorkflowEvent.created_at))) \
+        .where(WorkflowEvent.entity_id == experiment_id).scalar_subquery()
     tables = [
-        (WorkflowEvent.created_at, WorkflowEvent.entity_id == experiment_id),
         (Pod.updated_at, Pod.experiment_id == experiment_id),
         (AgentRun.updated_at, sa.and_(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id)),
         (ApprovalRequest.updated_at, ApprovalRequest.experiment_id == experiment_id),
@@ -530,8 +536,8 @@ def _page_parts(experiment_id) -> list:
         (Comment.updated_at, sa.and_(Comment.entity_kind == "experiment", Comment.entity_id == experiment_id)),
         (child.updated_at, child.parent_experiment_id == experiment_id),
     ]
-    return [sa.select(_as_text(sa.func.max(stamp)) + _COLON + _as_text(sa.func.count())).where(where)
-            .scalar_subquery() for stamp, where in tables]
+    return [timeline, *(sa.select(_as_text(sa.func.max(stamp)) + _COLON + _as_text(sa.func.count())).where(where)
+                        .scalar_subquery() for stamp, where in tables)]
 
 
 def _fingerprint() -> sa.ColumnElement:

@@ -186,14 +186,20 @@ def _add_events(experiment: Experiment, old_events: list, report: ImportReport) 
     """The events not imported before; the experiment's last event time follows them."""
     known = set(db.session.scalars(sa.select(WorkflowEvent.id).where(WorkflowEvent.entity_id == experiment.id)))
     latest = experiment.last_event_at
+    added = 0
     for old_event in old_events:
         if _uuid(old_event.get("id"), "An event") in known:
             continue
         fields = event_fields(old_event, experiment.id)
         db.session.add(WorkflowEvent(**fields))
         report.events_created += 1
+        added += 1
         latest = max(latest, fields["created_at"]) if latest else fields["created_at"]
     experiment.last_event_at = latest
+    if added:
+        # Backdated events do not move the timeline's newest stamp, which an open page's
+        # poll watches (services/experiments.py::_page_parts): the experiment's own edit does.
+        experiment.updated_at = utcnow()
 
 
 def approval_fields(old_request: dict, exp_id: uuid.UUID, experiment_title: str) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import Experiment, Pod, db
-from services import approvals, clock, events, experiments, questions, results, runs
+from services import approvals, clock, events, experiments, importer, questions, results, runs
 from services.actors import Actor
 from services.agents import implementation
 from tests.integration.pages import text
@@ -345,3 +345,38 @@ def test_two_pods_posting_side_by_side_fold_into_a_row_each(app, client, owner, 
                          text(client.get(f"/experiments/{number}")), re.S).group(0)
     assert timeline.count('class="event event-progress event-folded"') == 2
     assert "pod 1: epochs 1–8" in timeline and "pod 0: epochs 1–8" in timeline
+
+
+def test_a_new_timeline_event_moves_the_version_however_long_the_timeline(app, client, owner, make_experiment):
+    """The timeline's part of the fingerprint is its newest stamp (it is append-only): each
+    new event, even one recorded within the same second as the last, moves the version."""
+    number = make_experiment("Long timeline", status="planning")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        for i in range(50):
+            events.record(experiment, "note", Actor("system"), note=f"Event {i}.")
+        db.session.commit()
+        before = experiments.page_version(number).version
+        events.record(experiments.get_experiment(number), "note", Actor("system"), note="One more.")
+        db.session.commit()
+        after = experiments.page_version(number).version
+        assert after != before
+        assert experiments.page_version(number).version == after  # nothing else moves it
+
+
+def test_a_reimport_of_older_events_moves_the_version(app, client, owner, make_experiment):
+    """Events imported later but dated earlier than the newest do not move the timeline's
+    stamp; the import touches the experiment, so an open page still refreshes."""
+    number = make_experiment("Imported", status="planning")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        events.record(experiment, "note", Actor("system"), note="Recent.")
+        db.session.commit()
+        before = experiments.page_version(number).version
+        report = importer.ImportReport()
+        importer._add_events(experiments.get_experiment(number), [
+            {"id": str(uuid.uuid4()), "eventType": "note", "note": "From the old system.",
+             "createdAt": "2026-01-05T10:00:00Z", "actorKind": "system"}], report)
+        db.session.commit()
+        assert report.events_created == 1
+        assert experiments.page_version(number).version != before
