@@ -71,7 +71,24 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
         "allowed_moves": allowed_moves,
         "card_part": card_part,
+        "card_slot": CARD_SLOT,
+        "move_url_pattern": _move_url_pattern(filters),
     }
+
+
+# Where a card's number goes in a part rendered once for all the cards of a status
+# (templates/board/_card.html): a NUL, which nothing else in the rendered HTML can hold —
+# escaped text never has one, and a URL carries one as %00.
+CARD_SLOT = "\x00"
+
+
+def _move_url_pattern(filters: experiments.BoardFilters) -> str:
+    """The move URL with CARD_SLOT for the card's number (the path's last segment)."""
+    url = url_for("board.move", number=0, **filters.as_args())
+    path, mark, query = url.partition("?")
+    if not path.endswith("/0"):
+        raise RuntimeError(f"board.move's URL no longer ends in the card's number: {url}")
+    return f"{path[:-1]}{CARD_SLOT}{mark}{query}"
 
 
 @bp.get("/")
