@@ -72,7 +72,8 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "allowed_moves": allowed_moves,
         "card_part": card_part,
         "card_slot": CARD_SLOT,
-        "move_url_pattern": _move_url_pattern(filters),
+        "move_url_pattern": _url_with_slot("board.move", **filters.as_args()),
+        "detail_url_pattern": _url_with_slot("experiments.detail"),
     }
 
 
@@ -82,12 +83,13 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
 CARD_SLOT = "\x00"
 
 
-def _move_url_pattern(filters: experiments.BoardFilters) -> str:
-    """The move URL with CARD_SLOT for the card's number (the path's last segment)."""
-    url = url_for("board.move", number=0, **filters.as_args())
+def _url_with_slot(endpoint: str, **args) -> str:
+    """`endpoint`'s URL for a card, with CARD_SLOT for its number (the path's last segment):
+    built once per board instead of once per card (url_for is most of a card's link)."""
+    url = url_for(endpoint, number=0, **args)
     path, mark, query = url.partition("?")
     if not path.endswith("/0"):
-        raise RuntimeError(f"board.move's URL no longer ends in the card's number: {url}")
+        raise RuntimeError(f"{endpoint}'s URL no longer ends in the card's number: {url}")
     return f"{path[:-1]}{CARD_SLOT}{mark}{query}"
 
 
