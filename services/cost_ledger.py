@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, db
-from services import spend
+from services import records, spend
 
 
 @dataclass
@@ -56,7 +56,7 @@ def _agent_costs(ids: list) -> dict:
         sa.select(AgentRun.scope_id, sa.func.count(), sa.func.count().filter(AgentRun.cost_usd.is_(None)),
                   sa.func.coalesce(sa.func.sum(AgentRun.cost_usd), 0),
                   sa.func.coalesce(sa.func.sum(AgentRun.input_tokens + AgentRun.output_tokens), 0))
-        .where(AgentRun.scope_kind == "experiment", AgentRun.scope_id.in_(ids), AgentRun.kind != "experiment")
+        .where(AgentRun.scope_kind == "experiment", records.among(AgentRun.scope_id, ids), AgentRun.kind != "experiment")
         .group_by(AgentRun.scope_id))
     out: dict = {}
     for experiment_id, runs, unpriced, cost, tokens in rows:

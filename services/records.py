@@ -1,7 +1,11 @@
-"""Finding one row by its id, the same way everywhere: a malformed id is simply not found."""
+"""Finding rows by id, the same way everywhere: a malformed id is simply not found; many
+ids at once as one parameter."""
 from __future__ import annotations
 
 import uuid
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from models import db
 from services.errors import NotFound
@@ -16,3 +20,14 @@ def get_by_id(model, raw_id, message: str):
     if row is None:
         raise NotFound(message)
     return row
+
+
+def among(column, ids) -> sa.ColumnElement:
+    """`column IN ids`. On PostgreSQL as `column = ANY(:array)`, one parameter: an IN list
+    of the board's 274 ids was 274 bind parameters for SQLAlchemy to render and psycopg to
+    parse, with no statement cache for the text (its length changes with the count) —
+    about 3 ms of Python per query. SQLite (the embedded default) keeps the IN list."""
+    ids = list(ids)
+    if db.engine.dialect.name != "postgresql":
+        return column.in_(ids)
+    return column == sa.any_(sa.bindparam(None, ids, type_=postgresql.ARRAY(column.type)))

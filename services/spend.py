@@ -4,6 +4,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
+from services import records
 from services.clock import utcnow
 from services.dispatch import costs
 from services.dispatch import spec as specs
@@ -25,7 +26,7 @@ def spend_by_experiment(experiment_ids) -> dict:
     if not ids:
         return {}
     rows = db.session.execute(sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0))
-                              .where(Pod.experiment_id.in_(ids)).group_by(Pod.experiment_id))
+                              .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
     return {experiment_id: float(total or 0) for experiment_id, total in rows}
 
 
@@ -89,6 +90,6 @@ def gpu_by_experiment(experiment_ids) -> dict:
                   sa.func.coalesce(sa.func.sum(sa.case((running, rate), else_=0)), 0),
                   sa.func.count().filter(unpriced, sa.or_(running, Pod.uptime_seconds > 0)),
                   sa.func.count().filter(running), sa.func.count().filter(unpriced, running))
-        .where(Pod.experiment_id.in_(ids)).group_by(Pod.experiment_id))
+        .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
     return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced))
             for experiment_id, spent, burn, unpriced_count, live, live_unpriced in rows}

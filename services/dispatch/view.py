@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from markupsafe import Markup
 
 from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
-from services import spend
+from services import records, spend
 from services.dispatch import provisioner, watcher
 
 CHART_POINTS = 60
@@ -120,7 +120,7 @@ def board_progress(experiment_ids) -> dict:
     """experiment id → (pct, message, spend) from live pods, in one query (for board cards)."""
     if not experiment_ids:
         return {}
-    rows = db.session.scalars(sa.select(Pod).where(Pod.experiment_id.in_(list(experiment_ids)),
+    rows = db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, experiment_ids),
                                                    Pod.status.in_(("deploying", "running", "exited")))).all()
     result: dict = {}
     for pod in rows:
