@@ -138,7 +138,7 @@ def _assert_clean_503(answer: httpx.Response, *, json: bool) -> None:
 
 @pytest.mark.slow
 def test_web_and_worker_survive_a_database_restart(tmp_path):
-    """Stop PostgreSQL under a running gunicorn and worker: clear 503s, no traceback; start it
+    """Stop PostgreSQL under a running web server (serve.py) and worker: clear 503s, no traceback; start it
     again: the same processes serve pages and the API, and the worker runs a new job."""
     cluster = Cluster()
     redis_url = TestConfig.REDIS_URL
