@@ -12,7 +12,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import sqlalchemy as sa
 import serve
 from config import Config, TestConfig
 from tests.fakes.anthropic_server import FakeAnthropic, reply, text
+from tests.processes import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = ("restart@example.com", "restart-password-0")
@@ -100,16 +100,6 @@ class Cluster:
 def _spawn(argv: list[str], env: dict) -> subprocess.Popen:
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
 
 
 def _wait_for(check, seconds: float = 30.0):
@@ -226,7 +216,7 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
             db.engine.dispose()
     finally:
         for process in processes:
-            _stop(process)
+            stop_process_group(process)
         cluster.destroy()
         redis.Redis.from_url(redis_url).flushdb()  # our own test Redis database only
 

@@ -8,7 +8,6 @@ its declared length without being read.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -19,6 +18,7 @@ import pytest
 
 import serve
 from models import db
+from tests.processes import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "process-secret-0123456789"
@@ -55,12 +55,7 @@ def start_server(tmp_path):
 
     yield start
     for process in processes:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+        stop_process_group(process)
 
 
 def test_requests_do_not_carry_the_process_environment(start_server):
