@@ -138,9 +138,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--runs", type=int, default=20, help="MLflow runs logged to")
-    parser.add_argument("--workers", type=int, default=harness.WORKERS, help="Sagan's web worker processes")
-    parser.add_argument("--threads", type=int, default=harness.THREADS, help="threads per Sagan web worker")
-    parser.add_argument("--mlflow-workers", type=int, default=5, help="mlflow server workers (2 × cores + 1)")
+    harness.add_server_arguments(parser)
     parser.add_argument("--no-mlflow", action="store_true")
     args = parser.parse_args()
     if not shutil.which("wrk"):

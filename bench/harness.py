@@ -97,6 +97,13 @@ def web_server(port: int, workers: int = WORKERS, threads: int = THREADS,
                          target=target)
 
 
+def add_server_arguments(parser) -> None:
+    """The ingest benches' options for the two servers they compare."""
+    parser.add_argument("--workers", type=int, default=WORKERS, help="Sagan's web worker processes")
+    parser.add_argument("--threads", type=int, default=THREADS, help="threads per Sagan web worker")
+    parser.add_argument("--mlflow-workers", type=int, default=5, help="mlflow server workers (2 × cores + 1)")
+
+
 def server_label(workers: int = WORKERS, threads: int = THREADS) -> str:
     return f"granian {serve.granian_version()} --workers {workers} --blocking-threads {threads} (serve.py)"
 
