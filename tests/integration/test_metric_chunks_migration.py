@@ -15,6 +15,7 @@ import config as sagan_config
 from app import create_app
 from models import Pod, db
 from services import experiments, metrics
+from tests.integration.databases import scratch_postgres_url
 from services.actors import Actor
 
 MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")
@@ -33,15 +34,8 @@ def scratch_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'sagan.db'}"
         return
-    base = sa.engine.make_url(sagan_config.TestConfig.SQLALCHEMY_DATABASE_URI)
-    name = f"sagan_chunks_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield base.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_postgres_url("sagan_chunks") as url:
+        yield url
 
 
 def _scratch_app(url: str):

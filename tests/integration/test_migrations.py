@@ -3,7 +3,6 @@ database's status constraint comes from the one registry (SPEC §2.1 lesson)."""
 from __future__ import annotations
 
 import re
-import uuid
 from pathlib import Path
 
 import flask_migrate
@@ -14,6 +13,7 @@ from app import create_app
 import config as sagan_config
 from models import db
 from services import registry
+from tests.integration.databases import scratch_postgres_url
 
 MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")
 
@@ -88,15 +88,8 @@ def _tables(app) -> list[str]:
 @pytest.fixture
 def scratch_postgres():
     """An empty PostgreSQL database of our own, dropped afterwards."""
-    base = sa.engine.make_url(sagan_config.TestConfig.SQLALCHEMY_DATABASE_URI)
-    name = f"sagan_migrations_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    yield base.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with scratch_postgres_url("sagan_migrations") as url:
+        yield url
 
 
 def test_migrations_build_the_same_schema_on_postgres_and_sqlite(scratch_postgres, tmp_path):
