@@ -112,7 +112,14 @@ class _AccountListings:
 
 def _check(pod: Pod, now, listings: _AccountListings) -> None:
     found = backend_for(pod.account).get(pod.provider_pod_id)
+    # While the provider answered, a progress post may have stopped this pod (a crash loop)
+    # or reported its exit: decide from the row as it is now, locked until the pass commits,
+    # or the answer would overwrite that `stopped` with the `exited` the stop itself caused.
+    # The lock is taken after the call so that no row stays locked across the network.
+    db.session.refresh(pod, with_for_update=True)
     pod.last_checked_at = now
+    if pod.status not in WATCHED_POD_STATUSES:
+        return  # stopped (or ended) meanwhile: what the provider said before is no news
     if found is None:
         return _missing(pod, now, listings)
     meta = dict(pod.metadata_ or {})

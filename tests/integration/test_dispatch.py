@@ -313,6 +313,52 @@ def test_a_dispatch_finished_by_its_last_post_is_left_alone_by_a_watcher_that_sa
         assert db.session.get(AgentRun, run_id).status == "completed"
 
 
+@pytest.mark.parametrize("answered", ["before the stop", "after the stop"])
+def test_a_pod_stopped_while_the_watcher_asks_the_provider_stays_stopped(app, runpod, approved, client, monkeypatch,
+                                                                        answered):
+    """The watcher read the pod as running and asked the provider; meanwhile a crash-loop post
+    stopped the pod in another request. The watcher's answer — RUNNING from before the stop,
+    or EXITED from after it — must not overwrite `stopped` (it wrote `exited`, or `running`,
+    over it: the stopped pod was shown as live and the journey test failed on it)."""
+    number = approved(pod_spec())
+    run_id = _running(app, runpod, number)
+    token = runpod.requests_to("POST")[0].body["env"]["SAGAN_POD_PROGRESS_TOKEN"]
+    auth = {"Authorization": f"Bearer {token}"}
+    real_backend_for = watcher.backend_for
+
+    class StoppedMeanwhile:
+        """The provider client, with a crash loop landing while the watcher waits for its answer."""
+
+        def __init__(self, backend):
+            self.backend = backend
+
+        def __getattr__(self, name):
+            return getattr(self.backend, name)
+
+        def get(self, provider_pod_id):
+            before = self.backend.get(provider_pod_id)
+            # Another thread, so the posts run in a request (and database session) of their
+            # own, as they do on the server, not in the watcher's.
+            statuses = []
+            poster = threading.Thread(target=lambda: statuses.extend(client.post("/api/progress", headers=auth, json={
+                "progressPct": 5, "seq": seq, "milestone": "bootstrap",
+                "message": "bootstrap complete on branch main · err: ImportError: no module x"}).status_code
+                for seq in (1, 2, 3)))
+            poster.start()
+            poster.join()
+            assert statuses == [200, 200, 200]
+            return before if answered == "before the stop" else self.backend.get(provider_pod_id)
+
+    monkeypatch.setattr(watcher, "backend_for", lambda account: StoppedMeanwhile(real_backend_for(account)))
+    with app.app_context():
+        clock.advance(timedelta(minutes=1))
+        watcher.watch()
+        db.session.expire_all()
+        pod = db.session.scalar(sa.select(Pod).where(Pod.agent_run_id == run_id))
+        assert (pod.status, pod.stop_reason) == ("stopped", "failure")
+        assert db.session.get(AgentRun, run_id).failure_reason == "crash_loop"
+
+
 def test_missing_artifacts_block_with_the_table(app, runpod, approved, client):
     """A declared artifact that never arrived blocks the experiment with the verification table."""
     number = approved(pod_spec())
