@@ -134,10 +134,33 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
         runs.append_event(pod.agent_run_id, "pod_status", found.status,
                           {"pod_id": str(pod.id), "status": pod.status, "cost_per_hr": found.cost_per_hr,
                            "uptime": found.uptime_seconds})
-    if keep_alive_over(pod, now):
+    if pod.status == "stop_requested":
+        _retry_stop(pod, now)
+    elif keep_alive_over(pod, now):
         # The bootstrap waits after its script instead of exiting (an exited container is
         # restarted on RunPod): ending keep-alive is ours to do.
         stop_pod(pod, "completed")
+
+
+def _retry_stop(pod: Pod, now) -> None:
+    """A stop the provider refused (its retries spent) and the pod still up: asked again
+    on every pass until it holds. Nothing else would stop it — a failed dispatch's
+    experiment is blocked, and no new saga may come to clear its leftovers — and it bills
+    by the hour meanwhile."""
+    try:
+        backend_for(pod.account).stop(pod.provider_pod_id)
+    except BackendError as exc:
+        pod.last_error = exc.message[:4000]
+        return
+    pod.status, pod.stopped_at = "stopped", now
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_stopped", f"{pod.name} stopped on a later try; volume kept.",
+                          {"pod_id": str(pod.id), "reason": pod.stop_reason})
+    experiment = db.session.get(Experiment, pod.experiment_id)
+    if experiment is not None:
+        events.record(experiment, "note", SYSTEM,
+                      note=f"{pod.name} is stopped now (volume kept): the provider refused the first stop.",
+                      metadata={"pod": pod.name, "reason": pod.stop_reason})
 
 
 def _missing(pod: Pod, now, listings: _AccountListings) -> None:
@@ -168,19 +191,23 @@ def vanish_proven(missing_checks: list[str], now) -> bool:
 def status_seen(current: str, provider_status: str, *, exit_reported: bool) -> str:
     """Sagan's pod status for the provider's answer (an unknown answer changes nothing)."""
     seen = PROVIDER_TO_POD.get(provider_status, current)
-    if exit_reported and seen in ("running", "deploying"):
+    if exit_reported and seen in ("running", "deploying") and current != "stop_requested":
         # The script reported its exit and the container waits for us to stop it (keep-alive):
-        # RunPod still says RUNNING, the pod is `exited` for Sagan.
+        # RunPod still says RUNNING, the pod is `exited` for Sagan. Not for a stop we asked
+        # for: the container still up is that stop not done yet (it was taken as done).
         return "exited"
     return seen
 
 
 def status_settled(current: str, seen: str) -> str:
-    """The status stored: `stopped` stays; a stop we asked for ends in `stopped`, not exited."""
+    """The status stored: `stopped` stays; a stop we asked for stays requested until it
+    ends in `stopped` (not `exited`)."""
     if current == "stopped":
         return current
-    if current == "stop_requested" and seen in ("exited", "terminated"):
-        return "stopped"
+    if current == "stop_requested":
+        # A stop we asked for ends in `stopped`; while the provider still has the pod up,
+        # the stop is still owed (the watcher asks again), not forgotten as `running`.
+        return "stopped" if seen in ("exited", "terminated") else current
     return seen
 
 

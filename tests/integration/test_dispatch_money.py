@@ -270,3 +270,37 @@ def test_the_bootstrap_command_decodes_and_runs():
     out = subprocess.run(["bash", "-c", provisioner.RUNPOD_ARGS.split(" ", 2)[2].strip("'")], env=env,
                          capture_output=True, text=True, timeout=30)
     assert out.stdout.strip() == "from-the-env-var", out.stderr
+
+
+def test_a_stop_the_provider_refused_is_asked_again_by_the_watcher_until_it_holds(app, runpod, approved, client,
+                                                                                  owner, monkeypatch):
+    """A failed dispatch whose stop the provider refused leaves a pod up and billing, and no
+    new saga comes (the experiment is blocked): the watcher asks again on each pass, keeps
+    the pod `stop_requested` while it is refused (it was stored as `running` and forgotten),
+    and says so on the timeline once it holds."""
+    monkeypatch.setitem(app.config, "RUNPOD_MAX_RETRIES", 0)
+    number = approved(pod_spec("a"))
+    run_id = running_dispatch(app, runpod, number)
+    token = creates(runpod)[0].body["env"]["SAGAN_POD_PROGRESS_TOKEN"]
+    runpod.fail_next(1, status=503, method="POST")  # the dispatch's own stop
+    client.post("/api/progress", headers={"Authorization": f"Bearer {token}"},
+                json={"progressPct": 0, "seq": 3, "exitCode": 1, "message": "experiment exited with code 1"})
+    with app.app_context():
+        (pod,) = pods_of(run_id)
+        assert pod.status == "stop_requested" and runpod.status_of(pod.provider_pod_id) == "RUNNING"
+        asked = len(stops(runpod))
+        runpod.fail_next(1, status=503, method="POST")  # the watcher's first try is refused too
+        watcher.watch()
+        db.session.refresh(pod)
+        assert pod.status == "stop_requested" and "503" in (pod.last_error or "")
+        assert len(stops(runpod)) == asked + 1
+        page = client.get(f"/experiments/{number}").text  # the owner sees the stop is still owed
+        assert '<span class="chip">stopping</span>' in page and "The stop is not confirmed yet (" in page
+        watcher.watch()
+        db.session.refresh(pod)
+        assert pod.status == "stopped" and runpod.status_of(pod.provider_pod_id) == "EXITED"
+        assert pod.stop_reason == "failure"
+        experiment = experiments.get_experiment(number)
+        assert f"{pod.name} is stopped now (volume kept): the provider refused the first stop." in notes(experiment.id)
+        watcher.watch()  # stopped: not asked again
+        assert len(stops(runpod)) == asked + 2

@@ -30,6 +30,7 @@ def pod(name: str = "p-0", **fields) -> Pod:
     ("running", "RUNNING", True, "exited"),            # the script reported its exit: keep-alive
     ("deploying", "STARTING", True, "exited"),
     ("exited", "TERMINATED", True, "terminated"),
+    ("stop_requested", "RUNNING", True, "running"),    # our stop is not done while the container is up
 ])
 def test_the_status_seen_in_a_providers_answer(current, provider, exit_reported, seen):
     """Does each provider status map to Sagan's, with a reported exit turning running into exited?"""
@@ -39,13 +40,15 @@ def test_the_status_seen_in_a_providers_answer(current, provider, exit_reported,
 @pytest.mark.parametrize("current, seen, stored", [
     ("stop_requested", "exited", "stopped"),
     ("stop_requested", "terminated", "stopped"),
-    ("stop_requested", "running", "running"),
+    ("stop_requested", "running", "stop_requested"),   # still up: the stop is still owed
+    ("stop_requested", "deploying", "stop_requested"),
     ("stopped", "running", "stopped"),
     ("stopped", "terminated", "stopped"),
     ("running", "exited", "exited"),
 ])
 def test_the_status_stored_after_a_poll(current, seen, stored):
-    """Does a requested stop end in `stopped`, and does `stopped` never move back?"""
+    """Does a requested stop end in `stopped` (and stay requested while the pod is up), and
+    does `stopped` never move back?"""
     assert watcher.status_settled(current, seen) == stored
 
 
