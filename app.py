@@ -36,6 +36,7 @@ def create_app(config: Config | type | None = None) -> Flask:
     # The client's address, not the reverse proxy's, for rate limits (services/trusted_proxies.py).
     parse_trusted_proxies(app.config.get("SAGAN_TRUSTED_PROXIES") or "")  # a typo stops start-up, loudly
 
+    _configure_statement_timeout(app)
     db.init_app(app)
     _configure_sqlite(app)
     migrate.init_app(app, db, directory="migrations", render_as_batch=True, compare_type=True)
@@ -65,6 +66,22 @@ def create_app(config: Config | type | None = None) -> Flask:
     if not app.testing:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return app
+
+
+def _configure_statement_timeout(app: Flask) -> None:
+    """PostgreSQL ends any statement of this process that runs longer than
+    STATEMENT_TIMEOUT_SECONDS (set for the web server, serve.py): set when each connection
+    opens, so it holds on every connection of the pool and of the lean reads alike."""
+    seconds = app.config.get("STATEMENT_TIMEOUT_SECONDS") or 0
+    if seconds < 0:
+        raise ValueError(f"The statement timeout must be 0 (none) or a number of seconds, not {seconds}.")
+    if not seconds or not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        return
+    options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    connect_args = dict(options.get("connect_args") or {})
+    connect_args["options"] = f"{connect_args.get('options', '')} -c statement_timeout={int(seconds * 1000)}".strip()
+    options["connect_args"] = connect_args
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
 
 
 def _configure_sqlite(app: Flask) -> None:

@@ -65,6 +65,12 @@ class Config:
         "DATABASE_URL", f"sqlite:///{INSTANCE_DIR / 'sagan.db'}")
     REDIS_URL = os.environ.get("REDIS_URL", "")  # empty: the embedded launcher provides one
     SQLALCHEMY_ENGINE_OPTIONS: dict = {"pool_pre_ping": True}
+    # PostgreSQL's statement_timeout on this process's connections, in seconds (0: none).
+    # Only the web server sets it (serve.py, from WEB_STATEMENT_TIMEOUT_SECONDS): granian
+    # has no request timeout, so a runaway statement would hold a request thread for ever.
+    # Workers and migrations may legitimately run long statements and keep none.
+    STATEMENT_TIMEOUT_SECONDS = 0
+    WEB_STATEMENT_TIMEOUT_SECONDS = _env_int("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", 30)
 
     # --- web -----------------------------------------------------------------------
     SAGAN_BASE_URL = os.environ.get("SAGAN_BASE_URL", "http://127.0.0.1:5000")

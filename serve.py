@@ -14,7 +14,8 @@ benches and the tests that start a real server.
 
     python -m serve [--host 127.0.0.1] [--port 8000] [--workers N] [--threads T]
 
-Environment: PORT, WEB_CONCURRENCY (workers), SAGAN_WEB_THREADS (threads per worker).
+Environment: PORT, WEB_CONCURRENCY (workers), SAGAN_WEB_THREADS (threads per worker),
+SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS (PostgreSQL's limit on one statement of a request).
 """
 from __future__ import annotations
 
@@ -69,9 +70,20 @@ def wsgi_app() -> Flask:
     # Imported here, in the server's workers only: `make run`, the benches and the tests
     # import this module for command(), and must not build the app's imports for it.
     from app import create_app
-    app = create_app()
+    app = create_app(web_config())
     app.wsgi_app = without_process_environment(app.wsgi_app)
     return app
+
+
+def web_config():
+    """The app's configuration for serving requests: from the environment, with PostgreSQL's
+    statement timeout (SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS, default 30 s; 0 for none).
+    granian has no per-request timeout, so this is what frees a request thread held by a
+    statement that would never end; the request answers 503."""
+    from config import Config  # here for the same reason as create_app above
+    config = Config()
+    config.STATEMENT_TIMEOUT_SECONDS = config.WEB_STATEMENT_TIMEOUT_SECONDS
+    return config
 
 
 def without_process_environment(wsgi_app):
@@ -113,6 +125,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         parser.error("--workers and --threads must be at least 1")
+    # Read by each worker as it builds the app (web_config): refused here, before anything
+    # starts, rather than as a traceback in every worker.
+    timeout = os.environ.get("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", "").strip()
+    if timeout and not timeout.isdigit():
+        parser.error(f"SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds (0: no limit), "
+                     f"not {timeout!r}")
     argv_ = command(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
                     log_level=args.log_level)
     # Replace this process, so a service manager's signals reach granian itself.

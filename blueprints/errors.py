@@ -10,10 +10,14 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote
 
+import psycopg
+import redis
+import sqlalchemy as sa
 from flask import Flask, current_app, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from blueprints.access import wants_json
+from models import db
 from services.errors import SaganError
 
 log = logging.getLogger(__name__)
@@ -45,14 +49,17 @@ def error_response(status: int, code: str, message: str, title: str, json_body: 
 
 def _service_down(error: Exception) -> bool:
     """A lost or refused connection to PostgreSQL or Redis (not a bad query)."""
-    import redis
-    import sqlalchemy as sa
     if isinstance(error, (redis.ConnectionError, redis.TimeoutError)):
         return True
     if isinstance(error, sa.exc.DBAPIError):
         return bool(error.connection_invalidated) or isinstance(error, (sa.exc.OperationalError,
                                                                        sa.exc.InterfaceError))
     return False
+
+
+def _statement_timed_out(error: Exception) -> bool:
+    """PostgreSQL cancelled the statement at its statement_timeout."""
+    return isinstance(error, sa.exc.DBAPIError) and isinstance(error.orig, psycopg.errors.QueryCanceled)
 
 
 def init_app(app: Flask) -> None:
@@ -72,6 +79,15 @@ def init_app(app: Flask) -> None:
     def unexpected(error: Exception):
         if isinstance(error, HTTPException):
             return http_error(error)
+        if _statement_timed_out(error):
+            # The web server's statement timeout (serve.py) ended a statement that ran too
+            # long: the database is up, so say what happened rather than "unreachable".
+            log.warning("a statement ran past the statement timeout: %s", error.statement and error.statement[:200])
+            db.session.rollback()  # the page's own reads (the signed-in user) need a live transaction
+            response = error_response(503, "timeout", "That took longer than Sagan lets one request use "
+                                      "the database; try again in a moment.", "That took too long")
+            response.headers["Retry-After"] = "5"
+            return response
         if _service_down(error):
             # PostgreSQL or Redis is restarting or unreachable: say so, and let the client
             # retry. The pool drops broken connections, so the next request reconnects.

@@ -44,11 +44,13 @@ class _Connections:
     for one statement and gives it back, so no two threads share one; list.pop and
     list.append are atomic)."""
 
-    def __init__(self, url: sa.URL):
+    def __init__(self, url: sa.URL, connect_args: dict):
         self.pid = os.getpid()
         # No pool beneath: `idle` is the pool (a connection stays open between polls), as
-        # large as the most polls this process has answered at once.
-        self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        # large as the most polls this process has answered at once. The app's connect
+        # arguments (its statement timeout) hold here too.
+        self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool,
+                                       connect_args=connect_args)
         self.idle: list = []
 
     def take(self, *, fresh: bool = False):
@@ -128,7 +130,7 @@ def _connections() -> _Connections | None:
     with _lock:
         held = extensions.get(_EXTENSION_KEY)
         if held is None or held.pid != os.getpid():
-            held = _Connections(main.url)
+            held = _Connections(main.url, current_app.config["SQLALCHEMY_ENGINE_OPTIONS"].get("connect_args") or {})
             extensions[_EXTENSION_KEY] = held
     return held
 

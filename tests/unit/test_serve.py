@@ -3,6 +3,7 @@ environment out of each request's environ."""
 from __future__ import annotations
 
 import pytest
+from flask import Flask
 
 import serve
 
@@ -67,6 +68,31 @@ def test_the_environment_sets_the_defaults(monkeypatch):
     argv = started[0]
     assert argv[argv.index("--port") + 1] == "5123" and argv[argv.index("--workers") + 1] == "3"
     assert argv[argv.index("--blocking-threads") + 1] == str(serve.DEFAULT_THREADS)
+
+
+@pytest.mark.parametrize("value", ["thirty", "-5", "1.5"])
+def test_a_bad_statement_timeout_is_refused_before_anything_starts(value, capsys, monkeypatch):
+    monkeypatch.setenv("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", value)
+    monkeypatch.setattr(serve.os, "execv", _must_not_start)
+    with pytest.raises(SystemExit) as exit_:
+        serve.main([])
+    assert exit_.value.code == 2
+    assert "SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds" in capsys.readouterr().err
+
+
+def test_the_web_server_limits_each_statement_and_other_processes_do_not():
+    from config import Config
+    assert serve.web_config().STATEMENT_TIMEOUT_SECONDS == Config.WEB_STATEMENT_TIMEOUT_SECONDS == 30
+    assert Config.STATEMENT_TIMEOUT_SECONDS == 0  # workers, migrations and the CLI
+
+
+def test_the_served_app_is_built_with_the_web_config(monkeypatch):
+    import app as app_module
+    built = []
+    monkeypatch.setattr(app_module, "create_app", lambda config: built.append(config) or Flask("served"))
+    served = serve.wsgi_app()
+    assert built[0].STATEMENT_TIMEOUT_SECONDS == 30
+    assert isinstance(served.wsgi_app, type(serve.without_process_environment(None)))
 
 
 def _must_not_start(*_args):
