@@ -58,4 +58,4 @@ def create_bench_app():
     app.add_url_rule("/bench/hello", "bench_hello", hello)
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", _count)
     app.wsgi_app = serve.without_process_environment(Timing(app.wsgi_app))
-    return app
+    return serve.ready_to_serve(app)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from markupsafe import Markup
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
@@ -29,32 +30,42 @@ class CardRefusal:
         return self.message
 
 
-def _per_status_memo():
-    """What a card's move menu needs depends on its status (and the status before a block)
-    only: compute each status's moves, and render each of its menu parts, once per board.
+@dataclass(frozen=True)
+class CardMenu:
+    """The "Move to…" menu of the cards of one status (and status before a block) on one
+    board: the moves, the card's data-moves attribute, and the menu rendered once with
+    CARD_SLOT where each card's number goes (half the board's render time was this menu,
+    card by card)."""
+    key: str
+    moves: list
+    data_moves: Markup
+    details: Markup | None  # None: no moves from this status
 
-    `card_part(key, macro, *args)` returns the macro's output for `key`, calling the
-    macro the first time; the output is Jinja's own (escaped) markup, kept as it is."""
-    moves: dict = {}
-    parts: dict = {}
+    def for_card(self, number: int) -> Markup:
+        return Markup(self.details.replace(CARD_SLOT, str(number)))
 
-    def allowed_moves(experiment, role: str = "owner"):
-        key = (experiment.status, experiment.status_before_block, role)
-        if key not in moves:
-            moves[key] = board_moves.options(experiment, role)
-        return moves[key]
 
-    def card_part(key: str, macro, *args):
-        if key not in parts:
-            parts[key] = macro(*args)
-        return parts[key]
+def _card_menus(move_url_pattern: str):
+    """`card_menu(experiment, move_data, move_details)` for the board's template: the card's
+    CardMenu, made with the template's two macros the first time its status is seen."""
+    menus: dict = {}
 
-    return allowed_moves, card_part
+    def card_menu(experiment, move_data, move_details) -> CardMenu:
+        status_key = (experiment.status, experiment.status_before_block)
+        menu = menus.get(status_key)
+        if menu is None:
+            moves = board_moves.options(experiment, "owner")
+            details = move_details(moves, CARD_SLOT, experiment.status, move_url_pattern) if moves else None
+            menu = menus[status_key] = CardMenu(f"{status_key[0]}|{status_key[1] or ''}", moves,
+                                                move_data(moves), details)
+        return menu
+
+    return card_menu
 
 
 def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
     columns = experiments.board(filters)
-    allowed_moves, card_part = _per_status_memo()
+    move_url_pattern = _url_with_slot("board.move", **filters.as_args())
     with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards
                  if not e.pod_free]
     return {
@@ -69,10 +80,8 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "card_errors": card_errors or {},
         "version": experiments.board_version(),
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
-        "allowed_moves": allowed_moves,
-        "card_part": card_part,
+        "card_menu": _card_menus(move_url_pattern),
         "card_slot": CARD_SLOT,
-        "move_url_pattern": _url_with_slot("board.move", **filters.as_args()),
         "detail_url_pattern": _url_with_slot("experiments.detail"),
     }
 

@@ -229,6 +229,29 @@ def test_done_columns_show_the_latest_few_and_link_to_the_rest(app, client, owne
     assert "2 more in the table" in text(page)
 
 
+
+def test_each_finished_column_has_its_own_newest_few_and_count_under_a_filter(app, client, owner, make_experiment,
+                                                                              monkeypatch):
+    """Done and Closed each show their own newest cards and their own "N more", counted
+    under the board's filter (one query finds both columns' cards)."""
+    monkeypatch.setitem(app.config, "BOARD_DONE_LIMIT", 2)
+    done = [make_experiment(f"Probe finished {i}", status="completed") for i in range(4)]
+    make_experiment("Unrelated finished", status="completed")
+    closed = [make_experiment(f"Probe closed {i}", status="cancelled") for i in range(3)]
+    _imported_status(app, closed[0], "failed")
+    with app.app_context():  # the failed one becomes the newest closed card
+        db.session.execute(sa.update(Experiment).where(Experiment.number == closed[0]).values(
+            updated_at=clock.utcnow() + timedelta(minutes=1)))
+        db.session.commit()
+    page = client.get("/?q=Probe")
+    placed = dict(columns(page))
+    assert sorted(placed["done"]) == sorted(done[-2:])
+    assert sorted(placed["closed"]) == sorted([closed[0], closed[-1]])
+    assert "2 more in the table" in text(page) and "1 more in the table" in text(page)
+    everything = dict(columns(client.get("/")))
+    assert len(everything["done"]) == 2 and "Unrelated finished" in text(client.get("/"))
+
+
 OWNER_TURN = ["awaiting_clarifications", "plan_pending", "blocked"]
 
 
