@@ -35,17 +35,6 @@ def seed_experiment(app, events: int) -> int:
         return experiment.number
 
 
-def vacuum() -> None:
-    """VACUUM ANALYZE (outside a transaction): the visibility map lets the fingerprint count
-    an experiment's events from its index alone, as it does on a live server once
-    autovacuum has passed after a burst of inserts (PostgreSQL 13+ vacuums after inserts)."""
-    import sqlalchemy as sa
-    engine = sa.create_engine(harness.DB_URL, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text("VACUUM ANALYZE"))
-    engine.dispose()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=8)
@@ -56,7 +45,7 @@ def main() -> None:
     harness.create_owner(app)
     small = seed_experiment(app, 10)
     number = seed_experiment(app, args.events)
-    vacuum()
+    harness.vacuum_analyze()
     with harness.Server() as server:
         client = harness.login(server.url)
         polls = {}

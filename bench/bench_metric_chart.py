@@ -72,17 +72,6 @@ def seed(app, points: int, pods: int, title: str) -> int:
         return experiment.number
 
 
-def vacuum() -> None:
-    """VACUUM ANALYZE (outside a transaction), what autovacuum does on a live server after a
-    burst of inserts: fresh statistics for the planner."""
-    import sqlalchemy as sa
-    engine = sa.create_engine(harness.DB_URL, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text("VACUUM ANALYZE metric_chunks"))
-        conn.execute(sa.text("VACUUM ANALYZE metric_series"))
-    engine.dispose()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=100_000)
@@ -93,7 +82,7 @@ def main() -> None:
     one = seed(app, args.points, 1, "Chart bench, one run")
     four = seed(app, args.points, 4, "Chart bench, four runs")
     small = seed(app, 1000, 1, "Chart bench, small")
-    vacuum()
+    harness.vacuum_analyze("metric_chunks", "metric_series")
     with harness.Server() as server:
         client = harness.login(server.url)
         single = harness.sample(client, f"/experiments/{one}/metrics/data?name=loss", args.requests)

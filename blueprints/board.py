@@ -9,8 +9,10 @@ from markupsafe import Markup
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
+from blueprints.filters import age
 from services import board_moves, cost_ledger, experiments, registry
 from services.dispatch.view import board_progress
+from services.clock import utcnow
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)
@@ -63,21 +65,44 @@ def _card_menus(move_url_pattern: str):
     return card_menu
 
 
+@dataclass(frozen=True)
+class CardFacts:
+    """What a card shows besides its experiment's own fields, gathered for all the cards in
+    one pass: in the template each of these was a call of its own per card, and a call
+    from a template costs several microseconds, times 274 cards."""
+    live: tuple | None          # the pods' (progress %, message), for a card that has pods running
+    spent: cost_ledger.Ledger | None
+    refusal: CardRefusal | None
+    moment_iso: str             # when the experiment last moved, for the age's tooltip
+    age: str
+
+
+def _card_facts(cards: list, pod_progress: dict, card_spend: dict, card_errors: dict) -> dict:
+    now = utcnow()
+    facts = {}
+    for experiment in cards:
+        moment = experiment.last_event_at or experiment.created_at
+        facts[experiment.id] = CardFacts(pod_progress.get(experiment.id), card_spend.get(experiment.id),
+                                         card_errors.get(experiment.number), moment.isoformat(), age(moment, now))
+    return facts
+
+
 def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
     columns = experiments.board(filters)
+    cards = [e for c in columns for e in c.cards]
     move_url_pattern = _url_with_slot("board.move", **filters.as_args())
     with_pods = [e.id for c in columns if c.key in ("implementing", "running", "blocked") for e in c.cards
                  if not e.pod_free]
+    # Live pod progress for the cards that can have pods, in one query for all; every
+    # card's spend so far (agents + GPU), in two queries for the whole board.
+    facts = _card_facts(cards, board_progress(with_pods), cost_ledger.ledgers_for(cards, with_estimates=False),
+                        card_errors or {})
     return {
         "columns": columns,
-        # Live pod progress and spend for the cards that can have pods: one query for all.
-        "pod_progress": board_progress(with_pods),
-        # Every card's spend so far (agents + GPU), in two queries for the whole board.
-        "card_spend": cost_ledger.ledgers_for([e for c in columns for e in c.cards], with_estimates=False),
+        "card_facts": facts,
         "filters": filters,
         "tags": experiments.all_tags(),
         "kinds": registry.EXPERIMENT_KINDS,
-        "card_errors": card_errors or {},
         "version": experiments.board_version(),
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
         "card_menu": _card_menus(move_url_pattern),

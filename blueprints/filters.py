@@ -11,11 +11,11 @@ from services import events, registry
 from services.clock import utcnow
 
 
-def age(moment: datetime | None) -> str:
-    """'just now', '5m', '3h', '2d', '7w' — compact for cards."""
+def age(moment: datetime | None, now: datetime | None = None) -> str:
+    """'just now', '5m', '3h', '2d', '7w' — compact for cards. `now` for many at once."""
     if moment is None:
         return ""
-    seconds = max(0, int((utcnow() - moment).total_seconds()))
+    seconds = max(0, int(((now or utcnow()) - moment).total_seconds()))
     for unit, size in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
