@@ -30,4 +30,10 @@ def among(column, ids) -> sa.ColumnElement:
     ids = list(ids)
     if db.engine.dialect.name != "postgresql":
         return column.in_(ids)
+    if ids and all(isinstance(value, uuid.UUID) for value in ids):
+        # UUIDs travel as one array literal that PostgreSQL casts: psycopg dumps a list
+        # element by element, with a quoting check on each (0.7 ms for the board's 256
+        # ids, three times per board). A UUID's text is hex and dashes: nothing to quote.
+        literal = "{" + ",".join(map(str, ids)) + "}"
+        return column == sa.any_(sa.cast(sa.bindparam(None, literal, type_=sa.Text), postgresql.ARRAY(column.type)))
     return column == sa.any_(sa.bindparam(None, ids, type_=postgresql.ARRAY(column.type)))

@@ -86,3 +86,10 @@ def test_pod_watcher_may_only_move_queued_to_running():
     """Does the system role reach `running` only from `queued` (SPEC §2.3 lesson)?"""
     sources = {s for s in registry.STATUS_NAMES if "running" in moves(s, "system")}
     assert sources == {"queued"}
+
+
+def test_no_owner_move_depends_on_the_kind():
+    """The board makes each status's move menu once for all its cards (blueprints/board.py),
+    which is right only while the owner's moves depend on the status alone, never on the
+    experiment's kind: a kind-specific owner rule would show a survey an experiment's menu."""
+    assert [rule for rule in lifecycle.TRANSITIONS if "owner" in rule.who and rule.kinds is not None] == []
