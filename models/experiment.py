@@ -11,7 +11,34 @@ from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services import registry
 
 
-class Experiment(UUIDPrimaryKey, TimestampMixin, db.Model):
+class StatusFacts:
+    """What follows from an experiment's status and kind alone: shared by the model and by
+    the board's plain card rows (services/experiments.py::BoardCard)."""
+    __slots__ = ()
+
+    @property
+    def turn(self) -> str:
+        return registry.turn_for(self.status)
+
+    @property
+    def status_info(self) -> registry.Status:
+        return registry.STATUS_BY_NAME[self.status]
+
+    @property
+    def owner_turn(self) -> bool:
+        return self.status in registry.OWNER_TURN_STATUSES
+
+    @property
+    def pod_free(self) -> bool:
+        """A survey or infra task: its result is a write-up, and nothing is dispatched."""
+        return self.kind in registry.POD_FREE_KINDS
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in registry.TERMINAL_STATUSES
+
+
+class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
     __tablename__ = "experiments"
     __table_args__ = (
         one_of("status", registry.STATUS_NAMES),
@@ -62,27 +89,6 @@ class Experiment(UUIDPrimaryKey, TimestampMixin, db.Model):
     last_event_at: Mapped[datetime | None]
 
     parent = relationship("Experiment", remote_side="Experiment.id", lazy="raise_on_sql")
-
-    @property
-    def turn(self) -> str:
-        return registry.turn_for(self.status)
-
-    @property
-    def status_info(self) -> registry.Status:
-        return registry.STATUS_BY_NAME[self.status]
-
-    @property
-    def owner_turn(self) -> bool:
-        return self.status in registry.OWNER_TURN_STATUSES
-
-    @property
-    def pod_free(self) -> bool:
-        """A survey or infra task: its result is a write-up, and nothing is dispatched."""
-        return self.kind in registry.POD_FREE_KINDS
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in registry.TERMINAL_STATUSES
 
 
 class Counter(db.Model):
