@@ -747,9 +747,12 @@ class FakeAnthropic:
                 self.send_header("Connection", "close")
                 self.send_header("request-id", f"req_fake_{next(_ids):04d}")
                 self.end_headers()
-                for name, data in fake._events(message):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
+                try:
+                    for name, data in fake._events(message):
+                        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client hung up mid-stream (a cancelled or killed run): the API just stops
                 self.close_connection = True
 
             def do_POST(self):
