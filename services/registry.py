@@ -252,3 +252,6 @@ REVIEW_VERDICTS = ["pass", "needs_targeted_fix", "blocked_needs_user_decision",
                    "fail_not_worth_continuing"]
 REVIEW_MAX_ROUNDS = 3
 
+# A planning request that arrived while the previous planner was still on its last turn
+# (services/agents/orchestration.py); a run event type.
+QUEUED_PLANNING_EVENT = "planning_queued"

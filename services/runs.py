@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, Pod, RunEvent, User, db
-from services import experiments, lean_reads, lifecycle, registry
+from services import events, experiments, lean_reads, lifecycle, registry
 from services.clock import utcnow
 from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact, redact_data
@@ -279,7 +279,17 @@ def finish_cancel(run: AgentRun, actor) -> list:
             and run.parent_run_id is None:
         effects += lifecycle.transition(experiment, "blocked", actor, note=CANCEL_NOTE,
                                         metadata={"run_id": str(run.id)})
+    if experiment is not None and _planning_waited_on(run):
+        # The timeline promised that a new planning run starts as this one ends; it will not.
+        events.record(experiment, "note", actor,
+                      note=f"The planning request that waited on run {run.short_id} is dropped with the cancel; "
+                           "move the experiment back to planning to plan again.", metadata={"run_id": str(run.id)})
     return effects
+
+
+def _planning_waited_on(run: AgentRun) -> bool:
+    return bool(db.session.scalar(sa.select(sa.func.count(RunEvent.id)).where(
+        RunEvent.run_id == run.id, RunEvent.event_type == registry.QUEUED_PLANNING_EVENT)))
 
 
 def as_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:

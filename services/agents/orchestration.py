@@ -43,7 +43,7 @@ def active_run(experiment_id, kind: str, *, lock: bool = False) -> AgentRun | No
 
 
 # A planning request that arrived while the previous planner was still on its last turn.
-QUEUED_PLANNING_EVENT = "planning_queued"
+QUEUED_PLANNING_EVENT = registry.QUEUED_PLANNING_EVENT
 # Where a planner works; a queued request for an experiment moved elsewhere since is moot.
 PLANNING_STATUSES = ("clarifying", "planning")
 

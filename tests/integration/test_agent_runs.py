@@ -441,6 +441,38 @@ def test_a_rejection_during_the_planners_last_turn_starts_the_revision_as_it_end
         assert any("is finishing its last turn" in (n or "") for n in notes)
 
 
+def test_cancelling_a_planner_says_the_planning_request_waiting_on_it_is_dropped(app, fake_anthropic,
+                                                                                  make_experiment):
+    """The timeline said a new planning run starts when the finishing planner ends; the owner
+    then cancels that planner: the experiment is blocked, nothing starts, and the timeline
+    says the waiting request is dropped (it was dropped silently)."""
+    number = make_experiment("Cancelled while a revision waits", status="planning")
+    first_id = _start_planner(app, number, "plan")
+    owner = Actor("owner", "owner-1", "Owner")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        assert orchestration.start_planner(experiment.id, owner, {"note": "Use three seeds."}, mode="plan") is None
+        effects = runs.cancel_run(db.session.get(AgentRun, first_id), owner)
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        assert experiments.get_experiment(number).status == "blocked"
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id))) == 1
+        notes = db.session.scalars(sa.select(WorkflowEvent.note).where(WorkflowEvent.event_type == "note")).all()
+        assert any(f"The planning request that waited on run {str(first_id)[:8]} is dropped with the cancel" in (n or "")
+                   for n in notes)
+
+
+def test_cancelling_a_planner_with_nothing_waiting_adds_no_such_note(app, fake_anthropic, make_experiment):
+    number = make_experiment("Cancelled alone", status="planning")
+    first_id = _start_planner(app, number, "plan")
+    with app.app_context():
+        effects = runs.cancel_run(db.session.get(AgentRun, first_id), Actor("owner", "owner-1", "Owner"))
+        db.session.commit()
+        lifecycle.run_side_effects(effects)
+        notes = db.session.scalars(sa.select(WorkflowEvent.note).where(WorkflowEvent.event_type == "note")).all()
+        assert not any("is dropped with the cancel" in (n or "") for n in notes)
+
+
 def test_the_planners_own_move_never_queues_a_second_planner(app, fake_anthropic, make_experiment):
     """A planner moving its experiment on (clarifying → planning) is not a new request."""
     number = make_experiment("Own move", status="clarifying")
