@@ -13,8 +13,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from models import Experiment, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, registry
+from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from services import approvals, experiments, lifecycle, registry, runs
+from services.dispatch.provisioner import PROVISIONER
 from services.actors import Actor
 from services.clock import utcnow
 
@@ -161,9 +162,69 @@ def load_curated() -> int:
              "hypothesis": "Demo experiment — the data is illustrative."}, DEMO_OWNER,
             note="Demo experiment created.")
         walk_to(experiment, status)
+        _demo_dispatch(experiment)
         db.session.commit()
         count += 1
     return count
+
+
+# What the curated experiments past dispatch show in their Pods panel and on their card
+# (ARCHITECTURE: the demo has "pods with progress"; a "running" card said "No pods
+# dispatched"): one local pod each, with the epochs it posted. They are records only, as
+# the rest of the curated data: no process stands behind them, so they carry no provider
+# id (the watcher asks a provider only about pods it knows), the dispatch run waits on
+# nothing a sweep acts on, and the running pod's heartbeat goes stale as a real pod's
+# would if it stopped posting.
+_DISPATCH_OUTCOMES = {"running": "running", "verifying": "finished", "interpreting": "finished",
+                      "awaiting_promotion": "finished", "shared": "finished", "completed": "finished",
+                      "blocked": "crashed"}
+_EPOCHS = {"running": (6, 10), "finished": (10, 10), "crashed": (3, 10)}  # posted, of
+
+
+def _demo_dispatch(experiment: Experiment) -> None:
+    outcome = _DISPATCH_OUTCOMES.get(experiment.status)
+    if outcome is None or experiment.pod_free:
+        return
+    now = utcnow()
+    posted, total = _EPOCHS[outcome]
+    started = now - timedelta(minutes=3 + 2 * posted)
+    run_status = {"running": "waiting", "finished": "completed", "crashed": "failed"}[outcome]
+    run = runs.create_run(kind="experiment", agent=PROVISIONER, request="Demo: dispatch of the approved spec.",
+                          scope_id=experiment.id, runpod_account="local", status=run_status)
+    run.started_at = started
+    if outcome == "crashed":
+        run.failure_reason, run.last_error = "pod_exit_nonzero", "Pod exited with code 1: CUDA out of memory."
+    if run.terminal:
+        run.completed_at = now
+    rng = random.Random(experiment.title)
+    pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account="local",
+              name=f"sagan-{experiment.number}-demo-0", gpu_count=1, status="running",
+              last_started_at=started, uptime_seconds=int((now - started).total_seconds()),
+              metadata_={"demo": True})
+    db.session.add(pod)
+    db.session.flush()
+    loss = 2.3
+    for epoch in range(1, posted + 1):
+        loss *= 0.8 + 0.05 * rng.random()
+        at = started + timedelta(minutes=2 * epoch)
+        pct = round(100 * epoch / total, 1)
+        message = f"epoch {epoch}/{total} · loss {loss:.3f}"
+        db.session.add(PodProgressPost(pod_id=pod.id, seq=epoch, progress_pct=pct, message=message,
+                                       milestone="epoch", metrics={"loss": round(loss, 4)}, created_at=at))
+        pod.progress_pct, pod.progress_message, pod.progress_seq = pct, message, epoch
+        pod.last_progress_at = pod.last_heartbeat_at = at
+    if outcome == "running":
+        pod.last_heartbeat_at = now
+        return
+    ended = started + timedelta(minutes=2 * posted + 1)
+    pod.exit_code = 0 if outcome == "finished" else 1
+    pod.progress_message = ("experiment finished" if outcome == "finished"
+                            else "experiment exited with code 1 · err: CUDA out of memory")
+    pod.exited_at = pod.stopped_at = ended
+    pod.status, pod.stop_reason = "stopped", ("completed" if outcome == "finished" else "failure")
+    pod.uptime_seconds = int((ended - started).total_seconds())
+    db.session.add(PodProgressPost(pod_id=pod.id, seq=posted + 1, progress_pct=pod.progress_pct,
+                                   message=pod.progress_message, exit_code=pod.exit_code, created_at=ended))
 
 
 def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,

@@ -98,3 +98,44 @@ def test_numbers_continue_after_scale_data(app, runner, make_experiment):
     """After bulk data, does the next experiment get the next number?"""
     runner.invoke(args=["demo", "load", "--scale", "10"])
     assert make_experiment("After the bench") == 11
+
+
+def test_demo_experiments_past_dispatch_have_pods_with_progress_that_nothing_acts_on(app, runner):
+    """The running card has a pod with its epochs (it said "No pods dispatched"), finished
+    ones a stopped pod at 100 %, the crashed one its exit; a watcher pass and the run sweeps
+    leave these records as they are (no vanish, no block, no recovery)."""
+    from models import AgentRun, Pod
+    from services import parking, sweeps
+    from services.dispatch import watcher
+    runner.invoke(args=["demo", "load"])
+    with app.app_context():
+        by_status = {e.status: e for e in db.session.scalars(sa.select(Experiment))}
+        pods = {p.experiment_id: p for p in db.session.scalars(sa.select(Pod))}
+        live = pods[by_status["running"].id]
+        assert (live.status, live.progress_pct, live.progress_message) == ("running", 60.0, live.progress_message)
+        assert live.progress_message.startswith("epoch 6/10 · loss ")
+        assert pods[by_status["completed"].id].status == "stopped" and pods[by_status["completed"].id].exit_code == 0
+        assert pods[by_status["completed"].id].progress_pct == 100.0
+        assert pods[by_status["blocked"].id].exit_code == 1
+        assert by_status["reviewing"].id not in pods  # a survey: no pods
+        before = {(p.id, p.status) for p in db.session.scalars(sa.select(Pod))}
+        statuses = {e.id: e.status for e in db.session.scalars(sa.select(Experiment))}
+        watcher.watch()
+        sweeps.reconcile_runs()
+        parking.wake_ready_runs()
+        db.session.expire_all()
+        assert {(p.id, p.status) for p in db.session.scalars(sa.select(Pod))} == before
+        assert {e.id: e.status for e in db.session.scalars(sa.select(Experiment))} == statuses
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.status == "queued")) == 0
+
+
+def test_the_demo_running_card_shows_its_pods_progress(app, runner, client, owner):
+    runner.invoke(args=["demo", "load"])
+    with app.app_context():
+        number = db.session.scalar(sa.select(Experiment.number).where(Experiment.status == "running"))
+    board = client.get("/").text
+    card = board[board.index(f'id="card-{number}"'):]
+    card = card[:card.index("</article>")]
+    assert 'class="pod-progress"' in card and "60%" in card
+    page = client.get(f"/experiments/{number}").text
+    assert "No pods dispatched" not in page and f"sagan-{number}-demo-0" in page
