@@ -47,6 +47,16 @@ class Ledger:
         return bool(self.agent_runs or self.gpu_usd or self.gpu_unpriced or self.pods_running)
 
     @property
+    def burning(self) -> bool:
+        """Pods run now at a rate above zero, or at a rate nobody knows (local pods bill nothing)."""
+        return bool(self.burn_usd_per_hour or self.pods_running_unpriced)
+
+    @property
+    def worth_a_card(self) -> bool:
+        """Something was spent, is being spent, or has no price: a card never says "$0.00"."""
+        return bool(self.total_usd or self.price_unknown or self.burning)
+
+    @property
     def over_estimate(self) -> bool:
         return self.estimate_usd is not None and self.gpu_usd > self.estimate_usd
 

@@ -157,3 +157,23 @@ def test_the_ledger_is_a_constant_number_of_queries(app, make_experiment):
             counts.append(len(seen))
         assert len(ledgers) == 20 and all(ledger.agent_runs == 1 for ledger in ledgers.values())
     assert counts == [3, 3]
+
+
+def test_a_card_says_nothing_of_money_when_nothing_costs_any(app, owner, client, make_experiment):
+    """A local pod bills nothing: its card showed "$0.00 · $0.00/h". With an agent's spend
+    beside it, the card shows that spend and no burn rate."""
+    free, partly = make_experiment("Local only", status="running"), make_experiment("Local and agents", status="running")
+    with app.app_context():
+        _pod(_experiment(free), rate=None, uptime=600, account="local")
+        _pod(_experiment(partly), rate=None, uptime=600, account="local")
+        _run(_experiment(partly), model="claude-haiku-4-5", cost=0.12)
+        db.session.commit()
+    board = client.get("/").get_data(as_text=True)
+
+    def card(number):
+        html = board[board.index(f'id="card-{number}"'):]
+        return html[:html.index("</article>")]
+
+    assert "card-spend" not in card(free) and "$0.00" not in card(free)
+    spend = re.search(r'<span class="card-spend"[^>]*>(.*?)</span>', card(partly)).group(1)
+    assert spend == "$0.12"  # no " · $0.00/h" for the local pod
