@@ -39,7 +39,6 @@ class CardMenu:
     board: the moves, the card's data-moves attribute, and the menu rendered once with
     CARD_SLOT where each card's number goes (half the board's render time was this menu,
     card by card)."""
-    key: str
     moves: list
     data_moves: Markup
     details: Markup | None  # None: no moves from this status
@@ -59,8 +58,7 @@ def _card_menus(move_url_pattern: str):
         if menu is None:
             moves = board_moves.options(experiment, "owner")
             details = move_details(moves, CARD_SLOT, experiment.status, move_url_pattern) if moves else None
-            menu = menus[status_key] = CardMenu(f"{status_key[0]}|{status_key[1] or ''}", moves,
-                                                move_data(moves), details)
+            menu = menus[status_key] = CardMenu(moves, move_data(moves), details)
         return menu
 
     return card_menu

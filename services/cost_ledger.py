@@ -43,10 +43,6 @@ class Ledger:
         return bool(self.agents_unpriced or self.gpu_unpriced)
 
     @property
-    def has_spend(self) -> bool:
-        return bool(self.agent_runs or self.gpu_usd or self.gpu_unpriced or self.pods_running)
-
-    @property
     def burning(self) -> bool:
         """Pods run now at a rate above zero, or at a rate nobody knows (local pods bill nothing)."""
         return bool(self.burn_usd_per_hour or self.pods_running_unpriced)

@@ -524,18 +524,27 @@ def stop_pod(pod: Pod, reason: str, *, actor: Actor | None = None) -> None:
     pod.stop_reason = reason
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_stop_requested", pod.name, {"pod_id": str(pod.id), "reason": reason})
+    stop_at_provider(pod, f"{pod.name} stopped; volume kept.")
+
+
+def stop_at_provider(pod: Pod, stopped_note: str, *, record_failure: bool = True) -> bool:
+    """Ask the provider to stop a pod marked `stop_requested`; True once it is `stopped`.
+    A refusal keeps it `stop_requested` with the provider's reason in `last_error` (the
+    watcher asks again on its next pass, without a run event each time: record_failure).
+    Caller commits."""
     try:
         if pod.provider_pod_id:
             backend_for(pod.account).stop(pod.provider_pod_id)
-        pod.status = "stopped"
-        pod.stopped_at = utcnow()
-        if pod.agent_run_id:
-            runs.append_event(pod.agent_run_id, "pod_stopped", f"{pod.name} stopped; volume kept.",
-                              {"pod_id": str(pod.id), "reason": reason})
     except BackendError as exc:
         pod.last_error = exc.message[:4000]
-        if pod.agent_run_id:
+        if pod.agent_run_id and record_failure:
             runs.append_event(pod.agent_run_id, "pod_stop_failed", exc.message, {"pod_id": str(pod.id)})
+        return False
+    pod.status = "stopped"
+    pod.stopped_at = utcnow()
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_stopped", stopped_note, {"pod_id": str(pod.id), "reason": pod.stop_reason})
+    return True
 
 
 def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,

@@ -20,7 +20,7 @@ from services.errors import Conflict
 from services.dispatch import verify
 from services.dispatch.backends.base import BackendError, backend_for
 from services.dispatch.pods import pods_of
-from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_pod
+from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_at_provider, stop_pod
 from services.dispatch.spec import pod_noun
 from services.parking import wake_parent_if_ready
 
@@ -135,27 +135,20 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
                           {"pod_id": str(pod.id), "status": pod.status, "cost_per_hr": found.cost_per_hr,
                            "uptime": found.uptime_seconds})
     if pod.status == "stop_requested":
-        _retry_stop(pod, now)
+        _retry_stop(pod)
     elif keep_alive_over(pod, now):
         # The bootstrap waits after its script instead of exiting (an exited container is
         # restarted on RunPod): ending keep-alive is ours to do.
         stop_pod(pod, "completed")
 
 
-def _retry_stop(pod: Pod, now) -> None:
+def _retry_stop(pod: Pod) -> None:
     """A stop the provider refused (its retries spent) and the pod still up: asked again
     on every pass until it holds. Nothing else would stop it — a failed dispatch's
     experiment is blocked, and no new saga may come to clear its leftovers — and it bills
     by the hour meanwhile."""
-    try:
-        backend_for(pod.account).stop(pod.provider_pod_id)
-    except BackendError as exc:
-        pod.last_error = exc.message[:4000]
+    if not stop_at_provider(pod, f"{pod.name} stopped on a later try; volume kept.", record_failure=False):
         return
-    pod.status, pod.stopped_at = "stopped", now
-    if pod.agent_run_id:
-        runs.append_event(pod.agent_run_id, "pod_stopped", f"{pod.name} stopped on a later try; volume kept.",
-                          {"pod_id": str(pod.id), "reason": pod.stop_reason})
     experiment = db.session.get(Experiment, pod.experiment_id)
     if experiment is not None:
         events.record(experiment, "note", SYSTEM,
