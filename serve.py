@@ -98,6 +98,17 @@ def web_config():
     return config
 
 
+def environment_problem() -> str | None:
+    """What is wrong with the environment each worker reads as it builds the app
+    (web_config), or None: `python -m serve` and `make run` refuse it before anything
+    starts, rather than as a traceback in every worker."""
+    timeout = os.environ.get("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", "").strip()
+    if timeout and not timeout.isdigit():
+        return (f"SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds (0: no limit), "
+                f"not {timeout!r}")
+    return None
+
+
 def without_process_environment(wsgi_app):
     """`wsgi_app` behind the layer that drops the process environment from each environ."""
     return _WithoutProcessEnvironment(wsgi_app)
@@ -137,12 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         parser.error("--workers and --threads must be at least 1")
-    # Read by each worker as it builds the app (web_config): refused here, before anything
-    # starts, rather than as a traceback in every worker.
-    timeout = os.environ.get("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", "").strip()
-    if timeout and not timeout.isdigit():
-        parser.error(f"SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds (0: no limit), "
-                     f"not {timeout!r}")
+    problem = environment_problem()
+    if problem:
+        parser.error(problem)
     argv_ = command(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
                     log_level=args.log_level)
     # Replace this process, so a service manager's signals reach granian itself.

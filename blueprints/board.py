@@ -12,8 +12,8 @@ from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from blueprints.filters import age
 from services import board_moves, cost_ledger, experiments, registry
-from services.dispatch.view import board_progress
 from services.clock import utcnow
+from services.dispatch.view import board_progress
 from services.errors import SaganError
 
 bp = Blueprint("board", __name__)

@@ -109,7 +109,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind the web server to (default 127.0.0.1: this machine only)")
     parser.add_argument("--web-workers", type=int, default=2, help="web server worker processes (default 2)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    problem = serve.environment_problem()
+    if problem:
+        parser.error(problem)
+    return args
 
 
 class Stack:

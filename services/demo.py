@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
 from services import approvals, experiments, lifecycle, registry, runs
-from services.dispatch.provisioner import PROVISIONER
 from services.actors import Actor
 from services.clock import utcnow
+from services.dispatch.provisioner import PROVISIONER
 
 DEMO_AGENT = Actor("agent", None, "demo agent")
 DEMO_SYSTEM = Actor.system("Sagan (demo)")

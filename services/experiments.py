@@ -415,12 +415,13 @@ def board(filters: BoardFilters) -> list[BoardColumn]:
     finished = (sa.select(*CARD_COLUMNS, *totals)
                 .where(Experiment.id.in_(newest)).order_by(Experiment.updated_at.desc()))
     width = len(_CARD_FIELDS)
+    total_at = {key: width + i for i, key in enumerate(finished_columns)}  # where each column's total sits
     for row in db.session.execute(finished):
         card = BoardCard._make(row[:width])
         key = card.status_info.column
         column = columns[key]
         column.cards.append(card)
-        column.more = max(0, row[width + list(finished_columns).index(key)] - limit)
+        column.more = max(0, row[total_at[key]] - limit)
     return list(columns.values())
 
 

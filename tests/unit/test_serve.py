@@ -2,10 +2,16 @@
 environment out of each request's environ."""
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from flask import Flask
 
 import serve
+
+_spec = importlib.util.spec_from_file_location("run_embedded", serve.ROOT / "scripts" / "run_embedded.py")
+run_embedded = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_embedded)
 
 
 def test_the_command_serves_the_factory_with_bounded_threads():
@@ -76,6 +82,15 @@ def test_a_bad_statement_timeout_is_refused_before_anything_starts(value, capsys
     monkeypatch.setattr(serve.os, "execv", _must_not_start)
     with pytest.raises(SystemExit) as exit_:
         serve.main([])
+    assert exit_.value.code == 2
+    assert "SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["thirty", "-5"])
+def test_make_run_refuses_a_bad_statement_timeout_before_anything_starts(value, capsys, monkeypatch):
+    monkeypatch.setenv("SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS", value)
+    with pytest.raises(SystemExit) as exit_:
+        run_embedded.parse_args([])
     assert exit_.value.code == 2
     assert "SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds" in capsys.readouterr().err
 
