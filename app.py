@@ -10,6 +10,7 @@ from flask_wtf.csrf import CSRFProtect
 from htmx_flask import Htmx
 
 from config import INSTANCE_DIR, Config
+from front.gate import RequestGate
 from models import db
 from services.agents import model_api
 from services.trusted_proxies import TrustedProxyFix, parse as parse_trusted_proxies
@@ -55,6 +56,9 @@ def create_app(config: Config | type | None = None) -> Flask:
     # address as Flask does.
     quiet_polls.init_app(app)
     lean_ingest.init_app(app)
+    # Outside both, so a slow body never holds a thread that runs the app (front/gate.py);
+    # inside the proxy fix, so its per-client limit counts clients, not the proxy.
+    app.wsgi_app = RequestGate.from_config(app.wsgi_app, app.config)
     app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
     import cli

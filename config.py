@@ -86,6 +86,14 @@ class Config:
     WTF_CSRF_TIME_LIMIT = _env_int("SAGAN_CSRF_TIME_LIMIT", 12 * 3600)
     WTF_CSRF_HEADERS = ["X-CSRFToken"]
     MAX_CONTENT_LENGTH = _env_int("SAGAN_MAX_REQUEST_BYTES", 2 * 1024 * 1024)
+    # Threads of a web worker that may wait for a request body's bytes at once, in all and for
+    # one client address (front/gate.py): a slow or stalled upload holds one of these, never
+    # a thread that pages, polls and /healthz need.
+    WEB_BODY_READERS = _env_int("SAGAN_WEB_BODY_READERS", 24)
+    WEB_BODY_READERS_PER_CLIENT = _env_int("SAGAN_WEB_BODY_READERS_PER_CLIENT", 8)
+    # Requests that run the app's code at once in a web worker; the web server sets it to its
+    # threads (serve.py). 0: no limit (tests, the CLI).
+    WEB_APP_SLOTS = 0
     # Reverse proxies whose X-Forwarded-For / -Proto are believed (services/trusted_proxies.py).
     SAGAN_TRUSTED_PROXIES = os.environ.get("SAGAN_TRUSTED_PROXIES", "")
 

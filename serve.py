@@ -23,21 +23,31 @@ import argparse
 import gc
 import importlib.metadata
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from flask import Flask
 
+from front import gate
+
 ROOT = Path(__file__).resolve().parent
 
 DEFAULT_WORKERS = 2
-# Threads per worker process that run the WSGI app. The app's work is short (a poll, a
-# form, a post) and partly waits on PostgreSQL, so a second thread keeps a process busy;
-# more only queue on the GIL (8 threads gave 20% fewer posts/s than 2 on the bench).
+# Threads per worker process that run the app's code (front/gate.py's app slots). The app's
+# work is short (a poll, a form, a post) and partly waits on PostgreSQL, so a second thread
+# keeps a process busy; more only queue on the GIL (8 threads gave 20% fewer posts/s than 2
+# on the bench).
 DEFAULT_THREADS = 2
-# Requests a worker takes on at once; the rest wait in the kernel's backlog, where another
-# worker can take them. Twice the threads: the next request is parsed while one finishes.
-BACKPRESSURE_PER_THREAD = 2
+# Threads of a worker beyond the app slots and the body readers: whatever waits on slow
+# uploads, a request without a body always finds one of these.
+SPARE_THREADS = 4
+# Connections a worker holds open at once. granian takes one permit per connection for its
+# whole life, idle keep-alive time included, and accepts nothing past the limit: at 4 (the
+# old setting) a laptop's and a phone's browsers kept every permit and new requests waited
+# 20-30 s for an idle connection to time out. An idle connection costs a few KB in granian,
+# nothing in Python.
+CONNECTIONS_PER_WORKER = 512
 GRACEFUL_SECONDS = 10
 
 # Keys of a request's environ that describe the request itself: never dropped by
@@ -52,14 +62,26 @@ _REQUEST_KEYS = frozenset({
 def command(*, host: str, port: int, workers: int = DEFAULT_WORKERS, threads: int = DEFAULT_THREADS,
             log_level: str = "info", target: str = "serve:wsgi_app") -> list[str]:
     """The argv that serves Sagan on host:port: granian, WSGI, `target` an app factory
-    (this module's, or the benches' timing app) imported from the project's root."""
-    return [sys.executable, "-m", "granian", "--interface", "wsgi", "--factory", target,
+    (this module's, or the benches' timing app) imported from the project's root.
+
+    `threads` are each worker's app slots; granian's blocking threads are those plus the
+    body readers (SAGAN_WEB_BODY_READERS) and SPARE_THREADS. The workers learn the slot
+    count from SAGAN_WEB_THREADS, set here for them (`env`), whoever starts the server."""
+    return [shutil.which("env") or "/usr/bin/env", f"SAGAN_WEB_THREADS={threads}",
+            sys.executable, "-m", "granian", "--interface", "wsgi", "--factory", target,
             "--working-dir", str(ROOT), "--host", host, "--port", str(port), "--workers", str(workers),
-            "--blocking-threads", str(threads), "--backpressure", str(threads * BACKPRESSURE_PER_THREAD),
+            "--blocking-threads", str(threads + body_readers() + SPARE_THREADS),
+            "--backpressure", str(CONNECTIONS_PER_WORKER),
             # A worker that dies (out of memory, a segfault in a C extension) is replaced.
             "--respawn-failed-workers", "--workers-kill-timeout", str(GRACEFUL_SECONDS),
             # htmx polls and plain HTTP only: no websockets.
             "--no-ws", "--log-level", log_level]
+
+
+def body_readers() -> int:
+    """SAGAN_WEB_BODY_READERS as the app reads it (front/gate.py)."""
+    from config import Config  # here for the same reason as create_app in wsgi_app
+    return Config.WEB_BODY_READERS
 
 
 def granian_version() -> str:
@@ -95,6 +117,7 @@ def web_config():
     from config import Config  # here for the same reason as create_app above
     config = Config()
     config.STATEMENT_TIMEOUT_SECONDS = config.WEB_STATEMENT_TIMEOUT_SECONDS
+    config.WEB_APP_SLOTS = int(os.environ.get("SAGAN_WEB_THREADS") or DEFAULT_THREADS)
     return config
 
 
@@ -106,7 +129,13 @@ def environment_problem() -> str | None:
     if timeout and not timeout.isdigit():
         return (f"SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds (0: no limit), "
                 f"not {timeout!r}")
-    return None
+    counts = {}
+    for name in ("SAGAN_WEB_BODY_READERS", "SAGAN_WEB_BODY_READERS_PER_CLIENT"):
+        raw = os.environ.get(name, "").strip()
+        if raw and not raw.isdigit():
+            return f"{name} must be a whole number, not {raw!r}"
+        counts[name] = int(raw) if raw else 1
+    return gate.settings_problem(*counts.values())
 
 
 def without_process_environment(wsgi_app):

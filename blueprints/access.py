@@ -91,6 +91,10 @@ def _refuse_oversized_body() -> None:
         raise TooLarge(f"The request is too large: {request.content_length:,} bytes; the limit here is {limit:,}.")
 
 
+def _has_body() -> bool:
+    return bool(request.content_length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+
+
 def rule_for(endpoint: str | None) -> tuple[str, str | None] | None:
     if endpoint == "static":
         return ("public", None)
@@ -224,7 +228,11 @@ def enforce() -> object | None:
             if not pod_tokens.could_be_token(secret):
                 return refuse_pod_token()
             g.pod_token_digest = pod_tokens.digest(secret)
-            return None  # the view's statement checks the token; bearer requests need no CSRF check
+            # The token before the body: a stranger's upload is refused before any of it
+            # is waited for (front/gate.py). The view's statement still checks it as it writes.
+            if _has_body() and not pod_tokens.check_before_body(g.pod_token_digest):
+                return refuse_pod_token()
+            return None  # bearer requests need no CSRF check
         found = pod_tokens.pod_for_token(secret)
         if found is None:
             return refuse_pod_token()

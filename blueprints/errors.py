@@ -73,7 +73,10 @@ def init_app(app: Flask) -> None:
         status = error.code or 500
         message = {404: "Nothing here.",
                    413: "That request is too large."}.get(status, error.description)
-        return error_response(status, CODES.get(status, "error"), message, error.name)
+        response = error_response(status, CODES.get(status, "error"), message, error.name)
+        if getattr(error, "retry_after", None) is not None:  # werkzeug's 429 and 503 may carry one
+            response.headers["Retry-After"] = str(error.retry_after)
+        return response
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):

@@ -37,6 +37,7 @@ from blueprints import access, security_headers
 from services import input_shape, lean_reads
 from services.dispatch import progress
 from services.dispatch import tokens as pod_tokens
+from services.clock import utcnow
 from services.errors import SaganError
 
 PATH = "/api/progress"
@@ -77,6 +78,9 @@ class LeanIngest:
                 or "HTTP_TRANSFER_ENCODING" in environ
                 or access.limited_here(environ.get("REMOTE_ADDR") or "unknown")):
             return None
+        token_digest = pod_tokens.digest(secret)
+        if not pod_tokens.known_valid(token_digest) and not self._token_found(token_digest):
+            return None  # the view's access rule answers 401, before the body too
         raw = environ["wsgi.input"].read(length)
         # From here on Flask must find the body as it came, whatever this layer decides.
         environ["wsgi.input"] = io.BytesIO(raw)
@@ -92,7 +96,7 @@ class LeanIngest:
             if post.exit_code is not None or post.is_bootstrap or not lean_reads.available():
                 return None
             try:
-                recorded = progress.record_progress_for_token_lean(pod_tokens.digest(secret), post)
+                recorded = progress.record_progress_for_token_lean(token_digest, post)
             except sa.exc.SQLAlchemyError:
                 return None  # the view runs it again, or answers 503 with the usual page
             if recorded is None:
@@ -100,6 +104,21 @@ class LeanIngest:
             answer = {"ok": True, "id": str(recorded.event_id) if recorded.created else None,
                       "duplicate": not recorded.created}
             return _as_flask_json(self.app, answer)
+
+    def _token_found(self, token_digest: str) -> bool:
+        """Look up a token this process has not seen lately, before its body is read: a
+        stranger's post waits for none of its bytes (front/gate.py)."""
+        with self.app.app_context():
+            if not lean_reads.available():
+                return False
+            params = {"token_digest": token_digest, "ended_after": pod_tokens.ended_after(utcnow())}
+            try:
+                found = lean_reads.first_row(pod_tokens.VALID_POD, params) is not None
+            except sa.exc.SQLAlchemyError:
+                return False  # the view's path says what it says
+        if found:
+            pod_tokens.remember_valid(token_digest)
+        return found
 
     def _check_route(self) -> None:
         """PATH must still be the view's, under the `pod` rule with the token checked in its

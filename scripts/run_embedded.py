@@ -96,6 +96,12 @@ def masked(url: str) -> str:
     return url
 
 
+# granian warns at every start that the web server may spawn more threads than the cores
+# can run; most of them only ever wait for slow request bodies (front/gate.py), and only
+# SAGAN_WEB_THREADS run the app at once. The owner has nothing to act on, so it is not shown.
+GRANIAN_THREAD_WARNING = b"seems quite high compared to the number of CPU cores"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run Sagan's embedded default stack (what `make run` does).")
     parser.add_argument("--demo", action="store_true",
@@ -309,6 +315,8 @@ class Stack:
     def _forward(self, stream, sink) -> None:
         for line in iter(stream.readline, b""):
             self.last_output = time.monotonic()
+            if GRANIAN_THREAD_WARNING in line:
+                continue
             sink.buffer.write(line)
             sink.flush()
 

@@ -3,6 +3,7 @@ valid for that pod's progress and artifact posts until 15 minutes after it stops
 from __future__ import annotations
 
 import secrets
+import time
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -42,6 +43,10 @@ VALID_POD_SQL = f"""
 """
 
 
+# The same, as a statement for the lean ingest layer's own connection.
+VALID_POD = sa.text(VALID_POD_SQL)
+
+
 def pod_for_token(secret: str | None):
     """The pod a bearer token belongs to, if the token is still valid.
 
@@ -65,3 +70,37 @@ def pod_for_digest(token_digest: str):
         if ended_at is None or ended_at < ended_after(utcnow()):
             return None
     return pod
+
+
+# Digests of tokens this process found valid lately, and until when (monotonic seconds).
+# A body is read only for a token known to be valid (blueprints/access.py, the lean ingest
+# layer), so a stranger with a token-shaped string is refused before any of its body is
+# waited for; knowing one recently spares the hot path a lookup per post. It decides only
+# whether to read the body: every write still checks the token in its own statement, so
+# an entry that outlives its token costs a read, never an accepted post.
+_KNOWN_FOR_SECONDS = 30.0
+_KNOWN_MAX = 10_000
+_known_valid: dict[str, float] = {}
+
+
+def known_valid(token_digest: str) -> bool:
+    """Was this digest a valid token moments ago in this process? (No lookup.)"""
+    until = _known_valid.get(token_digest)
+    return until is not None and until > time.monotonic()
+
+
+def remember_valid(token_digest: str) -> None:
+    """Note that this digest was just found valid (see _known_valid)."""
+    if len(_known_valid) >= _KNOWN_MAX:
+        _known_valid.clear()  # a burst of distinct pods; the next post of each looks up again
+    _known_valid[token_digest] = time.monotonic() + _KNOWN_FOR_SECONDS
+
+
+def check_before_body(token_digest: str) -> bool:
+    """Is this a valid pod token? From memory when this process saw it lately, else looked up."""
+    if known_valid(token_digest):
+        return True
+    if pod_for_digest(token_digest) is None:
+        return False
+    remember_valid(token_digest)
+    return True

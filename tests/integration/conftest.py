@@ -3,18 +3,29 @@ a way to see the worker's fork wait for the scheduler."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import threading
+import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import pytest
 from werkzeug.serving import make_server
+
+import serve
 
 from models import Pod, db
 from services import approvals, experiments, lifecycle, runs
 from services.actors import Actor
 from services.dispatch import tokens
+from tests.processes import stop_process_group
+from tests.slow_clients import free_port
 from workers import fork_guard
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -106,3 +117,33 @@ def make_approved(app, make_experiment):
             db.session.commit()
         return number
     return make
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Factory: the web server as deployed (serve.py: granian) serving `target`, with `env`
+    added to this process's environment; returns its base URL once /healthz answers."""
+    processes = []
+
+    def start(target: str, *, workers: int = 1, threads: int = 2, **env) -> str:
+        port = free_port()
+        argv = serve.command(host="127.0.0.1", port=port, workers=workers, threads=threads, log_level="warning",
+                             target=target)
+        process = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "SAGAN_INSTANCE_DIR": str(tmp_path), **env},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        processes.append(process)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail("the web server exited at start: " + process.stderr.read().decode()[-2000:])
+            try:
+                httpx.get(f"{base}/healthz", timeout=2)
+                return base
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        pytest.fail("the web server did not answer within 60 s")
+
+    yield start
+    for process in processes:
+        stop_process_group(process)

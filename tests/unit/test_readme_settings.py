@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ENV_READ = (r'(?:environ\.get|_env_\w+|getenv)\(\s*"([A-Z][A-Z0-9_]*)"', r'environ\[\s*"([A-Z][A-Z0-9_]*)"\s*\]')
 # Where the project's own code lives (config.py itself is where settings are read, not used).
-CODE = ["app.py", "cli.py", "serve.py", "Makefile", "blueprints", "models", "scripts", "services", "templates", "workers"]
+CODE = ["app.py", "cli.py", "serve.py", "Makefile", "blueprints", "front", "models", "scripts", "services", "templates", "workers"]
 
 # Config keys that Flask or an extension reads for us, not our code.
 READ_BY_LIBRARIES = {

@@ -16,11 +16,12 @@ _spec.loader.exec_module(run_embedded)
 
 def test_the_command_serves_the_factory_with_bounded_threads():
     argv = serve.command(host="127.0.0.1", port=8123, workers=3, threads=2)
-    assert argv[1:3] == ["-m", "granian"]
-    options = dict(zip(argv[3::1], argv[4::1]))
+    assert argv[1] == "SAGAN_WEB_THREADS=2" and argv[3:5] == ["-m", "granian"]
+    options = dict(zip(argv[5::1], argv[6::1]))
     assert options["--interface"] == "wsgi" and options["--factory"] == "serve:wsgi_app"
     assert options["--host"] == "127.0.0.1" and options["--port"] == "8123" and options["--workers"] == "3"
-    assert options["--blocking-threads"] == "2" and options["--backpressure"] == "4"
+    assert options["--blocking-threads"] == str(2 + serve.body_readers() + serve.SPARE_THREADS)
+    assert options["--backpressure"] == str(serve.CONNECTIONS_PER_WORKER)
     assert "--respawn-failed-workers" in argv and "--no-ws" in argv
 
 
@@ -73,7 +74,7 @@ def test_the_environment_sets_the_defaults(monkeypatch):
     serve.main([])
     argv = started[0]
     assert argv[argv.index("--port") + 1] == "5123" and argv[argv.index("--workers") + 1] == "3"
-    assert argv[argv.index("--blocking-threads") + 1] == str(serve.DEFAULT_THREADS)
+    assert f"SAGAN_WEB_THREADS={serve.DEFAULT_THREADS}" in argv
 
 
 @pytest.mark.parametrize("value", ["thirty", "-5", "1.5"])
@@ -84,6 +85,21 @@ def test_a_bad_statement_timeout_is_refused_before_anything_starts(value, capsys
         serve.main([])
     assert exit_.value.code == 2
     assert "SAGAN_WEB_STATEMENT_TIMEOUT_SECONDS must be a whole number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("SAGAN_WEB_BODY_READERS", "0", "must be at least 1"),
+    ("SAGAN_WEB_BODY_READERS", "many", "must be a whole number"),
+    ("SAGAN_WEB_BODY_READERS_PER_CLIENT", "-2", "must be a whole number"),
+])
+def test_bad_body_reader_settings_are_refused_before_anything_starts(variable, value, says, capsys, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setattr(serve.os, "execv", _must_not_start)
+    with pytest.raises(SystemExit) as exit_:
+        serve.main([])
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_embedded.parse_args([])
 
 
 @pytest.mark.parametrize("value", ["thirty", "-5"])
