@@ -118,7 +118,7 @@ def add_server_arguments(parser) -> None:
 
 
 def server_label(workers: int = WORKERS, threads: int = THREADS) -> str:
-    return f"granian {serve.granian_version()} --workers {workers} --blocking-threads {threads} (serve.py)"
+    return f"granian {serve.granian_version()} --workers {workers}, {threads} app threads each (serve.py)"
 
 
 class Server:
