@@ -22,7 +22,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend
+from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend, ssh_keys
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -536,7 +536,8 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
               progress_token_hash=token_hash, cost_per_hr=None,
               metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
                          "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
-                         "spec_name": pod_spec.get("name")})
+                         "spec_name": pod_spec.get("name"),
+                         **({} if local else {"ssh_keys": len(ssh_keys.registered(candidate.account))})})
     db.session.add(pod)
     db.session.commit()  # the row exists before the create call, whatever happens next
     backend = None  # this candidate's, never the previous one's
