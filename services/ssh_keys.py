@@ -4,8 +4,9 @@ RunPod puts an account's registered keys into a pod only when the pod is created
 `startSsh` (Sagan always asks for it); with none registered the flag does nothing, and keys
 registered later reach only pods created afterwards (`PUT /v2/account/ssh-keys`, API
 reference v2, read 2026-12-02). So the owner adds keys per account in Settings, Sagan
-registers them at once, every RunPod pod remembers how many keys it was created with, and
-its card shows the exact ssh command — or says why there is none.
+registers them at once, every RunPod pod remembers how many keys the account held when it
+was created (read from RunPod, so keys added in its console count), and its card shows the
+exact ssh command — or says why there is none.
 
 `PUT` replaces the account's whole set, so a save keeps the keys someone registered outside
 Sagan (in RunPod's console): it reads the set, takes out the keys Sagan registered before,
@@ -209,6 +210,15 @@ def update(account: str, text: str) -> list[PublicKey]:
     return keys
 
 
+def keys_on_account(backend) -> int | None:
+    """How many SSH keys the account holds now, as RunPod says (what startSsh will hand a pod
+    created next); None when it cannot be read — the create goes on regardless."""
+    try:
+        return len(backend.ssh_keys())
+    except BackendError:
+        return None
+
+
 def _blob_of(line: str) -> bytes | None:
     """A key line's blob, to compare keys whatever their comments (None when unreadable)."""
     parts = str(line).split()
@@ -227,11 +237,11 @@ class SshLine:
 
 
 def line_for(pod: Pod) -> SshLine | None:
-    """What the pod card says about SSH; None for a pod that has no SSH (a local pod)."""
+    """What the pod card says about SSH; None for a pod that has no SSH (a local pod). A pod
+    whose account held no key when it was created has no SSH access, whatever its address."""
     if pod.account not in ACCOUNTS:
         return None
-    with_keys = (pod.metadata_ or {}).get("ssh_keys")
-    if with_keys == 0 or (with_keys is None and not registered(pod.account)):
+    if (pod.metadata_ or {}).get("ssh_keys") == 0:
         if registered(pod.account):
             return SshLine(None, "no key registered when this pod was created — keys reach only pods created "
                                  "after they are registered")

@@ -536,8 +536,7 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
               progress_token_hash=token_hash, cost_per_hr=None,
               metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
                          "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
-                         "spec_name": pod_spec.get("name"),
-                         **({} if local else {"ssh_keys": len(ssh_keys.registered(candidate.account))})})
+                         "spec_name": pod_spec.get("name")})
     db.session.add(pod)
     db.session.commit()  # the row exists before the create call, whatever happens next
     backend = None  # this candidate's, never the previous one's
@@ -551,6 +550,8 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
             env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env})
         if not local:
             _check_request_size(request)
+            # The keys startSsh hands this pod are the account's now: the card says whether it has any.
+            pod.metadata_ = {**pod.metadata_, "ssh_keys": ssh_keys.keys_on_account(backend)}
         made = backend.create(request)
     except BackendError as exc:
         made = None

@@ -185,7 +185,7 @@ def test_5xx_three_times_running_stops_the_list(app, runpod, approved):
 def test_a_rate_limit_longer_than_sagan_waits_stops_the_list(app, runpod, approved):
     """429 with a reset beyond what Sagan waits (a daily quota): every other create would get the same,
     so the list stops at once."""
-    runpod.rate_limit(1, reset=3600)
+    runpod.rate_limit(2, reset=3600)  # the account's SSH keys are read first (and may fail), then the create
     number = approved(pod_spec(substitution_policy=TWO_GPUS))
     run_id = dispatch(app, number)
     assert [r.status for r in runpod.requests_to("POST")] == [429]

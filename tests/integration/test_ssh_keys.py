@@ -119,6 +119,22 @@ def test_a_pod_card_shows_the_ssh_command_when_a_key_was_registered(app, client,
     assert listed["sshCommand"] == "ssh root@203.0.113.10 -p 10341" and listed["sshUser"] == "root"
 
 
+def test_a_key_added_in_runpods_console_counts_too(app, client, owner, runpod, approved):
+    """The owner registered a key in RunPod's console, none in Sagan: the pod gets it, so its card shows
+    the command (what counts is what the account held when the pod was made, read from RunPod)."""
+    runpod.ssh_keys["team"] = [CONSOLE_KEY]
+    number = approved(pod_spec())
+    run_id = dispatch(app, number)
+    runpod.advance(120)
+    with app.app_context():
+        watcher.watch()
+        pod = db.session.scalar(sa.select(Pod).where(Pod.agent_run_id == run_id))
+        assert pod.metadata_["ssh_keys"] == 1 and ssh_keys.registered("team") == []
+        provider_id = pod.provider_pod_id
+    assert runpod.pods[provider_id].public_keys == [CONSOLE_KEY]
+    assert '<code class="ssh-command">ssh root@203.0.113.10 -p 10341</code>' in _card(client, number)
+
+
 def test_a_pod_card_says_no_key_registered_when_there_is_none(app, client, owner, runpod, approved):
     """No key on the account: the pod has no SSH access (startSsh did nothing), so the card shows no
     command but says why and where to fix it; a key registered later does not reach that pod."""
