@@ -573,17 +573,18 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
 
 
 def _verdict(refusals: list[BackendError], last: tuple[str, str]) -> tuple[str, str]:
-    """Why no candidate worked. RunPod's own reading: when every candidate was refused with a
-    400, the last one's detail is a problem with the request unless it names capacity (a rule
-    the body breaks fails alike everywhere) — `last` already says which. Otherwise the spec is
-    at fault only when every candidate was refused as invalid with the same words (GPU names
-    aside); else the last error stands, and a list that ran out on capacity says so."""
-    if refusals and all(r.status == 400 for r in refusals):
-        return last
+    """Why no candidate worked. RunPod's own reading first: when every candidate was refused
+    with a 400 and the last does not name capacity, the request is at fault (a rule the body
+    breaks fails alike everywhere). Otherwise the spec is at fault only when every candidate
+    was refused as invalid with the same words (GPU names aside); else the last error stands,
+    and a list that ran out on capacity says so."""
+    if refusals and all(r.status == 400 for r in refusals) and last[0] == "spec_invalid":
+        return "spec_invalid", ("Every candidate was refused with a 400, which RunPod reads as a problem with the "
+                                f"request rather than capacity: {refusals[-1].message}")
     if refusals and all(r.reason == "spec_invalid" for r in refusals):
         words = {_without_gpu_names(r.message) for r in refusals}
         if len(words) == 1:
-            return "spec_invalid", last[1]
+            return "spec_invalid", f"Every candidate was refused alike: {refusals[-1].message}"
     if refusals and any(r.reason == "provider_capacity" for r in refusals) and last[0] == "spec_invalid":
         return "provider_capacity", last[1]
     return last
