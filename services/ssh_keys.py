@@ -183,8 +183,17 @@ def registered(account: str) -> list[str]:
 
 
 def views() -> dict[str, list[PublicKey]]:
-    """Each RunPod account's registered keys, parsed (for fingerprints on the Settings page)."""
-    return {account: [parse_key(line) for line in registered(account)] for account in ACCOUNTS}
+    """Each RunPod account's registered keys, parsed (for fingerprints on the Settings page); a
+    stored line that no longer reads as a key (the row edited by hand) is left out, not a 500."""
+    found: dict[str, list[PublicKey]] = {}
+    for account in ACCOUNTS:
+        found[account] = []
+        for line in registered(account):
+            try:
+                found[account].append(parse_key(line))
+            except ValidationError:
+                continue
+    return found
 
 
 def update(account: str, text: str) -> list[PublicKey]:

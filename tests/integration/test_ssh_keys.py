@@ -83,6 +83,16 @@ def test_runpod_refusing_the_keys_saves_nothing(app, client, owner, runpod, monk
         assert ssh_keys.registered("team") == []
 
 
+def test_a_stored_key_that_no_longer_reads_is_left_out_of_the_page(app, client, owner, runpod):
+    """A settings row edited by hand into something that is not a key: the page still renders (no 500),
+    showing the keys that do read."""
+    with app.app_context():
+        settings.put(ssh_keys.SETTING, {"team": {"keys": ["ssh-ed25519 not-a-key", ED25519]}})
+        db.session.commit()
+    page = client.get("/settings")
+    assert page.status_code == 200 and "SHA256:cqK7AHqS1EbB/84rVtBZh0CziQjWHX1wEZx6WTQ2S3A" in page.text
+
+
 def test_the_route_knows_only_runpod_accounts_and_the_owner(app, client, owner, runpod):
     """An account that is not team or personal is 404; a post without the CSRF token is refused."""
     assert save_keys(client, owner, "local", ED25519).status_code == 404
