@@ -1,12 +1,12 @@
 """Owner-editable settings: GPU prices and the auto-approve limit (more arrive with pods)."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, make_response, redirect, render_template, request, url_for
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
-from services import experiments, pod_secrets, settings, shares
+from services import experiments, pod_secrets, settings, shares, ssh_keys
 from services.agents import web_tools
 from services.dispatch import accounts, costs
 from services.dispatch.spec import GPUS
@@ -17,7 +17,8 @@ _SHARE_STASH = "share-links"
 
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
-          new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None):
+          new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None,
+          ssh_error=None, ssh_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -32,7 +33,10 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            pod_secret_names=pod_secrets.allowlist(), secrets_error=secrets_error,
                            secrets_form=secrets_form, signed_out=request.args.get("signed_out") == "1",
                            web_enabled=web_tools.enabled(), web_domains=web_tools.allowed_domains(),
-                           web_error=web_error, web_form=web_form)
+                           web_error=web_error, web_form=web_form,
+                           ssh_accounts=[(account, bool((current_app.config.get(key) or "").strip()))
+                                         for account, key in accounts.KEYS.items()],
+                           ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {})
 
 
 @bp.get("/settings")
@@ -137,3 +141,17 @@ def clear_research_repository():
     """Forget the research repository, after the owner ticked the confirmation."""
     return _save(lambda: settings.clear_research_repo(request.form.get("confirm")),
                  lambda exc: _page(repo_error=exc.message), "#research-repository")
+
+
+@bp.post("/settings/ssh-keys/<account>")
+@access.owner
+def ssh_keys_of(account: str):
+    """Register the owner's SSH public keys on a RunPod account (and keep them); a bad key, a
+    private key or RunPod refusing re-renders with the reason and changes nothing. A private
+    key is never shown again, not even back in its own form."""
+    if account not in ssh_keys.ACCOUNTS:
+        abort(404)
+    raw = request.form.get("keys", "")
+    typed = "" if ssh_keys.looks_private(raw) else raw
+    return _save(lambda: ssh_keys.update(account, raw),
+                 lambda exc: (_page(ssh_error={account: exc.message}, ssh_form={account: typed}), 422), "#ssh-keys")

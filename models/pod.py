@@ -41,6 +41,7 @@ class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
     exited_at: Mapped[datetime | None]
     desired_status: Mapped[str | None] = mapped_column(sa.String(24))
     ssh_host: Mapped[str | None] = mapped_column(sa.String(255))
+    ssh_user: Mapped[str | None] = mapped_column(sa.String(255))  # RunPod's ssh.*.username
     ssh_port: Mapped[int | None]
     retry_count: Mapped[int] = mapped_column(default=0)
     max_retries: Mapped[int] = mapped_column(default=3)

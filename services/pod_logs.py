@@ -4,6 +4,9 @@ artifact the bootstrap uploads (its last 1 MB, docs/pods.md) once the pod is gon
 
 One reader for the agents' `read_pod_logs` tool and the pod card's Logs view, so both
 show the same text: redacted (the server's secrets and credential patterns) and capped.
+RunPod's stream carries two sources, the container's output and the host's `system` lines
+(image pulls, disk, GPU errors): a pod that never started its container has only the
+latter, exactly what its failure needs, so both are read and each line says which it is.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ class PodLog:
     def render(self) -> str:
         """The log with a header line saying where it came from, for a model to read."""
         head = f"Log of pod {self.pod.name} ({self.pod.status}) from {self.source_words}: {self.lines} line(s)"
+        if self.source == "runpod":
+            head += ", [container] output and the host's [system] lines"
         if self.truncated:
             head += f", cut to the last {MAX_BYTES:,} bytes"
         if self.last_ts:
@@ -133,7 +138,12 @@ def _log_artifact(pod: Pod) -> Artifact | None:
 
 
 def _finish(pod: Pod, source: str, lines: list[LogLine], note: str | None) -> PodLog:
-    stamped = [f"{entry.ts} {entry.line}" if entry.ts else entry.line for entry in lines]
+    labelled = source == "runpod"  # only RunPod's stream mixes sources
+    stamped = [" ".join(part for part in (entry.ts, f"[{entry.source}]" if labelled else None, entry.line)
+                        if part is not None) for entry in lines]
+    if labelled and lines and all(entry.source == "system" for entry in lines):
+        note = ((note + " ") if note else "") + ("Only the host's system lines: the container has printed "
+                                                 "nothing (it may never have started — see the lines above).")
     text = redact("\n".join(stamped)) or ""
     truncated = len(text.encode()) > MAX_BYTES
     if truncated:

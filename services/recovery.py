@@ -25,7 +25,7 @@ from services.redact import redact
 # Reasons a retry cannot fix, or that need the owner (SPEC §7).
 # A refusal, a reply that cannot fit the model's output, and a run that ended without doing
 # its job would only repeat: the owner rephrases or splits the work (docs/agent-loop.md).
-UNRECOVERABLE = frozenset({"spec_invalid", "provider_auth", "cancelled_by_owner", "partial_dispatch",
+UNRECOVERABLE = frozenset({"spec_invalid", "provider_auth", "provider_balance", "cancelled_by_owner", "partial_dispatch",
                            "model_refusal", "output_limit", "run_incomplete"})
 RECOVERY_MARKER = "[auto-recovery-for:"
 TRANSCRIPT_EVENTS = 60

@@ -129,7 +129,7 @@ RUN_EVENT_TYPES = [
     "started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed",
     "failed", "cancelled", "waiting", "woken", "auto_approved", "orchestrator_queued",
     "recovery_queued", "deploy_started", "deploy_pod_started", "deploy_completed",
-    "deploy_failed", "pod_substitution", "pod_status", "pod_progress", "pod_exited",
+    "deploy_failed", "pod_substitution", "pod_create_refused", "pod_status", "pod_progress", "pod_exited",
     "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
     "artifact_uploaded", "blocked", "notice", "pod_terminated", "fleet_incident", "planning_queued",
 ]
@@ -155,6 +155,7 @@ RUN_ACTIVE_STATUSES = ("queued", "running", "waiting")
 FAILURE_REASONS: dict[str, str] = {
     "provider_capacity": "The provider had no capacity for any allowed candidate.",
     "provider_auth": "The provider refused the credentials.",
+    "provider_balance": "The provider account's balance is too low to deploy.",
     "provider_error": "The provider answered with an error.",
     "spec_invalid": "The pod spec is invalid.",
     "pod_vanished": "A pod disappeared from the provider.",

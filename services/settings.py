@@ -24,6 +24,7 @@ EDITABLE = {
     "research_repo_token_env": None,  # NAME of Sagan's env var holding an HTTPS deploy token
     "research_repo_ssh_key_env": None,  # NAME of Sagan's env var holding an SSH deploy key
     "web_tools_enabled": None,  # web search/fetch offered to the agents that list them (on when unset)
+    "runpod_ssh_keys": None,  # {account: {"keys": [public key lines], "registered_at"}} (services/ssh_keys.py)
     "web_allowed_domains": None,  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 

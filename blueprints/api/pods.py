@@ -8,7 +8,7 @@ from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, id_text, iso
 from blueprints.pods import artifact_download
 from models import Artifact, Pod, db
-from services import experiments, spend
+from services import experiments, spend, ssh_keys
 from services.dispatch import provisioner, watcher
 from services.records import get_by_id
 
@@ -16,6 +16,7 @@ routes = Routes()
 
 
 def pod_json(pod: Pod) -> dict:
+    ssh = ssh_keys.line_for(pod)
     return {"id": str(pod.id), "name": pod.name, "status": pod.status, "account": pod.account,
             "runIndex": pod.run_index, "attempt": pod.attempt, "gpuTypeId": pod.gpu_type_id,
             "gpuCount": pod.gpu_count, "cloudType": pod.cloud_type, "providerPodId": pod.provider_pod_id,
@@ -23,7 +24,9 @@ def pod_json(pod: Pod) -> dict:
             "costPerHr": pod.cost_per_hr, "uptimeSeconds": pod.uptime_seconds,
             "spendUsd": None if spend.price_unknown(pod) else round(spend.pods_spend([pod]), 4),
             "priceKnown": not spend.price_unknown(pod), "stale": watcher.is_stale(pod), "stopReason": pod.stop_reason,
-            "sshHost": pod.ssh_host, "sshPort": pod.ssh_port, "agentRunId": id_text(pod.agent_run_id),
+            "sshHost": pod.ssh_host, "sshPort": pod.ssh_port, "sshUser": pod.ssh_user,
+            "sshCommand": ssh.command if ssh else None, "sshNote": ssh.note if ssh else None,
+            "agentRunId": id_text(pod.agent_run_id),
             "lastProgressAt": iso(pod.last_progress_at)}
 
 

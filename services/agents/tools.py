@@ -219,6 +219,8 @@ def list_pods(ctx: ToolContext, data: dict) -> ToolResult:
 
 @tool("read_pod_logs", "A pod's output (stdout and stderr), redacted: the last `tail` lines (default 200, max "
                        "5000), or on RunPod the lines after `since` (an RFC 3339 time from an earlier read). "
+                       "On RunPod each line is labelled [container] or [system]: the host's own lines (image "
+                       "pull, disk, GPU errors) are all a pod that never started its container has. "
                        "Reads the provider while the pod exists, else the log the pod uploaded.",
       {"pod": {"type": "string", "maxLength": 200, "description": "the pod's name, as list_pods shows it"},
        "tail": {"type": "integer"}, "since": {"type": "string", "maxLength": 64}}, ["pod"], own_transaction=True)

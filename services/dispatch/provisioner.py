@@ -22,7 +22,7 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend
+from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend, ssh_keys
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -418,80 +418,173 @@ def recover_lost(run: AgentRun, stale_before) -> str | None:
     return "failed"
 
 
+@dataclass(frozen=True)
+class CreateRule:
+    """One row of the table a refused create follows: what happens next, and its words for the timeline.
+
+    `then`: "next" — try the next candidate; "account" — skip every other candidate on this
+    account; "stop" — no candidate can succeed, the pod fails now; "retry" — the pod may
+    exist: look it up by name after the listing lag, else try the same candidate again."""
+
+    name: str
+    then: str
+    words: str
+
+
+# RunPod's table of create failures ("Create a pod", API reference v2, read 2026-12-02;
+# docs/pods.md), plus the refusals of Sagan's own checks and of the other backends.
+CREATE_RULES = {rule.name: rule for rule in (
+    CreateRule("no_balance", "account", "insufficient balance (402): no other candidate on this account can succeed"),
+    CreateRule("no_pool_access", "next", "this account cannot use that pool (403): skip the candidate, keep going"),
+    CreateRule("contract", "stop", "the request breaks RunPod's contract (422): never retried — every candidate "
+                                   "sends the same body"),
+    CreateRule("capacity", "next", "no capacity for this candidate: try the next"),
+    CreateRule("refused", "next", "refused for this candidate (400): try the next"),
+    CreateRule("may_exist", "retry", "transient failure (5xx or no answer): the pod may exist, so it is looked up "
+                                     "by name before the same candidate is tried again"),
+    CreateRule("credentials", "stop", "the asked account's credentials were refused: another candidate will not "
+                                      "fix them"),
+    CreateRule("other_credentials", "account", "this account's credentials were refused: its other candidates "
+                                               "are skipped"),
+    CreateRule("rate_limited", "stop", "rate limited for longer than Sagan waits (429)"),
+    CreateRule("other", "next", "an answer RunPod's table does not list: try the next candidate"),
+)}
+# After a 5xx (or no answer) and no pod found by name, the same candidate is tried again,
+# up to this many creates in all; then the upstream is taken as unhealthy and the list stops.
+CREATE_TRIES = 3
+
+
+def create_rule(error: BackendError, *, asked_account: bool) -> CreateRule:
+    """The row of the create table this refusal falls under."""
+    if error.reason == "provider_balance":
+        return CREATE_RULES["no_balance"]
+    if error.reason == "provider_capacity":
+        return CREATE_RULES["capacity"]
+    if error.reason == "provider_auth":
+        if error.status == 403:
+            return CREATE_RULES["no_pool_access"]
+        return CREATE_RULES["credentials" if asked_account else "other_credentials"]
+    if error.reason == "spec_invalid":
+        return CREATE_RULES["contract" if error.status == 422 else "refused"]
+    if error.status == 429:
+        return CREATE_RULES["rate_limited"]
+    if pod_may_exist(error):
+        return CREATE_RULES["may_exist"]
+    return CREATE_RULES["other"]
+
+
+def pod_may_exist(error: BackendError) -> bool:
+    """A failure after which the provider may have made the pod anyway (5xx, no answer)."""
+    return error.reason == "provider_error" and (error.status is None or error.status >= 500)
+
+
 def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, prices: dict,
                    *, first_attempt: int = 1):
-    """Try the pod's candidates in order; returns (Pod, None) or (None, (reason, message))."""
+    """Try the pod's candidates in order, following the create table after each refusal;
+    returns (Pod, None) or (None, (reason, message))."""
     # The approved account, not the experiment's current one (launch refused a change, but
     # the saga runs later).
     options = candidates(pod_spec, approvals.approved_terms(experiment).account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
     refusals: list[BackendError] = []
-    for attempt, candidate in enumerate(options, start=first_attempt):
-        if candidate != wanted:
-            runs.append_event(run.id, "pod_substitution",
-                              f"asked {wanted.describe()}, trying {candidate.describe()}: {last[1]}"[:2000],
-                              {"index": index, "asked": wanted.describe(), "used": candidate.describe(),
-                               "why": last[0]})
-        name = f"sagan-{experiment.number}-{run.id.hex[:8]}-{index}-{attempt}"
-        token, token_hash = tokens.new_token()
-        local = candidate.account == "local"
-        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, run_index=index,
-                  attempt=attempt, account=candidate.account, name=name, gpu_type_id=candidate.gpu.provider_id,
-                  gpu_count=candidate.gpu_count, cloud_type=candidate.cloud, status="deploying",
-                  progress_token_hash=token_hash, cost_per_hr=None,
-                  metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
-                             "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
-                             "spec_name": pod_spec.get("name")})
-        db.session.add(pod)
-        db.session.commit()  # the row exists before the create call, whatever happens next
-        backend = None  # this candidate's, never the previous one's
-        try:
-            backend = backend_for(candidate.account)
-            args, wrapper_env = _container_command(pod_spec.get("dockerArgs") or "true", local=local)
-            request = PodRequest(
-                name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
-                args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
-                disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
-                env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env})
-            if not local:
-                _check_request_size(request)
-            made = backend.create(request)
-        except BackendError as exc:
-            made = None
-            last = (exc.reason, exc.message)
-            refusals.append(exc)
-            if exc.reason == "provider_error" and (exc.status is None or exc.status >= 500):
-                # The provider may have created it anyway: wait out the listing lag, look it up.
-                sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
-                try:
-                    found = backend.list_by_name(name) if backend is not None else []
-                except BackendError:
-                    found = []
-                made = found[0] if found else None
-            if made is None:
-                pod.status = "failed"
-                pod.last_error = exc.message[:4000]
-                db.session.commit()
-                if exc.reason == "provider_auth" and candidate.account == wanted.account:
-                    return None, last  # the asked account's credentials: another GPU will not fix them
-                # Anything else (capacity, a 4xx we do not recognise, a refusal of this one
-                # candidate) moves on, with the error recorded on the pod row and in the
-                # substitution event.
-                continue
-        _mark_created(run, pod, made, gpu=candidate.gpu.short)
-        return pod, None
+    given_up: set[str] = set()  # accounts none of whose candidates can succeed
+    attempt = first_attempt
+    for candidate in options:
+        if candidate.account in given_up:
+            continue
+        for tries in range(1, CREATE_TRIES + 1):
+            if candidate != wanted and tries == 1:
+                runs.append_event(run.id, "pod_substitution",
+                                  f"asked {wanted.describe()}, trying {candidate.describe()}: {last[1]}"[:2000],
+                                  {"index": index, "asked": wanted.describe(), "used": candidate.describe(),
+                                   "why": last[0]})
+            pod, error = _create_once(run, experiment, index, pod_spec, candidate, attempt)
+            attempt += 1
+            if error is None:
+                return pod, None
+            rule = create_rule(error, asked_account=candidate.account == wanted.account)
+            refusals.append(error)
+            last = (error.reason, f"{rule.words}. {error.message}")
+            then = rule.then
+            if then == "retry" and tries == CREATE_TRIES:
+                then = "stop"
+                last = ("provider_error", f"RunPod failed {CREATE_TRIES} creates of {candidate.describe()} in a row "
+                                          f"and none made a pod: its upstream looks unhealthy. {error.message}")
+            runs.append_event(run.id, "pod_create_refused", f"{candidate.describe()}: {last[1]}"[:2000],
+                              {"index": index, "candidate": candidate.describe(), "rule": rule.name,
+                               "status": error.status, "then": then})
+            if then == "stop":
+                return None, last
+            if then == "account":
+                given_up.add(candidate.account)
+            if then != "retry":
+                break
     return None, _verdict(refusals, last)
 
 
+def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: dict, candidate: Candidate,
+                 attempt: int):
+    """One create call for one candidate: the Pod row first, then the call; after a failure
+    that may have made the pod anyway, the lookup by name. Returns (Pod, None) or (None, error)."""
+    name = f"sagan-{experiment.number}-{run.id.hex[:8]}-{index}-{attempt}"
+    token, token_hash = tokens.new_token()
+    local = candidate.account == "local"
+    pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, run_index=index,
+              attempt=attempt, account=candidate.account, name=name, gpu_type_id=candidate.gpu.provider_id,
+              gpu_count=candidate.gpu_count, cloud_type=candidate.cloud, status="deploying",
+              progress_token_hash=token_hash, cost_per_hr=None,
+              metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
+                         "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
+                         "spec_name": pod_spec.get("name")})
+    db.session.add(pod)
+    db.session.commit()  # the row exists before the create call, whatever happens next
+    backend = None  # this candidate's, never the previous one's
+    try:
+        backend = backend_for(candidate.account)
+        args, wrapper_env = _container_command(pod_spec.get("dockerArgs") or "true", local=local)
+        request = PodRequest(
+            name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
+            args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
+            disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
+            env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env})
+        if not local:
+            _check_request_size(request)
+            # The keys startSsh hands this pod are the account's now: the card says whether it has any.
+            pod.metadata_ = {**pod.metadata_, "ssh_keys": ssh_keys.keys_on_account(backend)}
+        made = backend.create(request)
+    except BackendError as exc:
+        made = None
+        if pod_may_exist(exc) and backend is not None:
+            # The provider may have created it anyway: wait out the listing lag, look it up.
+            sleep(current_app.config["POD_LISTING_LAG_SECONDS"])
+            try:
+                found = backend.list_by_name(name)
+            except BackendError:
+                found = []
+            made = found[0] if found else None
+        if made is None:
+            pod.status = "failed"
+            pod.last_error = exc.message[:4000]
+            db.session.commit()
+            return None, exc
+    _mark_created(run, pod, made, gpu=candidate.gpu.short)
+    return pod, None
+
+
 def _verdict(refusals: list[BackendError], last: tuple[str, str]) -> tuple[str, str]:
-    """Why no candidate worked. The spec itself is at fault only when every candidate was
-    refused as invalid with the same words (GPU names aside); otherwise the last error stands,
+    """Why no candidate worked. RunPod's own reading first: when every candidate was refused
+    with a 400 and the last does not name capacity, the request is at fault (a rule the body
+    breaks fails alike everywhere). Otherwise the spec is at fault only when every candidate
+    was refused as invalid with the same words (GPU names aside); else the last error stands,
     and a list that ran out on capacity says so."""
+    if refusals and all(r.status == 400 for r in refusals) and last[0] == "spec_invalid":
+        return "spec_invalid", ("Every candidate was refused with a 400, which RunPod reads as a problem with the "
+                                f"request rather than capacity: {refusals[-1].message}")
     if refusals and all(r.reason == "spec_invalid" for r in refusals):
         words = {_without_gpu_names(r.message) for r in refusals}
         if len(words) == 1:
-            return "spec_invalid", refusals[-1].message
+            return "spec_invalid", f"Every candidate was refused alike: {refusals[-1].message}"
     if refusals and any(r.reason == "provider_capacity" for r in refusals) and last[0] == "spec_invalid":
         return "provider_capacity", last[1]
     return last

@@ -134,7 +134,12 @@ MAX_PODS = 64
 WHOLE_NUMBER_MINIMUMS = (("gpuCount", 1), ("volumeGb", 0), ("containerDiskGb", 1), ("estimatedMinutes", 1),
                          ("keepAliveMinutes", 0), ("bootstrapSilenceMinutes", 1))
 CONSOLIDATION_REFUSED = ("consolidation: not supported — Sagan never merges pods onto a larger GPU; remove the "
-                         "field (each pod runs as specified, and substitution_policy lists the GPUs it may move to)")
+                         "field or set may_merge_pods to false (each pod runs as specified, and "
+                         "substitution_policy lists the GPUs it may move to)")
+CONSOLIDATION_FIELDS = {"may_merge_pods", "merge_target_max_gpus_per_pod"}
+# RunPod's smallest persistent volume ("Upstream enforces a 10 GB floor", API reference v2):
+# a smaller one is refused at create, so a plan asking for one is told at submission.
+MIN_VOLUME_GB = 10
 
 
 def validate(spec, account: str | None = None, allowed_secrets: list[str] | None = None) -> SpecCheck:
@@ -159,6 +164,8 @@ def validate(spec, account: str | None = None, allowed_secrets: list[str] | None
             problems.append(f"{where}: must be an object")
             continue
         unknown += [f"{where}.{k}" for k in pod if k not in KNOWN_FIELDS]
+        if isinstance(pod.get("consolidation"), dict):
+            unknown += [f"{where}.consolidation.{k}" for k in pod["consolidation"] if k not in CONSOLIDATION_FIELDS]
         problems += pod_problems(pod, where, names, account, allowed_secrets)
     return SpecCheck(pods, problems, unknown)
 
@@ -177,6 +184,7 @@ def pod_problems(pod: dict, where: str, names: set[str], account: str | None = N
             problems.append(f"{where}.gpuType: unknown GPU {json.dumps(pod['gpuType'])}; known: {known_gpu_names()}")
     for field, minimum in WHOLE_NUMBER_MINIMUMS:
         _int_field(pod, field, where, problems, minimum=minimum)
+    problems += _volume_floor_problems(pod.get("volumeGb"), f"{where}.volumeGb")
     problems += _shape_problems(pod, where)
     if "secrets" in pod:
         problems += _secrets_problems(pod["secrets"], where, allowed_secrets)
@@ -184,10 +192,38 @@ def pod_problems(pod: dict, where: str, names: set[str], account: str | None = N
     if "substitution_policy" in pod:
         _check_policy(pod, gpu, where, problems, account)
     if "consolidation" in pod:
-        # Never silently ignored: Sagan does not merge pods, so a plan that counts on it is
-        # told so before approval rather than dispatched as if it had been honoured.
-        problems.append(f"{where}.{CONSOLIDATION_REFUSED}")
+        problems += _consolidation_problems(pod["consolidation"], where)
     return problems
+
+
+def _consolidation_problems(consolidation, where: str) -> list[str]:
+    """The old system's `consolidation` block: `"may_merge_pods": false` says what Sagan does
+    anyway (each pod runs as specified), so it is accepted and kept; asking for merging is
+    refused, never silently ignored — a plan that counts on it is told so before approval
+    rather than dispatched as if it had been honoured."""
+    if not isinstance(consolidation, dict):
+        return [f"{where}.consolidation: must be an object such as {{\"may_merge_pods\": false}}"]
+    merge = consolidation.get("may_merge_pods")
+    if merge is True:
+        return [f"{where}.{CONSOLIDATION_REFUSED}"]
+    problems = []
+    if "may_merge_pods" not in consolidation:
+        problems.append(f"{where}.consolidation.may_merge_pods: required — say \"may_merge_pods\": false (Sagan "
+                        "never merges pods), or remove consolidation")
+    elif merge is not False:
+        problems.append(f"{where}.consolidation.may_merge_pods: must be false (Sagan never merges pods), "
+                        f"got {json.dumps(merge)[:40]}")
+    if "merge_target_max_gpus_per_pod" in consolidation:
+        _int_field(consolidation, "merge_target_max_gpus_per_pod", f"{where}.consolidation", problems, minimum=1)
+    return problems
+
+
+def _volume_floor_problems(volume, path: str) -> list[str]:
+    """A persistent volume is none (0) or at least RunPod's floor."""
+    if isinstance(volume, int) and not isinstance(volume, bool) and 0 < volume < MIN_VOLUME_GB:
+        return [f"{path}: RunPod's smallest persistent volume is {MIN_VOLUME_GB} GB; use 0 (none) or at least "
+                f"{MIN_VOLUME_GB}, got {volume}"]
+    return []
 
 
 def _name_problems(name, where: str, names: set[str]) -> list[str]:
@@ -347,9 +383,11 @@ def _whole_at_least_one(value) -> bool:
 
 
 def disk_policy_problems(disk_policy, owner: PolicyOwner, path: str) -> list[str]:
-    """`volumeGb` and `containerDiskGb`: `{"min": <GB>}`."""
+    """`volumeGb` and `containerDiskGb`: `{"min": <GB>}`; a volume's minimum respects RunPod's floor."""
     if not isinstance(disk_policy, dict) or not isinstance(disk_policy.get("min", 0), int):
         return [f"{path}: must be {{\"min\": <GB>}}"]
+    if path.endswith(".volumeGb"):
+        return _volume_floor_problems(disk_policy.get("min"), f"{path}.min")
     return []
 
 

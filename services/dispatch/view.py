@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from markupsafe import Markup
 
 from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
-from services import records, spend
+from services import records, spend, ssh_keys
 from services.dispatch import provisioner, watcher
 
 CHART_POINTS = 60
@@ -25,6 +25,7 @@ class PodCard:
     chart: Markup | None   # inline SVG polyline of progress over time, or None
     retention_warning: str | None = None  # a day before a stopped pod is terminated
     price_unknown: bool = False            # shown as unknown, never as $0
+    ssh: ssh_keys.SshLine | None = None    # the ssh command, or why there is none (RunPod pods)
 
 
 def pods_for(experiment: Experiment) -> list[PodCard]:
@@ -39,7 +40,7 @@ def pods_for(experiment: Experiment) -> list[PodCard]:
         for row in rows:
             posts.setdefault(row.pod_id, []).append((row.created_at, row.progress_pct))
     return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, [])),
-                    watcher.retention_warning(p), spend.price_unknown(p)) for p in pods]
+                    watcher.retention_warning(p), spend.price_unknown(p), ssh_keys.line_for(p)) for p in pods]
 
 
 def _chart(points) -> Markup | None:

@@ -208,7 +208,8 @@ def copy_provider_facts(pod: Pod, found, now) -> None:
     """Price, uptime, SSH address and the exit the provider reports (never lost once known)."""
     pod.cost_per_hr = found.cost_per_hr if found.cost_per_hr else pod.cost_per_hr
     pod.uptime_seconds = max(pod.uptime_seconds or 0, found.uptime_seconds or 0)
-    pod.ssh_host, pod.ssh_port = found.ssh_host or pod.ssh_host, found.ssh_port or pod.ssh_port
+    if found.ssh_host:  # host, port and user belong together (the direct port changes on a restart)
+        pod.ssh_host, pod.ssh_port, pod.ssh_user = found.ssh_host, found.ssh_port, found.ssh_user
     if found.exit_code is not None and pod.exit_code is None:
         pod.exit_code, pod.exited_at = found.exit_code, now
     if found.status == "ERROR" and pod.exit_code is None:

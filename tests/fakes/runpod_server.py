@@ -1,72 +1,102 @@
-"""A loopback fake of RunPod's REST v2 pod API, speaking its wire format (shared reference
-`runpod-api.md`): create, get, list by name, actions, delete, problem+json errors, 429
-with `RateLimit` headers.
+"""A loopback fake of RunPod's REST v2 API, speaking its wire format: create, get, list,
+actions, delete, logs, the account's SSH keys, problem+json errors, 429 with `RateLimit`
+headers.
 
 Time inside the fake is its own: `advance(seconds)` moves it, nothing sleeps. A new pod is
 PROVISIONING for `provisioning_seconds`, STARTING for `starting_seconds`, then RUNNING
 with a `cost` and `runtime.uptime`. Tests script trouble:
 
-- `no_capacity("NVIDIA H100 80GB HBM3", status=500)` — creates for that GPU answer
-  RunPod's "no longer any instances available" problem (`cloud=` narrows it);
+- `no_capacity("NVIDIA H100 80GB HBM3")` — creates for that GPU answer 400 whose only sign
+  of capacity is the `detail` ("no longer any instances available…"; `cloud=` narrows it,
+  `detail=` words it otherwise, `times=` limits it);
+- `no_balance(scope=None)` — creates (of that account) answer 402: the balance is too low
+  to deploy;
+- `no_pool_access("NVIDIA H200")` — creates for that GPU (and `cloud=`) answer 403: the
+  account cannot use that pool;
+- `refuse_create(gpu_id, detail, status=400)` — creates for that GPU answer a rule of the
+  handler's (a 400 that matches the contract but is refused for this candidate);
 - `fail_after_create(times=1)` — the next create makes the pod, then answers 500;
-- `listing_lag = N` — a new pod is absent from `GET /v2/pods` lists for N seconds;
+- `listing_lag = N` — a new pod is absent from `GET /v2/pods` for N seconds;
 - `vanish(pod_id, after=N)` or `vanish_after = N` — the pod answers 404 and leaves lists;
 - `exit_pod(pod_id, error=False)` or `run_seconds = N` — the pod goes EXITED (or ERROR);
-- `rate_limit(k, reset=30)` — the next k requests answer 429 with `RateLimit` headers;
-- `fail_next(k, status=500, method=None)` — the next k requests (of that method) answer 5xx;
-- `delay_next(seconds)` — the next request is answered after a real sleep (for timeouts);
-- `hold_after_create(seconds, skip=0)` — a create (after `skip` more) makes the pod, then
-  really sleeps before answering (a worker killed meanwhile never learns the pod's id).
-
 - `restart_on_exit = True` — like RunPod, a container whose command ends by itself is
   started again on the same pod (PROVISIONING → RUNNING, `FakePod.restarts` counts it);
   only a `stop` action leaves a pod EXITED;
+- `rate_limit(k, reset=30)` — the next k requests answer 429 with `RateLimit` headers;
+- `fail_next(k, status=500, method=None)` — the next k requests (of that method) answer
+  `status` with a problem body, before anything else is looked at;
+- `delay_next(seconds)` — the next request is answered after a real sleep (for timeouts);
+- `hold_after_create(seconds, skip=0)` — a create (after `skip` more) makes the pod, then
+  really sleeps before answering (a worker killed meanwhile never learns the pod's id);
 - `scope_outage("team")` — the account lists no pods at all and answers 404 for each one
   (what a key in the wrong team scope, or an outage of the listing, looks like);
-- `page_size = N` — lists come in pages of N with a `nextCursor`, asked for with `cursor=`;
 - `report_cost = False` — pods answer `"cost": null` (a price nobody told us);
-- `add_log(pod_id, *lines)` — the pod's container prints lines (stamped with fake time),
-  served by `GET /v2/pods/{id}/logs`; `log_hold_seconds` — how long (real seconds) the
-  stream of a RUNNING pod stays open after its backfill, sending keep-alive comments.
+- `add_log(pod_id, *lines, source="container"|"system")` — the pod's container (or its
+  host) prints lines, stamped with fake time; `log_hold_seconds` — how long (real
+  seconds) the stream of a RUNNING pod stays open after its backfill, with keep-alive
+  comments;
+- `ssh_keys[scope]` — the account's registered SSH public keys (`PUT /v2/account/ssh-keys`).
 
-The logs endpoint, as RunPod documents it ("Stream pod logs", docs.runpod.io
-api-reference-v2, read 2026-12-01): server-sent events whose `data` is
-`{"source": "container"|"system", "line": "...", "ts": "<RFC 3339>"}` and whose `id` is
-that `ts`, so a reconnect resumes with `Last-Event-ID`. Query: `source` (omit for both),
-`tail` (backfill lines, default 100, 0..5000), `since` (RFC 3339; ignored when
-`Last-Event-ID` is sent; when set, `tail` is ignored). It is a live stream: after the
-backfill it stays open for new lines — the inconvenient part a client must handle; the
-fake keeps a RUNNING pod's stream open for `log_hold_seconds` with `: keep-alive`
-comments. Not documented, and assumed by the fake: the stream of a pod that is not
-running ends after the backfill, a terminated pod's logs answer 404, and a `tail` out of
-range is a 400 problem naming `tail`.
+What RunPod publishes, checked 2026-12-02 against RunPod's API reference v2
+(docs.runpod.io/api-reference-v2 — "Create a pod", "List pods", "Stream pod logs",
+"Replace registered SSH public keys", "List registered SSH public keys", read through the
+`search` tool, and the OpenAPI document those pages are built from, runpod/docs
+`api-reference-v2/openapi.json` at a900806 of 2026-08-20), and how the fake follows it:
 
-What the real API does, as far as it is published (checked 2026-12-01 against the shared
-reference `runpod-api.md`, RunPod's docs — "Connect to a Pod with SSH", "Environment
-variables", runpodctl — and the issue's reading of the v2 OpenAPI document):
-- `ssh` is an object of two connection objects, `proxy` (RunPod's SSH gateway, always there)
-  and `direct` (the public IP and mapped port, only with a public IP); the fake answers
-  `{"proxy": {"host", "port", "user"}, "direct": {"host", "port", "user"} | null}`;
-- `GET /v2/pods` documents no `name` filter: the fake ignores any query but `cursor` and
-  records what was sent, so a client that relies on a filter gets every pod back;
-- capacity errors are not worded one way: the fake answers them with RunPod's sentence,
-  or (`no_capacity(..., detail=..., error_type=...)`) a problem `type` naming the class
-  (e.g. `.../errors/insufficient-capacity`) and any wording, with any status;
-- at most 50 environment variables per pod (RunPod's "Environment variables" page); the
-  fake refuses more with a 400 naming `env`. No limit on `args` is published; Docker's
-  practical limit is a few kB, so the fake refuses an `args` over 8 kB with a 400;
-- RunPod's edge has refused default SDK user agents at times: `refuse_user_agents` lists
-  substrings the fake answers 403 for, before authentication.
+- Create's own table of failures: 422 — the body does not match the contract, `errors`
+  lists each violation: fix the request, never retry; 400 — the body matches the contract
+  but was refused, by a cross-field rule or because that GPU and data center could not be
+  placed: try the next candidate; 402 — insufficient balance: stop, no candidate will
+  succeed; 403 — the account cannot access the requested pool: skip the candidate; 429 —
+  back off (`Retry-After`); 5xx — transient: retry the same candidate with back-off.
+  Capacity "carries no machine-readable code of its own — only a human-readable
+  `detail`", and "if every candidate returns 400, read the last detail as a problem with
+  the request". The fake answers capacity as that 400, 402 and 403 as the scenarios above.
+- The error body (`ErrorResponse`) is `{"title", "status", "detail", "errors"?}` with
+  `errors` an array of strings, e.g. `"$: additional properties 'bogus' not allowed"`;
+  there is no `type` or `code`. The create body allows no unknown field (`unevaluated`/
+  `additionalProperties: false`, also inside `gpu`, `mounts` and `mounts.persistent`), and
+  `mounts.persistent.size` has `minimum: 10` ("Upstream enforces a 10 GB floor"): the fake
+  answers both with 422 and such strings (only the additional-properties wording is
+  published; the fake's other wordings are its own). `disk` and `gpu.count` are at least 1,
+  `cloud` is SECURE or COMMUNITY, `name` at least one character, `image` required.
+- `GET /v2/pods` returns every pod of the account in one `{"pods": [...]}`: its only
+  parameter is `includeClusterPods` (cluster member pods are left out by default). There
+  is no name filter and no cursor: the fake ignores any other query and records it.
+- A pod's `ssh` is `{"proxy", "direct"}`, each null or `{"host", "port", "username",
+  "command"}`: the proxy once the pod has a machine (null while provisioning), `direct`
+  only with `22/tcp` in `ports` on a running pod. `startSsh` injects the account's
+  registered keys as `PUBLIC_KEY` — "with none registered the flag does nothing and the pod
+  has no SSH access", whatever `ssh` reports; keys registered later reach only pods created
+  afterwards. The fake keeps per pod the keys it got (`FakePod.public_keys`).
+- `PUT /v2/account/ssh-keys` with `{"keys": [...]}` replaces the whole set (`[]` removes
+  all); each key must match `^(ssh|ecdsa|sk)-[^\\s]+ [^\\s]+([ \\t][^\\n\\r]*)?$`, else 422.
+  `GET` answers `{"keys": [...]}`.
+- Logs: `GET /v2/pods/{id}/logs` is server-sent events whose `data` is `{"source":
+  "container"|"system", "line", "ts"}` ("system — host lifecycle/userlogs stream"), `id`
+  the event's `ts`; `source` omitted gives both; `tail` (default 100, 0..5000) is ignored
+  when `since` or `Last-Event-ID` is sent. It stays open after the backfill: the fake keeps
+  a RUNNING pod's stream open for `log_hold_seconds`. Not published, assumed by the fake:
+  the stream of a pod that is not running ends after the backfill, a terminated pod's logs
+  answer 404, and a `tail` out of range is a 400 naming `tail`.
+- Not published and kept from earlier readings (2026-12-01: "Environment variables",
+  "Connect to a Pod with SSH", runpodctl): at most 50 environment variables per pod, a 400
+  beyond; no `args` limit is published and Docker's practical one is a few kB, so the fake
+  refuses `args` over 8 kB with a 400; RunPod's edge has refused default SDK user agents at
+  times (`refuse_user_agents`: substrings answered 403 before authentication); an unknown
+  GPU type is a 400 (the schema lists no GPU ids).
 
 Auth works like RunPod's accounts: `team_key` sees the team's pods (v2 scopes a key to its
 team; a team header, if sent, must carry `team_id`, and with `team_header_required` the key
-without it lands in an empty default scope); `personal_key` sees its own; a team header sent with the personal key is
-refused (403); any other key gets 401. `requests` records every call.
+without it lands in an empty default scope); `personal_key` sees its own; a team header sent
+with the personal key is refused (403); any other key gets 401. `requests` records every
+call.
 """
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import secrets
 import threading
 import time
@@ -77,6 +107,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CAPACITY_DETAIL = ("There are no longer any instances available with the requested specifications. "
                    "Please refresh and try again.")
+BALANCE_DETAIL = "Insufficient balance: add credit to deploy this pod."
+POOL_DETAIL = "Your account cannot access the requested pool."
+# The create body's contract (CreatePodRequest): every field it may carry, at each level.
+CREATE_FIELDS = {"name", "image", "args", "disk", "ports", "env", "registry", "cloud", "cpu", "dataCenterIds",
+                 "globalNetworking", "gpu", "mounts", "startJupyter", "startSsh", "templateId"}
+GPU_FIELDS = {"id", "count", "allowedCudaVersions", "minCudaVersion"}
+MOUNT_FIELDS = {"persistent", "network"}
+PERSISTENT_FIELDS = {"size", "path"}
+MIN_PERSISTENT_GB = 10
+SSH_KEY_PATTERN = re.compile(r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$")
 KNOWN_GPUS = {  # provider id → USD per GPU-hour the fake bills
     "NVIDIA H100 80GB HBM3": 2.99, "NVIDIA H200": 3.99, "NVIDIA A100-SXM4-80GB": 1.89,
     "NVIDIA L40S": 0.86, "NVIDIA GeForce RTX 4090": 0.69,
@@ -103,6 +143,7 @@ class FakePod:
     restarts: int = 0            # times the container was started again after exiting by itself
     data_center_id: str = "US-KS-2"
     log: list = field(default_factory=list)  # (ts, source, line) in the order printed
+    public_keys: list = field(default_factory=list)  # what startSsh put in the pod (none: no SSH access)
 
 
 @dataclass
@@ -131,18 +172,20 @@ class FakeRunPod:
     vanish_after: float | None = None    # new pods vanish this long after creation
     restart_on_exit: bool = False        # a container that exits by itself is started again
     report_cost: bool = True             # False: `cost` is null (a price RunPod does not tell)
-    page_size: int | None = None         # lists are paged with nextCursor
     max_env: int = 50
     max_args_bytes: int = 8192
     refuse_user_agents: tuple = ()
     log_hold_seconds: float = 5.0
     requests: list[RecordedRequest] = field(default_factory=list)
     pods: dict[str, FakePod] = field(default_factory=dict)
+    ssh_keys: dict[str, list[str]] = field(default_factory=dict)  # scope → registered public keys
 
     def __post_init__(self):
         self._lock = threading.RLock()
         self._now = 0.0
-        self._capacity: list[dict] = []
+        self._refusals: list[dict] = []   # create refusals by GPU: capacity (400) and pool access (403)
+        self._no_balance: int | None = 0  # creates still answered 402 (None: every one)
+        self._no_balance_scope: str | None = None
         self._fail_after_create = 0
         self._fail_after_create_status = 500
         self._rate_limited: deque = deque()
@@ -163,13 +206,31 @@ class FakeRunPod:
             self._now += seconds
 
     # --- scripting ---------------------------------------------------------------------
-    def no_capacity(self, gpu_id: str, *, status: int = 500, cloud: str | None = None,
-                    times: int | None = None, detail: str = CAPACITY_DETAIL, title: str = "Could not create pod",
-                    error_type: str = "about:blank") -> "FakeRunPod":
-        """Creates for this GPU (and cloud) answer RunPod's capacity problem, `times` times or always."""
+    def no_capacity(self, gpu_id: str, *, cloud: str | None = None, times: int | None = None,
+                    detail: str = CAPACITY_DETAIL) -> "FakeRunPod":
+        """Creates for this GPU (and cloud) answer 400 with only RunPod's capacity `detail`, `times`
+        times or always."""
+        return self.refuse_create(gpu_id, detail, cloud=cloud, times=times)
+
+    def no_pool_access(self, gpu_id: str, *, cloud: str | None = None, times: int | None = None) -> "FakeRunPod":
+        """Creates for this GPU (and cloud) answer 403: the account cannot use that pool."""
+        return self.refuse_create(gpu_id, POOL_DETAIL, status=403, cloud=cloud, times=times)
+
+    def refuse_create(self, gpu_id: str, detail: str, *, status: int = 400, cloud: str | None = None,
+                      times: int | None = None) -> "FakeRunPod":
+        """Creates for this GPU (and cloud) that match the contract answer `status` with `detail`:
+        a 400 is a rule the handler applies to this candidate (or, worded so, capacity)."""
+        title = {400: "Bad Request", 403: "Forbidden"}.get(status, "Error")
         with self._lock:
-            self._capacity.append({"gpu": gpu_id, "cloud": cloud, "status": status, "title": title,
-                                   "times": times, "detail": detail, "type": error_type})
+            self._refusals.append({"gpu": gpu_id, "cloud": cloud, "status": status, "title": title,
+                                   "times": times, "detail": detail})
+        return self
+
+    def no_balance(self, times: int | None = None, *, scope: str | None = None) -> "FakeRunPod":
+        """The next `times` creates (or every one) of the `scope` account (or any) answer 402:
+        the balance is too low to deploy."""
+        with self._lock:
+            self._no_balance, self._no_balance_scope = times, scope
         return self
 
     def fail_after_create(self, times: int = 1, status: int = 500) -> "FakeRunPod":
@@ -186,11 +247,12 @@ class FakeRunPod:
         return self
 
     def fail_next(self, count: int = 1, status: int = 500, method: str | None = None, *,
-                  title: str = "Internal Server Error", detail: str = "Something went wrong.") -> "FakeRunPod":
+                  title: str = "Internal Server Error", detail: str = "Something went wrong.",
+                  errors: list[str] | None = None) -> "FakeRunPod":
         """The next `count` requests (of `method`, if given) answer `status` with a problem body."""
         with self._lock:
             self._failures.extend([{"status": status, "method": method, "title": title,
-                                    "detail": detail}] * count)
+                                    "detail": detail, "errors": errors}] * count)
         return self
 
     def delay_next(self, seconds: float, count: int = 1) -> "FakeRunPod":
@@ -231,7 +293,8 @@ class FakeRunPod:
     def add_pod(self, name: str, *, scope: str = "team", gpu_id: str = "NVIDIA A100-SXM4-80GB",
                 status: str | None = None) -> str:
         """A pod that exists at the provider without a create call (e.g. an orphan)."""
-        body = {"name": name, "image": "runpod/pytorch", "gpu": {"id": gpu_id, "count": 1}, "cloud": "SECURE"}
+        body = {"name": name, "image": "runpod/pytorch", "gpu": {"id": gpu_id, "count": 1}, "cloud": "SECURE",
+                "ports": ["22/tcp"]}
         with self._lock:
             pod = self._new_pod(body, scope)
             pod.visible_at = self._now
@@ -295,13 +358,21 @@ class FakeRunPod:
             "createdAt": _iso(pod.created_at), "startedAt": _iso(pod.started_at) if running else None,
             "image": pod.body.get("image"),
             "gpu": {"id": gpu.get("id"), "count": gpu.get("count")},
-            "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "user": f"{pod.id}-64410f2e"},
-                    "direct": {"host": "203.0.113.10", "port": 10341, "user": "root"}} if running else None,
+            "ports": list(pod.body.get("ports") or []),
+            "ssh": self._ssh(pod, status),
             "runtime": {"uptime": max(uptime, 0), "gpus": [{"util": 97, "memoryUtil": 61}],
                         "cpu": 12.5, "memory": 40.1,
                         "ports": [{"private": 22, "public": 10341, "type": "tcp", "ip": "203.0.113.10"}]}
             if running else None,
         }
+
+    @staticmethod
+    def _ssh(pod: FakePod, status: str) -> dict:
+        """The proxy once the pod has a machine; the direct connection on a running pod with 22/tcp."""
+        proxy = None if status == "PROVISIONING" else _endpoint("ssh.runpod.io", 22, f"{pod.id}-64410f2e")
+        direct = _endpoint("203.0.113.10", 10341, "root") \
+            if status == "RUNNING" and "22/tcp" in (pod.body.get("ports") or []) else None
+        return {"proxy": proxy, "direct": direct}
 
     def _authorize(self, headers) -> tuple[int, str, str]:
         """(status, scope or problem title, detail)."""
@@ -325,32 +396,69 @@ class FakeRunPod:
             return 200, "team", ""
         return 401, "Unauthorized", "Invalid or missing API key."
 
-    def _validate(self, body: dict) -> list[dict]:
-        errors = []
-        if not isinstance(body.get("name"), str) or not body.get("name"):
-            errors.append({"field": "name", "detail": "name is required"})
-        if not isinstance(body.get("image"), str) or not body.get("image"):
-            errors.append({"field": "image", "detail": "image is required"})
+    def _contract_errors(self, body: dict) -> list[str]:
+        """What the create body's schema refuses (a 422), worded like RunPod's `errors` strings."""
+        errors = _unknown("$", body, CREATE_FIELDS)
+        if not isinstance(body.get("name"), str) or not body["name"]:
+            errors.append("$.name: required, a string of at least 1 character")
+        if "templateId" not in body and not isinstance(body.get("image"), str):
+            errors.append("$.image: required unless templateId is set")
+        for name in ("args", "image", "registry", "templateId"):
+            if body.get(name) is not None and not isinstance(body[name], str):
+                errors.append(f"$.{name}: expected string")
+        if "disk" in body and not _whole(body["disk"], 1):
+            errors.append(f"$.disk: must be an integer >= 1 but found {json.dumps(body['disk'])}")
+        if "cloud" in body and body["cloud"] not in ("SECURE", "COMMUNITY"):
+            errors.append(f"$.cloud: value must be one of 'SECURE', 'COMMUNITY' but found {json.dumps(body['cloud'])}")
+        for name in ("ports", "dataCenterIds"):
+            if name in body and not (isinstance(body[name], list) and all(isinstance(v, str) for v in body[name])):
+                errors.append(f"$.{name}: expected an array of strings")
+        if "env" in body and not (isinstance(body["env"], dict) and all(isinstance(v, str) for v in body["env"].values())):
+            errors.append("$.env: expected an object of strings")
+        for name in ("startSsh", "startJupyter", "globalNetworking"):
+            if name in body and not isinstance(body[name], bool):
+                errors.append(f"$.{name}: expected boolean")
         gpu = body.get("gpu")
-        if not isinstance(gpu, dict) or gpu.get("id") not in KNOWN_GPUS:
-            errors.append({"field": "gpu.id", "detail": f"unknown GPU type {gpu.get('id') if isinstance(gpu, dict) else gpu!r}"})
-        elif not isinstance(gpu.get("count"), int) or gpu["count"] < 1:
-            errors.append({"field": "gpu.count", "detail": "must be an integer >= 1"})
-        if body.get("cloud") not in ("SECURE", "COMMUNITY"):
-            errors.append({"field": "cloud", "detail": "must be SECURE or COMMUNITY"})
-        if "env" in body and not (isinstance(body["env"], dict)
-                                  and all(isinstance(v, str) for v in body["env"].values())):
-            errors.append({"field": "env", "detail": "must map names to strings"})
-        elif len(body.get("env") or {}) > self.max_env:
-            errors.append({"field": "env", "detail": f"at most {self.max_env} environment variables"})
-        if len(str(body.get("args") or "").encode()) > self.max_args_bytes:
-            errors.append({"field": "args", "detail": "too long"})
+        if gpu is not None:
+            if not isinstance(gpu, dict):
+                errors.append("$.gpu: expected object")
+            else:
+                errors += _unknown("$.gpu", gpu, GPU_FIELDS)
+                if not isinstance(gpu.get("id"), str):
+                    errors.append("$.gpu.id: required, a string")
+                if "count" in gpu and not _whole(gpu["count"], 1):
+                    errors.append(f"$.gpu.count: must be an integer >= 1 but found {json.dumps(gpu['count'])}")
+        mounts = body.get("mounts")
+        if mounts is not None:
+            if not isinstance(mounts, dict):
+                errors.append("$.mounts: expected object")
+            else:
+                errors += _unknown("$.mounts", mounts, MOUNT_FIELDS)
+                persistent = mounts.get("persistent")
+                if persistent is not None:
+                    errors += _persistent_errors(persistent)
         return errors
 
-    def _capacity_for(self, body: dict) -> dict | None:
+    def _rule_errors(self, body: dict) -> str | None:
+        """What the handler refuses in a body that matches the contract (a 400), or None."""
+        if ("gpu" in body) == ("cpu" in body):
+            return "exactly one of gpu or cpu must be set"
+        if "gpu" in body and body["gpu"]["id"] not in KNOWN_GPUS:
+            return f"gpu.id: unknown GPU type {body['gpu']['id']!r}"
+        mounts = body.get("mounts") or {}
+        if mounts.get("persistent") is not None and mounts.get("network"):
+            return "mounts: at most one of persistent or network may be set"
+        if len(body.get("env") or {}) > self.max_env:
+            return f"env: at most {self.max_env} environment variables per pod"
+        if len(str(body.get("args") or "").encode()) > self.max_args_bytes:
+            return "args: too long"
+        return None
+
+    def _refusal_for(self, body: dict) -> dict | None:
+        """The scripted capacity (400) or pool (403) refusal this create meets, if any."""
         gpu = (body.get("gpu") or {}).get("id")
-        for rule in self._capacity:
-            if rule["gpu"] == gpu and rule["cloud"] in (None, body.get("cloud")):
+        for rule in self._refusals:
+            if rule["gpu"] == gpu and rule["cloud"] in (None, body.get("cloud") or "SECURE"):
                 if rule["times"] is not None:
                     if rule["times"] <= 0:
                         continue
@@ -370,28 +478,26 @@ class FakeRunPod:
                 return 429, _problem(429, "Too Many Requests", "Rate limit exceeded."), extra
             if self._failures and self._failures[0]["method"] in (None, method):
                 failure = self._failures.popleft()
-                return failure["status"], _problem(failure["status"], failure["title"], failure["detail"]), {}
+                return failure["status"], _problem(failure["status"], failure["title"], failure["detail"],
+                                                   failure["errors"]), {}
             status, scope, detail = self._authorize(headers)
             if status != 200:
                 return status, _problem(status, scope, detail), {}
 
             parts = [p for p in path.split("/") if p]
+            if parts == ["v2", "account", "ssh-keys"]:
+                return self._account_ssh_keys(method, body, scope)
             if parts[:2] != ["v2", "pods"]:
                 return 404, _problem(404, "Not Found", f"No route {path}"), {}
             if len(parts) == 2 and method == "POST":
                 return self._create(body, scope)
             if len(parts) == 2 and method == "GET":
-                # No documented filter: every pod of the scope, whatever the query says.
+                # Its only parameter is includeClusterPods (the fake has no cluster pods): no
+                # filter, no cursor; every pod of the scope, whatever else the query says.
                 pods = [self._view(p) for p in self.pods.values()
                         if p.scope == scope and scope not in self._outages and not self._gone(p)
                         and self._now >= p.visible_at and self._status(p) != "TERMINATED"]
-                if self.page_size is None:
-                    return 200, {"pods": pods}, {}
-                start = int(query.get("cursor") or 0)
-                page = {"pods": pods[start:start + self.page_size]}
-                if start + self.page_size < len(pods):
-                    page["nextCursor"] = str(start + self.page_size)
-                return 200, page, {}
+                return 200, {"pods": pods}, {}
             pod = self.pods.get(parts[2]) if len(parts) >= 3 else None
             if pod is None or pod.scope != scope or self._gone(pod) or scope in self._outages:
                 return 404, _problem(404, "Not Found", f"Pod {parts[2] if len(parts) > 2 else ''} not found."), {}
@@ -408,21 +514,50 @@ class FakeRunPod:
 
     def _create(self, body, scope: str):
         if not isinstance(body, dict):
-            return 400, _problem(400, "Bad Request", "The body must be a JSON object."), {}
-        errors = self._validate(body)
+            return 422, _problem(422, "Unprocessable Entity", "Request validation failed.",
+                                 ["$: expected object"]), {}
+        errors = self._contract_errors(body)
         if errors:
-            return 400, _problem(400, "Bad Request", "The request is invalid.", errors), {}
-        rule = self._capacity_for(body)
+            return 422, _problem(422, "Unprocessable Entity", "Request validation failed.", errors), {}
+        rule = self._rule_errors(body)
         if rule:
-            problem = _problem(rule["status"], rule["title"], rule["detail"])
-            problem["type"] = rule["type"]
-            return rule["status"], problem, {}
+            return 400, _problem(400, "Bad Request", rule), {}
+        if (self._no_balance is None or self._no_balance > 0) and self._no_balance_scope in (None, scope):
+            if self._no_balance is not None:
+                self._no_balance -= 1
+            return 402, _problem(402, "Payment Required", BALANCE_DETAIL), {}
+        refusal = self._refusal_for(body)
+        if refusal:
+            return refusal["status"], _problem(refusal["status"], refusal["title"], refusal["detail"]), {}
         pod = self._new_pod(body, scope)
+        if body.get("startSsh") and "PUBLIC_KEY" not in (body.get("env") or {}):
+            # startSsh hands the pod the keys registered now; with none, it does nothing.
+            pod.public_keys = list(self.ssh_keys.get(scope) or [])
         if self._fail_after_create > 0:
             self._fail_after_create -= 1
             status = self._fail_after_create_status
             return status, _problem(status, "Internal Server Error", "upstream request failed"), {}
         return 201, self._view(pod), {}
+
+    def _account_ssh_keys(self, method: str, body, scope: str):
+        """GET: the registered keys; PUT {"keys": [...]}: the whole set replaced."""
+        if method == "GET":
+            return 200, {"keys": list(self.ssh_keys.get(scope) or [])}, {}
+        if method != "PUT":
+            return 405, _problem(405, "Method Not Allowed", f"{method} /v2/account/ssh-keys"), {}
+        if not isinstance(body, dict):
+            return 422, _problem(422, "Unprocessable Entity", "Request validation failed.", ["$: expected object"]), {}
+        errors = _unknown("$", body, {"keys"})
+        keys = body.get("keys")
+        if not isinstance(keys, list):
+            errors.append("$.keys: required, an array of strings")
+        else:
+            errors += [f"$.keys[{i}]: does not match pattern {SSH_KEY_PATTERN.pattern!r}"
+                       for i, key in enumerate(keys) if not isinstance(key, str) or not SSH_KEY_PATTERN.match(key)]
+        if errors:
+            return 422, _problem(422, "Unprocessable Entity", "Request validation failed.", errors), {}
+        self.ssh_keys[scope] = list(keys)
+        return 200, {"keys": list(keys)}, {}
 
     def _logs(self, pod: FakePod, query: dict, headers):
         status = self._status(pod)
@@ -431,7 +566,7 @@ class FakeRunPod:
         source = query.get("source")
         if source not in (None, "container", "system"):
             return 400, _problem(400, "Bad Request", "The request is invalid.",
-                                 [{"field": "source", "detail": "must be container or system"}]), {}
+                                 ["$.source: value must be one of 'container', 'system'"]), {}
         entries = [e for e in pod.log if source is None or e[1] == source]
         cursor = headers.get("Last-Event-ID") or query.get("since")
         if cursor:
@@ -443,7 +578,7 @@ class FakeRunPod:
                 tail = -1
             if not 0 <= tail <= 5000:
                 return 400, _problem(400, "Bad Request", "The request is invalid.",
-                                     [{"field": "tail", "detail": "must be between 0 and 5000"}]), {}
+                                     ["$.tail: must be between 0 and 5000"]), {}
             entries = entries[len(entries) - tail:] if tail else []
         events = [f"id: {ts}\ndata: {json.dumps({'source': src, 'line': line, 'ts': ts})}\n\n"
                   for ts, src, line in entries]
@@ -453,7 +588,7 @@ class FakeRunPod:
         status = self._status(pod)
         if action not in ("start", "stop", "restart", "terminate"):
             return 400, _problem(400, "Bad Request", f"unknown action {action!r}",
-                                 [{"field": "action", "detail": "must be start, stop, restart or terminate"}]), {}
+                                 ["$.action: value must be one of 'start', 'stop', 'restart', 'terminate'"]), {}
         if action not in ACTIONS[status]:
             return 409, _problem(409, "Conflict", f"Cannot {action} a pod that is {status}."), {}
         if action == "terminate":
@@ -546,6 +681,9 @@ class FakeRunPod:
             def do_POST(self):
                 self._serve("POST")
 
+            def do_PUT(self):
+                self._serve("PUT")
+
             def do_DELETE(self):
                 self._serve("DELETE")
 
@@ -577,11 +715,40 @@ class _EventStream:
     hold_seconds: float
 
 
-def _problem(status: int, title: str, detail: str, errors: list | None = None) -> dict:
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+def _problem(status: int, title: str, detail: str, errors: list[str] | None = None) -> dict:
+    """RunPod's ErrorResponse: title, status, detail, and `errors` as strings when there are any."""
+    body = {"title": title, "status": status, "detail": detail}
     if errors:
-        body["errors"] = errors
+        body["errors"] = [str(e) for e in errors]
     return body
+
+
+def _unknown(where: str, value: dict, allowed: set) -> list[str]:
+    extra = [k for k in value if k not in allowed]
+    if not extra:
+        return []
+    return [f"{where}: additional properties {', '.join(repr(k) for k in extra)} not allowed"]
+
+
+def _whole(value, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _persistent_errors(persistent) -> list[str]:
+    if not isinstance(persistent, dict):
+        return ["$.mounts.persistent: expected object"]
+    errors = _unknown("$.mounts.persistent", persistent, PERSISTENT_FIELDS)
+    if "size" not in persistent or "path" not in persistent:
+        errors.append("$.mounts.persistent: missing properties 'size', 'path'")
+    if "size" in persistent and not _whole(persistent["size"], MIN_PERSISTENT_GB):
+        errors.append(f"$.mounts.persistent.size: must be >= {MIN_PERSISTENT_GB} but found "
+                      f"{json.dumps(persistent['size'])}")
+    return errors
+
+
+def _endpoint(host: str, port: int, username: str) -> dict:
+    command = f"ssh {username}@{host}" + (f" -p {port}" if port != 22 else "")
+    return {"host": host, "port": port, "username": username, "command": command}
 
 
 def _iso(seconds: float) -> str:

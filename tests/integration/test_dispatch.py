@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, FleetIncident, Pod, RunEvent, WorkflowEvent, db
-from services import clock, experiments, parking, recovery
+from services import clock, experiments, parking, pod_logs, recovery
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from services.errors import Conflict
@@ -100,6 +100,29 @@ def test_5xx_after_create_is_found_by_name_not_created_twice(app, runpod, approv
     with app.app_context():
         pod = db.session.scalar(sa.select(Pod).where(Pod.agent_run_id == run_id))
         assert pod.provider_pod_id == next(iter(runpod.pods)) and pod.attempt == 1
+
+
+def test_a_pod_whose_container_never_started_shows_the_hosts_lines_after_the_failure(app, runpod, approved):
+    """The image cannot be pulled: the pod never leaves STARTING and RunPod has only its host's system
+    lines. The start deadline fails the dispatch and stops the pod (not terminated); does
+    read_pod_logs then show those system lines, labelled, which is what this crash needs?"""
+    runpod.starting_seconds = 10 ** 6
+    number = approved(pod_spec())
+    run_id = dispatch(app, number)
+    runpod.advance(60)
+    with app.app_context():
+        pod = db.session.scalar(sa.select(Pod).where(Pod.agent_run_id == run_id))
+        runpod.add_log(pod.provider_pod_id, "Pulling image runpod/pytorch:2.4.0", source="system")
+        runpod.add_log(pod.provider_pod_id, "failed to pull image: no space left on device", source="system")
+        clock.advance(timedelta(seconds=app.config["POD_START_DEADLINE_SECONDS"] + 60))
+        watcher.watch()
+        db.session.refresh(pod)
+        assert db.session.get(AgentRun, run_id).failure_reason == "start_deadline"
+        assert pod.status == "stopped" and runpod.status_of(pod.provider_pod_id) == "EXITED"
+        log = pod_logs.read_pod_logs(pod)
+    assert log.source == "runpod" and log.lines == 2
+    assert "[system] failed to pull image: no space left on device" in log.text
+    assert "the container has printed nothing" in log.render()
 
 
 def test_partial_array_dispatch_stops_survivors_with_exact_note(app, runpod, approved):

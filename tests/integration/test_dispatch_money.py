@@ -234,7 +234,7 @@ def test_an_unknown_price_is_shown_unknown_and_counts_toward_the_cap(app, runpod
 
 def test_an_unrecognised_4xx_moves_on_to_the_next_candidate(app, runpod, approved):
     """A 4xx the backend does not know (not a spec error) ends one candidate, not the list."""
-    runpod.no_capacity(A100, status=418, title="I'm a teapot", detail="Short and stout.")
+    runpod.fail_next(1, status=418, method="POST", title="I'm a teapot", detail="Short and stout.")
     number = approved(pod_spec(substitution_policy={"gpuType": {"allowed": ["A100", "H100"]}}))
     run_id = dispatch(app, number)
     with app.app_context():

@@ -15,6 +15,8 @@ PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()
 BLOCKER = (PLANS / "blocker_no_spec.md").read_text()
 QUESTIONS = (PLANS / "questions_only.md").read_text()
+# The old system's four-pod plan as it was written, `consolidation` block and all.
+FOUR_PODS = (PLANS / "factor_screen_four_pods.md").read_text()
 OWNER = Actor("owner", "owner-1", "Owner")
 
 
@@ -66,7 +68,8 @@ def test_invalid_spec_is_kept_without_request(app, api_client, planning):
 
 
 def test_consolidation_is_refused_not_ignored(app, api_client, planning):
-    """`consolidation` is never acted on, so a plan that sets it is refused with the field path."""
+    """A plan that asks to merge pods (`may_merge_pods: true`) is refused with the field path: merging
+    is never acted on, so it is never silently ignored."""
     bad = TWO_POD.replace('"gpuType": "RTX 4090"', '"gpuType": "RTX 4090", "consolidation": {"may_merge_pods": true}')
     assert bad != TWO_POD
     response = api_client("read,write").post(f"/api/experiments/{planning}/plans", json={"markdown": bad})
@@ -74,6 +77,29 @@ def test_consolidation_is_refused_not_ignored(app, api_client, planning):
     assert any(p.startswith("[1].consolidation: not supported") for p in response.get_json()["problems"])
     with app.app_context():
         assert _rows(ApprovalRequest) == 0 and _exp(app, planning).status == "planning"
+
+
+def test_the_old_systems_four_pod_plan_is_accepted_with_its_consolidation_and_estimated(app, api_client, planning):
+    """Every pod of the old system's plans says `"consolidation": {"may_merge_pods": false, …}` — what
+    Sagan does anyway. The owner's four-pod plan is accepted as written (it was a 422), estimated,
+    and approving it keeps the consolidation fields in the stored spec."""
+    response = api_client("read,write").post(f"/api/experiments/{planning}/plans", json={"markdown": FOUR_PODS})
+    assert response.status_code == 201, response.get_json()
+    body = response.get_json()
+    assert body["plan"]["spec_problems"] == [] and body["plan"]["unknown_spec_fields"] == []
+    assert [pod["consolidation"] for pod in body["plan"]["spec"]] == [
+        {"may_merge_pods": False, "merge_target_max_gpus_per_pod": 1}] * 4
+    # Four A100 pods of 18 h at the catalogue's $1.49/GPU-h, plus 200 GB of disk each at $0.10 a
+    # GB-month: about $109, the plan's own "≈ $110".
+    estimate = body["estimate"]
+    assert [(pod["gpu"], pod["hours"]) for pod in estimate["pods"]] == [("A100", 18.0)] * 4
+    assert estimate["unknown_prices"] == []
+    assert estimate["total_usd"] == pytest.approx(4 * (18 * 1.49 + 200 * 0.10 * 18 / 730), abs=0.01)
+    with app.app_context():
+        approvals.approve(db.session.scalar(sa.select(ApprovalRequest)), OWNER)
+        db.session.commit()
+        stored = _exp(app, planning).pod_spec
+    assert len(stored) == 4 and all(pod["consolidation"]["may_merge_pods"] is False for pod in stored)
 
 
 def test_a_pod_name_that_is_a_list_is_an_invalid_spec(app, api_client, planning):

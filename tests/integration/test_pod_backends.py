@@ -105,24 +105,15 @@ def test_list_by_name_finds_exactly_that_pod_after_the_listing_lag(fake_runpod, 
     assert fake_runpod.requests_to("GET")[-1].query == {}
 
 
-def test_lists_are_followed_page_by_page(fake_runpod, team):
-    """Does a paged list (nextCursor) come back whole, each page asked for with its cursor?"""
-    fake_runpod.page_size = 2
+def test_the_list_is_one_answer_asked_with_no_filter_and_no_cursor(fake_runpod, team):
+    """`GET /v2/pods` has one parameter (includeClusterPods) and no cursor: is every pod of the account
+    read from one answer, with nothing sent in the query, and a name matched on our side?"""
     names = [f"sagan-8-0000000{i}-0-1" for i in range(5)]
     for name in names:
         fake_runpod.add_pod(name, status="RUNNING")
     assert sorted(p.name for p in team.list_all()) == names
-    assert [r.query for r in fake_runpod.requests_to("GET")] == [{}, {"cursor": "2"}, {"cursor": "4"}]
     assert [p.name for p in team.list_by_name(names[4])] == [names[4]]
-
-
-def test_capacity_is_recognised_by_its_problem_class_whatever_the_wording(fake_runpod, team):
-    """A capacity answer in new words but with a capacity problem type is provider_capacity, not spec_invalid."""
-    fake_runpod.no_capacity(H100, status=409, title="Conflict", detail="Try another data center later.",
-                            error_type="https://api.runpod.io/errors/insufficient-capacity")
-    with pytest.raises(BackendError) as caught:
-        team.create(request(gpu=H100))
-    assert caught.value.reason == "provider_capacity" and caught.value.status == 409
+    assert [r.query for r in fake_runpod.requests_to("GET")] == [{}, {}]
 
 
 def test_the_edge_gets_a_browser_like_user_agent(fake_runpod, team):
@@ -199,17 +190,65 @@ def test_the_fake_answers_409_for_actions_its_table_forbids(fake_runpod):
 
 # --- RunPod: errors ------------------------------------------------------------------
 
-@pytest.mark.parametrize("status", [400, 500])
-def test_no_capacity_is_provider_capacity_with_runpods_words(fake_runpod, team, status):
-    """Is RunPod's 'no longer any instances available' (4xx or 5xx) a provider_capacity error quoting it,
-    while other GPU types still create?"""
-    fake_runpod.no_capacity(H100, status=status)
+def test_no_capacity_is_provider_capacity_with_runpods_words(fake_runpod, team):
+    """Is RunPod's capacity answer — a 400 whose only sign is its detail, 'no longer any instances
+    available' — a provider_capacity error quoting it, while other GPU types still create?"""
+    fake_runpod.no_capacity(H100)
     with pytest.raises(BackendError) as caught:
         team.create(request(gpu=H100))
-    assert caught.value.reason == "provider_capacity" and caught.value.status == status
+    assert caught.value.reason == "provider_capacity" and caught.value.status == 400
     assert "no longer any instances available" in caught.value.message
     assert len(fake_runpod.requests_to("POST")) == 1  # not retried
     assert team.create(request(gpu=A100)).status == "PROVISIONING"
+
+
+def test_no_balance_is_provider_balance_and_never_retried(fake_runpod, team, sleeps):
+    """Is RunPod's 402 (a balance too low to deploy) provider_balance with its words, one POST, no wait?"""
+    fake_runpod.no_balance(times=1)
+    with pytest.raises(BackendError) as caught:
+        team.create(request())
+    assert caught.value.reason == "provider_balance" and caught.value.status == 402
+    assert "Insufficient balance" in caught.value.message
+    assert len(fake_runpod.requests_to("POST")) == 1 and fake_runpod.pods == {} and sleeps == []
+    assert team.create(request()).status == "PROVISIONING"  # the balance was topped up
+
+
+def test_a_pool_the_account_cannot_use_is_a_403_for_that_gpu_only(fake_runpod, team):
+    """Is RunPod's 403 for a pool (this GPU on this cloud) provider_auth with status 403, and another
+    GPU, or the same GPU on another cloud, still created?"""
+    fake_runpod.no_pool_access(H100, cloud="SECURE")
+    with pytest.raises(BackendError) as caught:
+        team.create(request(gpu=H100))
+    assert caught.value.reason == "provider_auth" and caught.value.status == 403
+    assert "cannot access the requested pool" in caught.value.message
+    assert team.create(request(name="sagan-7-1a2b3c4d-0-2", gpu=H100, cloud="COMMUNITY")).status == "PROVISIONING"
+    assert team.create(request(name="sagan-7-1a2b3c4d-0-3", gpu=A100)).status == "PROVISIONING"
+
+
+def test_a_volume_under_runpods_floor_is_a_422_naming_the_field(fake_runpod, team):
+    """RunPod's schema puts a 10 GB floor on the persistent mount: is a 5 GB volume refused with 422, its
+    `errors` strings folded into a spec_invalid message?"""
+    with pytest.raises(BackendError) as caught:
+        team.create(request(volume_gb=5))
+    assert caught.value.reason == "spec_invalid" and caught.value.status == 422
+    assert "$.mounts.persistent.size: must be >= 10 but found 5" in caught.value.message
+    assert fake_runpod.pods == {}
+    assert team.create(request(volume_gb=0)).status == "PROVISIONING"  # no volume at all is fine
+
+
+def test_the_fake_refuses_fields_runpods_contract_does_not_know(fake_runpod):
+    """The create body allows no unknown field, at any level: is one answered 422 with `errors` as an
+    array of strings in RunPod's words, and nothing made?"""
+    body = {"name": "sagan-1-00000000-0-1", "image": "runpod/pytorch", "gpu": {"id": A100, "count": 1, "spot": True},
+            "bogus": 1, "mounts": {"persistent": {"size": 20, "path": "/workspace", "kind": "ssd"}}}
+    answer = httpx.post(f"{fake_runpod.url}/v2/pods", json=body,
+                        headers={"Authorization": f"Bearer {fake_runpod.team_key}"})
+    assert answer.status_code == 422 and answer.headers["Content-Type"] == "application/problem+json"
+    assert answer.json() == {"title": "Unprocessable Entity", "status": 422, "detail": "Request validation failed.",
+                             "errors": ["$: additional properties 'bogus' not allowed",
+                                        "$.gpu: additional properties 'spot' not allowed",
+                                        "$.mounts.persistent: additional properties 'kind' not allowed"]}
+    assert fake_runpod.pods == {}
 
 
 def test_capacity_can_be_scripted_per_cloud_and_for_a_number_of_calls(fake_runpod, team):
@@ -243,7 +282,8 @@ def test_an_error_that_echoes_the_key_is_redacted(fake_runpod, team):
 
 
 def test_a_validation_error_is_spec_invalid_naming_the_field(team):
-    """Is a 400 problem with errors[] a spec_invalid error naming the field?"""
+    """Is a 400 refusal of a body that matches the contract (a GPU type RunPod does not know) a
+    spec_invalid error naming the field?"""
     with pytest.raises(BackendError) as caught:
         team.create(request(gpu="NVIDIA B300"))
     assert caught.value.reason == "spec_invalid" and caught.value.status == 400
@@ -394,6 +434,57 @@ def test_backend_for_uses_the_apps_runpod_settings(app, fake_runpod):
     assert [p.id for p in team.list_all()] == [pod.id] and personal.list_all() == []
     assert fake_runpod.requests[0].headers["X-Team-Id"] == fake_runpod.team_id
     assert "X-Team-Id" not in fake_runpod.requests[-1].headers
+
+
+# --- RunPod: SSH keys and logs --------------------------------------------------------
+
+ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ me@example.com"
+
+
+def test_ssh_keys_are_registered_per_account_and_reach_only_pods_created_after(fake_runpod, team, personal):
+    """startSsh does nothing without registered keys: is a pod created before registration left without
+    keys, the set replaced with PUT (per account), and a pod created afterwards given them?"""
+    before = team.create(request(name="sagan-7-1a2b3c4d-0-1"))
+    assert fake_runpod.pods[before.id].public_keys == []
+    assert team.ssh_keys() == []
+    assert team.replace_ssh_keys([ED25519]) == [ED25519]
+    assert team.ssh_keys() == [ED25519] and personal.ssh_keys() == []
+    after = team.create(request(name="sagan-7-1a2b3c4d-0-2"))
+    assert fake_runpod.pods[after.id].public_keys == [ED25519]
+    assert fake_runpod.pods[before.id].public_keys == []  # running pods are not updated
+    assert fake_runpod.requests_to("PUT", "/v2/account/ssh-keys")[0].body == {"keys": [ED25519]}
+    assert team.replace_ssh_keys([]) == [] and team.ssh_keys() == []
+
+
+def test_the_fake_refuses_a_key_that_is_not_an_authorized_keys_line(fake_runpod, team):
+    """Is a key that does not match RunPod's pattern refused with 422 (spec_invalid) and the set unchanged?"""
+    team.replace_ssh_keys([ED25519])
+    with pytest.raises(BackendError) as caught:
+        team.replace_ssh_keys(["-----BEGIN OPENSSH PRIVATE KEY-----"])
+    assert caught.value.status == 422 and "$.keys[0]: does not match pattern" in caught.value.message
+    assert team.ssh_keys() == [ED25519]
+
+
+def test_a_running_pod_reports_ssh_with_its_user(fake_runpod, team):
+    """Is the direct connection (22/tcp, running) read with its user, and only the proxy while starting?"""
+    pod = team.create(request())
+    fake_runpod.advance(15)
+    starting = team.get(pod.id)
+    assert (starting.ssh_host, starting.ssh_port, starting.ssh_user) == ("ssh.runpod.io", 22, f"{pod.id}-64410f2e")
+    fake_runpod.advance(60)
+    running = team.get(pod.id)
+    assert (running.ssh_host, running.ssh_port, running.ssh_user) == ("203.0.113.10", 10341, "root")
+
+
+def test_logs_come_from_both_sources_labelled(fake_runpod, team):
+    """Is the log read without a source (RunPod then sends both), each line keeping its source?"""
+    pod_id = fake_runpod.add_pod("sagan-7-1a2b3c4d-0-1", status="EXITED")
+    fake_runpod.add_log(pod_id, "pulling image runpod/pytorch", source="system")
+    fake_runpod.add_log(pod_id, "epoch 1")
+    lines = team.logs(pod_id, tail=10)
+    assert [(line.source, line.line) for line in lines] == [("system", "pulling image runpod/pytorch"),
+                                                            ("container", "epoch 1")]
+    assert fake_runpod.requests_to("GET", f"/v2/pods/{pod_id}/logs")[0].query == {"tail": "10"}
 
 
 # --- Local backend -------------------------------------------------------------------

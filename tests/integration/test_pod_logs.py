@@ -37,11 +37,12 @@ def add_log_artifact(pod: Pod, text: str) -> None:
 
 def test_runpod_log_stream_tail_and_since_redacted(app, make_experiment, fake_runpod):
     """Does the tool read RunPod's SSE stream of a running pod (held open after the backfill),
-    honour tail and since, stamp each line with its time, and redact secrets?"""
+    both its sources each line labelled, honour tail and since, stamp each line with its time,
+    and redact secrets?"""
     number = make_experiment("Logs from RunPod", status="running")
     provider_id = fake_runpod.add_pod(f"sagan-{number}-a-0-1", status="RUNNING")
-    fake_runpod.add_log(provider_id, "epoch 1 loss 2.0", SECRET_LINE, "epoch 2 loss 1.5")
     fake_runpod.add_log(provider_id, "booting", source="system")
+    fake_runpod.add_log(provider_id, "epoch 1 loss 2.0", SECRET_LINE, "epoch 2 loss 1.5")
     with app.app_context():
         add_pod(number, account="team", provider_pod_id=provider_id)
         ctx = tool_context(number, "experiment-orchestrator")
@@ -51,20 +52,43 @@ def test_runpod_log_stream_tail_and_since_redacted(app, make_experiment, fake_ru
         # Two lines asked for, two lines came: the reader stopped without waiting for the stream to end.
         assert time.monotonic() - started < fake_runpod.log_hold_seconds
         assert "RunPod's log stream: 2 line(s)" in result.content
-        assert "epoch 2 loss 1.5" in result.content and "epoch 1 loss" not in result.content
+        assert "[container] epoch 2 loss 1.5" in result.content and "epoch 1 loss" not in result.content
         assert "LEAKEDLEAKED" not in result.content and "[REDACTED]" in result.content
-        assert "booting" not in result.content  # only the container's own output
+        assert "booting" not in result.content  # the tail is the last lines of both sources
 
         whole = call(ctx, "read_pod_logs", pod=f"sagan-{number}-a-0-1")
-        assert "3 line(s)" in whole.content and "epoch 1 loss 2.0" in whole.content
-        first_ts = fake_runpod.pods[provider_id].log[0][0]
-        assert f"{first_ts} epoch 1 loss 2.0" in whole.content
+        assert "4 line(s)" in whole.content and "[container] epoch 1 loss 2.0" in whole.content
+        system_ts, first_ts = (entry[0] for entry in fake_runpod.pods[provider_id].log[:2])
+        assert f"{system_ts} [system] booting\n{first_ts} [container] epoch 1 loss 2.0" in whole.content
 
         after = call(ctx, "read_pod_logs", pod=f"sagan-{number}-a-0-1", since=first_ts)
-        assert "2 line(s)" in after.content and "epoch 1 loss" not in after.content
+        assert "2 line(s)" in after.content and "epoch 1 loss" not in after.content and "booting" not in after.content
     sent = [r for r in fake_runpod.requests if r.path.endswith("/logs")]
-    assert sent[0].query == {"source": "container", "tail": "2"}
-    assert sent[-1].query == {"source": "container", "since": first_ts}
+    assert sent[0].query == {"tail": "2"}  # no source: RunPod sends the container's lines and the host's
+    assert sent[-1].query == {"since": first_ts}
+
+
+def test_a_pod_that_never_started_its_container_shows_the_hosts_lines(app, make_experiment, fake_runpod,
+                                                                      monkeypatch, client, owner):
+    """A pod whose image could not be pulled never starts its container: RunPod has only its host's
+    system lines. Do read_pod_logs and the pod card's Logs view show those lines, labelled, saying
+    the container printed nothing? (test_dispatch follows the same pod through a failed dispatch.)"""
+    fake_runpod.starting_seconds = 10 ** 6  # stuck in STARTING: the image never comes
+    number = make_experiment("An image that is not there", status="running")
+    provider_id = fake_runpod.add_pod(f"sagan-{number}-a-0-1")
+    fake_runpod.advance(15)
+    fake_runpod.add_log(provider_id, "Pulling image registry.example/broken:latest", source="system")
+    fake_runpod.add_log(provider_id, "error pulling image: manifest unknown", source="system")
+    with app.app_context():
+        pod = add_pod(number, account="team", provider_pod_id=provider_id, status="stopped")
+        result = call(tool_context(number, "experiment-orchestrator"), "read_pod_logs", pod=pod.name)
+        pod_id = pod.id
+    assert not result.is_error and "RunPod's log stream: 2 line(s)" in result.content
+    assert "[system] error pulling image: manifest unknown" in result.content
+    assert "Only the host's system lines: the container has printed nothing" in result.content
+    view = client.get(f"/pods/{pod_id}/logs", headers={"HX-Request": "true"})
+    assert view.status_code == 200 and "[system] error pulling image: manifest unknown" in view.text
+    assert "each labelled [container] or [system]" in view.text
 
 
 def test_runpod_stream_that_never_ends_is_read_until_idle(app, make_experiment, fake_runpod):

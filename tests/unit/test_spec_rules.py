@@ -80,11 +80,46 @@ def test_cloud_type_env_strings_and_secret_names_have_their_shapes():
                         "secrets": ["HF_TOKEN"]}) == []
 
 
-def test_consolidation_is_refused_rather_than_ignored():
-    """Is `consolidation` a problem that says Sagan never merges pods?"""
+def test_consolidation_that_asks_to_merge_is_refused_rather_than_ignored():
+    """Is `"may_merge_pods": true` a problem, with the path, that says Sagan never merges pods?"""
+    assert problems_of({**H100, "consolidation": {"may_merge_pods": True, "merge_target_max_gpus_per_pod": 4}}) == [
+        "[0].consolidation: not supported — Sagan never merges pods onto a larger GPU; remove the field or set "
+        "may_merge_pods to false (each pod runs as specified, and substitution_policy lists the GPUs it may move to)"]
+
+
+def test_consolidation_that_says_do_not_merge_is_what_sagan_does_and_is_kept():
+    """The old system's `{"may_merge_pods": false, "merge_target_max_gpus_per_pod": 1}` passes, stays in the
+    spec, and an unknown key inside it is listed like any unknown field."""
+    old_way = {**H100, "consolidation": {"may_merge_pods": False, "merge_target_max_gpus_per_pod": 1}}
+    check = spec.validate(old_way)
+    assert check.ok and check.pods[0]["consolidation"] == {"may_merge_pods": False, "merge_target_max_gpus_per_pod": 1}
+    assert spec.validate({**H100, "consolidation": {"may_merge_pods": False, "note": "x"}}).unknown_fields == [
+        "[0].consolidation.note"]
+
+
+def test_consolidation_must_say_false_in_so_many_words():
+    """Is a consolidation block that is not an object, leaves may_merge_pods out, or says something other
+    than false refused with its path — and a bad merge target too?"""
+    assert problems_of({**H100, "consolidation": []}) == [
+        '[0].consolidation: must be an object such as {"may_merge_pods": false}']
     assert problems_of({**H100, "consolidation": {}}) == [
-        "[0].consolidation: not supported — Sagan never merges pods onto a larger GPU; remove the field (each pod "
-        "runs as specified, and substitution_policy lists the GPUs it may move to)"]
+        '[0].consolidation.may_merge_pods: required — say "may_merge_pods": false (Sagan never merges pods), '
+        'or remove consolidation']
+    assert problems_of({**H100, "consolidation": {"may_merge_pods": "no", "merge_target_max_gpus_per_pod": 0}}) == [
+        '[0].consolidation.may_merge_pods: must be false (Sagan never merges pods), got "no"',
+        "[0].consolidation.merge_target_max_gpus_per_pod: must be at least 1, got 0"]
+
+
+def test_a_persistent_volume_is_none_or_at_least_runpods_floor():
+    """RunPod refuses a persistent volume under 10 GB: is volumeGb 1–9 (or such a policy minimum) refused,
+    and 0 (no volume) or 10 accepted?"""
+    assert problems_of({**H100, "volumeGb": 5}) == [
+        "[0].volumeGb: RunPod's smallest persistent volume is 10 GB; use 0 (none) or at least 10, got 5"]
+    assert policy_problems({"volumeGb": {"min": 9}}) == [
+        "[0].substitution_policy.volumeGb.min: RunPod's smallest persistent volume is 10 GB; use 0 (none) or at "
+        "least 10, got 9"]
+    assert problems_of({**H100, "volumeGb": 0}) == problems_of({**H100, "volumeGb": 10}) == []
+    assert policy_problems({"volumeGb": {"min": 0}}) == policy_problems({"volumeGb": {"min": 10}}) == []
 
 
 def test_config_is_an_object_with_a_text_command_and_safe_artifact_paths():

@@ -3,9 +3,10 @@
 Backends speak in provider terms (`ProviderPod.status` is RunPod's vocabulary, also used
 by the local backend); mapping those onto Sagan's own pod statuses is the watcher's job.
 Errors are raised as `BackendError` carrying a failure reason code from the registry, so
-the provisioner can decide without parsing messages: `provider_capacity` moves on to the
-next candidate, `provider_auth` and `spec_invalid` stop at once, `provider_error` may have
-created a pod anyway (look it up by name before trying again).
+the provisioner can decide without parsing messages (its create table, `provisioner.create_rule`):
+`provider_capacity` moves on to the next candidate, `provider_balance` gives up the
+account, `provider_error` may have created a pod anyway (look it up by name before trying
+again).
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ class ProviderPod:
     data_center_id: str | None = None
     ssh_host: str | None = None
     ssh_port: int | None = None
+    ssh_user: str | None = None     # the user to connect as (RunPod's proxy gives a routing token)
     exit_code: int | None = None    # known for local pods; RunPod does not report it
 
     @property
@@ -72,10 +74,13 @@ class LogLine:
 class BackendError(Exception):
     """A provider call failed; `.reason` is a failure reason code (registry.FAILURE_REASONS).
 
-    provider_capacity: no instances / capacity for this candidate — try the next one;
-    provider_auth: 401/403 or no key configured — stop;
-    spec_invalid: 400/422 validation, or a request this backend cannot serve — stop;
+    provider_capacity: no instances / capacity for this candidate;
+    provider_balance: the account's balance is too low to deploy (RunPod's 402);
+    provider_auth: 401/403 or no key configured;
+    spec_invalid: 400/422 validation, or a request this backend cannot serve;
     provider_error: 5xx, timeouts, rate limits that outlast the retries, anything else.
+    What the provisioner does after each (with `.status`) is its create table
+    (`provisioner.create_rule`).
     `.status` is the HTTP status when there was one (e.g. 409 for an invalid action).
     """
 

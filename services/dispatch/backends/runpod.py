@@ -1,10 +1,17 @@
-"""RunPod accounts (team, personal) over REST v2 — see shared reference `runpod-api.md`.
+"""RunPod accounts (team, personal) over REST v2 — see shared reference `runpod-api.md` and,
+for what RunPod publishes about each call, the docstring of `tests/fakes/runpod_server.py`.
 
 Retries: reads and actions are retried with exponential back-off on 429, 5xx and
 transport errors. Create is not: RunPod can answer 5xx (or time out) after the pod exists
 and bills, so a blind retry could make two. Create raises `provider_error` instead and the
 provisioner looks the pod up by its unique name after the listing lag. The one exception
 is 429, which RunPod answers before doing anything, so create waits it out like the rest.
+
+Create's failures are classed as RunPod's "Create a pod" reference tables them, so the
+provisioner can follow that table without reading statuses: 402 (no balance) is
+`provider_balance`, 403 (no access to that pool) and 401 `provider_auth`, 422 (the body
+breaks the contract) and a 400 that is not capacity `spec_invalid`, a 400 whose `detail`
+says capacity `provider_capacity`, 5xx and timeouts `provider_error`.
 
 A 429 waits as long as the `Retry-After` or `RateLimit: …, reset=<s>` header says, unless
 that is longer than `max_rate_limit_wait` (a daily quota), in which case it fails at once
@@ -38,7 +45,6 @@ DEFAULT_USER_AGENT = f"Mozilla/5.0 (X11; Linux x86_64) sagan/{VERSION}"
 _RESET = re.compile(r"(?:\breset\s*=\s*|;\s*t\s*=\s*)(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
-MAX_LIST_PAGES = 100
 # The logs endpoint is a live stream: it sends its backfill, then keeps the connection open
 # for new lines (with keep-alive comments), so a reader must decide when it has read enough.
 LOG_IDLE_SECONDS = 1.5        # no new data event for this long: the backfill is over
@@ -138,8 +144,10 @@ class RunPodBackend:
         precedence over `tail` on RunPod's side. The stream does not end by itself while the
         pod runs: reading stops once no data event came for LOG_IDLE_SECONDS (keep-alive
         comments do not count), after LOG_DEADLINE_SECONDS, or after `tail` lines.
-        None when RunPod no longer knows the pod (404)."""
-        params: dict = {"source": "container"}
+        Both sources: the container's output and the host's `system` lines (image pulls,
+        disk, GPU errors: all that a pod which never started its container has), each line
+        keeping its `source`. None when RunPod no longer knows the pod (404)."""
+        params: dict = {}
         if since:
             params["since"] = since
         else:
@@ -177,6 +185,15 @@ class RunPodBackend:
                 f"RunPod's log stream could not be read ({exc.__class__.__name__}): GET {path}")) from None
         return lines
 
+    def ssh_keys(self) -> list[str]:
+        """The SSH public keys registered on the account (`GET /v2/account/ssh-keys`)."""
+        return _keys(self._request("GET", "/v2/account/ssh-keys"))
+
+    def replace_ssh_keys(self, keys: list[str]) -> list[str]:
+        """Register exactly `keys` on the account (`PUT /v2/account/ssh-keys` replaces the whole
+        set); answers the set RunPod now holds. They reach pods created from now on."""
+        return _keys(self._request("PUT", "/v2/account/ssh-keys", json={"keys": list(keys)}))
+
     def close(self) -> None:
         self._client.close()
 
@@ -188,23 +205,16 @@ class RunPodBackend:
 
     # --- HTTP ------------------------------------------------------------------------
     def _list(self) -> list[ProviderPod]:
-        """The account's pods, every page of them: nothing is sent that v2 does not document,
-        and a `nextCursor` in an answer is followed (with `cursor=`) until there is none."""
-        pods: list[ProviderPod] = []
-        params: dict | None = None
-        for _page in range(MAX_LIST_PAGES):
-            response = self._request("GET", "/v2/pods", params=params)
-            data = _json(response)
-            items = data.get("pods") if isinstance(data, dict) else data
-            if not isinstance(items, list):
-                raise BackendError("provider_error", f"RunPod answered the pod list with an unexpected body "
-                                                     f"({type(data).__name__})", status=response.status_code)
-            pods += [_pod_from(item) for item in items if isinstance(item, dict)]
-            cursor = data.get("nextCursor") if isinstance(data, dict) else None
-            if not cursor:
-                return pods
-            params = {"cursor": str(cursor)}
-        raise BackendError("provider_error", f"RunPod's pod list did not end after {MAX_LIST_PAGES} pages")
+        """The account's pods. `GET /v2/pods` answers every pod in one list: its only parameter
+        is `includeClusterPods` (left at its default, no cluster pods), with no filter and no
+        cursor, so nothing else is sent."""
+        response = self._request("GET", "/v2/pods")
+        data = _json(response)
+        items = data.get("pods") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            raise BackendError("provider_error", f"RunPod answered the pod list with an unexpected body "
+                                                 f"({type(data).__name__})", status=response.status_code)
+        return [_pod_from(item) for item in items if isinstance(item, dict)]
 
     def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
                  idempotent: bool = True, allow: frozenset | set = frozenset()) -> httpx.Response:
@@ -253,6 +263,8 @@ class RunPodBackend:
         words = " — ".join(part for part in (title, detail) if part) or response.reason_phrase or "no detail"
         if _is_capacity(response):
             reason = "provider_capacity"
+        elif status == 402:
+            reason = "provider_balance"
         elif status in (401, 403):
             reason = "provider_auth"
         elif status in (400, 422):
@@ -329,8 +341,10 @@ def _problem(response: httpx.Response) -> tuple[str, str]:
 
 
 def _is_capacity(response: httpx.Response) -> bool:
-    """A capacity answer, by its wording or by its problem class, whatever the status."""
-    if response.status_code < 400 or response.status_code in (401, 403, 429):
+    """A capacity answer, by its wording or by its problem class, whatever the status. RunPod's
+    v2 answers capacity as a 400 whose only sign is the `detail`; a class is read too in case
+    one is added (its ErrorResponse has none today)."""
+    if response.status_code < 400 or response.status_code in (401, 402, 403, 429):
         return False
     title, detail = _problem(response)
     return bool(_CAPACITY.search(f"{title} {detail}")) or bool(_CAPACITY_CLASS.search(_problem_class(response)))
@@ -377,27 +391,37 @@ def _int(value) -> int | None:
         return None
 
 
-def _ssh_endpoint(ssh) -> tuple[str | None, int | None]:
-    """(host, port) from v2's `ssh: {"proxy": {...}, "direct": {...}}`, the direct connection
-    (public IP, full SSH) when there is one, else RunPod's proxy; the flat `{host, port}`
-    of older answers is still read."""
+def _ssh_endpoint(ssh) -> tuple[str | None, int | None, str | None]:
+    """(host, port, user) from v2's `ssh: {"proxy": {...}, "direct": {...}}` (each null or
+    `{host, port, username, command}`): the direct connection (public IP, full SSH) when
+    there is one, else RunPod's proxy; the flat `{host, port}` of older answers is still read."""
     if not isinstance(ssh, dict):
-        return None, None
+        return None, None, None
     for way in ("direct", "proxy"):
         endpoint = ssh.get(way)
         if isinstance(endpoint, dict) and endpoint.get("host"):
-            return str(endpoint["host"]), _int(endpoint.get("port"))
-    return (str(ssh["host"]), _int(ssh.get("port"))) if ssh.get("host") else (None, None)
+            user = endpoint.get("username")
+            return str(endpoint["host"]), _int(endpoint.get("port")), str(user) if user else None
+    return (str(ssh["host"]), _int(ssh.get("port")), None) if ssh.get("host") else (None, None, None)
+
+
+def _keys(response: httpx.Response) -> list[str]:
+    data = _json(response)
+    keys = data.get("keys") if isinstance(data, dict) else None
+    if not isinstance(keys, list):
+        raise BackendError("provider_error", "RunPod answered the SSH keys without a key list",
+                           status=response.status_code)
+    return [str(key) for key in keys]
 
 
 def _pod_from(data: dict) -> ProviderPod:
     gpu = data.get("gpu") if isinstance(data.get("gpu"), dict) else {}
     runtime = data.get("runtime") if isinstance(data.get("runtime"), dict) else {}
-    ssh_host, ssh_port = _ssh_endpoint(data.get("ssh"))
+    ssh_host, ssh_port, ssh_user = _ssh_endpoint(data.get("ssh"))
     if not ssh_host:
         for port in runtime.get("ports") or []:
             if isinstance(port, dict) and _int(port.get("private")) == 22 and port.get("ip"):
-                ssh_host, ssh_port = port["ip"], _int(port.get("public"))
+                ssh_host, ssh_port, ssh_user = port["ip"], _int(port.get("public")), "root"
                 break
     try:
         cost = float(data.get("cost") or 0.0)
@@ -408,5 +432,5 @@ def _pod_from(data: dict) -> ProviderPod:
         status=str(data.get("status") or "PROVISIONING").upper(),
         cost_per_hr=cost, uptime_seconds=_int(runtime.get("uptime")) or 0,
         gpu_id=gpu.get("id"), gpu_count=_int(gpu.get("count")) or 0,
-        data_center_id=data.get("dataCenterId"), ssh_host=ssh_host, ssh_port=ssh_port,
+        data_center_id=data.get("dataCenterId"), ssh_host=ssh_host, ssh_port=ssh_port, ssh_user=ssh_user,
     )
