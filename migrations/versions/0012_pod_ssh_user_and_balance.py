@@ -1,14 +1,14 @@
 """a pod's SSH user (RunPod's `ssh.*.username`, beside the host and port already kept), and
 the `provider_balance` failure reason: RunPod's 402 on create, a balance too low to deploy
 
-Revision ID: 0015_pod_ssh_user_and_balance
+Revision ID: 0012_pod_ssh_user_and_balance
 Revises: 0011_metric_chunks
 Create Date: 2026-12-02
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_pod_ssh_user_and_balance"
+revision = "0012_pod_ssh_user_and_balance"
 down_revision = "0011_metric_chunks"
 branch_labels = None
 depends_on = None
