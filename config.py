@@ -194,6 +194,9 @@ class Config:
     SAGAN_DEMO_REPO_DIR = os.environ.get("SAGAN_DEMO_REPO_DIR", str(INSTANCE_DIR / "demo-research"))
     SAGAN_WORKSPACE_LOCK_WAIT_SECONDS = _env_int("SAGAN_WORKSPACE_LOCK_WAIT_SECONDS", 60)
     SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "sagan-sandbox")
+    # Accounts <SAGAN_SANDBOX_USER>-1…N that analysis sandboxes take one each while they run,
+    # so each has a process limit of its own (services/sandbox.py, "Accounts").
+    SAGAN_SANDBOX_ACCOUNTS = _env_int("SAGAN_SANDBOX_ACCOUNTS", 8)
     SAGAN_SANDBOX_TIMEOUT_SECONDS = _env_int("SAGAN_SANDBOX_TIMEOUT_SECONDS", 600)
     SAGAN_SANDBOX_CPU_SECONDS = _env_int("SAGAN_SANDBOX_CPU_SECONDS", 600)
     SAGAN_SANDBOX_MEMORY_MB = _env_int("SAGAN_SANDBOX_MEMORY_MB", 4096)

@@ -5,10 +5,11 @@ import uuid
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, validates
 
 from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services import registry
+from services.clock import utcnow
 
 
 class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
@@ -58,6 +59,10 @@ class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
     progress_seq: Mapped[int | None] = mapped_column(sa.BigInteger)
     stopped_at: Mapped[datetime | None]
     terminated_at: Mapped[datetime | None]
+    # When the pod first reached an ended status (registry.POD_ENDED_STATUSES); None while it
+    # is live. Its token's grace counts from here. Only Sagan's status changes write it (the
+    # validator below), never a pod's own post, so posting cannot keep a token alive.
+    ended_at: Mapped[datetime | None]
     stop_reason: Mapped[str | None] = mapped_column(sa.String(16))
     cost_per_hr: Mapped[float | None] = mapped_column(sa.Numeric(10, 4, asdecimal=False))
     adjusted_cost_per_hr: Mapped[float | None] = mapped_column(sa.Numeric(10, 4, asdecimal=False))
@@ -68,6 +73,20 @@ class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
     @property
     def active(self) -> bool:
         return self.status in registry.POD_ACTIVE_STATUSES
+
+    @validates("status")
+    def _record_when_ended(self, _key, status: str) -> str:
+        """Stamp ended_at as the status changes, so that no path can end a pod without it.
+
+        The first ended status counts (exited, then stopped 10 minutes later, keeps the exit's
+        time); back to live (a restarted container) clears it; stop_requested leaves it as it
+        was, since a stop asked of a pod that already exited does not revive its token."""
+        if status in registry.POD_ENDED_STATUSES:
+            if self.ended_at is None:
+                self.ended_at = utcnow()
+        elif status in registry.POD_LIVE_STATUSES:
+            self.ended_at = None
+        return status
 
 
 class Artifact(UUIDPrimaryKey, TimestampMixin, db.Model):

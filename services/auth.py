@@ -10,7 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
 
 from models import ApiToken, User, db
-from services import redis_store, registry
+from services import input_shape, redis_store, registry
 from services.clock import utcnow
 from services.errors import NotFound, RateLimited, ValidationError
 from services.records import get_by_id
@@ -133,8 +133,9 @@ def clean_scopes(raw) -> list[str]:
 def create_token(name: str, scopes, user: User | None = None) -> tuple[ApiToken, str]:
     """Mint a token; returns the row and the secret, which is never shown again."""
     name = " ".join((name or "").split())
-    if not name or len(name) > 120:
-        raise ValidationError("Give the token a name of 1–120 characters.", field="name")
+    if not input_shape.has_visible_text(name) or len(name) > 120:
+        raise ValidationError("Give the token a name of 1–120 characters, at least one of them visible.",
+                              field="name")
     scopes = clean_scopes(scopes)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(id=uuid.uuid4(), name=name, prefix=secret[:10], secret_hash=digest(secret),

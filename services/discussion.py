@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from models import AgentRun, Comment, Experiment, db
-from services import events, experiments, registry, runs
+from services import events, experiments, input_shape, registry, runs
 from services.actors import Actor
 from services.agents import loader, orchestration
 from services.clock import utcnow
@@ -70,8 +70,9 @@ def thread(entity_kind: str, entity_id) -> Thread:
 
 
 def clean_body(body) -> str:
-    if not isinstance(body, str) or not body.strip():
-        raise ValidationError("Write something first: the comment is empty.", field="body")
+    if not isinstance(body, str) or not input_shape.has_visible_text(body):
+        raise ValidationError("Write something first: the comment is empty (it has no visible character).",
+                              field="body")
     body = body.strip()
     if len(body) > COMMENT_MAX:
         raise ValidationError(f"The comment is {len(body):,} characters; the limit is {COMMENT_MAX:,}.",

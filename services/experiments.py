@@ -56,7 +56,8 @@ def _clean_title(title, limits) -> str:
         raise ValidationError("Title is required.", field="title")
     title = " ".join(title.split())
     if not input_shape.has_visible_text(title):
-        raise ValidationError("Title is required: this one has only invisible characters.", field="title")
+        raise ValidationError("Title is required: this one has no visible character (only spaces, "
+                              "invisible or blank characters).", field="title")
     if len(title) > limits["TITLE_MAX"]:
         raise ValidationError(f"Title is {len(title)} characters; the limit is {limits['TITLE_MAX']}.",
                               field="title")

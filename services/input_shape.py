@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 from urllib.parse import quote
 
@@ -17,9 +18,24 @@ from services.errors import TooLarge, ValidationError
 JSON_MAX_DEPTH = 32
 METADATA_MAX_BYTES = 64 * 1024  # like event bodies (config EVENT_BODY_MAX)
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-# Characters that take no space: a title of only these looks empty on every page.
-_INVISIBLE = re.compile(r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180e\u200b-\u200f"
-                        r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]+")
+# A character shows something when its general category is a letter, number, punctuation or
+# symbol (L*, N*, P*, S*). Separators (Z*: spaces), other (C*: controls, formats such as U+200B
+# and the tag characters U+E0000-U+E007F, private use, unassigned) and marks (M*: they draw on a
+# base character and alone show nothing or a stray accent) do not. A list of invisible characters
+# is always one short; the categories cover every character Unicode adds to them.
+_VISIBLE_CATEGORIES = frozenset("LNPS")
+# Category alone is not enough: a few graphic characters render as nothing. The Hangul fillers
+# are letters (Lo) that Unicode itself marks Default_Ignorable (a font draws them blank); the
+# braille pattern with no dots and the musical null notehead are symbols (So) whose glyph is
+# empty. Unicode 14 (2021) has no other L/N/P/S character that is default-ignorable.
+BLANK_GRAPHIC_CHARACTERS = frozenset({
+    "\u115f",  # HANGUL CHOSEONG FILLER (Lo)
+    "\u1160",  # HANGUL JUNGSEONG FILLER (Lo)
+    "\u3164",  # HANGUL FILLER (Lo)
+    "\uffa0",  # HALFWIDTH HANGUL FILLER (Lo)
+    "\u2800",  # BRAILLE PATTERN BLANK (So)
+    "\U0001d159",  # MUSICAL SYMBOL NULL NOTEHEAD (So)
+})
 
 
 def json_depth(text: str) -> int:
@@ -96,9 +112,16 @@ def check_metadata_size(metadata: dict | None, field: str = "metadata") -> None:
                        field=field)
 
 
+def is_visible_character(char: str) -> bool:
+    """Does this one character draw something (a letter, number, punctuation or symbol that is
+    not one of the blank-rendering BLANK_GRAPHIC_CHARACTERS)?"""
+    return unicodedata.category(char)[0] in _VISIBLE_CATEGORIES and char not in BLANK_GRAPHIC_CHARACTERS
+
+
 def has_visible_text(text: str | None) -> bool:
-    """Does `text` show anything (not only spaces and zero-width characters)?"""
-    return bool(_INVISIBLE.sub("", text or ""))
+    """Does `text` show anything: at least one visible character, not only spaces, formatting
+    controls, combining marks and blank fillers?"""
+    return any(is_visible_character(char) for char in text or "")
 
 
 def content_disposition(filename: str) -> str:

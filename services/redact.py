@@ -26,11 +26,11 @@ SECRET_ENV_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_PASS")
 _SECRET_ENV_NAMES = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
 _MIN_SECRET_LEN = 8  # shorter values would redact ordinary words
 
-# A name whose value is a secret: NAME_TOKEN, HF_KEY, apiKey, password, db_passwd…
+# A name whose value is a secret: NAME_TOKEN, HF_KEY, apiKey, SecretAccessKey, password, db_passwd…
 # The secret word must be a whole name segment: "monkey" or "hotkey" is not a key.
 _SECRET_NAME = (r"(?:[A-Za-z0-9]+[_-])*"
                 r"(?:[A-Z0-9]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)"
-                r"|[a-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
+                r"|[A-Za-z][A-Za-z0-9]*(?:Token|Key|Secret|Password)"
                 r"|(?i:token|key|secret|password|passwd|apikey|api_key|api-key))")
 _SECRET_NAME_RE = re.compile(rf"{_SECRET_NAME}")
 # As a JSON key, a bare "key" or "token" is usually a name, an id or a question's key
@@ -41,6 +41,39 @@ _SHELL_REFERENCE = r"(?!\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?![^\s'\"\\]))"
 # A value runs to whitespace, a quote, or a backslash (an escaped quote inside JSON text).
 _VALUE = r"[^\s'\"\\]+"
 
+# Credentials recognisable by their own shape: a vendor prefix, then enough random
+# characters that ordinary prose never matches. One alternation, so the text is scanned once
+# for all of them (each separate pattern cost about 2 µs a call on a progress message).
+_CREDENTIAL_SHAPES = (
+    r"sk_[A-Za-z0-9_-]{8,}",                          # Sagan API tokens; Stripe sk_live_ / sk_test_
+    r"spt_[A-Za-z0-9_-]{8,}",                         # Sagan pod tokens
+    r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",  # OpenAI project, service-account, admin keys
+    r"sk-[A-Za-z0-9]{48}\b",                          # OpenAI legacy user keys
+    r"rpa_[A-Za-z0-9]{16,}",                          # RunPod
+    r"hf_[A-Za-z0-9]{20,}",                           # Hugging Face
+    r"gh[pousr]_[A-Za-z0-9]{30,}",                    # GitHub classic, OAuth, app tokens
+    r"github_pat_[A-Za-z0-9_]{20,}",                  # GitHub fine-grained tokens
+    r"gl(?:pat|dt|rt|ptt|cbt|imt|oas|soat)-[A-Za-z0-9_.-]{20,}",  # GitLab personal, deploy, runner… tokens
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}\b",                   # AWS access key ids
+    r"AIza[0-9A-Za-z_-]{35}",                         # Google API keys
+    r"ya29\.[0-9A-Za-z_-]{20,}",                      # Google OAuth access tokens
+    r"GOCSPX-[A-Za-z0-9_-]{28}",                      # Google OAuth client secrets
+    r"xox(?:[abeoprs]|e\.xox[bp])-[A-Za-z0-9-]{10,}",  # Slack bot, user, app, refresh, legacy tokens
+    r"xapp-\d-[A-Za-z0-9-]{10,}",                     # Slack app-level tokens
+    r"rk_(?:live|test)_[A-Za-z0-9]{20,}",             # Stripe restricted keys
+    r"whsec_[A-Za-z0-9+/=]{20,}",                     # Stripe webhook signing secrets
+    r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",       # SendGrid
+    r"npm_[A-Za-z0-9]{36}",                           # npm
+    r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",        # PyPI upload tokens (a macaroon for pypi.org)
+    r"r8_[A-Za-z0-9]{37}",                            # Replicate
+    r"gsk_[A-Za-z0-9]{52}",                           # Groq
+    r"dckr_pat_[A-Za-z0-9_-]{20,}",                   # Docker Hub personal access tokens
+    # JSON Web Tokens: base64url JSON header and payload, so both start with eyJ ('{"').
+    r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+)
+# Anthropic keys go wherever they start, even glued to a word ("KEYsk-ant-…"), as they always have.
+_CREDENTIAL_SHAPE = re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}|\b(?:" + "|".join(_CREDENTIAL_SHAPES) + ")")
+
 _PATTERNS = [
     # PEM private keys, whole block (RSA, EC, OPENSSH, ENCRYPTED…).
     (re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY-----.*?-----END \1PRIVATE KEY-----", re.S),
@@ -49,14 +82,14 @@ _PATTERNS = [
     (re.compile(rf"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+){_SHELL_REFERENCE}{_VALUE}"),
      r"\1" + REDACTED),
     (re.compile(rf"(?i)\b(bearer\s+){_SHELL_REFERENCE}[A-Za-z0-9._~+/=-]{{12,}}"), r"\1" + REDACTED),
-    (re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"\bsk_[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"\bspt_[A-Za-z0-9_-]{8,}"), REDACTED),
-    (re.compile(r"\brpa_[A-Za-z0-9]{16,}"), REDACTED),  # RunPod API keys
-    (re.compile(r"\b(hf_[A-Za-z0-9]{20,})"), REDACTED),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), REDACTED),  # GitHub tokens (classic, OAuth, app)
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),  # GitHub fine-grained tokens
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),  # AWS access key ids
+    # An AWS key pair printed side by side (a credentials CSV, `aws configure list`): the
+    # 40-character secret has no prefix of its own, so it is only recognisable next to its id.
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}([\s,;:|\"'=]{1,8})[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+     REDACTED + r"\1" + REDACTED),
+    (_CREDENTIAL_SHAPE, REDACTED),
+    # Secrets that are part of a URL's path: incoming-webhook URLs post as whoever holds them.
+    (re.compile(r"\b((?:hooks\.slack\.com/(?:services|workflows|triggers)|discord(?:app)?\.com/api/webhooks)/)"
+                r"[A-Za-z0-9/_-]{20,}"), r"\1" + REDACTED),
     # JSON / YAML / Python-dict pairs: "WANDB_API_KEY": "value", 'password': 'value'.
     (re.compile(rf"(?<![A-Za-z0-9_])(['\"])(?!(?i:key|token)\1)({_SECRET_NAME})\1(\s*:\s*)(['\"]){_SHELL_REFERENCE}"
                 rf"(?:\\.|(?!\4).)+\4"),

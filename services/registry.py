@@ -188,6 +188,9 @@ POD_STATUSES = [
 POD_ACTIVE_STATUSES = frozenset({"deploying", "running", "retrying", "stop_requested"})
 # Pods that are up or coming up: what a stop, a cap or a cancel has to stop.
 POD_LIVE_STATUSES = ("deploying", "running", "retrying")
+# Pods whose script has said its last word (exited) or that are gone. A pod's token works
+# for POD_TOKEN_GRACE_SECONDS after it first reached one of these (Pod.ended_at), never after.
+POD_ENDED_STATUSES = frozenset({"exited", "stopped", "terminated", "vanished", "failed"})
 POD_STOP_REASONS = ["owner", "orphan", "failure", "cost_cap", "completed"]
 CLOUD_TYPES = ["SECURE", "COMMUNITY"]
 

@@ -6,6 +6,8 @@ process or environment. One command = one bubblewrap sandbox:
 - **who**: when Sagan runs as root, bwrap itself is started as SAGAN_SANDBOX_USER (an
   unprivileged user), so even a sandbox escape lands in an account that owns nothing but
   the worktree; otherwise it runs as Sagan's own user, confined by the namespaces below.
+  A sandbox that writes nothing of the host's (the analysis sandbox: `own_account`) runs as
+  an account of its own instead, taken from a pool for the time it runs (below).
 - **what it sees**: `/usr` (and the /bin, /lib… links into it) read-only, a few harmless
   files of `/etc` (the loader cache, time zone, a synthetic passwd), a fresh `/proc` and
   minimal `/dev`, a private size-capped `/tmp`, any SAGAN_SANDBOX_READONLY_PATHS, and the
@@ -18,13 +20,31 @@ process or environment. One command = one bubblewrap sandbox:
   a wall-clock timeout for the whole sandbox, an output cap, and a total of what one
   command may add to a writable worktree (SAGAN_SANDBOX_WORKTREE_WRITE_MB: the worktree's
   disk use is measured before the command and re-measured while it runs); past the
-  timeout or either cap the whole sandbox is killed. Killing bwrap is enough: the sandbox has its own pid
-  namespace and bwrap runs with --die-with-parent, so no background process outlives it.
+  timeout or either cap the whole sandbox is killed. The sandbox has its own pid namespace
+  and bwrap runs with --die-with-parent, so no background process outlives it; and a run
+  returns only once that namespace is gone (below).
+
+Processes and accounts. RLIMIT_NPROC counts every process of the *account*, in every
+sandbox at once, not those of one sandbox. Two things followed on one shared account: a fork
+bomb in one sandbox made every sandbox started meanwhile fail ("bwrap: Creating new
+namespace failed: Resource temporarily unavailable"), and even after it ended, the next
+sandbox could start while the kernel was still killing its thousand leftovers (bwrap exits
+as soon as the command does, before its pid namespace is torn down). So:
+
+- each run learns its namespace's init from bwrap (--info-fd) and, at the end, kills it and
+  waits on its pidfd: the kernel signals the init's exit only once every process in the
+  namespace is gone and uncounted;
+- sandboxes that write nothing of the host's (`own_account`: run_analysis) run as one of
+  SAGAN_SANDBOX_ACCOUNTS accounts, `<SAGAN_SANDBOX_USER>-<n>`, held with a file lock for the
+  time of the run, so each counts its processes alone. Worktree sandboxes stay on the one
+  sandbox account that owns the worktrees: one of them can still crowd out another code
+  sandbox running at the same moment, until its timeout.
 
 Limits of this design (say them, don't hide them): rlimits are per process, not a cgroup
 total, so a command may use N × the memory limit with N processes (the process limit
-bounds N); the sandbox user is shared by every sandbox (a dedicated account, never the local
-pods' one); `/usr` is readable; there is no seccomp filter beyond bubblewrap's defaults; the
+bounds N); the worktree sandboxes share one account (a dedicated account, never the local
+pods' one), and when Sagan is not root every sandbox runs as Sagan's own user, whose other
+processes count towards the same process limit; `/usr` is readable; there is no seccomp filter beyond bubblewrap's defaults; the
 worktree quota is a watchdog, not a file-system quota — it is checked a few times a second
 (DISK_CHECK_SECONDS), so a command can pass it by what it writes in that interval (each file
 is still capped by RLIMIT_FSIZE) before it is stopped, and what it wrote stays in the
@@ -35,15 +55,22 @@ what to install.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import logging
 import os
 import pwd
+import select
 import selectors
 import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +83,10 @@ MOUNT_POINT = "/worktree"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A fork bomb stops here; a test suite with a worker pool does not (threads count too).
 PROCESS_LIMIT = 1024
+# How long the end of a run waits for the kernel to empty its pid namespace.
+TEARDOWN_SECONDS = 10
+# How often a run waiting for a free account of its own looks again.
+ACCOUNT_WAIT_SECONDS = 0.2
 # How often a running command's growth of the worktree is measured (at least; a measure
 # that takes long, on a huge worktree, is spaced out to keep it under a fifth of the time).
 DISK_CHECK_SECONDS = 0.25
@@ -69,6 +100,8 @@ _SYSTEM_ROOTS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Harmless files of /etc that programs expect (dynamic loader, time zone, alternatives links).
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "mime.types")
 _LOCALE_ENV = ("LANG", "LANGUAGE", "TZ")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -207,6 +240,56 @@ def sandbox_user(config=None) -> pwd.struct_passwd | None:
                                  "Create it or set SAGAN_SANDBOX_USER.") from None
 
 
+def _account_locks() -> Path:
+    """The folder of the accounts' lock files: host-wide (the accounts are), root's alone."""
+    folder = Path(tempfile.gettempdir()) / "sagan-sandbox-accounts"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError as exc:
+        raise SandboxUnavailable(f"Could not make {folder} for the sandbox accounts' locks: {exc}") from None
+    # Someone else's folder (made before us in a shared /tmp) could hand out a slot twice.
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxUnavailable(f"{folder} is not a folder of Sagan's own; remove it.")
+    return folder
+
+
+@contextlib.contextmanager
+def _account(own: bool, wait_seconds: float) -> Iterator[pwd.struct_passwd | None]:
+    """The account a run uses: the sandbox account (or None: ourselves, when not root), or with
+    `own`, a free one of SAGAN_SANDBOX_ACCOUNTS, locked until the run is over. Waits up to
+    `wait_seconds` for one to come free, then refuses."""
+    shared = sandbox_user()
+    if shared is None or not own:
+        yield shared
+        return
+    count = max(1, int(current_app.config["SAGAN_SANDBOX_ACCOUNTS"]))
+    folder = _account_locks()
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        for number in range(1, count + 1):
+            name = f"{shared.pw_name}-{number}"
+            lock = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(lock)
+                continue  # another run has this one
+            try:
+                try:
+                    account = system_users.ensure_user(name)
+                except system_users.UserUnavailable as exc:
+                    raise SandboxUnavailable(f"Sandboxed analyses run as {name!r}: {exc}") from None
+                yield account
+            finally:
+                os.close(lock)  # the lock goes with the descriptor
+            return
+        if time.monotonic() >= deadline:
+            raise SandboxUnavailable(f"All {count} sandbox accounts are busy (SAGAN_SANDBOX_ACCOUNTS); "
+                                     "try again when a run has finished.")
+        time.sleep(ACCOUNT_WAIT_SECONDS)
+
+
 def environment(config=None) -> dict[str, str]:
     """The sandbox's whole environment: built from nothing, plus the locale of ours."""
     env = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "sandbox", "LOGNAME": "sandbox",
@@ -276,48 +359,117 @@ def _data_pipe(text: str) -> int:
 
 def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits: Limits | None = None,
         shown_as: str | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None,
-        mounts: tuple[Mount, ...] = ()) -> Outcome:
-    """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it.
+        mounts: tuple[Mount, ...] = (), own_account: bool = False) -> Outcome:
+    """Run `argv` in a fresh sandbox over `worktree` (mounted at /worktree) and wait for it,
+    and for everything it started to be gone.
 
     `argv[0]` is looked up on the sandbox's PATH. The caller decides what may run (the
     allowlist lives with the code tools); this function decides how. `stdin` is fed to
     the command (else it reads nothing); `env` adds variables to the built-from-scratch
     environment (never Sagan's own); `mounts` adds read-only folders or size-capped scratch
-    space (the analysis tool's inputs and output).
+    space (the analysis tool's inputs and output). `own_account` runs it as an account of its
+    own, for sandboxes that need no file of the sandbox account (`writable` must be False).
     """
     bwrap, prlimit = check_available()
     limits = limits or Limits.from_config()
     worktree = Path(worktree).resolve()
-    user = sandbox_user()
-    uid = user.pw_uid if user else os.geteuid()
-    gid = user.pw_gid if user else os.getegid()
-    passwd_fd = _data_pipe(f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n")
-    group_fd = _data_pipe(f"sandbox:x:{gid}:\n")
-    command = [*_prlimit_args(prlimit, limits),
-               *_bwrap_args(bwrap, worktree, writable=writable, limits=limits, extra_ro=readonly_paths(),
-                            passwd_fd=passwd_fd, group_fd=group_fd, mounts=mounts),
-               "--", *argv]
-    started = time.monotonic()
-    try:
-        # user=/group= drop privileges between fork and exec without running Python in the
-        # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, env={**environment(), **(env or {})}, cwd="/", start_new_session=True, close_fds=True, pass_fds=(passwd_fd, group_fd),
-            **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
-    except OSError as exc:
-        raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
-    finally:
-        os.close(passwd_fd)
-        os.close(group_fd)
-    if stdin is not None:
-        # A thread, so a command that writes before it has read everything cannot deadlock us.
-        threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
-    quota = DiskQuota(worktree, limits.worktree_write_mb) if writable else None
-    output, timed_out, capped, disk_capped = _collect(process, limits, started, quota)
+    with _account(own_account and not writable, limits.timeout) as user:
+        uid = user.pw_uid if user else os.geteuid()
+        gid = user.pw_gid if user else os.getegid()
+        passwd_fd = _data_pipe(f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n")
+        group_fd = _data_pipe(f"sandbox:x:{gid}:\n")
+        info_read, info_write = os.pipe()
+        command = [*_prlimit_args(prlimit, limits),
+                   *_bwrap_args(bwrap, worktree, writable=writable, limits=limits, extra_ro=readonly_paths(),
+                                passwd_fd=passwd_fd, group_fd=group_fd, mounts=mounts),
+                   "--info-fd", str(info_write), "--", *argv]
+        started = time.monotonic()
+        try:
+            # user=/group= drop privileges between fork and exec without running Python in the
+            # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env={**environment(), **(env or {})}, cwd="/", start_new_session=True,
+                close_fds=True, pass_fds=(passwd_fd, group_fd, info_write),
+                **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
+        except OSError as exc:
+            os.close(info_read)
+            raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
+        finally:
+            for fd in (passwd_fd, group_fd, info_write):
+                os.close(fd)
+        init = None
+        try:
+            if stdin is not None:
+                # A thread, so a command that writes before it has read everything cannot deadlock us.
+                threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True).start()
+            init = _namespace_init(info_read, started + limits.timeout)
+            quota = DiskQuota(worktree, limits.worktree_write_mb) if writable else None
+            output, timed_out, capped, disk_capped = _collect(process, limits, started, quota)
+        finally:
+            if process.poll() is None:  # something above failed while the sandbox ran
+                _kill(process)
+            _end_namespace(init)
     return Outcome(command=shown_as or " ".join(argv), exit_code=process.returncode, output=output,
                    seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits,
                    disk_capped=disk_capped)
+
+
+def _namespace_init(info_fd: int, deadline: float) -> int | None:
+    """A pidfd of the sandbox's pid-namespace init, from what bwrap reports on --info-fd as
+    soon as the namespace exists; None when bwrap ended without reporting (it could not
+    make the sandbox) or the kernel has no pidfds (before Linux 5.3)."""
+    data = b""
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(info_fd, selectors.EVENT_READ)
+            while (remaining := deadline - time.monotonic()) > 0 and selector.select(remaining):
+                chunk = os.read(info_fd, 4096)
+                if not chunk:
+                    break
+                data += chunk
+    finally:
+        os.close(info_fd)
+    try:
+        info = json.loads(data)
+        pid, namespace = int(info["child-pid"]), int(info["pid-namespace"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    # A pid is only a number: signal it only if it still names the init of this very
+    # namespace (a pid reused by another process would be in another one).
+    try:
+        same = os.stat(f"/proc/{pid}/ns/pid").st_ino == namespace
+    except OSError:
+        same = False
+    if not same:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def _end_namespace(pidfd: int | None) -> None:
+    """Kill what the run left in its pid namespace and wait until the kernel has torn it down.
+    The init's exit is signalled (its pidfd turns readable) only after every other process
+    of the namespace has been killed and reaped, so none counts against the account's
+    process limit any more when the next run starts."""
+    if pidfd is None:
+        return
+    try:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it has exited already; the wait below returns at once
+        ready, _, _ = select.select([pidfd], [], [], TEARDOWN_SECONDS)
+        if not ready:
+            log.warning("a sandbox's pid namespace was still being torn down after %s s", TEARDOWN_SECONDS)
+    except OSError as exc:
+        log.warning("could not end a sandbox's pid namespace: %s", exc)
+    finally:
+        os.close(pidfd)
 
 
 def _feed(pipe, data: bytes) -> None:

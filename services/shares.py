@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Experiment, ShareLink, WorkflowEvent, db
-from services import experiments, redis_store, registry
+from services import experiments, input_shape, redis_store, registry
 from services.clock import utcnow
 from services.errors import RateLimited, ValidationError
 from services.records import get_by_id
@@ -35,6 +35,8 @@ def create_link(*, scope: str, experiment: Experiment | None = None, label: str 
     if scope == "experiment" and experiment is None:
         raise ValidationError("Choose the experiment to share.", field="experiment")
     label = " ".join((label or "").split())
+    if not input_shape.has_visible_text(label):
+        label = ""  # a label that shows nothing gets the default one, as an empty label does
     if len(label) > 200:
         raise ValidationError("The label has at most 200 characters.", field="label")
     expires_at = None

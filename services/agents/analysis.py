@@ -11,7 +11,8 @@ One call = one bubblewrap sandbox (services.sandbox) that sees, besides /usr:
                     writing too much fails there (ENOSPC) instead of filling the host
 
 No network (an empty network namespace), the code agents' time, CPU, memory and output
-limits (the wall clock shortened to SAGAN_ANALYSIS_TIMEOUT_SECONDS). What the code leaves
+limits (the wall clock shortened to SAGAN_ANALYSIS_TIMEOUT_SECONDS), and an account of its
+own while it runs (SAGAN_SANDBOX_ACCOUNTS), so its process limit is its own. What the code leaves
 in /output comes back through the sandbox's output: when the code has finished, the
 runner kills whatever it left running, then prints a trailer that begins with a marker it
 draws only then (so the code cannot predict it), holding each file base64-encoded. Those
@@ -234,8 +235,9 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
                   sandbox.Mount(OUTPUT_MOUNT, size_mb=int(current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"])))
         argv = [f"{ENV_MOUNT}/bin/python", "-I", "/worktree/runner.py", MARK,
                 str(current_app.config["SAGAN_SANDBOX_OUTPUT_BYTES"])]
+        # An account of its own: a fork bomb here cannot use up another analysis's process limit.
         outcome = sandbox.run(folder / "code", argv,
-                              writable=False, limits=limits, mounts=mounts,
+                              writable=False, limits=limits, mounts=mounts, own_account=True,
                               shown_as=f"run_analysis ({code.count(chr(10)) + 1} lines of Python)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,5 +1,13 @@
 """Pod progress tokens (SPEC §6.5): one per pod, `spt_` + random, only a hash stored;
-valid for that pod's progress and artifact posts until 15 minutes after it stops."""
+valid for that pod's progress and artifact posts until 15 minutes after it ends.
+
+"Ends" is the first status change into an ended status (exited, stopped, terminated,
+vanished, failed), recorded in `Pod.ended_at` by Sagan alone. The grace used to count
+from `stopped_at`, else `updated_at` — and every post touches `updated_at`, so an ended pod
+whose row had no `stopped_at` kept a working token for as long as it kept posting. The
+bootstrap uploads its artifacts and log before its exit post, so the grace only has to
+cover retries of that last post and a container restarted after the script finished.
+"""
 from __future__ import annotations
 
 import secrets
@@ -10,11 +18,12 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Pod, db
+from services import registry
 from services.clock import utcnow
 from services.token_hash import digest
 
 PREFIX = "spt_"
-ENDED = ("stopped", "terminated", "vanished", "failed")
+ENDED = tuple(sorted(registry.POD_ENDED_STATUSES))
 
 
 def new_token() -> tuple[str, str]:
@@ -29,17 +38,18 @@ def could_be_token(secret: str | None) -> bool:
 
 
 def ended_after(now: datetime) -> datetime:
-    """A pod that ended before this instant has a dead token (POD_TOKEN_GRACE_SECONDS)."""
+    """A pod that ended (Pod.ended_at) before this instant has a dead token (POD_TOKEN_GRACE_SECONDS)."""
     return now - timedelta(seconds=current_app.config["POD_TOKEN_GRACE_SECONDS"])
 
 
 # The validity rule in SQL, for the ingest statements that look the token up themselves
 # (services/dispatch/progress.py, services/metrics.py): the same rule as pod_for_digest.
+# An ended status without ended_at (a row nothing stamped) is refused, not trusted.
 VALID_POD_SQL = f"""
   SELECT id, name, experiment_id, agent_run_id, run_index FROM pods
   WHERE progress_token_hash = :token_digest
-    AND (status NOT IN ({", ".join(f"'{status}'" for status in ENDED)})
-         OR COALESCE(stopped_at, terminated_at, updated_at) >= :ended_after)
+    AND ((ended_at IS NULL AND status NOT IN ({", ".join(f"'{status}'" for status in ENDED)}))
+         OR ended_at >= :ended_after)
 """
 
 
@@ -62,14 +72,12 @@ def pod_for_digest(token_digest: str):
     """pod_for_token, from the token's digest."""
     pod = db.session.execute(sa.select(
         Pod.id, Pod.name, Pod.experiment_id, Pod.agent_run_id, Pod.run_index, Pod.status,
-        Pod.stopped_at, Pod.terminated_at, Pod.updated_at).where(Pod.progress_token_hash == token_digest)).first()
+        Pod.ended_at).where(Pod.progress_token_hash == token_digest)).first()
     if pod is None:
         return None
-    if pod.status in ENDED:
-        ended_at = pod.stopped_at or pod.terminated_at or pod.updated_at
-        if ended_at is None or ended_at < ended_after(utcnow()):
-            return None
-    return pod
+    if pod.ended_at is None:
+        return None if pod.status in ENDED else pod
+    return pod if pod.ended_at >= ended_after(utcnow()) else None
 
 
 # Digests of tokens this process found valid lately, and until when (monotonic seconds).

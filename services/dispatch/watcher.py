@@ -129,6 +129,12 @@ def _check(pod: Pod, now, listings: _AccountListings) -> None:
     seen = status_seen(pod.status, found.status, exit_reported=pod.exit_code is not None)
     changed = (seen != pod.status or float(found.cost_per_hr or 0) != float(pod.cost_per_hr or 0))
     pod.status = status_settled(pod.status, seen)
+    # A stop that the provider finished on its own time, or a pod it terminated, ends here:
+    # without stopped_at a stopped pod's volume was never terminated (retention_ends).
+    if pod.status == "stopped":
+        pod.stopped_at = pod.stopped_at or now
+    elif pod.status == "terminated":
+        pod.terminated_at = pod.terminated_at or now
     copy_provider_facts(pod, found, now)
     if changed and pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_status", found.status,
@@ -280,7 +286,7 @@ def terminate_expired(now, limit: int = 20) -> list[str]:
         except BackendError as exc:
             pod.last_error = exc.message[:4000]
             continue
-        pod.status = "terminated"
+        pod.status, pod.terminated_at = "terminated", now
         days = current_app.config["POD_RETENTION_DAYS"]
         note = f"{pod.name} terminated after {days} day(s) stopped (SAGAN_POD_RETENTION_DAYS); its volume is gone."
         if pod.agent_run_id:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import re
 import shutil
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Artifact, Figure, Pod, db
+from services import sandbox
 from services.agents import toolbox, toolkit
 from services.dispatch import progress
 from tests.integration.code_fixtures import tool_context
@@ -205,3 +210,116 @@ def test_two_pods_files_of_one_name_appear_under_each_pods_name(app, analysis):
         assert not result.is_error, result.content
         assert f"sagan-{number}-a-0-1 2.1" in result.content and f"sagan-{number}-a-1-1 2.2" in result.content
         assert "['metrics.csv']" in result.content  # unique names stay where they were
+
+
+# Forks until the process limit refuses; each child becomes a `sleep`, away from the output,
+# which the runner reads to its end. Then it holds them for %s s.
+FORK_BOMB = """
+import os, time
+born = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)
+        os.dup2(quiet, 2)
+        os.execv("/usr/bin/sleep", ["sleep", "600"])
+    born += 1
+print("forked", born, "as", os.getuid(), flush=True)
+time.sleep(%s)
+"""
+# The sandbox account for these tests, so that a fork bomb never touches the account the
+# host's other sandboxes use (the analyses run as BOMB_ACCOUNT-1…N).
+BOMB_ACCOUNT = "sagan-bomb-test"
+
+
+def _live_processes_of(prefix: str) -> list[int]:
+    """Live (not zombie) processes whose real uid is an account named `prefix`…"""
+    uids = {entry.pw_uid for entry in pwd.getpwall() if entry.pw_name.startswith(prefix)}
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) in uids and not fields["State"].strip().startswith("Z"):
+            found.append(int(pid))
+    return found
+
+
+class _ProcessCount:
+    """The most live processes the accounts `prefix`… had at once while the block ran."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.seen, self._done = prefix, 0, threading.Event()
+
+    def _watch(self):
+        while not self._done.wait(0.1):
+            self.seen = max(self.seen, len(_live_processes_of(self.prefix)))
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def bounded_bombs(app, monkeypatch):
+    """Fork bombs bounded for a shared 2-core test machine (256 processes, not 1,024), on
+    accounts of the tests' own."""
+    if os.geteuid() != 0:
+        pytest.skip("accounts of their own need root (as in production); as another user every sandbox is ours")
+    monkeypatch.setattr(sandbox, "PROCESS_LIMIT", 256)
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_USER", BOMB_ACCOUNT)
+
+
+def test_a_fork_bomb_leaves_nothing_behind_and_the_next_analysis_runs_at_once(app, analysis, bounded_bombs):
+    """Does an analysis that forks until the process limit and is killed at its timeout return
+    only once every one of its processes is gone, so that the next analysis starts at once
+    (it failed with "Creating new namespace failed" while the kernel was still killing them)?"""
+    _, ctx = analysis
+    most = _ProcessCount(BOMB_ACCOUNT)
+    with app.app_context(), most:
+        bombed = run(ctx, FORK_BOMB % 600, timeout_seconds=20)
+        assert bombed.is_error and "still running after the 20 s timeout" in bombed.content, bombed.content
+        assert _live_processes_of(BOMB_ACCOUNT) == []
+        assert most.seen >= 0.9 * sandbox.PROCESS_LIMIT  # it did fill its limit before the timeout
+        after = run(ctx, "print('the next analysis runs')")
+        assert not after.is_error and "the next analysis runs" in after.content, after.content
+
+
+def test_two_analyses_at_once_each_have_their_own_process_limit(app, analysis, bounded_bombs):
+    """While one analysis holds every process its limit allows, does another one, started then,
+    run normally — as a different account, whose processes count on their own?"""
+    number, _ = analysis
+    bombed: dict = {}
+
+    def bomb():
+        with app.app_context():
+            bombed["result"] = run(tool_context(number, "analyzer"), FORK_BOMB % 10, timeout_seconds=60)
+
+    thread = threading.Thread(target=bomb)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(_live_processes_of(BOMB_ACCOUNT)) < 0.9 * sandbox.PROCESS_LIMIT and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_live_processes_of(BOMB_ACCOUNT)) >= 0.9 * sandbox.PROCESS_LIMIT, "the bomb never filled its limit"
+        with app.app_context():
+            calm = run(tool_context(number, "analyzer"), "import os\nprint('calm as', os.getuid())")
+        assert not calm.is_error and "calm as" in calm.content, calm.content
+    finally:
+        thread.join(90)
+    result = bombed["result"]
+    assert not result.is_error and re.search(r"forked 2\d\d as", result.content), result.content
+    bomb_uid = result.content.split("forked", 1)[1].split("as", 1)[1].split()[0]
+    calm_uid = calm.content.split("calm as", 1)[1].split()[0]
+    assert bomb_uid != calm_uid

@@ -1,6 +1,6 @@
 """Size and shape limits (issue 17 item 10): metadata capped at 64 KB; NUL characters, lone
 surrogates and deeply nested JSON answer 400, never 500, and change nothing; artifact names
-download intact (RFC 6266); titles of only invisible characters are refused."""
+download intact (RFC 6266); titles, token names and comments with no visible character are refused."""
 from __future__ import annotations
 
 from urllib.parse import quote, unquote
@@ -8,7 +8,7 @@ from urllib.parse import quote, unquote
 import pytest
 import sqlalchemy as sa
 
-from models import Artifact, Experiment, WorkflowEvent, db
+from models import ApiToken, Artifact, Comment, Experiment, ShareLink, WorkflowEvent, db
 from tests.conftest import csrf_from
 from tests.integration.test_progress_ingest import pod, upload  # noqa: F401
 
@@ -83,17 +83,83 @@ def test_a_nul_in_a_query_argument_is_refused(client, owner):
     assert client.get("/experiments?q=a%00b").status_code == 400
 
 
-@pytest.mark.parametrize("title", ["\u200b", "\u200b\u200c\u200d\ufeff", " \u2060 \u00ad "])
-def test_zero_width_only_titles_are_refused(app, api_client, client, owner, title):
-    """Is a title of only zero-width characters refused, by the API and the form alike?"""
+INVISIBLE_TITLES = [
+    pytest.param("\u200b", id="zero-width-space"),
+    pytest.param("\u200b\u200c\u200d\ufeff", id="zero-width-run"),
+    pytest.param(" \u2060 \u00ad ", id="word-joiner-soft-hyphen"),
+    pytest.param("\u2800", id="braille-blank-So"),
+    pytest.param("\U000e0020", id="tag-space-Cf"),
+    pytest.param("\U000e0041\U000e0042\U000e007f", id="tag-letters-Cf"),
+    pytest.param("\u3164", id="hangul-filler-Lo"),
+    pytest.param("\u115f\u1160", id="hangul-choseong-jungseong-fillers-Lo"),
+    pytest.param("\uffa0", id="halfwidth-hangul-filler-Lo"),
+    pytest.param("\U0001d159", id="musical-null-notehead-So"),
+    pytest.param("\u3000\u2007\u00a0\u1680", id="other-spaces-Zs"),
+    pytest.param("\u2028\u2029", id="line-paragraph-separators"),
+    pytest.param("\u0301\u034f\ufe0f", id="marks-without-a-base"),
+    pytest.param("\ue000\U000f0000", id="private-use-Co"),
+    pytest.param("\u202e\u2066\u061c", id="bidi-controls"),
+    pytest.param("\u2800 \u3164 \U000e0020 \u200b", id="mixed"),
+]
+VISIBLE_TITLES = ["日本語の実験", "Ελληνική υπόθεση", "Проверка гипотезы", "עברית", "العربية", "हिन्दी प्रयोग",
+                  "한국어 실험", "🧪", "🏳️‍🌈", "7", "?", "€", "ㅤA", "⠁"]
+
+
+@pytest.mark.parametrize("title", INVISIBLE_TITLES)
+def test_titles_without_a_visible_character_are_refused(app, api_client, client, owner, title):
+    """Is a title of only invisible or blank-rendering characters (zero-width, tag characters,
+    Hangul fillers, the blank braille pattern…) refused, by the API and the form alike?"""
     writer = api_client("read,write")
     response = writer.post("/api/experiments", json={"title": title})
     assert response.status_code == 400 and response.get_json()["field"] == "title"
+    assert response.get_json()["message"].startswith("Title is required")
     page = client.get("/experiments/new")
     form = client.post("/experiments/new", data={"title": title, "csrf_token": csrf_from(page.text)},
                        follow_redirects=True)  # a refused form redirects back to the page that says why
     assert "Title is required" in form.get_data(as_text=True)
     assert _experiment_count(app) == 0
+
+
+@pytest.mark.parametrize("title", VISIBLE_TITLES)
+def test_titles_in_any_script_emoji_or_one_digit_are_accepted(app, api_client, title):
+    """Are real titles in other scripts, an emoji, a single digit, punctuation or a symbol accepted
+    and stored as written?"""
+    writer = api_client("read,write")
+    response = writer.post("/api/experiments", json={"title": title})
+    assert response.status_code == 201, response.get_json()
+    with app.app_context():
+        assert db.session.scalar(sa.select(Experiment.title)) == title
+
+
+@pytest.mark.parametrize("name", ["\u2800", "\U000e0020", "\u3164 \u200b"])
+def test_token_names_without_a_visible_character_are_refused(app, client, owner, name):
+    """Is an API token named with only blank characters refused on the page, nothing created?"""
+    response = client.post("/api-tokens", data={"name": name, "scopes": ["read"], "csrf_token": owner.csrf()},
+                           follow_redirects=True)
+    assert "Give the token a name" in response.get_data(as_text=True)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(ApiToken.id))) == 0
+
+
+def test_a_share_label_without_a_visible_character_gets_the_default_label(app, client, owner):
+    """Does a share link labelled with only blank characters get the default label, as an empty one does,
+    instead of a row that looks unlabelled in the list?"""
+    page = client.get("/settings")
+    client.post("/settings/share-links", data={"csrf_token": csrf_from(page.text), "scope": "all_promoted",
+                                               "label": "\u2800\U000e0020\u3164"})
+    with app.app_context():
+        assert db.session.scalar(sa.select(ShareLink.label)) == "All promoted results"
+
+
+@pytest.mark.parametrize("body", ["\u2800", "\U000e0020\U000e0020", "\u3164\n\u200b"])
+def test_comments_without_a_visible_character_are_refused(app, htmx_client, make_experiment, body):
+    """Is a comment of only blank characters refused like an empty one, nothing stored?"""
+    number = make_experiment("Probe")
+    response = htmx_client.post(f"/experiments/{number}/comments", headers={"X-CSRFToken": htmx_client.csrf},
+                                data={"body": body})
+    assert response.status_code == 200 and "the comment is empty" in response.text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Comment.id))) == 0
 
 
 @pytest.mark.parametrize("name", ["résumé €.json", 'say "hi".txt', "a;b=c.csv", "数据 图.json", "50% done.txt"])

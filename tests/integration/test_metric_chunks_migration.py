@@ -45,6 +45,23 @@ def _scratch_app(url: str):
     return create_app(ScratchConfig)
 
 
+def _seed_pod_0010(experiment_id) -> uuid.UUID:
+    """A running pod in 0010's shape, written with plain SQL: the Pod model has columns added
+    by later migrations."""
+    pods = sa.table("pods", sa.column("id", sa.Uuid()), sa.column("experiment_id", sa.Uuid()),
+                    *(sa.column(c) for c in ("account", "name", "status", "run_index", "attempt", "gpu_count",
+                                             "retry_count", "max_retries", "bootstrap_count", "uptime_seconds")),
+                    sa.column("created_at", sa.DateTime(timezone=True)),
+                    sa.column("updated_at", sa.DateTime(timezone=True)))
+    pod_id, now = uuid.uuid4(), datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    db.session.execute(sa.insert(pods).values(
+        id=pod_id, experiment_id=experiment_id, account="local", name="migrated-0", status="running", run_index=0,
+        attempt=1, gpu_count=1, retry_count=0, max_retries=3, bootstrap_count=0, uptime_seconds=0,
+        created_at=now, updated_at=now))
+    db.session.commit()
+    return pod_id
+
+
 def _seed_0010(pod_id, experiment_id) -> None:
     """Points and series in 0010's shape, written with plain SQL (the models are 0011's)."""
     points = sa.table("metric_points", sa.column("pod_id", sa.Uuid()), sa.column("experiment_id", sa.Uuid()),
@@ -80,11 +97,7 @@ def test_stored_points_move_into_chunks_and_back(scratch_url):
             flask_migrate.upgrade(directory=MIGRATIONS, revision="0010_metrics")
             experiment = experiments.create_experiment({"title": "Migrated metrics"}, Actor("owner"))
             db.session.flush()
-            pod = Pod(id=uuid.uuid4(), experiment_id=experiment.id, account="local", name="migrated-0",
-                      status="running")
-            db.session.add(pod)
-            db.session.commit()
-            pod_id, experiment_id, number = pod.id, experiment.id, experiment.number
+            pod_id, experiment_id, number = _seed_pod_0010(experiment.id), experiment.id, experiment.number
             _seed_0010(pod_id, experiment_id)
             db.session.remove()
 

@@ -79,7 +79,7 @@ def test_ssh_urls_to_private_hosts_are_refused_like_https(app, client, owner, fa
     if address:
         answers[url.split("@", 1)[1].split(":")[0].split("/")[0]] = [address]
     page = _save_repo(client, owner, url)
-    assert 'class="error"' in page.text and "private or loopback" in page.text, page.text[-2000:]
+    assert 'class="error"' in page.text and "non-public address" in page.text, page.text[-2000:]
     assert _stored(app) is None
 
 
@@ -109,6 +109,69 @@ def test_option_injection_in_ssh_urls_is_refused(app, client, owner, fake_dns, u
     page = _save_repo(client, owner, url)
     assert 'class="error"' in page.text, url
     assert _stored(app) is None
+
+
+# Addresses that are not public although `is_private` is False for most of them (or `is_global`
+# is True on Python 3.11.7): each was accepted before for repository and webhook URLs.
+NOT_PUBLIC = [
+    pytest.param("100.64.0.1", id="shared-address-space-cgnat"),
+    pytest.param("192.0.0.8", id="ietf-protocol-assignments"),
+    pytest.param("198.18.0.1", id="benchmarking"),
+    pytest.param("0.0.0.0", id="unspecified"),
+    pytest.param("224.0.0.1", id="ipv4-multicast"),
+    pytest.param("192.88.99.1", id="6to4-relay-anycast"),
+    pytest.param("::ffff:10.0.0.1", id="ipv4-mapped-private"),
+    pytest.param("64:ff9b::7f00:1", id="nat64-of-loopback"),
+    pytest.param("64:ff9b:1::a00:1", id="nat64-local-use"),
+    pytest.param("2002:7f00:1::1", id="6to4-of-loopback"),
+    pytest.param("::127.0.0.1", id="ipv4-compatible-loopback"),
+    pytest.param("fc00::1", id="unique-local"),
+    pytest.param("fe80::1", id="ipv6-link-local"),
+    pytest.param("fec0::1", id="ipv6-site-local"),
+    pytest.param("ff0e::1", id="ipv6-global-multicast"),
+    pytest.param("3fff::1", id="ipv6-documentation"),
+]
+# Public addresses, including IPv4 ones reached through NAT64 and 6to4: still accepted.
+PUBLIC_ADDRESSES = [PUBLIC, "2606:2800:220:1:248:1893:25c8:1946", "64:ff9b::5db8:d822", "2002:5db8:d822::1"]
+
+
+def _literal(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+@pytest.mark.parametrize("address", NOT_PUBLIC)
+def test_non_public_addresses_are_refused_for_the_repository_and_the_webhook(app, client, owner, fake_dns,
+                                                                            public_only, address):
+    """Is every URL whose host is, or resolves to, an address that is not globally reachable
+    refused — https and ssh repository URLs and the webhook, by literal and by name — with
+    nothing stored?"""
+    answers, _ = fake_dns
+    answers["sneaky.test"] = [address]
+    for url in ("https://sneaky.test/org/research.git", "git@sneaky.test:org/research.git",
+                f"ssh://git@{_literal(address)}/org/research.git", f"https://{_literal(address)}/org/research.git"):
+        page = _save_repo(client, owner, url)
+        assert 'class="error"' in page.text and "non-public address" in page.text, (url, page.text[-2000:])
+    for url in ("https://sneaky.test/hook", f"https://{_literal(address)}/hook"):
+        page = client.post("/settings/webhook", data={"webhook_url": url, "csrf_token": owner.csrf()})
+        assert page.status_code == 200 and "non-public address" in page.text, url
+    assert _stored(app) is None and _stored(app, "webhook_url") is None
+
+
+@pytest.mark.parametrize("address", PUBLIC_ADDRESSES)
+def test_public_addresses_are_kept(app, client, owner, fake_dns, public_only, address):
+    """Are public hosts, IPv6 and public IPv4 behind NAT64 or 6to4 included, still accepted?"""
+    fake_dns[0]["public.test"] = [address]
+    assert _save_repo(client, owner, "https://public.test/org/research.git").status_code == 303
+    assert client.post("/settings/webhook", data={"webhook_url": "https://public.test/hook",
+                                                  "csrf_token": owner.csrf()}).status_code == 303
+    assert _stored(app) == "https://public.test/org/research.git"
+
+
+def test_a_name_with_one_shared_address_among_public_ones_is_refused(app, client, owner, fake_dns, public_only):
+    """Does one non-public address among a name's answers refuse it (a client may pick any of them)?"""
+    fake_dns[0]["mixed.test"] = [PUBLIC, "100.64.0.1"]
+    page = _save_repo(client, owner, "https://mixed.test/org/research.git")
+    assert "non-public address (100.64.0.1)" in page.text and _stored(app) is None
 
 
 class _Listener:
@@ -152,11 +215,28 @@ def test_webhook_host_rebound_to_loopback_is_refused_at_delivery(app, client, ow
         with app.app_context():
             from services import experiments
             experiment = experiments.get_experiment(number)
-            with pytest.raises(outbound.OutboundRefused, match="private or loopback"):
+            with pytest.raises(outbound.OutboundRefused, match="non-public address"):
                 notify.deliver(experiment.id)
         assert listener.accepted == 0
     finally:
         listener.close()
+
+
+def test_webhook_host_rebound_to_shared_address_space_is_refused_at_delivery(app, fake_dns, public_only,
+                                                                            make_experiment):
+    """Is a webhook whose name now answers 100.64.0.1 (carrier-grade NAT space, neither private
+    nor public) refused at delivery, not posted to?"""
+    answers, asked = fake_dns
+    answers["hooks.cgnat.test"] = ["100.64.0.1"]
+    with app.app_context():
+        settings.put("webhook_url", "https://hooks.cgnat.test/hook")
+        db.session.commit()
+    number = make_experiment("Shared space", status="plan_pending")
+    with app.app_context():
+        from services import experiments
+        with pytest.raises(outbound.OutboundRefused, match=r"non-public address \(100\.64\.0\.1\)"):
+            notify.deliver(experiments.get_experiment(number).id)
+    assert asked == ["hooks.cgnat.test"]
 
 
 @pytest.fixture
@@ -234,7 +314,7 @@ def test_code_tools_recheck_the_repository_host_before_fetching(app, fake_dns, p
     number = make_experiment("Rebinding repository", status="implementing")
     with app.app_context():
         result = call(tool_context(number), "list_files")
-    assert result.is_error and "not reachable safely" in result.content and "private or loopback" in result.content
+    assert result.is_error and "not reachable safely" in result.content and "non-public address" in result.content
     try:
         assert not list((base / "workspaces").glob("*/repo.git"))
     finally:

@@ -5,10 +5,15 @@ escape attempt is refused with an error the model can read, and nothing changes 
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import pwd
 import shutil
 import stat
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -234,7 +239,7 @@ def test_a_command_past_its_timeout_is_killed(implementer, app, monkeypatch):
     assert time.monotonic() - started < 15
     assert result.is_error and "still running after the 2 s timeout; the sandbox was killed" in result.content
     assert "started" in result.content
-    time.sleep(0.3)
+    # At once: a run returns only when its pid namespace is gone, background children and all.
     leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 73.25"]
     assert leftovers == []
 
@@ -443,3 +448,31 @@ def test_no_database_transaction_is_open_while_git_or_a_command_runs(implementer
     assert "exit 0" in call(implementer, "run_command", command="python3 -c \"print('hi')\"").content
     assert not call(implementer, "git_push").is_error
     assert seen == [("run_command", False), ("git_push", False)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="accounts of their own need root (as in production)")
+def test_a_run_on_an_account_of_its_own_waits_for_a_free_one_then_refuses(app, monkeypatch):
+    """With every account of the pool held by another run, does an `own_account` run wait up to
+    its timeout and then refuse clearly; once one is free, does it run as that account, and
+    does a run that writes the worktree stay on the sandbox account?"""
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_USER", "sagan-slot-test")
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_ACCOUNTS", 1)
+    folder = Path(tempfile.mkdtemp(prefix="sagan-accounts-", dir="/tmp"))  # pytest's tmp_path is root's alone
+    folder.chmod(0o755)
+    with app.app_context(), contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
+        limits = sandbox.Limits.from_config(timeout=1)
+        lock_path = sandbox._account_locks() / "sagan-slot-test-1.lock"
+        held = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            started = time.monotonic()
+            with pytest.raises(sandbox.SandboxUnavailable, match="All 1 sandbox accounts are busy"):
+                sandbox.run(folder, ["id", "-u"], writable=False, limits=limits, own_account=True)
+            assert 0.9 < time.monotonic() - started < 5
+        finally:
+            os.close(held)
+        own = sandbox.run(folder, ["id", "-u"], writable=False, limits=limits, own_account=True)
+        assert own.output.strip() == str(pwd.getpwnam("sagan-slot-test-1").pw_uid)
+        shared = sandbox.run(folder, ["id", "-u"], writable=True, limits=limits, own_account=True)
+        assert shared.output.strip() == str(pwd.getpwnam("sagan-slot-test").pw_uid)

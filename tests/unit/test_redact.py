@@ -218,3 +218,83 @@ def test_generic_key_names_in_json_are_not_secrets(text):
     import json
     assert redact(text) == text
     assert redact_data(json.loads(text)) == json.loads(text)
+
+
+# --- more vendors' credential shapes --------------------------------------------------------
+# Each is assembled from parts so the file itself holds no string a secret scanner flags.
+
+@pytest.mark.parametrize("secret", [
+    pytest.param("xoxb-" + "123456789012-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx", id="slack-bot"),
+    pytest.param("xoxp-" + "123456789012-123456789012-1234567890123-" + "0123456789abcdef0123456789abcdef",
+                 id="slack-user"),
+    pytest.param("xoxa-" + "2-123456789012-" + "AbCdEfGhIjKlMnOp", id="slack-workspace-app"),
+    pytest.param("xoxr-" + "123456789012-" + "AbCdEfGhIjKlMnOpQr", id="slack-refresh"),
+    pytest.param("xoxs-" + "123456789012-123456789012-" + "abcdef0123", id="slack-legacy-session"),
+    pytest.param("xoxe.xoxp-" + "1-" + "Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw", id="slack-rotating"),
+    pytest.param("xapp-" + "1-A0123456789-1234567890123-" + "0123456789abcdef" * 4, id="slack-app-level"),
+    pytest.param("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K_L-mN0pQrStU", id="google-api-key"),
+    pytest.param("ya29." + "a0AfH6SMBx1y2z3A4b5C6d7E8f9G0h", id="google-oauth-access"),
+    pytest.param("GOCSPX-" + "1a2B3c4D5e6F7g8H9i0J1k2L3m4N", id="google-oauth-client-secret"),
+    pytest.param("github_pat_" + "11ABCDEFG0" + "a1" * 20, id="github-fine-grained"),
+    pytest.param("glpat-" + "xY1zA2bC3dE4fG5hI6jK", id="gitlab-personal"),
+    pytest.param("gldt-" + "xY1zA2bC3dE4fG5hI6jK", id="gitlab-deploy"),
+    pytest.param("hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567", id="hugging-face"),
+    pytest.param("sk-proj-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv_w-xYz", id="openai-project"),
+    pytest.param("sk-svcacct-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9", id="openai-service-account"),
+    pytest.param("sk-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3Ab4Cd5Ef6", id="openai-legacy"),
+    pytest.param("sk_live_" + "51Hx" + "a1B2" * 6, id="stripe-secret"),
+    pytest.param("rk_live_" + "51Hx" + "a1B2" * 6, id="stripe-restricted"),
+    pytest.param("whsec_" + "a1B2c3D4e5F6g7H8i9J0kLmN", id="stripe-webhook-secret"),
+    pytest.param("SG." + "a1B2c3D4e5F6g7H8i9J0kL" + "." + "m1N2o3P4q5R6s7T8u9V0wXyZ-_a1B2c3D4e5F6g7H8i", id="sendgrid"),
+    pytest.param("npm_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ", id="npm"),
+    pytest.param("pypi-" + "AgEIcHlwaS5vcmc" + "CJGE1YjM0ZDI0LTg2YjctNDA1Yy1hMzE3LTk1NjFiZDE2YmE1MQ", id="pypi"),
+    pytest.param("r8_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ0", id="replicate"),
+    pytest.param("gsk_" + "a1B2c3D4e5F6g7H8i9J0" * 2 + "kLmNoPqRsTuV", id="groq"),
+    pytest.param("dckr_pat_" + "a1B2c3D4e5F6g7H8i9J0kLmNo", id="docker-hub"),
+    pytest.param("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + "." + "eyJzdWIiOiIxMjM0NTY3ODkwIiwicm9sZSI6InNlcnZpY2UifQ"
+                 + "." + "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", id="jwt"),
+])
+def test_vendor_credential_shapes_are_removed(secret):
+    """Are Slack, Google, GitHub, GitLab, Hugging Face, OpenAI, Stripe, SendGrid, npm, PyPI,
+    Replicate, Groq and Docker credentials and JWTs removed, the words around them kept?"""
+    cleaned = redact(f"the log said {secret} and went on")
+    assert secret not in cleaned
+    assert cleaned == f"the log said {REDACTED} and went on"
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("AKIA" + "IOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ('{"AccessKey": {"AccessKeyId": "' + "AKIA" + 'IOSFODNN7EXAMPLE", "Status": "Active", '
+     '"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}}',  # aws iam create-access-key
+     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+])
+def test_aws_secret_keys_are_removed_next_to_their_id_or_name(text, secret):
+    """Is an AWS secret access key (40 characters, no prefix of its own) removed when it follows
+    its key id, as in a credentials CSV, or its name?"""
+    cleaned = redact(text)
+    assert secret not in cleaned and "IOSFODNN7EXAMPLE" not in cleaned
+
+
+def test_incoming_webhook_urls_lose_their_secret_path():
+    """Do Slack and Discord incoming-webhook URLs keep their host but lose the secret path?"""
+    slack = "https://hooks.slack.com/services/" + "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+    discord = "https://discord.com/api/webhooks/" + "123456789012345678/" + "a1B2c3D4e5" * 7
+    cleaned = redact(f"posting to {slack} and {discord} now")
+    assert cleaned == (f"posting to https://hooks.slack.com/services/{REDACTED} and "
+                       f"https://discord.com/api/webhooks/{REDACTED} now")
+
+
+@pytest.mark.parametrize("text", [
+    "We compared scikit-learn (sk-learn) with xoxb and AIza as opaque prefixes in the write-up.",
+    "The glpat- prefix, hf_hub and npm_install helpers; r8_short, gsk_small and SG.a.b are fine.",
+    "A header starting eyJ is base64 of '{\"', e.g. eyJhbGci alone; ya29. is Google's prefix.",
+    "sk-proj-short and sk-these-words-are-not-a-key-at-all-because-they-have-hyphens stay.",
+    "AKIA plus forty: AKIA" + "IOSFODNN7EXAMPLE was redacted but the next sentence is long prose.",
+    "https://hooks.slack.com/services/ is where incoming webhooks live.",
+])
+def test_near_misses_of_vendor_shapes_are_left_alone(text):
+    """Do mentions of the prefixes, short look-alikes and ordinary hyphenated words survive (only
+    a real-length credential is removed)?"""
+    expected = text.replace("AKIA" + "IOSFODNN7EXAMPLE", REDACTED)
+    assert redact(text) == expected
