@@ -224,7 +224,7 @@ def scratch_app(request, tmp_path):
 
 
 def test_the_migration_dates_pods_that_had_already_ended_and_downgrades_without_loss(scratch_app):
-    """Does 0014 give pods that ended before it the time the old columns knew (stopped, else last
+    """Does 0013 give pods that ended before it the time the old columns knew (stopped, else last
     updated), leave live pods without one, and come back down keeping every progress post?"""
     stopped_at, touched = clock.utcnow() - timedelta(hours=3), clock.utcnow() - timedelta(minutes=2)
     pods = sa.table("pods", sa.column("id", sa.Uuid()), sa.column("experiment_id", sa.Uuid()),
