@@ -139,11 +139,8 @@ def parse_batch(data) -> Batch:
                                       field="points")
             good_names.add(name)
         value = point.get("value")
-        kind = type(value)
         # The common case inline (this loop runs 1,000 times a request), metric_number's rule.
-        if kind is float and -VALUE_LIMIT <= value <= VALUE_LIMIT:
-            pass
-        else:
+        if not (type(value) is float and -VALUE_LIMIT <= value <= VALUE_LIMIT):
             try:
                 value = metric_number(value)
             except NotANumber:
@@ -201,7 +198,9 @@ class Chunk:
         # max() keeps the first of equal steps; the summary wants the later point's value.
         last = max(range(len(self.steps) - 1, -1, -1), key=self.steps.__getitem__)
         self.last_step, self.last_value = self.steps[last], self.values[last]
-        finite = [v for v in self.values if v is not None]
+        finite = self.values
+        if None in finite:
+            finite = [v for v in finite if v is not None]
         if finite:
             self.min_value, self.max_value = min(finite), max(finite)
         return self
