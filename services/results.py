@@ -230,6 +230,8 @@ def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool
         # No move to make: the same owner-only promotion, minus the status change.
         if actor.transition_role != lifecycle.OWNER and scope_grant != "promote":
             raise Forbidden("Only the owner, or a token with the promote scope, promotes a result.")
+        # The experiment's row lock orders two promotions at once, as a move's update does.
+        db.session.execute(sa.select(Experiment.id).where(Experiment.id == experiment.id).with_for_update())
         record_promotion(experiment, to, actor)
     else:
         effects = lifecycle.transition(experiment, to, actor, note=note, metadata={"promoted": True},
