@@ -62,6 +62,18 @@ def _statement_timed_out(error: Exception) -> bool:
     return isinstance(error, sa.exc.DBAPIError) and isinstance(error.orig, psycopg.errors.QueryCanceled)
 
 
+def _release_transaction() -> None:
+    """Roll back the request's transaction before an error page is drawn: after a failed
+    statement PostgreSQL refuses every further one in that transaction ("current transaction
+    is aborted"), and the page's own reads (the signed-in user, the header's counts) would
+    fail in turn, leaving the visitor Werkzeug's bare 500 instead of this page. A rollback
+    that fails too (a connection already gone) is left to the pool."""
+    try:
+        db.session.rollback()
+    except sa.exc.SQLAlchemyError:
+        log.warning("could not roll back before the error page", exc_info=True)
+
+
 def init_app(app: Flask) -> None:
     @app.errorhandler(SaganError)
     def domain_error(error: SaganError):
@@ -86,7 +98,7 @@ def init_app(app: Flask) -> None:
             # The web server's statement timeout (serve.py) ended a statement that ran too
             # long: the database is up, so say what happened rather than "unreachable".
             log.warning("a statement ran past the statement timeout: %s", error.statement and error.statement[:200])
-            db.session.rollback()  # the page's own reads (the signed-in user) need a live transaction
+            _release_transaction()
             response = error_response(503, "timeout", "That took longer than Sagan lets one request use "
                                       "the database; try again in a moment.", "That took too long")
             response.headers["Retry-After"] = "5"
@@ -106,5 +118,6 @@ def init_app(app: Flask) -> None:
             response.headers["Retry-After"] = "5"
             return with_message(response, "unavailable", message)
         log.exception("unhandled error")
+        _release_transaction()
         return error_response(500, "internal_error",
                               "Something went wrong on our side; it has been logged.", "Server error")

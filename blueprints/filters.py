@@ -52,8 +52,11 @@ def usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
-def metric_value(value: float) -> str:
-    """A metric as a person reads it: four significant digits, no exponent for everyday sizes."""
+def metric_value(value: float | None) -> str:
+    """A metric as a person reads it: four significant digits, no exponent for everyday sizes;
+    None is a value that was not finite (NaN, ±Infinity: services/metrics.py)."""
+    if value is None:
+        return "not finite"
     if value == 0 or 1e-3 <= abs(value) < 1e6:
         return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
     return f"{value:.3e}"

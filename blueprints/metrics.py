@@ -10,11 +10,13 @@ from services import cost_ledger, experiments, metrics
 bp = Blueprint("metrics", __name__)
 
 
-def chart_json(experiment, name: str | None):
+def chart_json(experiment, name: str | None, *, pods_until=None):
     """The chart data as JSON behind an ETag from the series summary: a chart that polls
-    while pods run gets a 304 for one small query when nothing new arrived."""
-    return unless_unchanged(metrics.series_version(experiment, name),
-                            lambda: jsonify(metrics.chart_data(experiment, name)), "private, no-cache")
+    while pods run gets a 304 for one small query when nothing new arrived. `pods_until`:
+    only the runs of pods started by then (a share link's)."""
+    return unless_unchanged(metrics.series_version(experiment, name, pods_until=pods_until),
+                            lambda: jsonify(metrics.chart_data(experiment, name, pods_until=pods_until)),
+                            "private, no-cache")
 
 
 @bp.get("/experiments/<int:number>/metrics/data")

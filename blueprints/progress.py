@@ -93,7 +93,11 @@ def post_metrics():
     recorded = metrics.record_batch_for_token(g.pod_token_digest, batch)
     if recorded is None:
         raise PodTokenRefused()
-    return {"ok": True, "points": len(batch) if recorded.created else 0, "duplicate": not recorded.created}
+    answer = {"ok": True, "points": len(batch) if recorded.created else 0, "duplicate": not recorded.created}
+    if batch.non_finite and recorded.created:
+        # Stored, but as marks on the chart rather than values: say so, the pod's log shows it.
+        answer["non_finite"] = batch.non_finite
+    return answer
 
 
 @bp.get("/metrics/helper.py")

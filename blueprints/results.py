@@ -108,11 +108,13 @@ def restore(number: int, version: int):
 @bp.post("/experiments/<int:number>/promote")
 @access.owner
 def promote(number: int):
-    """Promote the result to shared or completed; lint failures need the confirm box."""
+    """Promote the result to shared or completed (or again, in place); lint failures need the
+    confirm box, and a result saved since the page was read is refused."""
     experiment = experiments.get_experiment(number)
     return page_form(number, "promote", lambda: results.promote(
         experiment, request.form.get("to", ""), access.actor(), confirm_lint=request.form.get("confirm_lint") == "1",
-        note=request.form.get("note") or None, expected_status=request.form.get("expected") or None),
+        note=request.form.get("note") or None, expected_status=request.form.get("expected") or None,
+        expected_result=request.form.get("result_tag") or None),
         anchor="clean-result")
 
 

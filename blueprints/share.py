@@ -72,10 +72,13 @@ def _open(token: str, *, count_view: bool = True):
     return link, None
 
 
-def _result_context(link, token: str, experiment, *, listed: bool) -> dict:
+def _result_context(link, token: str, shared, *, listed: bool) -> dict:
+    """The result page as promoted: its frozen title, body and figures, and the charts of
+    the runs it was promoted with (pods started by then; a rerun after it is not shared)."""
+    experiment, promotion = shared.experiment, shared.promotion
     comments = discussion.thread("experiment", experiment.id).comments if link.include_comments else []
-    figures = results.figures(experiment)
-    texts = {"result": experiment.body or "", **{c.id: c.body_html for c in comments},
+    figures = results.figures(experiment, only=promotion.figure_ids)
+    texts = {"result": promotion.body, **{c.id: c.body_html for c in comments},
              **{("figure", f.id): f.html for f in figures if f.html}}
     readable = _links_for_reader(link, token, texts)
     for figure in figures:
@@ -84,10 +87,25 @@ def _result_context(link, token: str, experiment, *, listed: bool) -> dict:
     data_url = (url_for("share.result_metrics", token=token, number=experiment.number) if listed
                 else url_for("share.view_metrics", token=token))
     return {"link": link, "experiment": experiment, "token": token, "listed": listed,
-            **metrics.page_context(experiment), "metrics_data_url": data_url, "metrics_refresh": None,
-            "result_title": title_without_confidence(experiment.title),
-            "confidence": confidence_of(experiment.title), "figures": figures,
+            **metrics.page_context(experiment, pods_until=promotion.promoted_at), "metrics_data_url": data_url,
+            "metrics_refresh": None, "result_title": title_without_confidence(promotion.title),
+            "confidence": confidence_of(promotion.title), "figures": figures,
             "result_body": readable.pop("result"), "comments": comments, "comment_bodies": readable}
+
+
+def _nothing_shared_yet():
+    """A live one-experiment link whose experiment has no result promoted to `shared`: the
+    link works, so say so — and nothing about the experiment, which is not shared."""
+    return render_template("share/message.html", title="Nothing shared yet",
+                           message="The result behind this link has not been shared yet. The link will show it "
+                                   "once its owner promotes it; try again later.")
+
+
+def _charts(shared):
+    """A shared result's chart data (`?name=`), as its page draws it; 404 for nothing shared."""
+    if shared is None:
+        return _not_found()
+    return chart_json(shared.experiment, request.args.get("name"), pods_until=shared.promotion.promoted_at)
 
 
 def _links_for_reader(link, token: str, texts: dict) -> dict:
@@ -110,10 +128,11 @@ def view(token: str):
     found = shares.shared_results(link)
     if link.scope == "experiment":
         if not found:
-            return _not_found()
+            return _nothing_shared_yet()
         return render_template("share/result.html", **_result_context(link, token, found[0], listed=False))
-    items = [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
-              "excerpt": results.excerpt(e)} for e in found]
+    items = [{"experiment": r.experiment, "title": title_without_confidence(r.promotion.title),
+              "confidence": confidence_of(r.promotion.title), "excerpt": results.excerpt(r.promotion.body)}
+             for r in found]
     return render_template("share/index.html", token=token, link=link, items=items)
 
 
@@ -124,11 +143,11 @@ def result(token: str, number: int):
     link, refusal = _open(token)
     if refusal is not None:
         return refusal
-    experiment = shares.shared_result(link, number)
-    if experiment is None:
+    shared = shares.shared_result(link, number)
+    if shared is None:
         return _not_found()
     return render_template("share/result.html",
-                           **_result_context(link, token, experiment, listed=link.scope != "experiment"))
+                           **_result_context(link, token, shared, listed=link.scope != "experiment"))
 
 
 @bp.get("/<token>/metrics")
@@ -139,9 +158,7 @@ def view_metrics(token: str):
     if refusal is not None:
         return refusal
     found = shares.shared_results(link) if link.scope == "experiment" else []
-    if not found:
-        return _not_found()
-    return chart_json(found[0], request.args.get("name"))
+    return _charts(found[0] if found else None)
 
 
 @bp.get("/<token>/<int:number>/metrics")
@@ -151,7 +168,4 @@ def result_metrics(token: str, number: int):
     link, refusal = _open(token, count_view=False)
     if refusal is not None:
         return refusal
-    experiment = shares.shared_result(link, number)
-    if experiment is None:
-        return _not_found()
-    return chart_json(experiment, request.args.get("name"))
+    return _charts(shares.shared_result(link, number))

@@ -7,7 +7,8 @@ its row and stores nothing. `metric_series` keeps one row per pod and metric nam
 so the page, the board and the compare view never read the points to list them.
 
 The points of one batch for one series are one `metric_chunks` row: its steps, values and
-wall times as arrays in the batch's order (PostgreSQL arrays; JSON lists on SQLite). A batch
+wall times as arrays in the batch's order (PostgreSQL arrays; JSON lists on SQLite). A
+point whose value was not finite (NaN, ±Infinity, beyond ±1e300) has a NULL value. A batch
 of 1,000 points of 10 metrics is 10 rows, not 1,000: storing a batch costs a few index
 entries instead of two per point, and a chart reads a series as its chunks (issue 18).
 """
@@ -53,9 +54,11 @@ class MetricSeries(db.Model):
     points: Mapped[int] = mapped_column(sa.BigInteger, default=0)
     first_step: Mapped[int] = mapped_column(sa.BigInteger)
     last_step: Mapped[int] = mapped_column(sa.BigInteger)
-    last_value: Mapped[float] = mapped_column(sa.Float)  # the value at last_step
-    min_value: Mapped[float] = mapped_column(sa.Float)
-    max_value: Mapped[float] = mapped_column(sa.Float)
+    # The value at last_step, NULL when that point is not finite (NaN, ±Infinity, out of
+    # range); the range of the finite points, NULL while there are none.
+    last_value: Mapped[float | None] = mapped_column(sa.Float)
+    min_value: Mapped[float | None] = mapped_column(sa.Float)
+    max_value: Mapped[float | None] = mapped_column(sa.Float)
     updated_at: Mapped[datetime]
 
 

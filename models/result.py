@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services import registry
 
 
@@ -35,6 +35,26 @@ class CleanResultVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
     body: Mapped[str] = mapped_column(sa.Text)
     author_kind: Mapped[str] = mapped_column(sa.String(16))
     author_id: Mapped[str | None] = mapped_column(sa.String(64))
+
+
+class PromotedResult(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """What the experiment's latest promotion froze: the title, body and figures that share
+    links show, whatever is saved later, until the next promotion (services/results.py)."""
+
+    __tablename__ = "promoted_results"
+    __table_args__ = (one_of("promoted_to", registry.PROMOTION_TARGETS),)
+
+    experiment_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"), unique=True)
+    promoted_to: Mapped[str] = mapped_column(sa.String(16))
+    promoted_at: Mapped[datetime]
+    # The saved version it was, when one matched (a result imported or written before
+    # versions may have none); the copy below is what is shown either way.
+    version_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("clean_result_versions.id", ondelete="SET NULL"))
+    title: Mapped[str] = mapped_column(sa.String(300))
+    body: Mapped[str] = mapped_column(sa.Text)
+    figure_ids: Mapped[list] = mapped_column(JSONType, default=list)  # the figures shown, as id strings
 
 
 class Comment(UUIDPrimaryKey, TimestampMixin, db.Model):

@@ -19,14 +19,15 @@ From a shell:
 
 Points are buffered and sent in batches of up to 1,000 (or every FLUSH_SECONDS). Each
 batch carries a sequence number, so a batch retried after a timeout is stored once. A
-metric's unit goes in brackets at the end of its name. Failures are reported on stderr and
-never raise into the training script; without a URL or token the points are printed.
+metric's unit goes in brackets at the end of its name. NaN and infinite values (a diverged
+loss) are sent as they are: Sagan keeps them as non-finite points and marks them on the
+chart. Failures are reported on stderr and never raise into the training script; without a
+URL or token the points are printed.
 """
 from __future__ import annotations
 
 import atexit
 import json
-import math
 import os
 import sys
 import threading
@@ -67,17 +68,15 @@ class Metrics:
         self._seq = time.time_ns() // 1000
 
     def log(self, step: int, values: dict | None = None, *, wall_time: float | None = None, **named) -> None:
-        """Record `name=value` pairs at `step`; non-finite values are skipped with a warning."""
+        """Record `name=value` pairs at `step`; a value that is not a number is skipped with a
+        warning (NaN and infinity are numbers: they are sent, and the chart marks them)."""
         stamp = time.time() if wall_time is None else wall_time
         with self._lock:
             for name, value in {**(values or {}), **named}.items():
                 try:
                     number = float(value)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     self._warn(f"{name}={value!r} at step {step} is not a number; skipped")
-                    continue
-                if not math.isfinite(number):
-                    self._warn(f"{name}={value!r} at step {step} is not finite; skipped")
                     continue
                 self._points.append({"step": int(step), "name": str(name), "value": number, "wall_time": stamp})
             due = len(self._points) >= BATCH_MAX or time.monotonic() - self._last_flush >= self.flush_seconds
@@ -103,6 +102,7 @@ class Metrics:
             for point in points:
                 print(f"metric step={point['step']} {point['name']}={point['value']:g}", file=self.out)
             return True
+        # json writes NaN and Infinity as the bare literals, which Sagan reads as non-finite points.
         body = json.dumps({"seq": self._next_seq(), "points": points}).encode()
         request = urllib.request.Request(self.url, data=body, method="POST", headers={
             "Authorization": "Bearer " + self.token, "Content-Type": "application/json",

@@ -2,7 +2,7 @@
 
 A document is `{experiment, events, approvalRequests}` in the old camelCase shapes.
 Numbers, ids, statuses (including `awaiting_approval`), plans, pod specs, bodies and
-events are kept. Importing writes history as it was — it is the one writer besides
+events are kept; a result the old system had shared or completed is kept as promoted. Importing writes history as it was — it is the one writer besides
 transition() that sets a status, because it records past moves rather than making one.
 Importing the same document twice changes nothing: rows are keyed by the old ids.
 """
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import experiments, plans, registry
+from services import experiments, plans, registry, results
 from services.clock import utcnow
 from services.errors import ValidationError
 from services.redact import redact, redact_data
@@ -157,6 +157,9 @@ def _create_experiment(old: dict, exp_id: uuid.UUID, number: int, status: str) -
                                    markdown=experiment.plan_md, plan_json=experiment.plan_json,
                                    source="import", created_at=experiment.created_at,
                                    updated_at=experiment.created_at))
+    if status in registry.PROMOTION_TARGETS and experiment.has_clean_result and experiment.body:
+        # Promoted in the old system: its mentors read this body, so share links here show it.
+        results.record_promotion(experiment, status, at=experiment.updated_at)
     return experiment
 
 

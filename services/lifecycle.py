@@ -147,6 +147,12 @@ SIDE_EFFECT_HOOKS: dict[str, list[Callable]] = {}
 # metadata) and raises a SaganError to refuse; nothing has changed then. Filled like the hooks.
 GUARDS: dict[str, list[Callable]] = {}
 
+# Writes a move makes in its own transaction once it is made, keyed like side effects: what
+# has to be true the moment the new status is (a promotion freezes the result that share
+# links show, so no later save slips in between). A writer receives (experiment, to, actor,
+# metadata); filled like the hooks. An owner's override runs none: it is not that move.
+IN_MOVE: dict[str, list[Callable]] = {}
+
 
 def guard_back_to_code(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
     """A dispatched experiment goes back to the implementer only with a crash to fix."""
@@ -247,6 +253,8 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
         event_metadata["override"] = True
     events.record(experiment, "state_changed", actor, note=note, metadata=event_metadata or None,
                   from_status=current, to_status=to)
+    for write in IN_MOVE.get(rule.side_effect if rule else "", []):
+        write(experiment, to, actor, event_metadata)
     return effects_of_move(rule, to, experiment.id, actor, event_metadata, note)
 
 

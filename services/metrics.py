@@ -13,6 +13,13 @@ Charts never ship raw points past a few thousand: the database unnests a series'
 (min, max and mean per bucket, `DOWNSAMPLE_TARGET` buckets), so a series of 100,000 points
 answers as 1,000 buckets, and the chart draws the mean line inside its min–max band.
 
+A value a chart cannot draw — NaN, ±Infinity (a diverged loss), or a number beyond
+±VALUE_LIMIT — is not refused and not dropped: it is kept as a non-finite point, its value
+NULL, so the chart marks where it happened and the summary says a run's latest value is
+not finite. Every number stored is within ±VALUE_LIMIT, far enough from the largest double
+that no sum or mean of them overflows (the database's own avg() is still kept to the
+magnitudes it can sum: `_buckets`).
+
 A metric's unit, when it has one, is written in brackets at the end of its name:
 `"val/accuracy [%]"`, `"step_time [s]"`.
 """
@@ -42,6 +49,14 @@ CHARTS_MAX = 24          # metric names drawn on one page
 COMPARE_MAX = 12         # experiments side by side
 POINT_FIELDS = {"step", "name", "value", "wall_time"}
 FLOAT_MAX = sys.float_info.max
+# The largest magnitude a point keeps as a number; beyond it a value is stored as non-finite.
+# 1e300 leaves room below the largest double (1.8e308) for the sums of a mean and for the
+# chart's own arithmetic (its axis padding overflowed to Infinity near the largest double).
+VALUE_LIMIT = 1e300
+# PostgreSQL's avg(double precision) also sums the squares of the deviations, which
+# overflows — and fails the whole query — once values pass about 1e154; series within
+# this magnitude are averaged as doubles, larger ones as numeric (exact, slower).
+FLOAT_AVG_SAFE = 1e100
 _UNIT = re.compile(r"\s*\[([^\[\]]{1,16})\]\s*$")
 
 
@@ -50,11 +65,30 @@ class Batch:
     seq: int
     steps: list[int]
     names: list[str]
-    values: list[float]
+    values: list[float | None]  # None: a non-finite point (NaN, ±Infinity, beyond ±VALUE_LIMIT)
     wall_times: list[float | None]
+    non_finite: int = 0
 
     def __len__(self) -> int:
         return len(self.steps)
+
+
+class NotANumber(ValueError):
+    """A metric value that is not a number at all (text, a bool, null, an object)."""
+
+
+def metric_number(value) -> float | None:
+    """A posted metric value as stored: a float within ±VALUE_LIMIT, or None for a number a
+    chart cannot draw — NaN and ±Infinity (Python's JSON reader accepts those literals, and
+    1e999 reads as Infinity) and anything beyond the limit, integers of any size included.
+    NotANumber for anything that is not a number (a bool is not one)."""
+    kind = type(value)
+    if kind is not float and kind is not int:
+        raise NotANumber(value)
+    # NaN fails both comparisons; Python compares a huge int with the float limit exactly.
+    if -VALUE_LIMIT <= value <= VALUE_LIMIT:
+        return float(value)
+    return None
 
 
 def _finite(value) -> bool:
@@ -86,6 +120,7 @@ def parse_batch(data) -> Batch:
     if len(points) > BATCH_MAX:
         raise TooLarge(f"{len(points):,} points in one batch; the limit is {BATCH_MAX:,}: send several batches.")
     steps, names, values, wall_times = [], [], [], []
+    non_finite = 0
     good_names: set[str] = set()
     for index, point in enumerate(points):
         if type(point) is not dict:
@@ -104,9 +139,15 @@ def parse_batch(data) -> Batch:
                                       field="points")
             good_names.add(name)
         value = point.get("value")
-        if not _finite(value):
-            raise ValidationError(f"points[{index}].value must be a finite number (not NaN, inf or text).",
-                                  field="points")
+        # The common case inline (this loop runs 1,000 times a request), metric_number's rule.
+        if not (type(value) is float and -VALUE_LIMIT <= value <= VALUE_LIMIT):
+            try:
+                value = metric_number(value)
+            except NotANumber:
+                raise ValidationError(f"points[{index}].value must be a number (NaN and Infinity are kept as "
+                                      "non-finite points; text, true/false and null are not numbers).",
+                                      field="points") from None
+            non_finite += value is None
         wall_time = point.get("wall_time")
         if wall_time is not None:
             if not _finite(wall_time) or wall_time < 0:
@@ -115,12 +156,12 @@ def parse_batch(data) -> Batch:
             wall_time = float(wall_time)
         steps.append(step)
         names.append(name)
-        values.append(float(value))
+        values.append(value)
         wall_times.append(wall_time)
     if len(good_names) > NAMES_PER_BATCH_MAX:
         raise ValidationError(f"{len(good_names)} metric names in one batch; the limit is {NAMES_PER_BATCH_MAX}.",
                               field="points")
-    return Batch(seq, steps, _redacted(names, good_names), values, wall_times)
+    return Batch(seq, steps, _redacted(names, good_names), values, wall_times, non_finite)
 
 
 def _redacted(names: list[str], distinct: set[str]) -> list[str]:
@@ -142,20 +183,26 @@ class Chunk:
     """One batch's points of one metric name, in the batch's order, and their summary."""
     name: str
     steps: list[int]
-    values: list[float]
+    values: list[float | None]
     wall_times: list[float | None]
     first_step: int = 0
     last_step: int = 0
-    last_value: float = 0.0  # the value at the highest step (the later point on a tie)
-    min_value: float = 0.0
-    max_value: float = 0.0
+    # The value at the highest step (the later point on a tie); None when that point is
+    # non-finite. The range is the finite points' (None when there are none).
+    last_value: float | None = None
+    min_value: float | None = None
+    max_value: float | None = None
 
     def summarize(self) -> "Chunk":
         self.first_step = min(self.steps)
         # max() keeps the first of equal steps; the summary wants the later point's value.
         last = max(range(len(self.steps) - 1, -1, -1), key=self.steps.__getitem__)
         self.last_step, self.last_value = self.steps[last], self.values[last]
-        self.min_value, self.max_value = min(self.values), max(self.values)
+        finite = self.values
+        if None in finite:
+            finite = [v for v in finite if v is not None]
+        if finite:
+            self.min_value, self.max_value = min(finite), max(finite)
         return self
 
 
@@ -174,7 +221,8 @@ def chunks_of(batch: Batch) -> list[Chunk]:
 
 
 # The series summary merges a batch into what is stored: counts add, the range widens, and
-# the latest value is the one at the highest step (batches may arrive out of order).
+# the latest value is the one at the highest step (batches may arrive out of order). The
+# range is of finite points only: NULL where a side has none, which LEAST and GREATEST skip.
 _MERGE_SERIES = """
   points = metric_series.points + excluded.points,
   first_step = CASE WHEN excluded.first_step < metric_series.first_step THEN excluded.first_step
@@ -183,10 +231,8 @@ _MERGE_SERIES = """
                     ELSE metric_series.last_value END,
   last_step = CASE WHEN excluded.last_step > metric_series.last_step THEN excluded.last_step
                    ELSE metric_series.last_step END,
-  min_value = CASE WHEN excluded.min_value < metric_series.min_value THEN excluded.min_value
-                   ELSE metric_series.min_value END,
-  max_value = CASE WHEN excluded.max_value > metric_series.max_value THEN excluded.max_value
-                   ELSE metric_series.max_value END,
+  min_value = LEAST(excluded.min_value, metric_series.min_value),
+  max_value = GREATEST(excluded.max_value, metric_series.max_value),
   updated_at = excluded.updated_at
 """
 
@@ -315,8 +361,12 @@ def _record_portable(pod, batch: Batch) -> bool:
             "last_value": sa.case((stmt.excluded.last_step >= table.c.last_step, stmt.excluded.last_value),
                                   else_=table.c.last_value),
             "last_step": sa.func.max(table.c.last_step, stmt.excluded.last_step),
-            "min_value": sa.func.min(table.c.min_value, stmt.excluded.min_value),
-            "max_value": sa.func.max(table.c.max_value, stmt.excluded.max_value),
+            # SQLite's two-argument min() and max() are NULL when either side is: a side with
+            # no finite point (NULL) must leave the other side's bound.
+            "min_value": sa.func.min(sa.func.coalesce(table.c.min_value, stmt.excluded.min_value),
+                                     sa.func.coalesce(stmt.excluded.min_value, table.c.min_value)),
+            "max_value": sa.func.max(sa.func.coalesce(table.c.max_value, stmt.excluded.max_value),
+                                     sa.func.coalesce(stmt.excluded.max_value, table.c.max_value)),
             "updated_at": now}))
     ids = dict(db.session.execute(sa.select(MetricSeries.name, MetricSeries.id).where(
         MetricSeries.pod_id == pod.id, MetricSeries.name.in_([c.name for c in chunks]))).all())
@@ -352,38 +402,58 @@ class MetricSummary:
     unit: str | None
     pods: int
     points: int
-    last_value: float       # mean over pods of each pod's latest value
-    last_min: float         # the spread of those latest values across pods
-    last_max: float
-    min_value: float
-    max_value: float
+    last_value: float | None    # mean over pods of each pod's latest value, of those that are finite
+    last_min: float | None      # the spread of those latest values across pods
+    last_max: float | None
+    min_value: float | None     # the range of every finite point (None: no finite point yet)
+    max_value: float | None
     last_step: int
+    last_non_finite: int = 0    # runs whose latest value is not finite (NaN, ±Infinity)
 
 
-def summaries_for(experiment_ids) -> dict[uuid.UUID, dict[str, MetricSummary]]:
-    """experiment id → metric name → summary, for many experiments in one query."""
+def mean_of(values) -> float | None:
+    """The mean of finite floats without a sum that could overflow (a running mean: every
+    term is a share of one value, so it stays within the values' own range); None for none."""
+    mean, count = None, 0
+    for value in values:
+        count += 1
+        mean = value if mean is None else mean + (value / count - mean / count)
+    return mean
+
+
+def summaries_for(experiment_ids, *, pods_until=None) -> dict[uuid.UUID, dict[str, MetricSummary]]:
+    """experiment id → metric name → summary, for many experiments in one query.
+
+    Put together here from the series rows (a few per pod and metric) rather than with the
+    database's avg(), which overflows on large values. `pods_until`: only the runs of pods
+    started by then (what a share link shows: the runs a result was promoted with)."""
     ids = list(experiment_ids)
     if not ids:
         return {}
-    rows = db.session.execute(
-        sa.select(MetricSeries.experiment_id, MetricSeries.name, sa.func.count(), sa.func.sum(MetricSeries.points),
-                  sa.func.avg(MetricSeries.last_value), sa.func.min(MetricSeries.last_value),
-                  sa.func.max(MetricSeries.last_value), sa.func.min(MetricSeries.min_value),
-                  sa.func.max(MetricSeries.max_value), sa.func.max(MetricSeries.last_step))
-        .where(MetricSeries.experiment_id.in_(ids))
-        .group_by(MetricSeries.experiment_id, MetricSeries.name)
-        .order_by(MetricSeries.experiment_id, MetricSeries.name))
+    query = (sa.select(MetricSeries.experiment_id, MetricSeries.name, MetricSeries.points, MetricSeries.last_value,
+                       MetricSeries.min_value, MetricSeries.max_value, MetricSeries.last_step)
+             .where(MetricSeries.experiment_id.in_(ids))
+             .order_by(MetricSeries.experiment_id, MetricSeries.name))
+    if pods_until is not None:
+        query = query.join(Pod, Pod.id == MetricSeries.pod_id).where(Pod.created_at <= pods_until)
+    grouped: dict[tuple, list] = {}
+    for row in db.session.execute(query):
+        grouped.setdefault((row.experiment_id, row.name), []).append(row)
     out: dict[uuid.UUID, dict[str, MetricSummary]] = {}
-    for experiment_id, name, pods, points, last, last_min, last_max, low, high, last_step in rows:
+    for (experiment_id, name), rows in grouped.items():
+        latest = [r.last_value for r in rows if r.last_value is not None]
+        lows = [r.min_value for r in rows if r.min_value is not None]
+        highs = [r.max_value for r in rows if r.max_value is not None]
         out.setdefault(experiment_id, {})[name] = MetricSummary(
-            name, label_of(name), unit_of(name), pods, int(points or 0), float(last), float(last_min),
-            float(last_max), float(low), float(high), int(last_step))
+            name, label_of(name), unit_of(name), len(rows), sum(r.points for r in rows), mean_of(latest),
+            min(latest, default=None), max(latest, default=None), min(lows, default=None),
+            max(highs, default=None), max(r.last_step for r in rows), len(rows) - len(latest))
     return out
 
 
-def page_context(experiment: Experiment) -> dict:
+def page_context(experiment: Experiment, *, pods_until=None) -> dict:
     """What templates/experiments/_metrics.html needs: the metric names (charts load their data)."""
-    found = summaries_for([experiment.id]).get(experiment.id, {})
+    found = summaries_for([experiment.id], pods_until=pods_until).get(experiment.id, {})
     names = list(found.values())
     return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
 
@@ -394,22 +464,35 @@ def page_context(experiment: Experiment) -> dict:
 # The arrays are unnested in the select list (PostgreSQL's ProjectSet, the two arrays side
 # by side): a quarter of the time of `CROSS JOIN LATERAL unnest(a, b)`, whose function scan
 # per chunk cost ~80 ms for 100,000 points.
-_DOWNSAMPLED = sa.text("""
-SELECT series_id, (step - :lo) / :width AS bucket, avg(value) AS mean, min(value) AS low, max(value) AS high,
-       min(step) AS first_step, max(step) AS last_step
+# A non-finite point is a NULL value: avg, min and max skip it, and the bucket counts it.
+# `{mean}` is avg(value) for series of everyday magnitudes; for series past FLOAT_AVG_SAFE
+# it averages as numeric, because avg(double precision) fails the query with "value out of
+# range: overflow" once the squares it also sums overflow.
+_DOWNSAMPLE_TEMPLATE = """
+SELECT series_id, (step - :lo) / :width AS bucket, {mean} AS mean, min(value) AS low, max(value) AS high,
+       min(step) AS first_step, max(step) AS last_step, count(*) - count(value) AS non_finite
 FROM (SELECT series_id, unnest(steps) AS step, unnest(point_values) AS value
       FROM metric_chunks WHERE series_id = ANY(CAST(:series_ids AS BIGINT[]))) AS points
 GROUP BY series_id, bucket
-""").columns(series_id=sa.BigInteger(), bucket=sa.BigInteger(), mean=sa.Float(), low=sa.Float(), high=sa.Float(),
-             first_step=sa.BigInteger(), last_step=sa.BigInteger())
+"""
+_BUCKET_COLUMNS = dict(series_id=sa.BigInteger(), bucket=sa.BigInteger(), mean=sa.Float(), low=sa.Float(),
+                       high=sa.Float(), first_step=sa.BigInteger(), last_step=sa.BigInteger(),
+                       non_finite=sa.BigInteger())
+_DOWNSAMPLED = sa.text(_DOWNSAMPLE_TEMPLATE.format(mean="avg(value)")).columns(**_BUCKET_COLUMNS)
+_DOWNSAMPLED_LARGE = sa.text(_DOWNSAMPLE_TEMPLATE.format(
+    mean="CAST(avg(CAST(value AS NUMERIC)) AS DOUBLE PRECISION)")).columns(**_BUCKET_COLUMNS)
 
 
-def _buckets(series_ids: list[int], lo: int, width: int):
-    """(series id, bucket, mean, min, max, first step, last step) per non-empty bucket."""
+def _buckets(series_ids: list[int], lo: int, width: int, *, large: bool = False):
+    """(series id, bucket, mean, min, max, first step, last step, non-finite points) per
+    non-empty bucket; mean, min and max None where the bucket holds no finite point.
+    `large`: some value of these series is past FLOAT_AVG_SAFE."""
     if db.engine.dialect.name == "postgresql":
-        yield from db.session.execute(_DOWNSAMPLED, {"series_ids": series_ids, "lo": lo, "width": width})
+        query = _DOWNSAMPLED_LARGE if large else _DOWNSAMPLED
+        yield from db.session.execute(query, {"series_ids": series_ids, "lo": lo, "width": width})
         return
-    # SQLite keeps the arrays as JSON: bucket them here (the embedded default's charts are small).
+    # SQLite keeps the arrays as JSON: bucket them here (the embedded default's charts are
+    # small), with a running mean (mean_of's), so no sum overflows to infinity.
     groups: dict[tuple[int, int], list] = {}
     for series_id, steps, values in db.session.execute(
             sa.select(MetricChunk.series_id, MetricChunk.steps, MetricChunk.point_values)
@@ -418,53 +501,81 @@ def _buckets(series_ids: list[int], lo: int, width: int):
             key = (series_id, (step - lo) // width)
             group = groups.get(key)
             if group is None:
-                groups[key] = [value, 1, value, value, step, step]
-                continue
-            group[0] += value
-            group[1] += 1
-            group[2], group[3] = min(group[2], value), max(group[3], value)
+                group = groups[key] = [None, 0, None, None, step, step, 0]
             group[4], group[5] = min(group[4], step), max(group[5], step)
-    for (series_id, bucket), (total, count, low, high, first, last) in groups.items():
-        yield series_id, bucket, total / count, low, high, first, last
+            if value is None:
+                group[6] += 1
+                continue
+            group[1] += 1
+            if group[0] is None:
+                group[0] = group[2] = group[3] = value
+                continue
+            group[0] += value / group[1] - group[0] / group[1]
+            group[2], group[3] = min(group[2], value), max(group[3], value)
+    for (series_id, bucket), (mean, _count, low, high, first, last, non_finite) in groups.items():
+        yield series_id, bucket, mean, low, high, first, last, non_finite
 
 
-def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET) -> dict:
+def _drawable(value) -> float | None:
+    """A number as the chart JSON carries it: never NaN or Infinity, which are not JSON
+    (stored values are within ±VALUE_LIMIT; rows stored before that rule may not be)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if -VALUE_LIMIT <= value <= VALUE_LIMIT else None
+
+
+def _series_rows(experiment: Experiment, name: str, pods_until=None):
+    query = (sa.select(MetricSeries.id, MetricSeries.points, MetricSeries.first_step, MetricSeries.last_step,
+                       MetricSeries.min_value, MetricSeries.max_value, Pod.run_index, Pod.attempt, Pod.name)
+             .join(Pod, Pod.id == MetricSeries.pod_id)
+             .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
+             .order_by(Pod.run_index, Pod.attempt))
+    if pods_until is not None:
+        query = query.where(Pod.created_at <= pods_until)
+    return db.session.execute(query).all()
+
+
+def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET, *, pods_until=None) -> dict:
     """One metric of one experiment, every pod a series, at most about `target` buckets a
     series: {"name", "label", "unit", "series": [{"label", "pod", "points", "downsampled",
-    "x", "y", "min", "max"}]} — `y` is the bucket's mean, `min`/`max` its range (all three
-    the point itself where nothing was merged), `x` the middle of the bucket's steps."""
+    "x", "y", "min", "max", "non_finite"}]} — `y` is the bucket's mean, `min`/`max` its range
+    (all three the point itself where nothing was merged, null where the bucket holds no
+    finite point), `x` the middle of the bucket's steps, `non_finite` how many of the
+    bucket's points were NaN, ±Infinity or out of range (the chart marks them).
+    `pods_until`: only pods started by then (a share link's promoted runs)."""
     if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX:
         raise ValidationError("Name the metric: ?name=… (1–120 characters).", field="name")
-    series = db.session.execute(
-        sa.select(MetricSeries.id, MetricSeries.points, MetricSeries.first_step, MetricSeries.last_step,
-                  Pod.run_index, Pod.attempt, Pod.name)
-        .join(Pod, Pod.id == MetricSeries.pod_id)
-        .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
-        .order_by(Pod.run_index, Pod.attempt)).all()
+    series = _series_rows(experiment, name, pods_until)
     body = {"name": name, "label": label_of(name), "unit": unit_of(name), "series": []}
     if not series:
         return body
     lo, hi = min(row.first_step for row in series), max(row.last_step for row in series)
     width = 1 if max(row.points for row in series) <= target else -(-(hi - lo + 1) // target)
+    magnitude = max((abs(v) for row in series for v in (row.min_value, row.max_value) if v is not None), default=0)
     buckets: dict = {row.id: [] for row in series}
-    for series_id, bucket, mean, low, high, first, last in _buckets(list(buckets), lo, width):
-        buckets[series_id].append((bucket, (first + last) / 2, float(mean), float(low), float(high)))
+    for series_id, bucket, mean, low, high, first, last, non_finite in _buckets(
+            list(buckets), lo, width, large=magnitude > FLOAT_AVG_SAFE):
+        buckets[series_id].append((bucket, (first + last) / 2, _drawable(mean), _drawable(low), _drawable(high),
+                                   int(non_finite)))
     for row in series:
         rows = sorted(buckets[row.id])
         body["series"].append({
             "label": pod_label(row.run_index, row.attempt), "pod": row.name, "points": int(row.points),
             "downsampled": len(rows) < row.points, "x": [r[1] for r in rows], "y": [r[2] for r in rows],
-            "min": [r[3] for r in rows], "max": [r[4] for r in rows]})
+            "min": [r[3] for r in rows], "max": [r[4] for r in rows], "non_finite": [r[5] for r in rows]})
     return body
 
 
-def series_version(experiment: Experiment, name) -> str | None:
+def series_version(experiment: Experiment, name, *, pods_until=None) -> str | None:
     """A tag that changes whenever a point of this metric is stored (None: no such metric)."""
     if not isinstance(name, str):
         return None
-    count, updated = db.session.execute(
-        sa.select(sa.func.sum(MetricSeries.points), sa.func.max(MetricSeries.updated_at))
-        .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)).one()
+    query = (sa.select(sa.func.sum(MetricSeries.points), sa.func.max(MetricSeries.updated_at))
+             .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name))
+    if pods_until is not None:
+        query = query.join(Pod, Pod.id == MetricSeries.pod_id).where(Pod.created_at <= pods_until)
+    count, updated = db.session.execute(query).one()
     return f"m{count}-{updated.timestamp():.6f}" if count else None
 
 

@@ -200,6 +200,8 @@ FIGURE_KINDS = ["image", "html_artifact", "svg"]
 COMMENT_AUTHOR_KINDS = ["owner", "agent"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
+# Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
+PROMOTION_TARGETS = ["shared", "completed"]
 
 # --- Markers and review loops (SPEC §3) ----------------------------------------------
 

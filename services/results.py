@@ -6,10 +6,16 @@ it is written — by the owner's editor, the API or the analyzer's `write_clean_
 tool — and every save keeps a CleanResultVersion. Each save is linted and the report is
 posted as `epm:clean-result-lint`. Promotion (awaiting_promotion → shared | completed) asks
 for confirmation when lint fails and posts `epm:promoted`.
+
+Promotion also freezes the result (PromotedResult: title, body, figures): share links show
+that copy and nothing else, so a save after promotion — by the owner, an agent or any
+token that may write — changes the owner's draft, not what mentors read, until the owner
+promotes again (which an experiment already shared or completed may do in place).
 """
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import secrets
 import uuid
@@ -18,18 +24,18 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Artifact, CleanResultVersion, Experiment, Figure, db
+from models import Artifact, CleanResultVersion, Experiment, Figure, PromotedResult, db
 from services import events, lifecycle, markers, redis_store, registry
 from services.actors import Actor
 from services.clock import utcnow
-from services.errors import Conflict, NotFound, TooLarge, ValidationError
+from services.errors import Conflict, Forbidden, NotFound, TooLarge, ValidationError
 from services.experiments import clean_fields
 from services.redact import redact
 from services.result_lint import LintReport, confidence_of, lint, title_without_confidence
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
 from services.records import get_by_id
 
-PROMOTION_TARGETS = ("shared", "completed")
+PROMOTION_TARGETS = tuple(registry.PROMOTION_TARGETS)
 FIGURE_MAX_BYTES = 2 * 1024 * 1024
 DRAFT_TTL_SECONDS = 30 * 60
 IMAGE_SIGNATURES = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
@@ -142,9 +148,9 @@ def get_version(experiment: Experiment, number: int) -> CleanResultVersion:
     raise NotFound(f"#{experiment.number} has no clean-result version {number}.")
 
 
-def excerpt(experiment: Experiment, limit: int = 200) -> str:
+def excerpt(body_html: str | None, limit: int = 200) -> str:
     """One line for a list: the TL;DR's Results bullet, else the first paragraph."""
-    root = parse_fragment(experiment.body or "")
+    root = parse_fragment(body_html or "")
     items = [text_of(e) for e in root.iter() if local_name(e.tag) == "li"]
     line = next((t for t in items if t.lower().startswith("results")), None)
     if line is None:
@@ -185,33 +191,109 @@ def load_draft(experiment: Experiment, key: str) -> str:
 
 def promote(experiment: Experiment, to: str, actor: Actor, *, confirm_lint: bool = False,
             note: str | None = None, expected_status: str | None = None,
-            scope_grant: str | None = None) -> list[lifecycle.SideEffect]:
-    """awaiting_promotion → shared | completed, with `epm:promoted` (SPEC §8.4).
+            scope_grant: str | None = None, expected_result: str | None = None) -> list[lifecycle.SideEffect]:
+    """awaiting_promotion → shared | completed, with `epm:promoted` (SPEC §8.4); the result as
+    it is now becomes what share links show (record_promotion). An experiment already
+    shared or completed is promoted again in place, to the same status: its latest edit
+    becomes what mentors see.
 
-    Refused (LintFailed, nothing changed) when lint fails and the owner has not confirmed.
-    Returns the side effects to run after the caller commits.
+    Refused (LintFailed, nothing changed) when lint fails and the owner has not confirmed,
+    and (Conflict `result_changed`) when `expected_result` — the result_tag of the result
+    the owner read — no longer matches: someone saved in between. Returns the side effects
+    to run after the caller commits.
     """
     if to not in PROMOTION_TARGETS:
         raise ValidationError("Promote to shared (mentors can see it through share links) or completed.",
                               field="to")
     lifecycle.check_expected(experiment, expected_status)
-    if experiment.status != "awaiting_promotion":
+    again = experiment.status in PROMOTION_TARGETS
+    if again and to != experiment.status:
+        raise Conflict(f"#{experiment.number} is {experiment.status}; promote it again as {experiment.status}, "
+                       "or reopen it to promote it otherwise.", code="transition_not_allowed",
+                       current=experiment.status)
+    if not again and experiment.status != "awaiting_promotion":
         raise Conflict(f"#{experiment.number} is {experiment.status.replace('_', ' ')}; only a result "
                        "awaiting promotion can be promoted.", code="transition_not_allowed",
                        current=experiment.status)
     if not experiment.body:
         raise ValidationError(f"#{experiment.number} has no clean result to promote.", field="to")
+    if expected_result is not None and expected_result != result_tag(experiment):
+        raise Conflict(f"The clean result of #{experiment.number} changed since you opened the page; read it "
+                       "again, then promote.", code="result_changed")
     report = lint(experiment.title, experiment.body)
     if not report.passed and not confirm_lint:
         raise LintFailed(f"Lint found {len(report.problems)} problem(s): "
                          + "; ".join(f.message for f in report.problems)
                          + " Confirm to promote anyway.", findings=report.as_json()["findings"])
-    effects = lifecycle.transition(experiment, to, actor, note=note, metadata={"promoted": True},
-                                   scope_grant=scope_grant)
-    markers.post_marker(experiment, "epm:promoted", actor, note=note or f"Promoted to {to}.",
-                        metadata={"to": to, "lint_passed": report.passed,
+    effects: list[lifecycle.SideEffect] = []
+    if again:
+        # No move to make: the same owner-only promotion, minus the status change.
+        if actor.transition_role != lifecycle.OWNER and scope_grant != "promote":
+            raise Forbidden("Only the owner, or a token with the promote scope, promotes a result.")
+        # The experiment's row lock orders two promotions at once, as a move's update does.
+        db.session.execute(sa.select(Experiment.id).where(Experiment.id == experiment.id).with_for_update())
+        record_promotion(experiment, to, actor)
+    else:
+        effects = lifecycle.transition(experiment, to, actor, note=note, metadata={"promoted": True},
+                                       scope_grant=scope_grant)
+    markers.post_marker(experiment, "epm:promoted", actor,
+                        note=note or (f"Promoted again to {to}." if again else f"Promoted to {to}."),
+                        metadata={"to": to, "lint_passed": report.passed, "again": again,
                                   "lint_confirmed": bool(confirm_lint and not report.passed)})
     return effects
+
+
+def record_promotion(experiment: Experiment, to: str, actor: Actor | None = None,
+                     metadata: dict | None = None, *, at=None) -> PromotedResult | None:
+    """Freeze the result as it stands in this transaction — title, body, figures — as what
+    share links show from now on; the caller commits. Run inside the promoting move
+    (lifecycle.IN_MOVE), by a promotion made again in place, and by the importer. A
+    promotion without a clean result shares nothing (a copy from before goes). `at`: when
+    it was promoted, if not now (an imported result, promoted in the old system)."""
+    row = db.session.scalar(sa.select(PromotedResult).where(PromotedResult.experiment_id == experiment.id))
+    if not experiment.body:
+        if row is not None:
+            db.session.delete(row)
+        return None
+    if row is None:
+        row = PromotedResult(experiment_id=experiment.id)
+        db.session.add(row)
+    row.promoted_to, row.promoted_at = to, at or utcnow()
+    row.title, row.body = experiment.title, experiment.body
+    row.figure_ids = [str(i) for i in _figure_ids(experiment)]
+    row.version_id = db.session.scalar(
+        sa.select(CleanResultVersion.id).where(CleanResultVersion.experiment_id == experiment.id,
+                                               CleanResultVersion.title == experiment.title,
+                                               CleanResultVersion.body == experiment.body)
+        .order_by(CleanResultVersion.created_at.desc(), CleanResultVersion.id.desc()).limit(1))
+    db.session.flush()
+    return row
+
+
+def promotion_of(experiment: Experiment) -> PromotedResult | None:
+    """The experiment's latest promotion (what share links show when it was to `shared`)."""
+    return db.session.scalar(sa.select(PromotedResult).where(PromotedResult.experiment_id == experiment.id))
+
+
+def _figure_ids(experiment: Experiment) -> list[uuid.UUID]:
+    return list(db.session.scalars(sa.select(Figure.id).where(Figure.experiment_id == experiment.id)
+                                   .order_by(Figure.created_at, Figure.id)))
+
+
+def result_tag(experiment: Experiment) -> str:
+    """A short digest of the result as a promotion would freeze it (title, body, figures):
+    the promote form carries the one its page showed, so a save made after the owner read
+    the result cannot be promoted unseen."""
+    parts = [experiment.title or "", experiment.body or "", *map(str, _figure_ids(experiment))]
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+def edited_since_promotion(experiment: Experiment, promotion: PromotedResult | None) -> bool:
+    """The result differs from what its latest promotion froze (title, body or figures)."""
+    if promotion is None:
+        return False
+    return (promotion.title != experiment.title or promotion.body != (experiment.body or "")
+            or promotion.figure_ids != [str(i) for i in _figure_ids(experiment)])
 
 
 def check_promotion(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
@@ -263,9 +345,12 @@ class FigureView:
     html: str | None = None
 
 
-def figures(experiment: Experiment) -> list[FigureView]:
-    rows = list(db.session.scalars(sa.select(Figure).where(Figure.experiment_id == experiment.id)
-                                   .order_by(Figure.created_at, Figure.id)))
+def figures(experiment: Experiment, only: list[str] | None = None) -> list[FigureView]:
+    """The experiment's figures ready to show; `only`: just these ids (a promotion's)."""
+    query = sa.select(Figure).where(Figure.experiment_id == experiment.id).order_by(Figure.created_at, Figure.id)
+    if only is not None:
+        query = query.where(Figure.id.in_([uuid.UUID(i) for i in only]))
+    rows = list(db.session.scalars(query))
     artifact_ids = [r.artifact_id for r in rows if r.artifact_id]
     artifacts = {a.id: a for a in db.session.scalars(sa.select(Artifact).where(Artifact.id.in_(artifact_ids)))} \
         if artifact_ids else {}
@@ -383,11 +468,16 @@ def remove_figure(experiment: Experiment, figure_id, actor: Actor) -> None:
 
 def page_context(experiment: Experiment) -> dict:
     """Everything the experiment page's clean-result section shows."""
+    promotion = promotion_of(experiment)
     return {"lint_report": report_for(experiment), "result_versions": versions(experiment),
             "result_figures": figures(experiment), "figure_artifacts": figure_artifacts(experiment),
             "confidence": confidence_of(experiment.title),
             "result_title": title_without_confidence(experiment.title), "skeleton": SKELETON,
-            "can_promote": experiment.status == "awaiting_promotion" and bool(experiment.body)}
+            "can_promote": experiment.status == "awaiting_promotion" and bool(experiment.body),
+            "promotion": promotion, "edited_since_promotion": edited_since_promotion(experiment, promotion),
+            # Promoting again in place: the experiment still has the status it was promoted to.
+            "can_promote_again": bool(promotion and experiment.body and experiment.status == promotion.promoted_to),
+            "result_tag": result_tag(experiment) if experiment.body else None}
 
 
 # A starting point for the editor: the three parts of SPEC §8.1.
@@ -419,4 +509,4 @@ def result_list(limit: int = 200) -> list[dict]:
         sa.select(Experiment).where(Experiment.has_clean_result.is_(True))
         .order_by(Experiment.updated_at.desc()).limit(limit)))
     return [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
-             "excerpt": excerpt(e)} for e in rows]
+             "excerpt": excerpt(e.body)} for e in rows]

@@ -1,20 +1,23 @@
 """Mentor share links (SPEC §8.5): opaque, hashed, revocable, expiring, rate limited.
 
-A link shows one experiment's clean result, or every result promoted to `shared`,
-newest first. Nothing else is reachable from it. A revoked, expired or unknown token
-resolves to None, and callers answer all three the same way (404, no hint).
+A link shows one experiment's promoted result, or every result promoted to `shared`,
+newest promotion first — each as its latest promotion froze it (PromotedResult), never the
+draft saved since. An experiment whose latest promotion was not to `shared`, or that was
+never promoted, shows nothing. Nothing else is reachable from a link. A revoked, expired or
+unknown token resolves to None, and callers answer all three the same way (404, no hint).
 """
 from __future__ import annotations
 
 import re
 import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Experiment, ShareLink, WorkflowEvent, db
+from models import Experiment, PromotedResult, ShareLink, db
 from services import experiments, input_shape, redis_store, registry
 from services.clock import utcnow
 from services.errors import RateLimited, ValidationError
@@ -102,36 +105,50 @@ def check_rate(address: str | None) -> None:
         raise RateLimited("Too many requests; wait a minute and try again.")
 
 
-def _promoted_at():
-    """When each experiment was last promoted (its latest epm:promoted marker)."""
-    return (sa.select(WorkflowEvent.entity_id.label("experiment_id"),
-                      sa.func.max(WorkflowEvent.created_at).label("promoted_at"))
-            .where(WorkflowEvent.marker == "epm:promoted").group_by(WorkflowEvent.entity_id).subquery())
+@dataclass
+class SharedResult:
+    """An experiment as a link shows it: its number, and its result as promoted."""
+    experiment: Experiment
+    promotion: PromotedResult
+
+    @property
+    def number(self) -> int:
+        return self.experiment.number
 
 
-def shared_results(link: ShareLink) -> list[Experiment]:
-    """The experiments this link shows: newest first, only those with a clean result."""
+def _shared_promotions():
+    """Experiments whose latest promotion was to `shared`, with that promotion."""
+    return (sa.select(Experiment, PromotedResult).join(PromotedResult, PromotedResult.experiment_id == Experiment.id)
+            .where(PromotedResult.promoted_to == "shared"))
+
+
+def shared_results(link: ShareLink) -> list[SharedResult]:
+    """What this link shows: the one experiment's result if it was promoted to `shared`, or
+    every such result, newest promotion first. A project link shows nothing until projects
+    exist (SPEC §11.4: nothing unpromoted reaches a link)."""
     if link.scope == "experiment":
-        experiment = db.session.get(Experiment, link.experiment_id) if link.experiment_id else None
-        return [experiment] if experiment is not None and experiment.has_clean_result and experiment.body else []
-    promoted = _promoted_at()
-    query = (sa.select(Experiment).outerjoin(promoted, promoted.c.experiment_id == Experiment.id)
-             .where(Experiment.status == "shared", Experiment.has_clean_result.is_(True))
-             .order_by(sa.func.coalesce(promoted.c.promoted_at, Experiment.updated_at).desc(), Experiment.number.desc()))
-    return list(db.session.scalars(query))
+        if link.experiment_id is None:
+            return []
+        query = _shared_promotions().where(Experiment.id == link.experiment_id)
+    elif link.scope == "all_promoted":
+        query = _shared_promotions().order_by(PromotedResult.promoted_at.desc(), Experiment.number.desc())
+    else:
+        return []
+    return [SharedResult(experiment, promotion) for experiment, promotion in db.session.execute(query)]
 
 
-def shared_result(link: ShareLink, number: int) -> Experiment | None:
-    return next((e for e in shared_results(link) if e.number == number), None)
+def shared_result(link: ShareLink, number: int) -> SharedResult | None:
+    return next((r for r in shared_results(link) if r.number == number), None)
 
 
 def openable_numbers(link: ShareLink, numbers: set[int]) -> set[int]:
     """Which of these experiment numbers a reader of `link` can open through it: other
     shared results of an "all promoted results" link; none for a one-experiment link."""
-    if not numbers or link.scope == "experiment":
+    if not numbers or link.scope != "all_promoted":
         return set()
-    return set(db.session.scalars(sa.select(Experiment.number).where(
-        Experiment.number.in_(sorted(numbers)), Experiment.status == "shared", Experiment.has_clean_result.is_(True))))
+    return set(db.session.scalars(
+        sa.select(Experiment.number).join(PromotedResult, PromotedResult.experiment_id == Experiment.id)
+        .where(Experiment.number.in_(sorted(numbers)), PromotedResult.promoted_to == "shared")))
 
 
 SCOPE_LABELS = {"experiment": "one experiment", "all_promoted": "all promoted results",

@@ -1,6 +1,7 @@
 """What happens after a move: each side-effect name of the transition table
 (services/lifecycle.py TRANSITIONS, SPEC §2.3) and of the effects services return themselves,
-mapped to the functions that carry it out, in one table — plus the guards checked before a move.
+mapped to the functions that carry it out, in one table — plus the guards checked before a move
+and the writes made within it.
 
 lifecycle cannot import this module (every handler's module imports lifecycle), so create_app
 calls `install()` once; it refuses to start when a name in the table of moves has no handler.
@@ -45,6 +46,12 @@ GUARDS: dict[str, tuple[Callable, ...]] = {
 }
 
 
+# Writes made inside the move's own transaction, keyed like the rule's side effect (lifecycle.IN_MOVE).
+IN_MOVE: dict[str, tuple[Callable, ...]] = {
+    "promote": (results.record_promotion,),
+}
+
+
 def missing_handlers() -> list[str]:
     """Side-effect names in the table of moves that nothing carries out."""
     named = {rule.side_effect for rule in lifecycle.TRANSITIONS if rule.side_effect}
@@ -61,3 +68,5 @@ def install() -> None:
     lifecycle.SIDE_EFFECT_HOOKS.update({name: list(handlers) for name, handlers in HANDLERS.items()})
     lifecycle.GUARDS.clear()
     lifecycle.GUARDS.update({name: list(guards) for name, guards in GUARDS.items()})
+    lifecycle.IN_MOVE.clear()
+    lifecycle.IN_MOVE.update({name: list(writes) for name, writes in IN_MOVE.items()})

@@ -22,6 +22,7 @@ from services import jobs, lean_reads, runs
 from services.dispatch import tokens
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
+from services.metrics import NotANumber, metric_number
 from services.redact import redact, redact_json_text
 from services.sanitize import check_nesting, sanitize_result_html
 
@@ -86,11 +87,17 @@ def parse_progress(data) -> ProgressPost:
             raise ValidationError("metrics must map names to numbers.", field="metrics")
         if len(metrics) > METRICS_MAX:
             raise ValidationError(f"At most {METRICS_MAX} metrics per post.", field="metrics")
+        numbers = {}
         for key, value in metrics.items():
-            if len(key) > 80 or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise ValidationError(f"Metric {key[:40]!r} must be a finite number (names up to 80 characters).",
-                                      field="metrics")
+            if len(key) > 80:
+                raise ValidationError(f"Metric {key[:40]!r}…: names have at most 80 characters.", field="metrics")
+            try:
+                # NaN, ±Infinity and numbers past ±1e300 are kept as null: a diverged loss is
+                # worth seeing, and stored JSON (and PostgreSQL's jsonb) has no NaN.
+                numbers[key] = metric_number(value)
+            except NotANumber:
+                raise ValidationError(f"Metric {key[:40]!r} must be a number.", field="metrics") from None
+        metrics = numbers
     return ProgressPost(float(pct), redact(message) or "", redact(data.get("milestone")), redact(data.get("verdict")),
                         seq, exit_code, _redacted_names(metrics))
 

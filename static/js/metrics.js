@@ -4,7 +4,9 @@
 // downsampled bucket behind it, exponential smoothing chosen per panel, values on hover in
 // the legend, axes labelled with the step and the metric's unit. Charts follow the theme
 // and the width of their box, and re-check for new points every `data-refresh` seconds
-// (a 304 when nothing arrived) while the tab is visible.
+// (a 304 when nothing arrived) while the tab is visible. Points a run posted as NaN or
+// ±Infinity (a diverged loss; `non_finite` per bucket) have no value to draw: each is
+// marked with a × in the run's colour along the top edge, and counted under the chart.
 (function () {
   "use strict";
   var LIGHT = ["#3552c8", "#d9480f", "#2b8a3e", "#ae3ec9", "#0c8599", "#e67700", "#c2255c", "#5c940d"];
@@ -72,9 +74,12 @@
     var weight = smoothingOf(figure), palette = isDark() ? DARK : LIGHT;
     var text = cssVar("--muted", "#59626f"), grid = cssVar("--border", "#d6dae1");
     var tables = [], series = [{ label: "step", value: function (u, v) { return v === null ? "—" : format(v); } }];
-    var bands = [], hidden = [], column = 1;
+    var bands = [], hidden = [], column = 1, marks = [], nonFinite = 0;
     chart.series.forEach(function (line, i) {
       var colour = palette[i % palette.length];
+      (line.non_finite || []).forEach(function (count, j) {
+        if (count > 0) { marks.push({ x: line.x[j], colour: colour }); nonFinite += count; }
+      });
       var show = { label: line.label, stroke: colour, width: 1.75, spanGaps: true, points: { show: line.x.length < 60 },
                    value: function (u, v) { return format(v, unit); } };
       if (line.downsampled) {
@@ -108,15 +113,47 @@
       axes: [Object.assign({ label: "step" }, axis),
              Object.assign({ label: unit ? label + " [" + unit + "]" : label, size: 60, space: 24, values: ticks }, axis)],
       legend: { live: true },
-      cursor: { sync: { key: chart.syncKey }, points: { size: 6 } }
+      cursor: { sync: { key: chart.syncKey }, points: { size: 6 } },
+      hooks: { draw: marks.length ? [function (u) { markNonFinite(u, marks); }] : [] }
     };
     if (chart.plot) { chart.plot.destroy(); }
     box.textContent = "";
     chart.plot = new uPlot(options, data, box);
+    noteNonFinite(figure, nonFinite);
     // The band edges and the raw lines behind smoothing are drawing aids: keep them out of the legend.
     var rows = chart.plot.root.querySelectorAll(".u-legend .u-series");
     hidden.forEach(function (index) { if (rows[index]) { rows[index].classList.add("metric-aid"); } });
     chart.width = width;
+  }
+
+  // A × per non-finite bucket, in its run's colour, along the top of the plot area.
+  function markNonFinite(u, marks) {
+    var ctx = u.ctx, ratio = window.devicePixelRatio || 1, size = 4 * ratio;
+    var top = u.bbox.top + size + 2 * ratio, left = u.bbox.left, right = u.bbox.left + u.bbox.width;
+    ctx.save();
+    ctx.lineWidth = 1.5 * ratio;
+    marks.forEach(function (mark) {
+      var x = u.valToPos(mark.x, "x", true);
+      if (!(x >= left && x <= right)) { return; }
+      ctx.strokeStyle = mark.colour;
+      ctx.beginPath();
+      ctx.moveTo(x - size, top - size); ctx.lineTo(x + size, top + size);
+      ctx.moveTo(x + size, top - size); ctx.lineTo(x - size, top + size);
+      ctx.stroke();
+    });
+    ctx.restore();
+  }
+
+  function noteNonFinite(figure, count) {
+    var note = figure.querySelector(".metric-non-finite");
+    if (!count) { if (note) { note.remove(); } return; }
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "muted metric-non-finite";
+      figure.appendChild(note);
+    }
+    note.textContent = "× " + count.toLocaleString() + " value" + (count === 1 ? "" : "s") +
+      " not finite (NaN or ±∞), not drawn";
   }
 
   function load(chart) {

@@ -33,6 +33,8 @@ def _results_demo(number_of: dict) -> tuple[str, int]:
         experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number_of[status]))
         results.save_clean_result(experiment, html, Actor("agent", None, "analyzer"))
         discussion.post_comment("experiment", experiment, "Is the 0.6% gap inside the seed spread at 350M too?", owner)
+        if status == "shared":  # shared before it had a result: promoted again, with it
+            results.promote(experiment, "shared", owner, confirm_lint=True)
     link, token = shares.create_link(scope="all_promoted", label="Results for Dr. Ada", include_comments=True)
     db.session.commit()
     return token, number_of["shared"]
@@ -126,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         with_plan = planned.number
         number_of = {e.status: e.number for e in db.session.scalars(db.select(Experiment))
                      if e.number != with_plan}
-        share_token, shared_number = _results_demo(number_of)
+        # The curves first: a share link charts the runs its result was promoted with.
         _metrics_demo([number_of["awaiting_promotion"], number_of["shared"]])
+        share_token, shared_number = _results_demo(number_of)
     pages = {
         "login": "/login",
         "board": "/",

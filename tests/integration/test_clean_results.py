@@ -293,8 +293,11 @@ def test_api_promote_needs_write_and_promote_scopes(app, api_client, make_experi
                          json={"to": "shared", "confirm_lint": "yes"}).status_code == 400
     done = promoter.post(f"/api/experiments/{number}/promote", json={"to": "shared", "confirm_lint": True})
     assert done.status_code == 200 and done.get_json()["experiment"]["status"] == "shared"
+    # Promoting again (an edit after promotion) meets the same lint check, and keeps the status.
     again = promoter.post(f"/api/experiments/{number}/promote", json={"to": "shared"})
-    assert again.status_code == 409
+    assert again.status_code == 409 and again.get_json()["error"] == "lint_failed"
+    elsewhere = promoter.post(f"/api/experiments/{number}/promote", json={"to": "completed", "confirm_lint": True})
+    assert elsewhere.status_code == 409 and elsewhere.get_json()["error"] == "transition_not_allowed"
 
 
 def test_a_promote_scope_opens_only_the_promotion_move(app, api_client, make_experiment):

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from models import Experiment, Pod, db
-from services import metrics, runs, shares
+from services import clock, demo, metrics, results, runs, shares
+from services.actors import Actor
+
+
+OWNER = Actor("owner", None, "Owner")
 
 
 def _pod(experiment_id, index: int) -> Pod:
@@ -109,9 +114,13 @@ def test_an_experiment_without_metrics_says_how_to_post_them(owner, make_experim
 
 
 def _share(app, number) -> str:
+    """Promote the experiment's result to shared (charts reach a link only with a promoted
+    result) and make a one-experiment link to it."""
     with app.app_context():
         experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
-        experiment.has_clean_result, experiment.body = True, "<p>The result.</p>"
+        demo.walk_to(experiment, "awaiting_promotion")
+        results.save_clean_result(experiment, "<p>The result.</p>", OWNER, title="Charted (HIGH confidence)")
+        results.promote(experiment, "shared", OWNER, confirm_lint=True)
         _link, token = shares.create_link(scope="experiment", experiment=experiment)
         db.session.commit()
     return token
@@ -133,6 +142,28 @@ def test_a_share_link_opens_no_other_experiments_metrics(app, client, charted, m
     other = make_experiment("Not shared")
     assert client.get(f"/s/{token}/{other}/metrics?name=loss").status_code == 404
     assert client.get("/s/unknown-token/metrics?name=loss").status_code == 404
+
+
+def test_a_share_link_charts_only_the_runs_the_result_was_promoted_with(app, owner, client, charted):
+    """A run started after the promotion (the experiment reopened and rerun) is the owner's
+    to see, not the mentor's, until the result is promoted again: its series and a metric
+    only it posted stay off the share page and out of the share link's chart data."""
+    token = _share(app, charted)
+    clock.advance(timedelta(minutes=5))
+    with app.app_context():
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == charted))
+        rerun = _pod(experiment.id, 2)
+        _store(rerun, "loss", range(50), lambda s: 9.0, seq_start=500)
+        _store(rerun, "new metric", range(5), lambda s: 1.0, seq_start=600)
+        db.session.commit()
+    owner_data = client.get(f"/experiments/{charted}/metrics/data?name=loss").get_json()
+    assert [line["label"] for line in owner_data["series"]] == ["run 0", "run 1", "run 2"]
+    mentor = app.test_client()
+    shared = mentor.get(f"/s/{token}/metrics?name=loss").get_json()
+    assert [line["label"] for line in shared["series"]] == ["run 0", "run 1"]
+    assert mentor.get(f"/s/{token}/metrics?name=new%20metric").get_json()["series"] == []
+    page = mentor.get(f"/s/{token}").get_data(as_text=True)
+    assert page.count("data-metric-chart") == 2 and "new metric" not in page and "2 runs" in page
 
 
 def test_chart_data_needs_the_owner(client, charted):

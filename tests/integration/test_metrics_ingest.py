@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, MetricChunk, MetricSeries, Pod, db
-from services import clock, runs
+from services import clock, metrics, runs
 from services.dispatch import tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -158,13 +158,15 @@ def test_bad_batches_are_refused_and_change_nothing(app, client, pods, body, sta
     assert count_points(app) == 0
 
 
-@pytest.mark.parametrize("raw", [b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": NaN}]}',
-                                 b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": Infinity}]}',
-                                 b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": -Infinity}]}',
-                                 b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1e999}]}',
+@pytest.mark.parametrize("raw", [b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": "NaN"}]}',
+                                 b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": null}]}',
+                                 b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": NaN, '
+                                 b'"wall_time": Infinity}]}',
                                  b"not json"])
-def test_nan_inf_and_broken_json_are_400(app, client, pods, raw):
-    """Python's JSON reader accepts NaN and Infinity; the ingest does not store them."""
+def test_text_values_bad_wall_times_and_broken_json_are_400(app, client, pods, raw):
+    """A value that is not a number, a wall time that is not finite, a body that is not
+    JSON: refused, nothing stored (NaN and Infinity values are kept as non-finite points:
+    tests/integration/test_metric_extremes.py)."""
     [(_, secret), _], _ = pods
     response = client.post("/api/metrics", data=raw, headers={"Authorization": f"Bearer {secret}",
                                                                "Content-Type": "application/json"})
@@ -261,22 +263,28 @@ def receiver(client):
         server.server_close()
 
 
-def test_the_helper_batches_retries_and_skips_non_finite_values(app, pods, receiver):
+def test_the_helper_batches_retries_and_sends_non_finite_values(app, pods, receiver):
     """2,500 logged points go as three batches (1,000 at most); a 503 is retried with the
-    same seq, so nothing is lost or doubled; NaN is skipped with a warning, not sent."""
-    [(pod_id, secret), _], _ = pods
+    same seq, so nothing is lost or doubled; NaN and infinity are sent and kept as marked
+    points (they were skipped before: a diverged loss left no trace); text is skipped with a
+    warning."""
+    [(pod_id, secret), _], number = pods
     server, url = receiver(fail_first=1)
     out = io.StringIO()
     helper = sagan_metrics.Metrics(url, secret, flush_seconds=3600, retry_seconds=0, out=out)
     for step in range(1250):
         helper.log(step, loss=1 / (step + 1), acc=step / 1250)
-    helper.log(1250, loss=math.nan)
+    helper.log(1250, loss=math.nan, acc=math.inf)
+    helper.log(1251, loss="diverged")
     assert helper.flush() is True
-    assert "not finite" in out.getvalue()
+    assert "not a number; skipped" in out.getvalue() and "not finite" not in out.getvalue()
     assert len(server.seen) == 4 and server.seen[0] == server.seen[1]  # the retry is the same batch
     with app.app_context():
-        assert series_of(pod_id, "loss").points == 1250
-        assert series_of(pod_id, "acc").points == 1250
+        assert series_of(pod_id, "loss").points == 1251 and series_of(pod_id, "acc").points == 1251
+        assert series_of(pod_id, "loss").last_value is None
+        chart = metrics.chart_data(db.session.scalar(sa.select(Experiment).where(Experiment.number == number)),
+                                   "loss", target=5000)
+        assert chart["series"][0]["y"][-1] is None and chart["series"][0]["non_finite"][-1] == 1
 
 
 def test_the_helper_reports_a_refusal_without_raising(app, pods, receiver):
@@ -361,7 +369,6 @@ def test_a_stopped_pods_token_works_through_its_grace_period_only(app, client, p
 
 
 @pytest.mark.parametrize("raw, content_type", [
-    (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1' + b"0" * 400 + b"}]}", "application/json"),
     (b'{"seq": 1, "points": [{"step": 0, "name": "loss", "value": 1, "wall_time": 1' + b"0" * 400 + b"}]}",
      "application/json"),
     (b"[" * 100_000 + b"]" * 100_000, "application/json"),
@@ -369,7 +376,7 @@ def test_a_stopped_pods_token_works_through_its_grace_period_only(app, client, p
     (b'\xff\xfe{"seq": 1}', "application/json"),
 ])
 def test_integers_too_big_for_a_float_deep_nesting_and_non_json_are_400(app, client, pods, raw, content_type):
-    """A 400 with a message, never a 500: an integer that overflows a float, JSON nested past
+    """A 400 with a message, never a 500: a wall time that overflows a float, JSON nested past
     the decoder's recursion limit, a body not sent as JSON, bytes that are not UTF-8."""
     [(_, secret), _], _ = pods
     response = client.post("/api/metrics", data=raw, headers={"Authorization": f"Bearer {secret}",

@@ -3,27 +3,35 @@ stateless, noindex, no-referrer, rate limited, counted; revoked or expired → 4
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from models import ShareLink, db
-from services import clock, discussion, experiments, results, shares
+from models import ShareLink, WorkflowEvent, db
+from services import clock, discussion, experiments, lifecycle, results, shares
 from services.actors import Actor
+from services.token_hash import digest as token_digest
 from tests.conftest import csrf_from
 
 HTML = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()
 AGENT = Actor("agent", None, "analyzer")
+OWNER = Actor("owner", None, "Owner")
 
 
 def _result(app, make_experiment, title, status="shared", comment=None):
-    number = make_experiment(title, status=status)
+    """An experiment at `status` with a clean result; a shared or completed one got there by
+    promotion, the only way a result reaches share links."""
+    promoted = status in ("shared", "completed")
+    number = make_experiment(title, status="awaiting_promotion" if promoted else status)
     with app.app_context():
         experiment = experiments.get_experiment(number)
         results.save_clean_result(experiment, HTML, AGENT, title=title)
         if comment:
             discussion.post_comment("experiment", experiment, comment, Actor("owner", None, "Owner"))
+        if promoted:
+            results.promote(experiment, status, OWNER, confirm_lint=True)
         db.session.commit()
     return number
 
@@ -223,3 +231,182 @@ def test_experiment_references_lead_mentors_only_to_results_they_can_open(app, m
     alone = html_lib.unescape(app.test_client().get(f"/s/{single}").text)
     assert "/experiments/" not in alone and f"/s/{single}/{cited}" not in alone
     assert f"Agrees with #{cited};" in alone
+
+
+# --- a link shows what was promoted, as it was promoted -----------------------------------------
+
+EDITED = HTML.replace("0.6%", "0.9%")
+
+
+def _mentor_text(app, url: str) -> str:
+    """A share page as the mentor reads it (the result sits escaped in its frame's srcdoc)."""
+    import html as html_lib
+    response = app.test_client().get(url)
+    assert response.status_code == 200, response.status_code
+    return html_lib.unescape(response.text)
+
+
+def test_a_link_to_an_unpromoted_experiment_shows_nothing_shared_yet(app, api_client, make_experiment):
+    """A one-experiment link to an experiment in `proposed` whose result a write token wrote
+    (and whose pods posted metrics) showed that result and its charts; now the link says
+    nothing is shared yet — no title, no result, no charts, no figure — and its chart data
+    and result addresses are 404."""
+    number = make_experiment("Secret plan (HIGH confidence)")
+    writer = api_client("read,write")
+    assert writer.patch(f"/api/clean-results/{number}", json={"html": HTML, "title": "Leaked (HIGH confidence)"}
+                        ).status_code == 200
+    with app.app_context():
+        from tests.integration.test_metric_charts import _pod, _store
+        experiment = experiments.get_experiment(number)
+        _store(_pod(experiment.id, 0), "loss", range(10), lambda s: 1.0 / (s + 1))
+        db.session.commit()
+    _id, token = _link(app, scope="experiment", number=number)
+    mentor = app.test_client()
+    page = mentor.get(f"/s/{token}")
+    assert page.status_code == 200 and "Nothing shared yet" in page.text
+    for secret in ("Leaked", "Secret plan", "Final validation loss", "data-metric-chart", "srcdoc"):
+        assert secret not in page.text
+    assert mentor.get(f"/s/{token}/metrics?name=loss").status_code == 404
+    assert mentor.get(f"/s/{token}/{number}").status_code == 404
+    assert mentor.get(f"/s/{token}/{number}/metrics?name=loss").status_code == 404
+
+
+def test_a_result_promoted_to_completed_is_not_shared(app, make_experiment):
+    """`completed` means kept as done, not shared (SPEC §8.4): a one-experiment link to it
+    shows nothing, like an "all promoted" link."""
+    number = _result(app, make_experiment, "Kept (HIGH confidence)", status="completed")
+    _id, token = _link(app, scope="experiment", number=number)
+    page = app.test_client().get(f"/s/{token}")
+    assert page.status_code == 200 and "Nothing shared yet" in page.text and "Kept" not in page.text
+
+
+def test_a_write_tokens_edit_after_promotion_reaches_mentors_only_when_promoted_again(
+        app, client, owner, api_client, make_experiment):
+    """PATCH /api/clean-results by a token without `promote` after promotion changes the
+    owner's draft (the page says it was edited since promotion), not what mentors read —
+    the result page, the list's title and excerpt; the token cannot promote it; the owner's
+    "Promote again" shares the edit."""
+    number = _result(app, make_experiment, "Gap is 0.6% (HIGH confidence)")
+    _id, single = _link(app, scope="experiment", number=number)
+    _id, listing = _link(app, scope="all_promoted")
+    writer = api_client("read,write")
+    edit = writer.patch(f"/api/clean-results/{number}", json={"html": EDITED, "title": "Gap is 0.9% (HIGH confidence)"})
+    assert edit.status_code == 200 and edit.get_json()["changed"] is True
+    assert writer.post(f"/api/experiments/{number}/promote", json={"to": "shared"}).status_code == 403
+
+    for url in (f"/s/{single}", f"/s/{listing}/{number}", f"/s/{listing}"):
+        text = _mentor_text(app, url)
+        assert "Gap is 0.6%" in text and "0.9%" not in text, url
+    owner_page = client.get(f"/experiments/{number}")
+    assert "Edited since promotion" in owner_page.text and "Promote again" in owner_page.text
+
+    tag = re.search(r'name="result_tag" value="([0-9a-f]+)"', owner_page.text).group(1)
+    again = client.post(f"/experiments/{number}/promote", data={
+        "csrf_token": csrf_from(owner_page.text), "to": "shared", "expected": "shared", "result_tag": tag})
+    assert again.status_code == 303
+    for url in (f"/s/{single}", f"/s/{listing}/{number}"):
+        text = _mentor_text(app, url)
+        assert "Gap is 0.9%" in text and "differs by 0.9%" in text and "0.6%" not in text
+    assert "Edited since promotion" not in client.get(f"/experiments/{number}").text
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "shared"
+        markers = [e.metadata_ for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id, WorkflowEvent.marker == "epm:promoted")
+            .order_by(WorkflowEvent.created_at))]
+        assert [m["again"] for m in markers] == [False, True]
+
+
+def test_promoting_again_refuses_a_result_saved_since_the_page_was_read(app, client, owner, api_client,
+                                                                         make_experiment):
+    """The owner reads the edit, a token saves another meanwhile, the owner presses Promote
+    again: refused with a message, and mentors still read the first promoted version."""
+    number = _result(app, make_experiment, "Gap is 0.6% (HIGH confidence)")
+    writer = api_client("read,write")
+    writer.patch(f"/api/clean-results/{number}", json={"html": EDITED})
+    owner_page = client.get(f"/experiments/{number}")
+    tag = re.search(r'name="result_tag" value="([0-9a-f]+)"', owner_page.text).group(1)
+    writer.patch(f"/api/clean-results/{number}", json={"html": HTML.replace("0.6%", "12%")})
+    refused = client.post(f"/experiments/{number}/promote", data={
+        "csrf_token": csrf_from(owner_page.text), "to": "shared", "expected": "shared", "result_tag": tag},
+        follow_redirects=True)
+    assert refused.status_code == 200 and "changed since you opened the page" in refused.text
+    _id, token = _link(app, scope="experiment", number=number)
+    text = _mentor_text(app, f"/s/{token}")
+    assert "differs by 0.6%" in text and "12%" not in text and "0.9%" not in text
+
+
+def test_promoting_again_through_the_api_keeps_the_status(app, api_client, make_experiment):
+    """A write+promote token promotes an edit again as `shared`; to `completed` it is a 409
+    (that is a different move), and nothing changes."""
+    number = _result(app, make_experiment, "Gap is 0.6% (HIGH confidence)")
+    promoter = api_client("read,write,promote")
+    promoter.patch(f"/api/clean-results/{number}", json={"html": EDITED})
+    wrong = promoter.post(f"/api/experiments/{number}/promote", json={"to": "completed"})
+    assert wrong.status_code == 409 and wrong.get_json()["error"] == "transition_not_allowed"
+    done = promoter.post(f"/api/experiments/{number}/promote", json={"to": "shared", "confirm_lint": True})
+    assert done.status_code == 200 and done.get_json()["experiment"]["status"] == "shared"
+    _id, token = _link(app, scope="experiment", number=number)
+    assert "differs by 0.9%" in _mentor_text(app, f"/s/{token}")
+
+
+def test_figures_attached_after_promotion_wait_for_the_next_promotion(app, make_experiment):
+    """A figure attached after promotion is the owner's draft too; one removed goes at once."""
+    number = _result(app, make_experiment, "Figures (HIGH confidence)", status="awaiting_promotion")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        kept = results.attach_markup(experiment, "svg", '<svg viewBox="0 0 4 4"><title>kept figure</title></svg>',
+                                     OWNER, title="Kept figure").id
+        results.promote(experiment, "shared", OWNER, confirm_lint=True)
+        results.attach_markup(experiment, "svg", '<svg viewBox="0 0 4 4"><title>late figure</title></svg>',
+                              OWNER, title="Late figure")
+        db.session.commit()
+    _id, token = _link(app, scope="experiment", number=number)
+    text = _mentor_text(app, f"/s/{token}")
+    assert "Kept figure" in text and "Late figure" not in text
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        results.remove_figure(experiment, kept, OWNER)
+        db.session.commit()
+    assert "Kept figure" not in _mentor_text(app, f"/s/{token}")
+
+
+def test_a_reopened_experiment_keeps_showing_its_promoted_version(app, api_client, make_experiment):
+    """Promoted, then reopened to `proposed` and rewritten by a token: mentors read the
+    promoted version, not the rewrite."""
+    number = _result(app, make_experiment, "Gap is 0.6% (HIGH confidence)")
+    with app.app_context():
+        lifecycle.transition(experiments.get_experiment(number), "proposed", OWNER, note="One more seed.")
+        db.session.commit()
+    api_client("read,write").patch(f"/api/clean-results/{number}", json={"html": EDITED, "title": "Rewritten"})
+    _id, token = _link(app, scope="experiment", number=number)
+    text = _mentor_text(app, f"/s/{token}")
+    assert "Gap is 0.6%" in text and "differs by 0.6%" in text and "Rewritten" not in text
+
+
+def test_a_status_move_promotes_like_the_button_and_an_override_shares_nothing(app, make_experiment):
+    """awaiting_promotion → shared as a plain owner move freezes the result as the button
+    does; an owner's override to shared is not a promotion and shares nothing."""
+    moved = _result(app, make_experiment, "Moved (HIGH confidence)", status="awaiting_promotion")
+    forced = _result(app, make_experiment, "Forced (HIGH confidence)", status="reviewing")
+    with app.app_context():
+        lifecycle.transition(experiments.get_experiment(moved), "shared", OWNER)
+        lifecycle.transition(experiments.get_experiment(forced), "shared", OWNER, override=True, note="Skip review.")
+        db.session.commit()
+    _id, listing = _link(app, scope="all_promoted")
+    index = _mentor_text(app, f"/s/{listing}")
+    assert "Moved" in index and "Forced" not in index
+    assert app.test_client().get(f"/s/{listing}/{forced}").status_code == 404
+
+
+def test_a_project_link_shows_nothing_until_projects_exist(app, make_experiment):
+    """A `project` link (the scope exists for later, SPEC §11.4) reaches no result at all."""
+    number = _result(app, make_experiment, "Project-worthy (HIGH confidence)")
+    token = "p" * 43
+    with app.app_context():
+        db.session.add(ShareLink(id=uuid.uuid4(), token_hash=token_digest(token), scope="project", label="Project",
+                                 use_count=0))
+        db.session.commit()
+    page = app.test_client().get(f"/s/{token}")
+    assert page.status_code == 200 and "No results have been shared yet" in page.text and "Project-worthy" not in page.text
+    assert app.test_client().get(f"/s/{token}/{number}").status_code == 404
