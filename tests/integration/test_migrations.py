@@ -130,3 +130,44 @@ def test_migrated_schema_matches_the_models(app):
             diff = compare_metadata(context, db.metadata)
     assert diff == []
 
+
+
+def test_sqlite_migrations_keep_the_rows_that_point_at_a_rebuilt_table(tmp_path):
+    """Batch mode rebuilds a SQLite table (copy, drop, rename); with foreign keys on, the drop
+    set every pod's run to NULL and deleted what hangs off a pod. Does a pod keep its run and
+    its progress post through every migration since 0007, up and down?"""
+    app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    with app.app_context():
+        flask_migrate.upgrade(directory=MIGRATIONS, revision="0007_run_cache_tokens")
+        ids = {name: f"{n:032x}" for n, name in enumerate(("experiment", "run", "pod", "post"), start=1)}
+        for statement in (
+            "INSERT INTO experiments (id, number, title, status, kind, priority, assignee_kind, tags, has_clean_result, "
+            "auto_approve_plan, runpod_account, created_at, updated_at) VALUES (:experiment, 1, 'Kept', 'running', "
+            "'experiment', 'normal', 'agent', '[]', 0, 0, 'local', '2026-12-01', '2026-12-01')",
+            "INSERT INTO agent_runs (id, kind, agent, provider, request, scope_id, scope_kind, status, "
+            "approval_required, input_tokens, output_tokens, turns, last_seq, created_at, updated_at) VALUES (:run, "
+            "'experiment', 'provisioner', 'anthropic', 'd', :experiment, 'experiment', 'waiting', 0, 0, 0, 0, 0, "
+            "'2026-12-01', '2026-12-01')",
+            "INSERT INTO pods (id, agent_run_id, experiment_id, account, name, status, run_index, attempt, gpu_count, "
+            "retry_count, max_retries, bootstrap_count, uptime_seconds, created_at, updated_at) VALUES (:pod, :run, "
+            ":experiment, 'local', 'kept-0', 'running', 0, 1, 1, 0, 3, 0, 0, '2026-12-01', '2026-12-01')",
+            "INSERT INTO pod_progress_posts (id, pod_id, progress_pct, message, created_at) "
+            "VALUES (:post, :pod, 5.0, 'hello', '2026-12-01')",
+        ):
+            db.session.execute(sa.text(statement), ids)
+        db.session.commit()
+        db.session.remove()
+
+        def kept() -> tuple:
+            with db.engine.connect() as conn:
+                return (conn.scalar(sa.text("SELECT agent_run_id FROM pods")),
+                        conn.scalar(sa.text("SELECT count(*) FROM pod_progress_posts")))
+
+        flask_migrate.upgrade(directory=MIGRATIONS)
+        assert kept() == (ids["run"], 1)
+        flask_migrate.downgrade(directory=MIGRATIONS, revision="0007_run_cache_tokens")
+        assert kept() == (ids["run"], 1)
+        with db.engine.connect() as conn:  # the app's own connections enforce foreign keys again
+            assert conn.scalar(sa.text("PRAGMA foreign_keys")) == 1
+    with app.app_context():
+        db.engine.dispose()
