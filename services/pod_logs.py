@@ -133,8 +133,10 @@ def read_pod_logs(pod: Pod, *, tail: int | None = None, since: str | None = None
 
 
 def _log_artifact(pod: Pod) -> Artifact | None:
+    """The log the pod uploaded, once readable (a large one is redacted by a job first)."""
     return db.session.scalar(sa.select(Artifact).where(
-        Artifact.pod_id == pod.id, Artifact.name == f"{ARTIFACT_PREFIX}{pod.name}.log").limit(1))
+        Artifact.pod_id == pod.id, Artifact.name == f"{ARTIFACT_PREFIX}{pod.name}.log",
+        Artifact.status == "ready").limit(1))
 
 
 def _finish(pod: Pod, source: str, lines: list[LogLine], note: str | None) -> PodLog:
