@@ -7,16 +7,24 @@ import io
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from models import Artifact, ArtifactUsage, Pod, db
-from services import artifacts, experiments
+from services import artifacts, experiments, results
+from services.actors import Actor
 from services.dispatch import tokens
+from services.errors import TooLarge
+from tests.integration.test_hardening_sqlite import lite  # noqa: F401
 from tests.integration.test_progress_ingest import upload
+from tests.integration.test_research_tools import png
+from tests.integration.test_web_server import start_server  # noqa: F401
 
 
 @pytest.fixture
@@ -303,3 +311,83 @@ def test_the_same_new_name_uploaded_twice_at_once_is_stored_once(app, make_live_
     assert answers == [201, 201]
     assert stored(app) == [("same.txt", 100)]
     assert usage(app, pod.id) == (1, 100)
+
+
+# --- through the web server as deployed -------------------------------------------------------
+
+def test_the_pods_own_client_reads_the_413_from_granian(app, make_live_pod, start_server):  # noqa: F811
+    """Through granian (serve.py), with the bootstrap's own client (urllib, a declared length):
+    is a 3 MB upload past the pod's budget answered 413 with the JSON message, not a reset
+    connection; and is a chunked body past it cut off with the same 413?"""
+    pod = make_live_pod("Through granian")
+    with app.app_context():
+        database_url = db.engine.url.render_as_string(hide_password=False)
+    base = start_server("serve:wsgi_app", DATABASE_URL=database_url, REDIS_URL=app.config["REDIS_URL"],
+                        SECRET_KEY="web-server-test", SAGAN_ARTIFACT_POD_MAX_BYTES="1000000")
+    headers = {"Authorization": f"Bearer {pod.secret}", "X-Sagan-Artifact-Name": "big.txt",
+               "Content-Type": "text/plain"}
+    request = urllib.request.Request(f"{base}/api/artifacts", data=b"x" * 3_000_000, headers=headers,
+                                     method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 413
+    body = json.loads(refused.value.read())
+    assert body["budget"] == "pod_bytes" and "budget of 1,000,000 bytes" in body["message"]
+
+    def pieces():
+        for _ in range(30):
+            yield b"y" * 100_000
+
+    answer = httpx.post(f"{base}/api/artifacts", content=pieces(), headers=headers, timeout=30)
+    assert answer.status_code == 413 and answer.json()["budget"] == "pod_bytes"
+    assert "adds at least" in answer.json()["message"]
+    fits = httpx.post(f"{base}/api/artifacts", content=iter([b"z" * 1000] * 5), headers=headers, timeout=30)
+    assert fits.status_code == 201 and fits.json()["size"] == 5000
+    assert stored(app) == [("big.txt", 5000)]
+
+
+def test_an_owners_figure_upload_counts_against_the_experiment(app, make_experiment, budgets):
+    """A PNG the owner attaches is an artifact of the experiment: is it counted, and refused
+    with the experiment's 413 once the count budget is full?"""
+    budgets(ARTIFACT_EXPERIMENT_MAX_COUNT=1)
+    number = make_experiment("Owner figures")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        results.attach_upload(experiment, "loss.png", png(), Actor("owner"))
+        db.session.commit()
+        with pytest.raises(TooLarge) as refused:
+            results.attach_upload(experiment, "acc.png", png(3, 1), Actor("owner"))
+        db.session.rollback()
+        assert refused.value.details["budget"] == "experiment_count"
+        assert db.session.get(ArtifactUsage, experiment.id).files == 1
+
+
+def test_budgets_hold_on_sqlite_too(lite, monkeypatch):  # noqa: F811
+    """On the embedded default's SQLite (migrated by the same migrations), do six uploads at once,
+    each 300 bytes, with 1,000 bytes of budget, store exactly three?"""
+    monkeypatch.setitem(lite.config, "ARTIFACT_POD_MAX_BYTES", 1000)
+    with lite.app_context():
+        experiment = experiments.create_experiment({"title": "Lite budgets"}, Actor("owner"))
+        secret, digest = tokens.new_token()
+        pod = Pod(id=uuid.uuid4(), experiment_id=experiment.id, account="local", status="running",
+                  name=f"sagan-{experiment.number}-lite-0-1", progress_token_hash=digest)
+        db.session.add(pod)
+        db.session.commit()
+        pod_id = pod.id
+    start = threading.Barrier(6)
+    answers = []
+
+    def send(index: int) -> None:
+        start.wait(10)
+        answers.append(upload(lite.test_client(), secret, f"f{index}.txt", b"x" * 300, "text/plain").status_code)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(answers) == [201] * 3 + [413] * 3
+    with lite.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Artifact.id))) == 3
+        usage_row = db.session.get(ArtifactUsage, pod_id)
+        assert (usage_row.files, usage_row.bytes) == (3, 900)
