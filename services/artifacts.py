@@ -134,7 +134,8 @@ def room_for(experiment_id, pod_id, name: str) -> Room:
     return room
 
 
-def _ensure_usage_rows(experiment_id, pod_id) -> None:
+def ensure_usage_rows(experiment_id, pod_id) -> None:
+    """The experiment's usage row, and the pod's when there is one, created empty if missing."""
     rows = [{"scope_id": experiment_id, "scope": "experiment", "experiment_id": experiment_id, "files": 0,
              "bytes": 0}]
     if pod_id:
@@ -149,7 +150,7 @@ def charge(experiment_id, pod_id, *, files: int, size: int, name: str) -> None:
     """Add `files` artifacts and `size` bytes (either may be negative, for a replaced file)
     to the experiment's usage and the pod's, or raise the 413 of the first budget they would
     pass; the caller rolls back. Call it last before the commit: it holds the rows' locks."""
-    _ensure_usage_rows(experiment_id, pod_id)
+    ensure_usage_rows(experiment_id, pod_id)
     for scope, scope_id in (("experiment", experiment_id), ("pod", pod_id)):
         if scope_id is None:
             continue

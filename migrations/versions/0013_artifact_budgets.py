@@ -34,11 +34,14 @@ def upgrade():
         sa.PrimaryKeyConstraint("scope_id", name=op.f("pk_artifact_usage")),
     )
     op.create_index(op.f("ix_artifact_usage_experiment_id"), "artifact_usage", ["experiment_id"])
-    with op.batch_alter_table("artifacts") as batch:
-        batch.add_column(sa.Column("pending_content", sa.LargeBinary(), nullable=True))
-        batch.add_column(sa.Column("status", sa.String(length=16), server_default="ready", nullable=False))
-        batch.add_column(sa.Column("status_note", sa.String(length=500), nullable=True))
-        batch.create_check_constraint(op.f("ck_artifacts_status"), "status IN ('ready', 'processing', 'failed')")
+    # Plain ADD COLUMNs, not a batch: on SQLite a batch copies the table and drops the old
+    # one, and with foreign keys on that drop sets every figure's artifact_id to NULL.
+    op.add_column("artifacts", sa.Column("pending_content", sa.LargeBinary(), nullable=True))
+    op.add_column("artifacts", sa.Column(
+        "status", sa.String(length=16),
+        sa.CheckConstraint("status IN ('ready', 'processing', 'failed')", name=op.f("ck_artifacts_status")),
+        server_default="ready", nullable=False))
+    op.add_column("artifacts", sa.Column("status_note", sa.String(length=500), nullable=True))
     op.create_index("ix_artifacts_processing", "artifacts", ["status"],
                     postgresql_where=sa.text("status = 'processing'"), sqlite_where=sa.text("status = 'processing'"))
 
@@ -62,10 +65,9 @@ def downgrade():
     op.drop_index("ix_artifacts_processing", table_name="artifacts")
     # An upload still waiting for its job is not redacted: it is dropped, not moved to where
     # the old code (which reads every artifact's content) would serve it.
-    with op.batch_alter_table("artifacts") as batch:
-        batch.drop_constraint(op.f("ck_artifacts_status"), type_="check")
-        batch.drop_column("status_note")
-        batch.drop_column("status")
-        batch.drop_column("pending_content")
+    # Plain DROP COLUMNs for the same reason (SQLite drops a column with its own CHECK).
+    op.drop_column("artifacts", "status_note")
+    op.drop_column("artifacts", "status")
+    op.drop_column("artifacts", "pending_content")
     op.drop_index(op.f("ix_artifact_usage_experiment_id"), table_name="artifact_usage")
     op.drop_table("artifact_usage")

@@ -227,7 +227,7 @@ def test_two_uploads_racing_at_the_budget_cannot_both_pass(app, make_live_pod, b
     _other_id, other_secret = second_pod(app, first.number)
     with app.app_context():
         experiment_id = experiments.get_experiment(first.number).id
-        artifacts._ensure_usage_rows(experiment_id, None)
+        artifacts.ensure_usage_rows(experiment_id, None)
         db.session.commit()
         holder = db.engine.connect()
     answers: dict[str, object] = {}
@@ -286,7 +286,7 @@ def test_the_same_new_name_uploaded_twice_at_once_is_stored_once(app, make_live_
     pod = make_live_pod("Twice")
     with app.app_context():
         experiment_id = experiments.get_experiment(pod.number).id
-        artifacts._ensure_usage_rows(experiment_id, pod.id)
+        artifacts.ensure_usage_rows(experiment_id, pod.id)
         db.session.commit()
         holder = db.engine.connect()
     answers = []
