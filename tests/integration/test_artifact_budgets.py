@@ -24,7 +24,6 @@ from services.errors import TooLarge
 from tests.integration.test_hardening_sqlite import lite  # noqa: F401
 from tests.integration.test_progress_ingest import upload
 from tests.integration.test_research_tools import png
-from tests.integration.test_web_server import start_server  # noqa: F401
 
 
 @pytest.fixture
@@ -315,7 +314,7 @@ def test_the_same_new_name_uploaded_twice_at_once_is_stored_once(app, make_live_
 
 # --- through the web server as deployed -------------------------------------------------------
 
-def test_the_pods_own_client_reads_the_413_from_granian(app, make_live_pod, start_server):  # noqa: F811
+def test_the_pods_own_client_reads_the_413_from_granian(app, make_live_pod, start_server):
     """Through granian (serve.py), with the bootstrap's own client (urllib, a declared length):
     is a 3 MB upload past the pod's budget answered 413 with the JSON message, not a reset
     connection; and is a chunked body past it cut off with the same 413?"""
