@@ -235,13 +235,14 @@ def test_an_agent_job_starts_while_a_slow_artifact_job_runs(app, client, make_li
         wait_until(lambda: job.get_status() == "started", "the artifact worker never started its job")
         fake_anthropic.script(reply(text("Planned.")))
         number = make_experiment("Meanwhile", status="planning")
-        enqueued = time.monotonic()
         queued_plan_run(app, number)
-        wait_until(lambda: fake_anthropic.requests, "the agent job never called the model", timeout=60)
-        waited = time.monotonic() - enqueued
-        assert job.get_status() == "started", "the agent job waited for the artifact job to end"
-        assert artifact_row(app, "huge.svg").status == "processing"
-        assert waited < 15, f"the agent job waited {waited:.1f} s"
+        # What matters is the order, not a time (this machine's load decides that): the agent
+        # job reaches the model while the artifact job is still at work. With one worker for
+        # both queues, as before, it reached it only after.
+        wait_until(lambda: fake_anthropic.requests or job.get_status() != "started",
+                   "neither the agent job nor the artifact job moved", timeout=120)
+        assert fake_anthropic.requests, "the agent job waited for the artifact job to end"
+        assert job.get_status() == "started" and artifact_row(app, "huge.svg").status == "processing"
     finally:
         for process in processes:
             kill_tree(process)
