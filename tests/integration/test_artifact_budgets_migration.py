@@ -1,4 +1,4 @@
-"""0013_artifact_budgets counts the artifacts already stored (per pod, per experiment) and hands
+"""0015_artifact_budgets counts the artifacts already stored (per pod, per experiment) and hands
 the large figures the old job had not sanitized yet to the artifacts queue, on PostgreSQL and
 on SQLite, keeping every figure's link to its artifact; downgrading removes what it added."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from services.clock import utcnow
 from tests.integration.databases import scratch_postgres_url
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app
 
-BEFORE = "0011_metric_chunks"
+BEFORE = "0014_promoted_results"
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -29,7 +29,7 @@ def scratch_url(request, tmp_path):
 
 
 def _seed(experiment_id, pods) -> dict:
-    """Artifacts and figures in 0011's shape, with plain SQL (the models are 0013's): the first
+    """Artifacts and figures in 0014's shape, with plain SQL (the models are 0015's): the first
     pod's text and its large SVG whose figure is still empty, the second pod's text, an
     analysis's image. Returns name → id."""
     table = sa.table("artifacts", *(sa.column(c) for c in ("name", "content_type", "size", "sha256")),

@@ -2,8 +2,8 @@
 artifacts (files, bytes) for the upload budgets; artifacts get a status (`ready`,
 `processing`, `failed`), a note, and the upload kept apart until its job has processed it
 
-Revision ID: 0013_artifact_budgets
-Revises: 0011_metric_chunks
+Revision ID: 0015_artifact_budgets
+Revises: 0014_promoted_results
 Create Date: 2026-12-02
 
 The counters start from the artifacts already stored. An SVG or HTML figure whose large
@@ -14,8 +14,8 @@ markup, so it stays where it is: the job reads it from there).
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_artifact_budgets"
-down_revision = "0011_metric_chunks"
+revision = "0015_artifact_budgets"
+down_revision = "0014_promoted_results"
 branch_labels = None
 depends_on = None
 
