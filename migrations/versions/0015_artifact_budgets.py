@@ -34,8 +34,8 @@ def upgrade():
         sa.PrimaryKeyConstraint("scope_id", name=op.f("pk_artifact_usage")),
     )
     op.create_index(op.f("ix_artifact_usage_experiment_id"), "artifact_usage", ["experiment_id"])
-    # Plain ADD COLUMNs, not a batch: on SQLite a batch copies the table and drops the old
-    # one, and with foreign keys on that drop sets every figure's artifact_id to NULL.
+    # Plain ADD COLUMNs, not a batch: SQLite adds them in place, where a batch would copy the
+    # whole table (every artifact's content) into a new one and drop the old.
     op.add_column("artifacts", sa.Column("pending_content", sa.LargeBinary(), nullable=True))
     op.add_column("artifacts", sa.Column(
         "status", sa.String(length=16),
@@ -65,7 +65,7 @@ def downgrade():
     op.drop_index("ix_artifacts_processing", table_name="artifacts")
     # An upload still waiting for its job is not redacted: it is dropped, not moved to where
     # the old code (which reads every artifact's content) would serve it.
-    # Plain DROP COLUMNs for the same reason (SQLite drops a column with its own CHECK).
+    # Plain DROP COLUMNs for the same reason (SQLite drops a column with its own CHECK in place).
     op.drop_column("artifacts", "status_note")
     op.drop_column("artifacts", "status")
     op.drop_column("artifacts", "pending_content")
