@@ -142,6 +142,9 @@ class Config:
     JOB_TIMEOUT_DISPATCH = _env_int("SAGAN_JOB_TIMEOUT_DISPATCH", 1800)
     JOB_TIMEOUT_DEFAULT = _env_int("SAGAN_JOB_TIMEOUT_DEFAULT", 600)
     JOB_TIMEOUT_LOCAL = _env_int("SAGAN_JOB_TIMEOUT_LOCAL", 3600)
+    # Redacting and sanitizing one large artifact (the `artifacts` queue): a job past this
+    # is stopped and its artifact marked failed, with this limit as the reason.
+    JOB_TIMEOUT_ARTIFACTS = _env_int("SAGAN_JOB_TIMEOUT_ARTIFACTS", 120)
 
     # --- agents --------------------------------------------------------------------
     ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
@@ -184,7 +187,16 @@ class Config:
     POD_TOKEN_GRACE_SECONDS = _env_int("SAGAN_POD_TOKEN_GRACE_SECONDS", 15 * 60)
     POD_RETENTION_DAYS = _env_int("SAGAN_POD_RETENTION_DAYS", 7)
     ARTIFACT_MAX_BYTES = _env_int("SAGAN_ARTIFACT_MAX_BYTES", 20 * 1024 * 1024)
+    # Budgets per pod and per experiment (all its pods and analyses), checked before an
+    # upload's body is read; past one, the upload is a 413 naming it (docs/pods.md). An
+    # experiment's artifacts must fit one analysis's inputs (1 GB), hence its size budget.
     ARTIFACT_POD_MAX_BYTES = _env_int("SAGAN_ARTIFACT_POD_MAX_BYTES", 200 * 1024 * 1024)
+    ARTIFACT_POD_MAX_COUNT = _env_int("SAGAN_ARTIFACT_POD_MAX_COUNT", 1000)
+    ARTIFACT_EXPERIMENT_MAX_BYTES = _env_int("SAGAN_ARTIFACT_EXPERIMENT_MAX_BYTES", 1024 * 1024 * 1024)
+    ARTIFACT_EXPERIMENT_MAX_COUNT = _env_int("SAGAN_ARTIFACT_EXPERIMENT_MAX_COUNT", 5000)
+    # SVG and HTML artifacts up to this size become figures (sanitized, about 0.2 MB/s);
+    # larger ones are kept as files to download, not shown.
+    FIGURE_MARKUP_MAX_BYTES = _env_int("SAGAN_FIGURE_MARKUP_MAX_BYTES", 2 * 1024 * 1024)
 
     # --- code-writing agents (SPEC §5.7): worktrees and the sandbox ------------------
     # Worktrees live on the host that serves the `local` queue; the folder must be

@@ -7,6 +7,7 @@ from flask import Blueprint, current_app
 from blueprints import access
 from models import db
 from services import redis_store
+from services.jobs import ARTIFACTS
 
 bp = Blueprint("health", __name__)
 
@@ -15,7 +16,7 @@ bp = Blueprint("health", __name__)
 @access.public
 def healthz():
     """Database, Redis and worker status as JSON; 503 when a part is down."""
-    result = {"ok": True, "db": "ok", "redis": "ok", "workers": 0,
+    result = {"ok": True, "db": "ok", "redis": "ok", "workers": 0, "artifact_workers": 0,
               "version": current_app.config["VERSION"]}
     try:
         db.session.execute(sa.text("SELECT 1"))
@@ -28,7 +29,11 @@ def healthz():
         from rq import Worker
         conn = redis_store.connection()
         conn.ping()
-        result["workers"] = Worker.count(connection=conn)
+        workers = Worker.all(connection=conn)
+        result["workers"] = len(workers)
+        # The `artifacts` queue has worker processes of its own (workers/launcher.py): none
+        # means large uploads wait, so say it; the rest of Sagan works without them.
+        result["artifact_workers"] = sum(ARTIFACTS in worker.queue_names() for worker in workers)
     except Exception:  # noqa: BLE001
         result.update(ok=False, redis="down")
     return result, 200 if result["ok"] else 503

@@ -10,7 +10,7 @@ from blueprints._htmx import render
 from models import Artifact, FleetIncident, Pod, db
 from services import experiments, input_shape, pod_logs
 from services.dispatch import provisioner, watcher
-from services.errors import SaganError
+from services.errors import Conflict, SaganError
 from services.records import get_by_id
 
 bp = Blueprint("pods", __name__)
@@ -100,7 +100,12 @@ def artifact(artifact_id: str):
 
 
 def artifact_download(row: Artifact) -> Response:
-    """An artifact as an attachment, inert even if a browser opened it (nosniff, sandbox CSP)."""
+    """An artifact as an attachment, inert even if a browser opened it (nosniff, sandbox CSP);
+    a 409 while it is still being processed or when that failed (its content is not redacted)."""
+    if row.status == "processing":
+        raise Conflict(f"{row.name} is still being processed; download it in a minute.", code="artifact_processing")
+    if not row.readable:
+        raise Conflict(f"{row.name} cannot be downloaded. {row.status_note or ''}".strip(), code="artifact_failed")
     response = Response(row.content, mimetype=row.content_type)
     # RFC 6266: a name with quotes, `;` or non-Latin-1 characters broke the old header.
     response.headers["Content-Disposition"] = input_shape.content_disposition(row.name.rsplit("/", 1)[-1])

@@ -7,13 +7,14 @@ from typing import Callable
 from urllib.parse import unquote
 
 from flask import Blueprint, g, request, send_file
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints import access
 from blueprints._actions import perform
-from services import input_shape, metrics
+from services import artifacts, input_shape, metrics
 from services.dispatch import progress, watcher
 from services.dispatch import tokens as pod_tokens
-from services.errors import SaganError, ValidationError
+from services.errors import LengthRequired, SaganError, ValidationError
 
 bp = Blueprint("progress", __name__, url_prefix="/api")
 
@@ -111,21 +112,53 @@ def metrics_helper():
 @access.pod
 @access.body_limit("ARTIFACT_MAX_BYTES")
 def post_artifact():
-    """One file from the pod's artifact folder, as the raw request body."""
-    # The per-file cap (ARTIFACT_MAX_BYTES, above the 2 MB of every other request) was applied
-    # before the view ran: access.body_limit.
-    content = request.get_data(cache=False)
+    """One file from the pod's artifact folder, as the raw request body.
+
+    The per-file cap (ARTIFACT_MAX_BYTES, above the 2 MB of every other request) was applied
+    before the view ran (access.body_limit); the budgets are checked here before the body is
+    read, against its Content-Length, and again, under the counters' locks, as it is stored."""
+    pod = g.pod
     # The bootstrap percent-encodes names with non-ASCII characters or '%'.
-    name = unquote(request.headers.get("X-Sagan-Artifact-Name") or "")
+    name = progress.clean_artifact_name(unquote(request.headers.get("X-Sagan-Artifact-Name") or ""))
+    progress.artifact_type(name, request.content_type)
+    content = _upload_body(artifacts.room_for(pod.experiment_id, pod.id, name), name)
     stored = {}
 
     def store():
-        stored["artifact"] = progress.store_artifact(g.pod, name, content, request.content_type)
+        stored["artifact"] = artifacts.Stored.of(progress.store_artifact(pod, name, content, request.content_type))
 
     def done():
         artifact = stored["artifact"]
-        progress.enqueue_figure_sanitizing(artifact)  # after the commit: the job reads the row
+        artifacts.enqueue_processing(artifact)  # after the commit: the job reads the row
         return {"ok": True, "id": str(artifact.id), "name": artifact.name, "size": artifact.size,
-                "sha256": artifact.sha256}, 201
+                "sha256": artifact.sha256, "status": artifact.status}, 201
 
     return perform(store, done=done)
+
+
+READ_CHUNK = 1024 * 1024
+
+
+def _upload_body(room: artifacts.Room, name: str) -> bytes:
+    """The request body, read only as far as `room` allows: a declared length that cannot
+    fit is refused before a byte is read; a chunked body is refused as soon as it passes."""
+    declared = request.headers.get("Content-Length")
+    if declared is not None and not (declared.strip().isdigit() and declared.strip().isascii()):
+        raise ValidationError("Content-Length must be the body's size in bytes.", field="Content-Length")
+    length = request.content_length
+    if length is None and not request.environ.get("wsgi.input_terminated"):
+        # Without a length, a server that does not end the body itself hands over nothing:
+        # storing that would keep an empty file in the artifact's place.
+        raise LengthRequired("Send the file with a Content-Length header.")
+    if length is not None and length > room.bytes:
+        raise room.refusal(length, name)
+    chunks, received = [], 0
+    try:
+        while chunk := request.stream.read(min(READ_CHUNK, room.bytes + 1 - received)):
+            chunks.append(chunk)
+            received += len(chunk)
+            if received > room.bytes:
+                raise room.refusal(received, name, at_least=True)
+    except RequestEntityTooLarge:  # a chunked body past the per-file cap (werkzeug's own limit)
+        raise artifacts.Room(request.max_content_length, None, 0).refusal(received, name, at_least=True) from None
+    return b"".join(chunks)

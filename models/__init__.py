@@ -88,7 +88,7 @@ from models.experiment import Experiment, Counter  # noqa: E402,F401
 from models.event import WorkflowEvent, RunEvent  # noqa: E402,F401
 from models.approval import PlanVersion, ApprovalRequest  # noqa: E402,F401
 from models.run import AgentRun  # noqa: E402,F401
-from models.pod import Pod, Artifact, FleetIncident, PodProgressPost  # noqa: E402,F401
+from models.pod import Pod, Artifact, ArtifactUsage, FleetIncident, PodProgressPost  # noqa: E402,F401
 from models.result import Figure, CleanResultVersion, Comment, PromotedResult  # noqa: E402,F401
 from models.share import ShareLink  # noqa: E402,F401
 from models.setting import Setting  # noqa: E402,F401

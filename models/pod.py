@@ -94,15 +94,46 @@ class Artifact(UUIDPrimaryKey, TimestampMixin, db.Model):
     __table_args__ = (
         sa.UniqueConstraint("pod_id", "name", name="uq_artifacts_pod_name"),
         sa.Index("ix_artifacts_experiment_id", "experiment_id"),
+        one_of("status", registry.ARTIFACT_STATUSES),
+        sa.Index("ix_artifacts_processing", "status", postgresql_where=sa.text("status = 'processing'"),
+                 sqlite_where=sa.text("status = 'processing'")),
     )
 
     pod_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("pods.id", ondelete="SET NULL"))
     experiment_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("experiments.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(sa.String(500))
     content_type: Mapped[str] = mapped_column(sa.String(120))
+    # While `processing`: the upload's size and digest (the job's key); after, the stored content's.
     size: Mapped[int] = mapped_column(sa.BigInteger)
     sha256: Mapped[str] = mapped_column(sa.String(64))
+    # Empty while `processing`: the upload waits in `pending_content` until the job has
+    # redacted it, so a reader that forgets to check the status still reads no secret.
     content: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    pending_content: Mapped[bytes | None] = mapped_column(sa.LargeBinary, deferred=True)
+    status: Mapped[str] = mapped_column(sa.String(16), default="ready", server_default="ready")
+    # Why a `failed` artifact could not be processed, or why a `ready` one is not a figure.
+    status_note: Mapped[str | None] = mapped_column(sa.String(500))
+
+    @property
+    def readable(self) -> bool:
+        return self.status == "ready"
+
+
+class ArtifactUsage(db.Model):
+    """What one pod, or one experiment in all (its pods, analyses and figure uploads), has
+    stored as artifacts: the counters the upload budgets are checked against. Each upload
+    adds to both rows with a conditional update in its own transaction, so two uploads
+    racing at a budget cannot both pass it (services/artifacts.py)."""
+
+    __tablename__ = "artifact_usage"
+    __table_args__ = (one_of("scope", registry.ARTIFACT_USAGE_SCOPES),)
+
+    scope_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)  # the pod's or the experiment's id
+    scope: Mapped[str] = mapped_column(sa.String(16))
+    experiment_id: Mapped[uuid.UUID] = mapped_column(
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    files: Mapped[int] = mapped_column(default=0)
+    bytes: Mapped[int] = mapped_column(sa.BigInteger, default=0)
 
 
 class FleetIncident(UUIDPrimaryKey, TimestampMixin, db.Model):

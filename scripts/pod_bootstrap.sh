@@ -73,8 +73,12 @@ try:
                                 timeout=30):
         sys.exit(0)
 except urllib.error.HTTPError as exc:
-    answer = exc.read(300).decode("utf-8", "replace").replace("\n", " ")
-    print(f"sagan-bootstrap: {kind} post answered {exc.code}: {answer}", file=sys.stderr)
+    answer = exc.read(4000).decode("utf-8", "replace")
+    try:  # Sagan's refusals are JSON with a sentence saying why (a 413 names the budget passed)
+        answer = json.loads(answer).get("message") or answer
+    except (ValueError, AttributeError):
+        pass
+    print(f"sagan-bootstrap: {kind} post answered {exc.code}: {answer.replace(chr(10), ' ')[:600]}", file=sys.stderr)
     sys.exit(1 if exc.code in (408, 425, 429) or exc.code >= 500 else 2)
 except Exception as exc:  # connection refused, timeout, DNS: try again
     print(f"sagan-bootstrap: {kind} post failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
@@ -90,12 +94,19 @@ json_string() {  # a bash string as a JSON string, for the curl fallback
 curl_quote() { local s=${1//\\/\\\\}; printf '%s' "${s//\"/\\\"}"; }
 
 curl_post() {  # curl_post <url> <content-type> <body-file> [extra header]; token via stdin config
-    local code
+    local code answer rc
+    answer=$(mktemp) || return 1
     code=$( { printf 'header = "Authorization: Bearer %s"\n' "${SAGAN_POD_PROGRESS_TOKEN:-}"
               [ -n "${4:-}" ] && printf 'header = "%s"\n' "$(curl_quote "$4")"; } |
-            curl -sS -o /dev/null -w '%{http_code}' --max-time 30 -K - -X POST \
-                 -H "Content-Type: $2" --data-binary "@$3" "$1") || return 1
-    case $code in 2??) return 0 ;; 408|425|429|5??|000) return 1 ;; *) log "post answered $code"; return 2 ;; esac
+            curl -sS -o "$answer" -w '%{http_code}' --max-time 30 -K - -X POST \
+                 -H "Content-Type: $2" --data-binary "@$3" "$1") || { rm -f "$answer"; return 1; }
+    case $code in
+        2??) rc=0 ;; 408|425|429|5??|000) rc=1 ;;
+        # Sagan's refusal says why (a 413 names the budget passed): its JSON, one line.
+        *) log "post answered $code: $(head -c 600 "$answer" | tr -d '\000-\037')"; rc=2 ;;
+    esac
+    rm -f "$answer"
+    return "$rc"
 }
 
 send() {  # send progress|artifact <args…>, retried with back-off while worth retrying

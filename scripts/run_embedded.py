@@ -10,10 +10,12 @@ What it starts, in order:
   3. The first owner (`flask users ensure-owner`): from SAGAN_OWNER_EMAIL/PASSWORD, or a
      generated password printed once. Only the argon2 hash is stored.
   4. Demo experiments with --demo or DEMO=1 (`flask demo load`, idempotent).
-  5. One web server (granian, serve.py) (PORT, default 5000) and one worker (`python -m
-     workers.launcher`, with the scheduler; it serves the `local` queue too).
+  5. One web server (granian, serve.py) (PORT, default 5000), one worker (`python -m
+     workers.launcher`, with the scheduler; it serves the `local` queue too) and the
+     artifact worker (`--queues artifacts`: large uploads' processing, in a process of its
+     own so that an agent job never waits behind it).
 Then it prints the URL and the owner credentials and watches the children. Ctrl-C or
-SIGTERM stops the web server and the worker (warm: a running job may finish), then Redis.
+SIGTERM stops the web server and the workers (warm: a running job may finish), then Redis.
 A second Ctrl-C stops everything at once.
 
 The instance directory is SAGAN_INSTANCE_DIR, default ./instance. Children run in their own
@@ -56,6 +58,12 @@ QUIET_SECONDS = 3.0
 QUIET_MAX = 8.0
 WEB_STOP_GRACE = 15.0
 WORKER_STOP_GRACE = 30.0
+# The worker processes, by name: the one with the scheduler, and the artifact worker, which
+# serves only the `artifacts` queue (workers/launcher.py says why).
+WORKERS = {
+    "worker": [PYTHON, "-m", "workers.launcher"],
+    "artifact-worker": [PYTHON, "-m", "workers.launcher", "--queues", "artifacts", "--no-scheduler"],
+}
 REDIS_STOP_GRACE = 10.0
 
 REDIS_HELP = """\
@@ -123,7 +131,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 class Stack:
-    """Redis (maybe), the web server and the worker, started and stopped in order."""
+    """Redis (maybe), the web server and the workers, started and stopped in order."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -192,7 +200,8 @@ class Stack:
             self.demo_agents.code_stage = "Code-writing stage: on" in journey
 
         self._spawn("web", serve.command(host=self.args.host, port=self.args.port, workers=self.args.web_workers))
-        self._spawn("worker", [PYTHON, "-m", "workers.launcher"])
+        for name, argv in WORKERS.items():
+            self._spawn(name, argv)
         health = self._wait_until_ready()
         self._banner(health)
 
@@ -327,7 +336,7 @@ class Stack:
             time.sleep(0.1)
 
     def _wait_until_ready(self) -> dict:
-        """Poll /healthz until the database, Redis and at least one worker are up."""
+        """Poll /healthz until the database, Redis and both workers are up."""
         deadline = time.monotonic() + READY_TIMEOUT
         last = {}
         while time.monotonic() < deadline:
@@ -342,7 +351,7 @@ class Stack:
                     last = {"status": exc.code}
             except (OSError, ValueError):
                 pass
-            if last.get("ok") and last.get("workers", 0) >= 1:
+            if last.get("ok") and last.get("workers", 0) >= len(WORKERS) and last.get("artifact_workers", 0) >= 1:
                 return last
             time.sleep(0.3)
         say(f"Warning: not healthy after {READY_TIMEOUT:.0f} s; /healthz says {last or 'nothing'}.")
@@ -390,17 +399,17 @@ class Stack:
         return 0
 
     def shutdown(self) -> bool:
-        """Stop web and worker together, then Redis (the worker deregisters through it).
+        """Stop web and workers together, then Redis (the workers deregister through it).
 
         True when every child stopped by itself with exit code 0 (or had already ended).
         """
         self.shutting_down = True
         clean = True
-        first = [name for name in ("web", "worker") if name in self.children]
+        first = [name for name in ("web", *WORKERS) if name in self.children]
         for name in first:
             self._signal(name, signal.SIGTERM)
         for name in first:
-            grace = WORKER_STOP_GRACE if name == "worker" else WEB_STOP_GRACE
+            grace = WORKER_STOP_GRACE if name in WORKERS else WEB_STOP_GRACE
             clean &= self._wait_or_kill(name, grace)
         if "redis" in self.children:
             self._signal("redis", signal.SIGTERM)
@@ -426,9 +435,9 @@ class Stack:
         deadline = time.monotonic() + grace
         while child.poll() is None and time.monotonic() < deadline and not self.hurry:
             time.sleep(0.1)
-        if child.poll() is None and name == "worker":
+        if child.poll() is None and name in WORKERS:
             # A second SIGTERM is RQ's cold shutdown: it kills the running job's work horse.
-            say("The worker is still busy; stopping its job.")
+            say(f"The {name} is still busy; stopping its job.")
             self._signal(name, signal.SIGTERM)
             deadline = time.monotonic() + 5
             while child.poll() is None and time.monotonic() < deadline:

@@ -13,6 +13,8 @@ Agents, pods and scripts use it to read and move experiments:
     sagan_state.py runs show 3f2a9c1e-… --after 40
     sagan_state.py clean-result 192 --file result.html --title "… (MODERATE confidence)"
     sagan_state.py promote 192 --to shared
+    sagan_state.py artifacts 192
+    sagan_state.py upload-artifact results/metrics.json --name results/metrics.json   # on a pod
 
 Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
 Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
@@ -68,11 +70,15 @@ class Client:
                 url += "?" + urllib.parse.urlencode(query)
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Accept", "application/json")
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
+        return self.send(req, self.token)
+
+    def send(self, req: urllib.request.Request, token: str | None):
+        """Send `req` with `token`; its JSON answer, or ApiError with the server's message."""
+        req.add_header("Accept", "application/json")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
@@ -295,6 +301,56 @@ def cmd_pods(client: Client, args) -> int:
     return 0
 
 
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:,} {unit}" if unit == "bytes" else f"{count:,.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+def cmd_artifacts(client: Client, args) -> int:
+    data = client.request("GET", f"/api/experiments/{args.experiment}/artifacts")
+    if args.json or not sys.stdout.isatty():
+        emit(data)
+        return 0
+    for item in data["artifacts"]:
+        state = "" if item.get("status") == "ready" else f"  [{item.get('status')}]"
+        print(f"{item['name']:<50} {_size(item['size']):>12}{state}"[:160])
+        if item.get("note"):
+            print(f"    {item['note']}")
+    usage = data.get("usage") or {}
+    if usage:
+        print(f"{usage['files']:,} of {usage['maxFiles']:,} files · {_size(usage['bytes'])} of "
+              f"{_size(usage['maxBytes'])} (this experiment's artifact budget)")
+    return 0
+
+
+def cmd_upload_artifact(client: Client, args) -> int:
+    """A pod's upload, with its own token: what a training script sends mid-run."""
+    url = args.url or os.environ.get("SAGAN_ARTIFACT_URL") or client.base_url + "/api/artifacts"
+    token = args.pod_token or os.environ.get("SAGAN_POD_PROGRESS_TOKEN")
+    if not token:
+        print("upload-artifact needs the pod's token: --pod-token or $SAGAN_POD_PROGRESS_TOKEN", file=sys.stderr)
+        return 2
+    name = args.name or os.path.basename(args.file)
+    try:
+        with open(args.file, "rb") as handle:
+            body = handle.read()
+    except OSError as exc:
+        print(f"cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    req = urllib.request.Request(url, data=body, method="POST")
+    req.add_header("Content-Type", "application/octet-stream")
+    # Printable ASCII goes as is; anything else (and "%") percent-encoded, as the bootstrap does.
+    req.add_header("X-Sagan-Artifact-Name", urllib.parse.quote(name, safe="".join(
+        chr(c) for c in range(0x20, 0x7f) if chr(c) != "%")))
+    data = client.send(req, token)
+    note = " (being processed)" if data.get("status") == "processing" else ""
+    print(f"stored {data['name']}: {data['size']:,} bytes{note}")
+    return 0
+
+
 def cmd_promote(client: Client, args) -> int:
     body: dict = {"to": args.to}
     if args.note:
@@ -415,6 +471,18 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     p.add_argument("experiment")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_pods)
+
+    p = sub.add_parser("artifacts", help="an experiment's artifacts, their state and its artifact budget")
+    p.add_argument("experiment")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_artifacts)
+
+    p = sub.add_parser("upload-artifact", help="upload a file as the pod (its token; on a pod, mid-run)")
+    p.add_argument("file", help="the file to upload")
+    p.add_argument("--name", help="its artifact name, a relative path (default: the file's name)")
+    p.add_argument("--pod-token", help="the pod's token (default: $SAGAN_POD_PROGRESS_TOKEN)")
+    p.add_argument("--url", help="the upload URL (default: $SAGAN_ARTIFACT_URL, else BASE_URL/api/artifacts)")
+    p.set_defaults(func=cmd_upload_artifact)
 
     p = sub.add_parser("promote", help="promote a clean result (awaiting_promotion → shared | completed)")
     p.add_argument("experiment")

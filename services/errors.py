@@ -44,6 +44,11 @@ class Conflict(SaganError):
     code = "conflict"
 
 
+class LengthRequired(SaganError):
+    status_code = 411
+    code = "length_required"
+
+
 class Unprocessable(SaganError):
     status_code = 422
     code = "unprocessable"

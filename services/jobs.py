@@ -20,12 +20,14 @@ from services import redis_store
 from services.agents import loader
 from services.errors import SaganError
 
-AGENTS, DISPATCH, DEFAULT, LOCAL = "agents", "dispatch", "default", "local"
+AGENTS, DISPATCH, DEFAULT, LOCAL, ARTIFACTS = "agents", "dispatch", "default", "local", "artifacts"
 SHARED_QUEUES = (AGENTS, DISPATCH, DEFAULT)
-ALL_QUEUES = SHARED_QUEUES + (LOCAL,)
+# `artifacts` (redacting and sanitizing large uploads) is served by worker processes of its
+# own, never beside another queue: an agent job must not wait behind a slow artifact.
+ALL_QUEUES = SHARED_QUEUES + (LOCAL, ARTIFACTS)
 # Each queue's timeout setting; it must exceed the job's own client retries (STYLE §12).
 TIMEOUT_SETTINGS = {AGENTS: "JOB_TIMEOUT_AGENTS", DISPATCH: "JOB_TIMEOUT_DISPATCH",
-                    DEFAULT: "JOB_TIMEOUT_DEFAULT", LOCAL: "JOB_TIMEOUT_LOCAL"}
+                    DEFAULT: "JOB_TIMEOUT_DEFAULT", LOCAL: "JOB_TIMEOUT_LOCAL", ARTIFACTS: "JOB_TIMEOUT_ARTIFACTS"}
 FAILURE_TTL = 7 * 24 * 3600
 RESULT_TTL = 24 * 3600
 LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}

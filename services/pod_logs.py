@@ -120,6 +120,11 @@ def read_pod_logs(pod: Pod, *, tail: int | None = None, since: str | None = None
                 note = "A local pod's log has no time per line, so since cannot narrow it: this is the tail."
             return _finish(pod, source, lines, note)
     artifact = _log_artifact(pod)
+    if artifact is not None and not artifact.readable:
+        why = ("is still being redacted; read it again in a minute" if artifact.status == "processing"
+               else f"could not be processed ({artifact.status_note or 'no reason recorded'})")
+        return PodLog(pod, "none", "", 0, note=(provider_note + " " if provider_note else "")
+                      + f"The log the pod uploaded {why}.")
     if artifact is not None:
         text = artifact.content.decode("utf-8", "replace")
         lines = [LogLine(line) for line in text.splitlines()[-tail:]]
@@ -133,6 +138,7 @@ def read_pod_logs(pod: Pod, *, tail: int | None = None, since: str | None = None
 
 
 def _log_artifact(pod: Pod) -> Artifact | None:
+    """The log the pod uploaded; a large one is readable only once a job has redacted it."""
     return db.session.scalar(sa.select(Artifact).where(
         Artifact.pod_id == pod.id, Artifact.name == f"{ARTIFACT_PREFIX}{pod.name}.log").limit(1))
 

@@ -193,6 +193,10 @@ POD_LIVE_STATUSES = ("deploying", "running", "retrying")
 POD_ENDED_STATUSES = frozenset({"exited", "stopped", "terminated", "vanished", "failed"})
 POD_STOP_REASONS = ["owner", "orphan", "failure", "cost_cap", "completed"]
 CLOUD_TYPES = ["SECURE", "COMMUNITY"]
+# An artifact is `processing` while a job redacts or sanitizes it (its content is not
+# readable until then), `ready` once readable, `failed` when that job failed (never readable).
+ARTIFACT_STATUSES = ["ready", "processing", "failed"]
+ARTIFACT_USAGE_SCOPES = ["pod", "experiment"]
 
 # --- Results, comments, tokens -----------------------------------------------------
 

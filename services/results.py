@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, CleanResultVersion, Experiment, Figure, PromotedResult, db
-from services import events, lifecycle, markers, redis_store, registry
+from services import artifacts, events, lifecycle, markers, redis_store, registry
 from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict, Forbidden, NotFound, TooLarge, ValidationError
@@ -393,7 +393,9 @@ def attach_upload(experiment: Experiment, filename: str, content: bytes, actor: 
                             sha256=__import__("hashlib").sha256(content).hexdigest(), content=content)
         db.session.add(artifact)
         db.session.flush()
-        return _add_figure(experiment, "image", title, actor, artifact_id=artifact.id, content_type=kind)
+        figure = _add_figure(experiment, "image", title, actor, artifact_id=artifact.id, content_type=kind)
+        artifacts.charge(experiment.id, None, files=1, size=len(content), name=artifact.name)
+        return figure
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
@@ -426,6 +428,10 @@ def attach_artifact(experiment: Experiment, artifact_id, actor: Actor, *, title:
     if artifact.experiment_id != experiment.id:
         raise NotFound(f"#{experiment.number} has no such artifact.")
     title = title or artifact.name
+    if not artifact.readable:
+        raise ValidationError(f"{artifact.name} is not ready to use: "
+                              f"{artifact.status_note or 'it is still being processed; try again in a minute.'}",
+                              field="artifact")
     if artifact.content_type in IMAGE_SIGNATURES:
         return _add_figure(experiment, "image", _clean_figure_title(title), actor, artifact_id=artifact.id,
                            content_type=artifact.content_type)
@@ -441,7 +447,7 @@ def attach_artifact(experiment: Experiment, artifact_id, actor: Actor, *, title:
 def figure_artifacts(experiment: Experiment) -> list[Artifact]:
     """Artifacts that could become figures."""
     return list(db.session.scalars(sa.select(Artifact).where(
-        Artifact.experiment_id == experiment.id,
+        Artifact.experiment_id == experiment.id, Artifact.status == "ready",
         sa.or_(Artifact.content_type.in_(tuple(IMAGE_SIGNATURES)), Artifact.content_type.like("image/svg%"),
                Artifact.content_type.like("text/html%"))).order_by(Artifact.name)))
 

@@ -7,8 +7,3 @@ def run_dispatch(run_id: str) -> str:
     from services.dispatch import provisioner
     return provisioner.run_dispatch(run_id)
 
-
-def sanitize_figure(figure_id: str) -> str:
-    """Sanitize a large markup figure a pod uploaded (off the upload request)."""
-    from services.dispatch import progress
-    return progress.sanitize_figure(figure_id)

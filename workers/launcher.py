@@ -1,7 +1,10 @@
 """`python -m workers.launcher`: one RQ worker with the scheduler beside it in a thread.
 
 Serves agents, dispatch and default; adds `local` with --local or SAGAN_LOCAL_PODS=1 (only
-one host should serve `local`). SIGTERM or Ctrl-C: warm shutdown (the running job
+one host should serve `local`). `--queues artifacts` is the artifact worker: large uploads'
+redaction and sanitizing, in a process of its own (`artifacts` is never served beside
+another queue, so an agent job never waits behind an artifact; `make run` and the
+deployment docs start one of each). SIGTERM or Ctrl-C: warm shutdown (the running job
 finishes); a second one: cold shutdown (the running job is killed).
 """
 from __future__ import annotations
@@ -35,13 +38,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def queue_names(args: argparse.Namespace, config) -> list[str]:
     """The queues this process serves, validated, in priority order."""
     names = [n.strip() for n in args.queues.split(",") if n.strip()]
-    serve_local = config["SAGAN_LOCAL_PODS"] if args.local is None else args.local
-    if serve_local and queues.LOCAL not in names:
-        names.append(queues.LOCAL)
     unknown = [n for n in names if n not in queues.ALL_QUEUES]
     if unknown or not names:
         raise SystemExit(f"Unknown queue(s) {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(queues.ALL_QUEUES)}.")
+    if queues.ARTIFACTS in names:
+        # One worker runs one job at a time: beside any other queue, an agent or dispatch job
+        # would wait behind a large upload's processing.
+        if len(names) > 1 or args.local:
+            raise SystemExit(f"The {queues.ARTIFACTS} queue runs in a worker of its own: start it apart, with "
+                             f"--queues {queues.ARTIFACTS} (and the other queues in another process).")
+        return names
+    serve_local = config["SAGAN_LOCAL_PODS"] if args.local is None else args.local
+    if serve_local and queues.LOCAL not in names:
+        names.append(queues.LOCAL)
     return names
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rq import Queue
 
 from services import redis_store
-from services.jobs import (AGENTS, ALL_QUEUES, DEFAULT, DISPATCH, FAILURE_TTL, LOCAL,  # noqa: F401
-                           RESULT_TTL, SHARED_QUEUES, job_timeout)
+from services.jobs import (AGENTS, ALL_QUEUES, ARTIFACTS, DEFAULT, DISPATCH, FAILURE_TTL,  # noqa: F401
+                           LOCAL, RESULT_TTL, SHARED_QUEUES, job_timeout)
 
 
 def get_queue(name: str) -> Queue:

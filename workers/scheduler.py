@@ -39,14 +39,15 @@ return 0
 
 def tick(app: Flask) -> None:
     """One scheduler pass: watch pods, wake waiting runs, reconcile queued/stale runs, enforce
-    cancels, bring results back from followups_running once their proposer has ended.
+    cancels, bring results back from followups_running once their proposer has ended, and
+    re-queue or fail artifacts whose processing job was lost or died.
 
     Each part is independent; one failing is logged and the others still run.
     """
-    from services import follow_ups, parking, sweeps
+    from services import artifacts, follow_ups, parking, sweeps
     from services.dispatch import watcher
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
-                 follow_ups.return_when_done, _orphan_sweep_now_and_then):
+                 follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries

@@ -8,7 +8,7 @@ from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, id_text, iso
 from blueprints.pods import artifact_download
 from models import Artifact, Pod, db
-from services import experiments, spend, ssh_keys
+from services import artifacts, experiments, spend, ssh_keys
 from services.dispatch import provisioner, watcher
 from services.records import get_by_id
 
@@ -33,7 +33,8 @@ def pod_json(pod: Pod) -> dict:
 def artifact_json(row) -> dict:
     """An artifact's metadata (never its content): a row of Artifact columns or an Artifact."""
     return {"id": str(row.id), "name": row.name, "contentType": row.content_type, "size": row.size,
-            "sha256": row.sha256, "podId": id_text(row.pod_id), "createdAt": row.created_at.isoformat()}
+            "sha256": row.sha256, "podId": id_text(row.pod_id), "createdAt": row.created_at.isoformat(),
+            "status": row.status, "note": row.status_note}
 
 
 @routes.post("/experiments/<ref>/launch-pods")
@@ -76,9 +77,10 @@ def list_artifacts(ref: str):
     experiment = experiments.get_experiment(ref)
     # Only the metadata columns: an artifact's content can be megabytes.
     rows = db.session.execute(sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size,
-                                        Artifact.sha256, Artifact.pod_id, Artifact.created_at)
+                                        Artifact.sha256, Artifact.pod_id, Artifact.created_at, Artifact.status,
+                                        Artifact.status_note)
                               .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name)).all()
-    return {"artifacts": [artifact_json(r) for r in rows]}
+    return {"artifacts": [artifact_json(r) for r in rows], "usage": artifacts.usage_of("experiment", experiment.id)}
 
 
 @routes.get("/artifacts/<artifact_id>")

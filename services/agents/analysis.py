@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -35,11 +34,11 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, Pod, db
-from services import runs, sandbox
+from services import artifacts, runs, sandbox
 from services.agents.file_tool_rules import clip_middle
 from services.agents.research_tools import IMAGE_MAX_BYTES, MODEL_IMAGE_TYPES
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name, figure_for
+from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name
 from services.errors import SaganError, ValidationError
 from services.redact import redact
 
@@ -168,7 +167,8 @@ def split_trailer(output: str) -> tuple[str, dict | None]:
 
 
 def _store(experiment, run, call_id: str, files: list[dict]) -> tuple[list[Artifact], list[str]]:
-    """The output files as artifacts of the experiment; notes on files that were skipped."""
+    """The output files as artifacts of the experiment, within its budgets; notes on files
+    that were skipped. Large ones are left `processing` (services/artifacts.py)."""
     stored, skipped = [], []
     limit = current_app.config["ARTIFACT_MAX_BYTES"]
     for item in files:
@@ -182,15 +182,14 @@ def _store(experiment, run, call_id: str, files: list[dict]) -> tuple[list[Artif
         if len(content) > limit:
             skipped.append(f"{item['name']}: {len(content):,} bytes is over the artifact limit of {limit:,}")
             continue
-        if content_type.startswith("text/") or content_type == "application/json":
-            content = redact(content.decode("utf-8", errors="replace")).encode("utf-8")
-        artifact = Artifact(id=uuid.uuid4(), pod_id=None, experiment_id=experiment.id, name=name,
-                            content_type=content_type, size=len(content), sha256=hashlib.sha256(content).hexdigest(),
-                            content=content)
-        db.session.add(artifact)
-        db.session.flush()
-        figure_for(artifact)
-        runs.append_event(run.id, "artifact_uploaded", name, {"size": len(content), "analysis": call_id})
+        try:
+            with db.session.begin_nested():  # one refused file leaves the others stored
+                artifact = artifacts.store(experiment_id=experiment.id, pod_id=None, name=name,
+                                           content_type=content_type, content=content)
+        except SaganError as exc:  # past a budget (413), text that is not UTF-8, markup nested too deep
+            skipped.append(f"{item['name']}: {exc.message}")
+            continue
+        runs.append_event(run.id, "artifact_uploaded", name, {"size": artifact.size, "analysis": call_id})
         stored.append(artifact)
     return stored, skipped
 
@@ -218,7 +217,11 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
     rows = db.session.execute(sa.select(Artifact.id, Artifact.name, Artifact.content, Artifact.size,
                                         Pod.name.label("pod"))
                               .outerjoin(Pod, Pod.id == Artifact.pod_id)
-                              .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name)).all()
+                              .where(Artifact.experiment_id == experiment.id, Artifact.status == "ready")
+                              .order_by(Artifact.name)).all()
+    # Still being redacted, or failed: not readable, so not mounted (and named below).
+    unready = list(db.session.scalars(sa.select(Artifact.name).where(Artifact.experiment_id == experiment.id,
+                                                                     Artifact.status != "ready")))
     if sum(r.size for r in rows) > INPUT_MAX_BYTES:
         raise ValidationError(f"This experiment's artifacts pass {INPUT_MAX_BYTES:,} bytes in all; too much to "
                               "mount for one analysis.", field="code")
@@ -251,6 +254,9 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
     text = outcome.describe()
     if unplaced:
         text += "\nNot under /artifacts (a file of that name is in the way): " + ", ".join(unplaced)
+    if unready:
+        text += "\nNot under /artifacts (still being processed, or failed; list_artifacts says which): " + \
+            ", ".join(unready)
     output_mb = current_app.config["SAGAN_ANALYSIS_OUTPUT_MB"]
     if "No space left on device" in printed or "File too large" in printed:
         text += (f"\nThe code wrote more than the output folder holds ({output_mb} MB) or a file over the size "
@@ -264,9 +270,15 @@ def run_analysis(ctx: ToolContext, data: dict) -> ToolResult:
         stored, skipped = _store(experiment, run, call_id, trailer.get("files") or [])
     images = [(a.content_type, a.content) for a in stored
               if a.content_type in MODEL_IMAGE_TYPES and a.size <= IMAGE_MAX_BYTES][:IMAGES_SHOWN]
+    listed = [f"- {a.name} ({a.content_type}, {a.size:,} bytes{', being processed' if not a.readable else ''})"
+              for a in stored]
+    summaries = [artifacts.Stored.of(a) for a in stored]
+    db.session.commit()  # the files are the experiment's now: their processing jobs read them
+    for summary in summaries:
+        artifacts.enqueue_processing(summary)
     if stored:
         text += "\nFiles written, now artifacts of #%d (embed a figure with <img src=\"artifact:NAME\">):\n" % \
-            experiment.number + "\n".join(f"- {a.name} ({a.content_type}, {a.size:,} bytes)" for a in stored)
+            experiment.number + "\n".join(listed)
     if skipped:
         text += "\nNot kept (allowed types: " + ", ".join(sorted(ALLOWED_TYPES)) + "):\n" + \
             "\n".join(f"- {s}" for s in skipped)

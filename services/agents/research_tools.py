@@ -23,11 +23,11 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, CleanResultVersion, Experiment, Pod, PodProgressPost, db
-from services import registry
+from services import artifacts, registry
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.errors import NotFound, ValidationError
+from services.errors import Conflict, NotFound, ValidationError
 from services.redact import redact
-from services.sanitize import parse_fragment, sanitize_result_html, text_of
+from services.sanitize import parse_fragment, text_of
 
 SEARCH_LIMIT = 50
 LIST_MAX = 500
@@ -150,14 +150,17 @@ def read_experiment(ctx: ToolContext, data: dict) -> ToolResult:
 def list_artifacts(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
     rows = db.session.execute(
-        sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size, Pod.name.label("pod"))
+        sa.select(Artifact.id, Artifact.name, Artifact.content_type, Artifact.size, Artifact.status,
+                  Artifact.status_note, Pod.name.label("pod"))
         .outerjoin(Pod, Pod.id == Artifact.pod_id)
         .where(Artifact.experiment_id == experiment.id).order_by(Artifact.name, Artifact.created_at)
         .limit(LIST_MAX + 1)).all()
     if not rows:
         return ToolResult("This experiment has no artifacts yet.")
     listing = _json([{"id": str(r.id), "name": r.name, "type": r.content_type, "size": r.size,
-                      "pod": r.pod or ("(analysis)" if r.name.startswith("analysis/") else None)}
+                      "pod": r.pod or ("(analysis)" if r.name.startswith("analysis/") else None),
+                      **({"status": r.status} if r.status != "ready" else {}),
+                      **({"note": r.status_note} if r.status_note else {})}
                      for r in rows[:LIST_MAX]])
     more = f"\n(showing the first {LIST_MAX} by name)" if len(rows) > LIST_MAX else ""
     return ToolResult(listing + more)
@@ -187,13 +190,25 @@ def own_artifact(experiment: Experiment, *, artifact_id: str | None = None, name
     return rows[0]
 
 
+def readable_artifact(experiment: Experiment, *, artifact_id: str | None = None, name: str | None = None) -> Artifact:
+    """`own_artifact`, refused while it is still being processed or when processing failed
+    (its content is not redacted yet, or never will be)."""
+    artifact = own_artifact(experiment, artifact_id=artifact_id, name=name)
+    if artifact.status == "processing":
+        raise Conflict(f"{artifact.name} is still being processed (a large upload is redacted by a job); "
+                       "read it again in a minute.")
+    if not artifact.readable:
+        raise Conflict(f"{artifact.name} cannot be read. {artifact.status_note or ''}".strip())
+    return artifact
+
+
 @tool("read_artifact", "Read one of this experiment's artifacts by id (or by name): text, JSON and CSV as text, "
                        "PNG/JPEG figures as images you can look at, SVG as its markup.",
       {"id": {"type": "string", "maxLength": 64}, "name": {"type": "string", "maxLength": 500}})
 def read_artifact(ctx: ToolContext, data: dict) -> ToolResult:
     if not data.get("id") and not data.get("name"):
         raise ValidationError("Give the artifact's id or its name (list_artifacts shows both).", field="id")
-    artifact = own_artifact(ctx.need_experiment(), artifact_id=data.get("id"), name=data.get("name"))
+    artifact = readable_artifact(ctx.need_experiment(), artifact_id=data.get("id"), name=data.get("name"))
     header = f"{artifact.name} ({artifact.content_type}, {artifact.size:,} bytes)"
     if artifact.content_type in MODEL_IMAGE_TYPES:
         if artifact.size > IMAGE_MAX_BYTES:
@@ -201,7 +216,12 @@ def read_artifact(ctx: ToolContext, data: dict) -> ToolResult:
                               "smaller version with run_analysis.")
         return ToolResult(f"{header}: the image follows.", images=[(artifact.content_type, artifact.content)])
     if artifact.content_type == "image/svg+xml":
-        markup = sanitize_result_html(artifact.content.decode("utf-8", errors="replace"))
+        # Its figure's markup, sanitized when it was stored: sanitizing here would cost the
+        # agent's job about five seconds a megabyte.
+        markup = artifacts.markup_of(artifact)
+        if markup is None:
+            return ToolResult(f"{header}: SVG too large to show as markup ({artifact.status_note or 'no figure'}); "
+                              "draw a smaller version with run_analysis.")
         text, _ = _clip(markup, TEXT_SHOWN)
         return ToolResult(f"{header}: SVG is not an image type the model API takes, so here is its markup:\n{text}")
     if artifact.content_type.startswith(TEXT_TYPES):
@@ -225,9 +245,9 @@ def embed_artifacts(experiment: Experiment, html: str) -> str:
     def replace(match: re.Match) -> str:
         ref = match.group(2).strip()
         try:
-            artifact = own_artifact(experiment, artifact_id=ref) if _looks_like_uuid(ref) \
-                else own_artifact(experiment, name=ref)
-        except NotFound as exc:
+            artifact = readable_artifact(experiment, artifact_id=ref) if _looks_like_uuid(ref) \
+                else readable_artifact(experiment, name=ref)
+        except (NotFound, Conflict) as exc:
             raise ValidationError(f"The clean result embeds artifact:{ref}, but {exc.message} Nothing was saved.",
                                   field="html") from None
         if artifact.content_type not in EMBEDDABLE:

@@ -6,7 +6,6 @@ pod, appends the timeline and run events. The pod's own row is the heartbeat; th
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import posixpath
@@ -17,14 +16,13 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from models import Artifact, Experiment, Figure, Pod, PodProgressPost, WorkflowEvent, db
-from services import jobs, lean_reads, runs
+from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from services import artifacts, lean_reads, runs
 from services.dispatch import tokens
 from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
 from services.metrics import NotANumber, metric_number
-from services.redact import redact, redact_json_text
-from services.sanitize import check_nesting, sanitize_result_html
+from services.redact import redact
 
 MESSAGE_MAX = 2_000
 METRICS_MAX = 50
@@ -320,90 +318,17 @@ def artifact_type(name: str, declared: str | None) -> str:
 
 
 def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | None) -> Artifact:
-    """Store (or replace) one uploaded file; caps per file and per pod."""
-    cfg = current_app.config
+    """Store (or replace) one file a pod uploaded, within the per-file cap and the pod's and
+    its experiment's budgets (services/artifacts.py); queue its processing after the commit."""
     name = clean_artifact_name(name)
     content_type = artifact_type(name, declared_type)
-    if len(content) > cfg["ARTIFACT_MAX_BYTES"]:
-        raise TooLarge(f"{name} is {len(content):,} bytes; the limit per file is {cfg['ARTIFACT_MAX_BYTES']:,}.")
-    existing = db.session.scalar(sa.select(Artifact).where(Artifact.pod_id == pod.id, Artifact.name == name))
-    used = db.session.scalar(sa.select(sa.func.coalesce(sa.func.sum(Artifact.size), 0))
-                             .where(Artifact.pod_id == pod.id)) or 0
-    used -= existing.size if existing else 0
-    if used + len(content) > cfg["ARTIFACT_POD_MAX_BYTES"]:
-        raise TooLarge(f"This pod has uploaded {used:,} bytes; {name} would pass the per-pod limit of "
-                       f"{cfg['ARTIFACT_POD_MAX_BYTES']:,}.")
-    if content_type.startswith("text/") or content_type == "application/json":
-        try:
-            text = content.decode("utf-8")
-            # JSON is redacted value by value, so a redaction never breaks the document.
-            text = redact_json_text(text) if content_type == "application/json" else redact(text)
-            content = text.encode("utf-8")
-        except UnicodeDecodeError:
-            raise ValidationError(f"{name} is not UTF-8 text.", field="content")
-    digest = hashlib.sha256(content).hexdigest()
-    if existing is None:
-        existing = Artifact(id=uuid.uuid4(), pod_id=pod.id, experiment_id=pod.experiment_id, name=name,
-                            content_type=content_type, size=len(content), sha256=digest, content=content)
-        db.session.add(existing)
-    else:
-        existing.content, existing.size, existing.sha256, existing.content_type = \
-            content, len(content), digest, content_type
-    db.session.flush()
-    figure_for(existing)
+    limit = current_app.config["ARTIFACT_MAX_BYTES"]
+    if len(content) > limit:
+        raise TooLarge(f"{name} is {len(content):,} bytes; the limit per file is {limit:,}.")
+    artifact = artifacts.store(experiment_id=pod.experiment_id, pod_id=pod.id, name=name,
+                               content_type=content_type, content=content)
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "artifact_uploaded", name,
-                          {"pod_id": str(pod.id), "size": len(content), "sha256": digest})
-    return existing
-
-
-FIGURE_KINDS = {"image/svg+xml": "svg", "image/png": "image", "image/jpeg": "image", "text/html": "html_artifact"}
-
-
-# Markup up to this size is sanitized inside the upload (well under a second); larger
-# markup by a job, because sanitizing costs about a second per 50 KB of tags and an
-# upload may be 20 MB: the pod's request must not hold a web worker that long (issue 17
-# item 5). Until the job has run, the figure has no content and shows nothing.
-INLINE_SANITIZE_BYTES = 64 * 1024
-
-
-def figure_for(artifact: Artifact) -> None:
-    """SVG, images and HTML become figures; SVG and HTML are sanitized on write (SPEC §8.2),
-    never on read — large ones by `sanitize_figure`, queued once the upload committed."""
-    kind = FIGURE_KINDS.get(artifact.content_type)
-    if kind is None:
-        return None
-    content = None
-    if kind in ("svg", "html_artifact"):
-        markup = artifact.content.decode("utf-8", errors="replace")
-        check_nesting(markup)  # linear and quick: a hostile document is refused now, with a 400
-        if len(artifact.content) <= INLINE_SANITIZE_BYTES:
-            content = sanitize_result_html(markup)
-    figure = db.session.scalar(sa.select(Figure).where(Figure.artifact_id == artifact.id))
-    if figure is None:
-        db.session.add(Figure(id=uuid.uuid4(), experiment_id=artifact.experiment_id, kind=kind,
-                              title=artifact.name, artifact_id=artifact.id, content=content,
-                              content_type=artifact.content_type))
-    else:
-        figure.content = content
-
-
-def enqueue_figure_sanitizing(artifact: Artifact) -> str | None:
-    """After the upload committed: queue `sanitize_figure` if its markup figure was left for it."""
-    figure_id = db.session.scalar(sa.select(Figure.id).where(
-        Figure.artifact_id == artifact.id, Figure.kind.in_(("svg", "html_artifact")), Figure.content.is_(None)))
-    if figure_id is None:
-        return None
-    return jobs.enqueue_unique(jobs.DEFAULT, "workers.dispatch.sanitize_figure", str(figure_id),
-                               job_id=f"sanitize-figure-{figure_id}")
-
-
-def sanitize_figure(figure_id) -> str:
-    """The job: sanitize a large markup figure from its artifact's current content."""
-    figure = db.session.get(Figure, uuid.UUID(str(figure_id)))
-    artifact = db.session.get(Artifact, figure.artifact_id) if figure and figure.artifact_id else None
-    if artifact is None:
-        return "gone"
-    figure.content = sanitize_result_html(artifact.content.decode("utf-8", errors="replace"))
-    db.session.commit()
-    return "sanitized"
+                          {"pod_id": str(pod.id), "size": artifact.size, "sha256": artifact.sha256,
+                           "status": artifact.status})
+    return artifact

@@ -5,13 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from markupsafe import Markup
 
 from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
-from services import records, spend, ssh_keys
+from services import artifacts, records, spend, ssh_keys
 from services.dispatch import provisioner, watcher
 
 CHART_POINTS = 60
@@ -26,6 +26,8 @@ class PodCard:
     retention_warning: str | None = None  # a day before a stopped pod is terminated
     price_unknown: bool = False            # shown as unknown, never as $0
     ssh: ssh_keys.SshLine | None = None    # the ssh command, or why there is none (RunPod pods)
+    artifacts: dict | None = None          # files and bytes stored against the pod's budgets
+    failed_artifacts: list = field(default_factory=list)  # (name, why) of uploads that could not be processed
 
 
 def pods_for(experiment: Experiment) -> list[PodCard]:
@@ -39,8 +41,15 @@ def pods_for(experiment: Experiment) -> list[PodCard]:
                                   .order_by(PodProgressPost.created_at)).all()
         for row in rows:
             posts.setdefault(row.pod_id, []).append((row.created_at, row.progress_pct))
+    usage = artifacts.usage_by_id("pod", [p.id for p in pods])
+    failed: dict = {}
+    for row in db.session.execute(sa.select(Artifact.pod_id, Artifact.name, Artifact.status_note).where(
+            Artifact.experiment_id == experiment.id, Artifact.status == "failed").order_by(Artifact.name)):
+        failed.setdefault(row.pod_id, []).append((row.name, row.status_note))
     return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, [])),
-                    watcher.retention_warning(p), spend.price_unknown(p), ssh_keys.line_for(p)) for p in pods]
+                    watcher.retention_warning(p), spend.price_unknown(p), ssh_keys.line_for(p), usage[p.id],
+                    failed.get(p.id, []))
+            for p in pods]
 
 
 def _chart(points) -> Markup | None:
@@ -76,6 +85,14 @@ class ArtifactView:
     svg_html: str | None = None            # the figure's sanitized SVG (stored sanitized at upload)
     image_uri: str | None = None           # a data: URI for PNG/JPEG figures
 
+    @property
+    def processing(self) -> bool:
+        return self.artifact.status == "processing"
+
+    @property
+    def failed(self) -> bool:
+        return self.artifact.status == "failed"
+
 
 def artifacts_for(experiment: Experiment) -> list[ArtifactView]:
     import base64
@@ -86,6 +103,9 @@ def artifacts_for(experiment: Experiment) -> list[ArtifactView]:
         sa.select(Figure).where(Figure.experiment_id == experiment.id, Figure.artifact_id.is_not(None)))}
     views = []
     for artifact in rows:
+        if not artifact.readable:  # nothing of it is shown until it is processed
+            views.append(ArtifactView(artifact))
+            continue
         view = ArtifactView(artifact, _table(artifact))
         figure = figures.get(artifact.id)
         if figure is not None and figure.kind == "svg":

@@ -65,14 +65,18 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
            "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path),
            # The analysis environment `make test` built, so the analyzer's run_analysis draws the figure.
            "SAGAN_ANALYSIS_ENV": app.config["SAGAN_ANALYSIS_ENV"]}
-    worker = subprocess.Popen([sys.executable, "-m", "workers.launcher"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # The two worker processes `make run` starts: the one with the scheduler, and the artifact worker.
+    workers = [subprocess.Popen([sys.executable, "-m", "workers.launcher", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+               for args in ([], ["--queues", "artifacts", "--no-scheduler"])]
     yield Path(base)
-    os.killpg(worker.pid, 15)
-    try:
-        worker.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(worker.pid, 9)
+    for worker in workers:
+        os.killpg(worker.pid, 15)
+    for worker in workers:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, 9)
     agents.stop()
     shutil.rmtree(base, ignore_errors=True)
 

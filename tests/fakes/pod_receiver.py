@@ -2,8 +2,9 @@
 for running scripts/pod_bootstrap.sh for real without the app.
 
 It records what a pod posts: `progress` (JSON bodies) and `artifacts` (name, content type,
-bytes), each with the bearer token it came with. `fail_next(n, status)` answers the next n
-posts with that status, to exercise the bootstrap's retries.
+bytes), each with the bearer token it came with. `fail_next(n, status, payload)` answers the
+next n posts with that status and JSON body, to exercise the bootstrap's retries and what it
+says about a refusal.
 """
 from __future__ import annotations
 
@@ -25,9 +26,19 @@ class PodReceiver:
         self._failures: list[int] = []
         self._server = None
 
-    def fail_next(self, count: int = 1, status: int = 503) -> None:
+    def fail_next(self, count: int = 1, status: int = 503, payload: dict | None = None,
+                  path: str | None = None) -> None:
+        """Answer the next `count` posts (to `path` only, if given) with `status` and `payload`
+        (Sagan's error shape: `error`, `message` and its details, e.g. a 413's `budget`)."""
         with self._lock:
-            self._failures.extend([status] * count)
+            self._failures.extend([(path, status, payload or {"error": "scripted failure"})] * count)
+
+    def _failure_for(self, path: str) -> tuple[int, dict] | None:
+        for index, (only, status, payload) in enumerate(self._failures):
+            if only in (None, path):
+                del self._failures[index]
+                return status, payload
+        return None
 
     def env(self) -> dict[str, str]:
         """The pod environment variables that point a bootstrap at this receiver."""
@@ -64,9 +75,9 @@ class PodReceiver:
                           "name": self.headers.get("X-Sagan-Artifact-Name"), "body": raw}
                 with receiver._lock:
                     receiver.attempts.append(record)
-                    failure = receiver._failures.pop(0) if receiver._failures else None
+                    failure = receiver._failure_for(self.path)
                 if failure:
-                    return self._answer(failure, {"error": "scripted failure"})
+                    return self._answer(*failure)
                 if self.headers.get("Authorization") != f"Bearer {receiver.token}":
                     return self._answer(401, {"error": "unknown pod token"})
                 with receiver._lock:

@@ -323,3 +323,24 @@ def test_two_analyses_at_once_each_have_their_own_process_limit(app, analysis, b
     bomb_uid = result.content.split("forked", 1)[1].split("as", 1)[1].split()[0]
     calm_uid = calm.content.split("calm as", 1)[1].split()[0]
     assert bomb_uid != calm_uid
+
+
+def test_unready_artifacts_are_not_mounted_and_outputs_keep_to_the_budget(app, analysis, monkeypatch):
+    """A pod's 600 KB log still waiting for the artifacts job is not under /artifacts (its content
+    is not redacted yet) and is named; with the experiment's count budget full after one more
+    file, is the second output file skipped with the budget's sentence and nothing else lost?"""
+    number, ctx = analysis
+    with app.app_context():
+        pod = db.session.scalar(sa.select(Pod))
+        progress.store_artifact(pod, "train.log", b"loss 0.5\n" * 70_000, None)
+        db.session.commit()
+        monkeypatch.setitem(app.config, "ARTIFACT_EXPERIMENT_MAX_COUNT", 4)
+        result = run(ctx, "import os\nprint(sorted(os.listdir('/artifacts')))\n"
+                          "open('a.csv', 'w').write('x\\n1\\n')\nopen('b.csv', 'w').write('x\\n2\\n')\n")
+        assert not result.is_error, result.content
+        assert "['seed-1', 'seed-2']" in result.content
+        assert "Not under /artifacts (still being processed, or failed" in result.content
+        assert "train.log" in result.content
+        kept = [a.name for a in _artifacts(number) if a.name.startswith("analysis/")]
+        assert len(kept) == 1 and kept[0].endswith("/a.csv")
+        assert "b.csv: This experiment has stored 4 artifacts" in result.content

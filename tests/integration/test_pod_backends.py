@@ -805,6 +805,30 @@ def test_a_refused_token_is_not_retried(tmp_path, receiver):
     assert "spt_wrong_token_0000" not in result.stderr + result.stdout
 
 
+# Sagan's 413 for an upload past a budget (services/artifacts.over_budget), as the app answers it.
+BUDGET_REFUSAL = {
+    "error": "artifact_budget", "budget": "pod_bytes", "limit": 1000, "used": 900, "size": 500,
+    "message": "big.txt would take this pod's artifacts past their budget of 1,000 bytes "
+               "(SAGAN_ARTIFACT_POD_MAX_BYTES): 900 bytes are stored and the upload adds 500. Nothing was stored."}
+
+
+@pytest.mark.parametrize("http", ["python3", "curl"])
+def test_a_budget_refusal_is_said_in_the_pods_log_and_not_retried(tmp_path, receiver, http):
+    """When Sagan refuses an artifact with a 413 past a budget, does the pod's log say why (the
+    message naming the budget and its numbers) and go on without retrying it?"""
+    if http == "curl" and shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    receiver.fail_next(1, status=413, payload=BUDGET_REFUSAL, path="/api/artifacts")
+    result = run_bootstrap(tmp_path / "w", receiver, "echo data > out/big.txt", SAGAN_ARTIFACT_DIR="out",
+                           SAGAN_BOOTSTRAP_HTTP=http)
+    assert result.returncode == 0, result.stderr
+    assert "answered 413" in result.stderr and "past their budget of 1,000 bytes" in result.stderr
+    assert "SAGAN_ARTIFACT_POD_MAX_BYTES" in result.stderr
+    assert [a["name"] for a in receiver.attempts if a["path"] == "/api/artifacts"] == ["big.txt",
+                                                                                      "sagan-logs/pod.log"]
+    assert [a["name"] for a in receiver.artifacts] == ["sagan-logs/pod.log"]
+
+
 def test_a_relative_artifact_dir_and_a_commit_checkout(tmp_path, receiver):
     """Does a relative SAGAN_ARTIFACT_DIR resolve inside the checkout, and SAGAN_GIT_COMMIT pick that commit?"""
     origin = tmp_path / "origin"

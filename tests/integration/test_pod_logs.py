@@ -11,6 +11,7 @@ import uuid
 
 from models import Artifact, Pod, db
 from services import experiments, pod_logs
+from services.dispatch import progress
 from services.dispatch.backends.runpod import LOG_IDLE_SECONDS
 from tests.integration.code_fixtures import call, tool_context
 
@@ -120,6 +121,21 @@ def test_terminated_pod_falls_back_to_the_uploaded_log(app, make_experiment, fak
     assert not result.is_error
     assert "the log the pod uploaded" in result.content and "ValueError: bad shape" in result.content
     assert "step 9" not in result.content and "LEAKEDLEAKED" not in result.content
+
+
+def test_an_uploaded_log_still_being_redacted_is_said_so_and_not_shown(app, make_experiment, fake_runpod):
+    """A 1 MB log (over what is redacted inside the upload) waits for the artifacts job: is it
+    said to be still processing, with none of its text (its secret included) shown?"""
+    number = make_experiment("Log still processing", status="running")
+    provider_id = fake_runpod.add_pod(f"sagan-{number}-a-0-1", status="TERMINATED")
+    with app.app_context():
+        pod = add_pod(number, account="team", provider_pod_id=provider_id, status="exited")
+        progress.store_artifact(pod, f"sagan-logs/{pod.name}.log",
+                                (SECRET_LINE + "\n" + "step\n" * 250_000).encode(), "text/plain")
+        db.session.commit()
+        result = call(tool_context(number, "analyzer"), "read_pod_logs", pod=pod.name, tail=3)
+    assert "The log the pod uploaded is still being redacted" in result.content
+    assert "LEAKEDLEAKED" not in result.content and "step" not in result.content
 
 
 def test_local_pod_log_file_and_missing_log(app, make_experiment, monkeypatch, tmp_path):

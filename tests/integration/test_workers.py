@@ -1,9 +1,11 @@
 """The RQ side: queue limits, jobs in an app context, fork hygiene, the scheduler lease."""
 from __future__ import annotations
 
+import importlib.util
 import logging
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -13,6 +15,11 @@ from models import db
 from services import redis_store
 from workers import queues, runtime, scheduler
 from workers.launcher import build_worker, parse_args, queue_names
+
+_spec = importlib.util.spec_from_file_location("run_embedded", Path(__file__).resolve().parents[2] / "scripts"
+                                               / "run_embedded.py")
+run_embedded = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_embedded)
 
 
 def backend_pid() -> int:
@@ -34,7 +41,8 @@ def job_app(app):
 def test_each_queue_enqueues_with_its_configured_timeout(app_ctx, app):
     """Do jobs get their queue's timeout from config, and Sagan's failure TTL?"""
     expected = {"agents": app.config["JOB_TIMEOUT_AGENTS"], "dispatch": app.config["JOB_TIMEOUT_DISPATCH"],
-                "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_AGENTS"]}
+                "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_LOCAL"],
+                "artifacts": app.config["JOB_TIMEOUT_ARTIFACTS"]}
     for name, timeout in expected.items():
         job = queues.enqueue(name, "services.auth.owner_exists")
         assert (job.origin, job.timeout, job.failure_ttl) == (name, timeout, queues.FAILURE_TTL)
@@ -147,6 +155,19 @@ def test_launcher_serves_local_only_when_asked(app):
     assert queue_names(parse_args(["--local"]), {"SAGAN_LOCAL_PODS": False})[-1] == "local"
     with pytest.raises(SystemExit, match="Unknown queue"):
         queue_names(parse_args(["--queues", "agents,gpu"]), {"SAGAN_LOCAL_PODS": False})
+
+
+def test_the_artifacts_queue_is_served_only_by_a_worker_of_its_own(app):
+    """Is `artifacts` never beside another queue in one worker (a job there would make an agent
+    job wait): off the default list, alone with --queues artifacts (no `local` added even where
+    local pods run), refused next to another queue; and does `make run` start such a worker?"""
+    assert "artifacts" not in queue_names(parse_args([]), {"SAGAN_LOCAL_PODS": True})
+    assert queue_names(parse_args(["--queues", "artifacts"]), {"SAGAN_LOCAL_PODS": True}) == ["artifacts"]
+    for argv in (["--queues", "agents,artifacts"], ["--queues", "artifacts", "--local"]):
+        with pytest.raises(SystemExit, match="runs in a worker of its own"):
+            queue_names(parse_args(argv), {"SAGAN_LOCAL_PODS": False})
+    served = [queue_names(parse_args(argv[3:]), {"SAGAN_LOCAL_PODS": True}) for argv in run_embedded.WORKERS.values()]
+    assert ["artifacts"] in served and any("agents" in names for names in served)
 
 
 def test_sagan_worker_always_runs_jobs_in_the_app(app, job_app):
