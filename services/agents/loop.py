@@ -48,12 +48,19 @@ class Outcome:
 
 
 def model_client():
-    """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server)."""
+    """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server).
+
+    The key travels in `x-api-key`, the header the API reference names for API keys (checked
+    2026-12-02); the installed SDK (2.14) would send it as an `Authorization: Bearer` token,
+    the form the docs give for OAuth tokens, so that header is left out.
+    """
     import anthropic
     cfg = current_app.config
-    return anthropic.Anthropic(api_key=cfg["ANTHROPIC_API_KEY"], base_url=cfg.get("ANTHROPIC_BASE_URL") or None,
+    key = cfg["ANTHROPIC_API_KEY"]
+    return anthropic.Anthropic(api_key=key, base_url=cfg.get("ANTHROPIC_BASE_URL") or None,
                                max_retries=cfg.get("MODEL_MAX_RETRIES", 3),
-                               timeout=cfg.get("MODEL_TIMEOUT_SECONDS", 600))
+                               timeout=cfg.get("MODEL_TIMEOUT_SECONDS", 600),
+                               default_headers={"x-api-key": key, "Authorization": anthropic.Omit()})
 
 
 # --- the brief ------------------------------------------------------------------------------
