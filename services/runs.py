@@ -271,7 +271,16 @@ def finish_cancel(run: AgentRun, actor) -> list:
     append_event(run.id, "cancelled", CANCEL_NOTE, {"by": actor.kind})
     effects = [lifecycle.SideEffect("stop_run_pods", run.scope_id, actor, {"run_id": str(run.id)})]
     for child in children(run):
-        if not child.terminal:
+        if child.terminal:
+            continue
+        # Stamped on every child, so one a worker claims meanwhile still sees it between steps.
+        child.cancel_requested_at = child.cancel_requested_at or utcnow()
+        if child.status == "running":
+            # Its worker is mid-step: it stops cooperatively, as an owner's cancel does, and
+            # ends itself cancelled (never completed on top of the cancel).
+            append_event(child.id, "cancelled", "Parent run cancelled by owner; stopping after the current step.",
+                         {"cooperative": True})
+        else:
             set_status(child, "cancelled", reason="cancelled_by_owner", error="Parent run cancelled")
             append_event(child.id, "cancelled", "Parent run cancelled by owner")
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_kind == "experiment" and run.scope_id else None
