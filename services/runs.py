@@ -301,6 +301,37 @@ def _planning_waited_on(run: AgentRun) -> bool:
         RunEvent.run_id == run.id, RunEvent.event_type == registry.QUEUED_PLANNING_EVENT)))
 
 
+# Run events that record a gate the run passed or failed: the dispatch's preflight, the
+# completion audit an agent's request for awaiting_promotion met.
+CHECK_EVENTS = {"preflight": "preflight", "completion_audit": "completion audit"}
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    label: str
+    passed: bool
+    summary: str
+
+
+def checks_of(run_ids) -> dict:
+    """Each run's latest preflight / completion-audit verdict (run id → [RunCheck]), one query,
+    for the run tree."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(sa.select(RunEvent.run_id, RunEvent.event_type, RunEvent.body, RunEvent.metadata_)
+                              .where(RunEvent.run_id.in_(ids), RunEvent.event_type.in_(tuple(CHECK_EVENTS)))
+                              .order_by(RunEvent.seq))
+    latest: dict = {}
+    for run_id, event_type, body, metadata in rows:
+        latest[(run_id, event_type)] = RunCheck(CHECK_EVENTS[event_type], (metadata or {}).get("verdict") == "pass",
+                                                body or "")
+    found: dict = {}
+    for (run_id, _), check in latest.items():
+        found.setdefault(run_id, []).append(check)
+    return found
+
+
 def as_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
     """Runs as a tree, depth first: each top-level run (newest first) followed by the runs it
     started (oldest first: the order they ran in), each with its depth. A run whose parent is

@@ -374,13 +374,15 @@ def remove(experiment: Experiment) -> bool:
 MIRROR_FETCH_INTERVAL = 60  # seconds between fetches of the clone for read-only tools
 
 
-def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
+def mirror_for_reading(repo: tuple[str, str] | None = None, *, fresh: bool = False) -> Path:
     """Sagan's bare clone of the research repository, cloned on first use and fetched at
     most once a minute (a Redis key throttles it across processes), for tools that read
-    git objects and never a working tree (services.agents.repo_tools).
+    git objects and never a working tree (services.agents.repo_tools). `fresh` fetches now
+    whatever the throttle says: the dispatch preflight asks what the remote has this moment.
 
     On the host that serves the `local` queue this is the clone the worktrees share, so
-    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed."""
+    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed.
+    Either way `refs/remotes/origin/*` are the remote's branches as last fetched."""
     url, _ = repo or repo_settings()
     base, mirror, _ = _paths(Target(None, 0), url)
     _mkdir(root(), 0o711)
@@ -392,7 +394,7 @@ def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
         else:
             # Per host: each host that runs these tools has a clone of its own.
             key = f"sagan:workspace-mirror-fetched:{socket.gethostname()}:{mirror}"
-            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL))
+            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL)) or fresh
         if fetch:
             _remote_git(mirror, url, "fetch", "--prune", "--quiet", "origin")
     return mirror

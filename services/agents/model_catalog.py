@@ -9,9 +9,10 @@ of what the published pages say, made on purpose.
 Checked 2026-12-02 against platform.claude.com (English pages unless said otherwise):
 - Prices (USD per million tokens): "Pricing" (about-claude/pricing) and each model's page.
   Claude Sonnet 5.5's cache read is $0.10: the English "Claude Sonnet 5.5 migration guide"
-  says it costs "$0.10 USD per million tokens, half the Claude Sonnet 5 rate" (the cut of
-  2026-10-07, which price trackers recorded the same day). Some translated model pages
-  (zh-CN, pt-BR overview) still show $0.20; the English guide is the newer text and is used.
+  (and its ko, de, pt-BR translations) says it costs "$0.10 USD per million tokens, half the
+  Claude Sonnet 5 rate" (the cut of 2026-10-07, which price trackers recorded that week).
+  The zh-CN and pt-BR model overviews still show $0.20, and the docs search's copy of the
+  English pricing page is cut off before its Sonnet 5.5 row; the guide is the newer text.
   Sonnet 5.5's other rates are Sonnet 5's: $2 in, $10 out, $2.50 for a 5-minute cache
   write. Claude Haiku 4.5: $1 / $5 / $1.25 / $0.10.
 - Limits: the model overview table ("Context", "Max output"): Sonnet 5.5 and Sonnet 5 1M /

@@ -29,7 +29,10 @@ anthropic 2.14.0):
   `thinking: {"type": "adaptive", "display": "summarized"}`. On Sonnet 5.5 the text a model
   writes between tool calls comes back *inside* the thinking block, so a scripted text
   block that precedes a tool call is folded into the thinking text (other models keep it
-  as a text block).
+  as a text block). `thinking: {"type": "between_tools"}` (Sonnet 5.5 only) turns the
+  up-front thinking off, but those updates still come back as thinking blocks, with their
+  text ("What's new in Claude Sonnet 5.5"). Wording of a refusal that the docs do not quote
+  (an effort on Haiku 4.5, `between_tools` at max effort) is the fake's.
 - Signatures are bound to the model and the conversation (its first user message). An
   assistant turn with tool calls must come back exactly as it was sent, thinking blocks
   first and unchanged, or the request is refused with a 400 `invalid_request_error` in the
@@ -55,7 +58,9 @@ anthropic 2.14.0):
 
 Web search and web fetch (server tools; checked 2026-12-01 against platform.claude.com's
 "Web search tool", "Web fetch tool" and "Server tools" pages, the SDK's types, and the
-400s reported in public issue threads):
+400s reported in public issue threads; the beta header question re-checked 2026-12-02: the
+docs search holds only the 2025 beta pages, which ask for it, while SDK 2.14's GA tool
+union carries `web_fetch_20250910`, so the GA API takes it without one):
 - Tool versions: `web_search_20250305`, `web_search_20260209`, `web_search_20260318`,
   `web_fetch_20250910`, `web_fetch_20260209`, `web_fetch_20260309`, `web_fetch_20260318`
   (the newer ones add dynamic filtering through code execution; Sagan uses the basic
