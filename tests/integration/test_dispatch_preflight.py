@@ -5,15 +5,20 @@ pushed, a GPU without a price and an estimate over the cap are each refused befo
 create call, with a reason the owner can act on, on the timeline and on the run."""
 from __future__ import annotations
 
+import os
+
+import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, RunEvent, WorkflowEvent, db
-from services import experiments, pod_secrets
+from services import experiments, pod_secrets, settings
 from services.dispatch.preflight import Entry, entry_points
 from tests.integration import code_fixtures
 from tests.integration import test_dispatch as base
+from tests.fakes.git_http_server import HTTP_BACKEND, GitHttpServer
 from tests.integration.code_fixtures import git
 from tests.integration.test_dispatch import dispatch, pod_spec
+from tests.integration.test_local_research_repo import make_repo
 
 # The fake RunPod and the approved-experiment factory of the dispatch tests, and the code
 # tests' research repository, shared as fixtures.
@@ -144,6 +149,33 @@ def test_a_branch_pushed_later_is_seen_because_the_remote_is_fetched_first(app, 
         db.session.commit()
     dispatch(app, second)
     assert len(creates(runpod)) == 1
+
+
+@pytest.mark.skipif(not os.path.exists(HTTP_BACKEND), reason="git http-backend is not installed")
+def test_a_private_repository_is_read_with_its_deploy_token(app, runpod, approved, monkeypatch, tmp_path):
+    """The research repository is served over HTTP and wants the deploy token the owner named for
+    the pods: the preflight fetches it with that token (never in a URL), finds run.py and not
+    train.py at the default branch."""
+    token = "deploytoken-preflight-4c1d"
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    make_repo(repos, "private-research", {"run.py": "print('run')\n"}, bare_copy=True)
+    monkeypatch.setenv("RESEARCH_REPO_TOKEN", token)
+    monkeypatch.setitem(app.config, "SAGAN_WORKSPACES_DIR", str(tmp_path / "workspaces"))
+    with GitHttpServer(repos, token) as server:
+        with app.app_context():
+            settings.put("research_repo_url", f"{server.url}/private-research.git")
+            settings.put("research_repo_token_env", "RESEARCH_REPO_TOKEN")
+            db.session.commit()
+        missing = approved(pod_spec(dockerArgs="python train.py"))
+        note = _refused(app, runpod, missing, "entry_script")
+        assert "the entry script train.py does not exist at" in note
+        present = approved(pod_spec(dockerArgs="python run.py"), title="Present")
+        dispatch(app, present)
+    assert len(creates(runpod)) == 1
+    assert any(r["authorized"] for r in server.requests) and not any(token in r["path"] for r in server.requests)
+    stored = [p.read_bytes() for p in (tmp_path / "workspaces").rglob("*") if p.is_file() and not p.is_symlink()]
+    assert not any(token.encode() in content for content in stored)
 
 
 def test_the_entry_points_of_common_commands():
