@@ -80,6 +80,12 @@ def run_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
     return run_service.as_tree(rows)
 
 
+@bp.app_template_global("run_checks")
+def run_checks(rows: list[AgentRun]) -> dict:
+    """The preflight and completion-audit verdicts of the runs in a tree, by run id."""
+    return run_service.checks_of(run.id for run in rows)
+
+
 def _seq_arg(name: str) -> int | None:
     """A cursor from the query string: a non-negative whole number, or a clear 400."""
     raw = request.args.get(name)

@@ -254,15 +254,22 @@ def _calls(messages) -> list[tuple[str, dict, str]]:
 
 
 def _last_update(messages) -> str:
-    """What Sagan told the agent when it was woken last ("Update while you waited: …"), if that is
-    the latest turn: a text block after the tool results of the parked call."""
+    """What Sagan told the agent in the latest turn, if it was woken: the sub-agents' outcomes
+    it appended to the results of the calls that started them ("Sub-agent … ended …"), and
+    the "Update while you waited: …" text after them."""
     last = messages[-1] if messages else {}
     if last.get("role") != "user":
         return ""
     content = last.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    return "\n".join(b.get("text", "") for b in blocks
-                     if b.get("type") == "text" and b.get("text", "").startswith("Update while you waited"))
+    texts = []
+    for block in blocks:
+        if block.get("type") == "tool_result":
+            inner = block.get("content")
+            texts += [inner] if isinstance(inner, str) else [b.get("text", "") for b in inner or []]
+        elif block.get("type") == "text":
+            texts.append(block.get("text", ""))
+    return "\n".join(t for t in texts if "Sub-agent " in t or t.startswith("Update while you waited"))
 
 
 @lru_cache(maxsize=1)

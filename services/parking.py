@@ -48,20 +48,44 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
+def merge(parks: list[dict]) -> dict | None:
+    """One wait for everything the tool calls of one turn wait on: every sub-agent they
+    started (a parent that starts two waits for both), the dispatch, the earliest deadline.
+    None when nothing waits."""
+    parks = [p for p in parks if p]
+    if not parks:
+        return None
+    merged: dict = {}
+    for park in parks:
+        for key, value in park.items():
+            if key == "children":
+                merged["children"] = list(dict.fromkeys(merged.get("children", []) + list(value)))
+            elif key == "until":
+                merged["until"] = min(merged.get("until", value), value)
+            else:
+                merged.setdefault(key, value)  # one live dispatch per experiment: the same id
+    return merged
+
+
+def open_children(ids) -> int:
+    """How many of these runs are still working (or waiting for the owner's approval)."""
+    return db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+        AgentRun.id.in_([uuid.UUID(str(c)) for c in ids]), AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
+
+
 def ready_to_wake(run: AgentRun) -> bool:
-    """Is a waiting run's condition met?"""
+    """Is a waiting run's condition met? Every part of it: all the sub-agents ended and the
+    dispatch ended, or the deadline passed."""
     park = run.waiting_for or {}
     if run.wake_at is not None and run.wake_at <= utcnow():
         return True
+    met = []
     if "pods" in park:
         dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
-        return dispatch is None or dispatch.terminal
+        met.append(dispatch is None or dispatch.terminal)
     if "children" in park:
-        ids = [uuid.UUID(c) for c in park["children"]]
-        open_children = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
-            AgentRun.id.in_(ids), AgentRun.status.in_(ACTIVE + ("awaiting_approval",))))
-        return open_children == 0
-    return False
+        met.append(open_children(park["children"]) == 0)
+    return bool(met) and all(met)
 
 
 def wake_parent_if_ready(parent_id) -> None:

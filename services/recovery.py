@@ -26,7 +26,7 @@ from services.redact import redact
 # A refusal, a reply that cannot fit the model's output, and a run that ended without doing
 # its job would only repeat: the owner rephrases or splits the work (docs/agent-loop.md).
 UNRECOVERABLE = frozenset({"spec_invalid", "provider_auth", "provider_balance", "cancelled_by_owner", "partial_dispatch",
-                           "model_refusal", "output_limit", "run_incomplete"})
+                           "model_refusal", "output_limit", "run_incomplete", "preflight_failed"})
 RECOVERY_MARKER = "[auto-recovery-for:"
 TRANSCRIPT_EVENTS = 60
 TRANSCRIPT_LINE = 300

@@ -132,6 +132,7 @@ RUN_EVENT_TYPES = [
     "deploy_failed", "pod_substitution", "pod_create_refused", "pod_status", "pod_progress", "pod_exited",
     "pod_stop_requested", "pod_stopped", "pod_stop_failed", "pod_vanished",
     "artifact_uploaded", "blocked", "notice", "pod_terminated", "fleet_incident", "planning_queued",
+    "preflight", "completion_audit",
 ]
 
 # --- Plans and approvals (SPEC §1, §4) ---------------------------------------------
@@ -177,6 +178,7 @@ FAILURE_REASONS: dict[str, str] = {
     "context_limit": "The conversation outgrew the model's context window.",
     "run_incomplete": "The agent ended without doing its job.",
     "cancelled_by_owner": "The owner cancelled the run.",
+    "preflight_failed": "The dispatch failed its preflight checks; no pod was created.",
 }
 
 # --- Pods (SPEC §1, §6) ------------------------------------------------------------
@@ -231,6 +233,7 @@ MARKER_LABELS = {
     "epm:progress": "Progress", "epm:results": "Results", "epm:clean-result": "Clean result",
     "epm:awaiting-promotion": "Ready to promote", "epm:promoted": "Promoted", "epm:done": "Done",
     "epm:failure": "Failure", "epm:follow-ups": "Follow-ups", "epm:test-verdict": "Test verdict",
+    "epm:preflight": "Preflight", "epm:completion-audit": "Completion audit",
 }
 
 

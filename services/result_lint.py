@@ -106,6 +106,19 @@ def _tldr_list(root, elements):
     return None
 
 
+def tldr_items(body: str | None) -> list:
+    """The TL;DR's bullets (`<li>` elements) of a sanitized body, in order; [] without a TL;DR."""
+    root = parse_fragment(body or "")
+    tldr = _tldr_list(root, [e for e in root.iter() if isinstance(e.tag, str)])
+    return [] if tldr is None else [e for e in tldr if local_name(e.tag) == "li"]
+
+
+def tldr_label(item) -> str | None:
+    """Which of the four TL;DR labels a bullet starts with (Motivation, What I ran, …), or None."""
+    text = text_of(item).strip().lower()
+    return next((label for label in TLDR_LABELS if text.startswith(label.lower())), None)
+
+
 def _tldr_rules(root, elements) -> list[Finding]:
     tldr = _tldr_list(root, elements)
     if tldr is None:

@@ -271,7 +271,16 @@ def finish_cancel(run: AgentRun, actor) -> list:
     append_event(run.id, "cancelled", CANCEL_NOTE, {"by": actor.kind})
     effects = [lifecycle.SideEffect("stop_run_pods", run.scope_id, actor, {"run_id": str(run.id)})]
     for child in children(run):
-        if not child.terminal:
+        if child.terminal:
+            continue
+        # Stamped on every child, so one a worker claims meanwhile still sees it between steps.
+        child.cancel_requested_at = child.cancel_requested_at or utcnow()
+        if child.status == "running":
+            # Its worker is mid-step: it stops cooperatively, as an owner's cancel does, and
+            # ends itself cancelled (never completed on top of the cancel).
+            append_event(child.id, "cancelled", "Parent run cancelled by owner; stopping after the current step.",
+                         {"cooperative": True})
+        else:
             set_status(child, "cancelled", reason="cancelled_by_owner", error="Parent run cancelled")
             append_event(child.id, "cancelled", "Parent run cancelled by owner")
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_kind == "experiment" and run.scope_id else None
@@ -290,6 +299,37 @@ def finish_cancel(run: AgentRun, actor) -> list:
 def _planning_waited_on(run: AgentRun) -> bool:
     return bool(db.session.scalar(sa.select(sa.func.count(RunEvent.id)).where(
         RunEvent.run_id == run.id, RunEvent.event_type == registry.QUEUED_PLANNING_EVENT)))
+
+
+# Run events that record a gate the run passed or failed: the dispatch's preflight, the
+# completion audit an agent's request for awaiting_promotion met.
+CHECK_EVENTS = {"preflight": "preflight", "completion_audit": "completion audit"}
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    label: str
+    passed: bool
+    summary: str
+
+
+def checks_of(run_ids) -> dict:
+    """Each run's latest preflight / completion-audit verdict (run id → [RunCheck]), one query,
+    for the run tree."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(sa.select(RunEvent.run_id, RunEvent.event_type, RunEvent.body, RunEvent.metadata_)
+                              .where(RunEvent.run_id.in_(ids), RunEvent.event_type.in_(tuple(CHECK_EVENTS)))
+                              .order_by(RunEvent.seq))
+    latest: dict = {}
+    for run_id, event_type, body, metadata in rows:
+        latest[(run_id, event_type)] = RunCheck(CHECK_EVENTS[event_type], (metadata or {}).get("verdict") == "pass",
+                                                body or "")
+    found: dict = {}
+    for (run_id, _), check in latest.items():
+        found.setdefault(run_id, []).append(check)
+    return found
 
 
 def as_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:

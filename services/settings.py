@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from flask import current_app
 
 from models import Setting, db
 from services.errors import ValidationError
 from services.outbound import check_host, check_outbound_url
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 # key → config name holding the default
 EDITABLE = {
@@ -78,6 +81,9 @@ def check_repo_url(url: str) -> str:
             return url
         raise ValidationError("A local repository path needs SAGAN_ALLOW_LOCAL_REPO=1; use an https or ssh URL.",
                               field="research_repo_url")
+    if url.startswith("http://") and current_app.config.get("SAGAN_ALLOW_LOCAL_REPO") \
+            and urlsplit(url).hostname in LOOPBACK_HOSTS:
+        return url  # a repository served on this machine (the tests' git server): local, like a path
     if url.startswith("https://"):
         try:
             return check_outbound_url(url)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from services import follow_ups, lifecycle, notify, results
+from services import completion_audit, follow_ups, lifecycle, notify, results
 from services.agents import implementation, orchestration
 from services.dispatch import provisioner
 
@@ -41,6 +41,7 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
 # Checks made before a move, keyed like the rule's side effect (lifecycle.GUARDS).
 GUARDS: dict[str, tuple[Callable, ...]] = {
     "promote": (results.check_promotion,),
+    "request_promotion": (completion_audit.guard_promotion,),
     "back_to_code": (lifecycle.guard_back_to_code,),
     "approve_plan": (lifecycle.guard_plan_approval,),
 }

@@ -184,9 +184,19 @@ def _remote_env(url: str) -> dict[str, str]:
     A local repository (tests, SAGAN_ALLOW_LOCAL_REPO) owned by another account would trip
     git's ownership check inside the receiving process; that one path, and only it, is
     trusted through a config file that also includes the operator's own.
+
+    Over https, the deploy token the owner named for the pods (Settings → Research
+    repository, `research_repo_token_env`) is offered too, as the pods' bootstrap does: git
+    asks a helper that holds only the variable's name and prints its value, so the token is
+    in no file and no URL. Sagan reads what its pods clone (the dispatch preflight checks the
+    commit before any pod is made).
     """
     env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
     env["GIT_TERMINAL_PROMPT"] = "0"
+    token_env = settings.get("research_repo_token_env")
+    if url.startswith(("https://", "http://")) and token_env and os.environ.get(token_env) \
+            and re.fullmatch(r"[A-Z_][A-Z0-9_]{0,63}", token_env):
+        env["GIT_ASKPASS"] = str(_askpass(token_env))
     local = _local_path(url)
     if local:
         config = root() / ".gitconfig-local-repo"
@@ -194,6 +204,21 @@ def _remote_env(url: str) -> dict[str, str]:
                           + local.rstrip("/") + "\n")
         env["GIT_CONFIG_GLOBAL"] = str(config)
     return env
+
+
+def _askpass(token_env: str) -> Path:
+    """A helper git runs for https credentials: the user `x-access-token`, the password from
+    `token_env` (GitHub's convention for deploy tokens). It holds the name, never the value."""
+    home = root() / ".home"
+    home.mkdir(parents=True, exist_ok=True)
+    helper = home / f"askpass-{token_env}"
+    script = f'#!/bin/sh\ncase "$1" in Username*) echo x-access-token ;; *) printenv {token_env} ;; esac\n'
+    if not helper.exists() or helper.read_text() != script:
+        partial = home / f".askpass-{token_env}.{os.getpid()}"
+        partial.write_text(script)
+        partial.chmod(0o700)
+        partial.replace(helper)  # whole or not at all: another process's git may be running it
+    return helper
 
 
 def _run(args: list[str], *, env: dict, cwd: Path | None = None, input: str | None = None,
@@ -374,13 +399,15 @@ def remove(experiment: Experiment) -> bool:
 MIRROR_FETCH_INTERVAL = 60  # seconds between fetches of the clone for read-only tools
 
 
-def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
+def mirror_for_reading(repo: tuple[str, str] | None = None, *, fresh: bool = False) -> Path:
     """Sagan's bare clone of the research repository, cloned on first use and fetched at
     most once a minute (a Redis key throttles it across processes), for tools that read
-    git objects and never a working tree (services.agents.repo_tools).
+    git objects and never a working tree (services.agents.repo_tools). `fresh` fetches now
+    whatever the throttle says: the dispatch preflight asks what the remote has this moment.
 
     On the host that serves the `local` queue this is the clone the worktrees share, so
-    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed."""
+    the experiment's branch includes commits not pushed yet; elsewhere, what was pushed.
+    Either way `refs/remotes/origin/*` are the remote's branches as last fetched."""
     url, _ = repo or repo_settings()
     base, mirror, _ = _paths(Target(None, 0), url)
     _mkdir(root(), 0o711)
@@ -392,7 +419,7 @@ def mirror_for_reading(repo: tuple[str, str] | None = None) -> Path:
         else:
             # Per host: each host that runs these tools has a clone of its own.
             key = f"sagan:workspace-mirror-fetched:{socket.gethostname()}:{mirror}"
-            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL))
+            fetch = bool(redis_store.connection().set(key, "1", nx=True, ex=MIRROR_FETCH_INTERVAL)) or fresh
         if fetch:
             _remote_git(mirror, url, "fetch", "--prune", "--quiet", "origin")
     return mirror

@@ -28,6 +28,7 @@ from services.clock import utcnow
 from services.dispatch.pods import pods_of
 from services.errors import SaganError
 from services.parking import Heartbeat, ready_to_wake, wake_parent_if_ready
+from services.parking import merge as merge_parks
 from services.redact import redact
 
 log = logging.getLogger(__name__)
@@ -48,12 +49,19 @@ class Outcome:
 
 
 def model_client():
-    """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server)."""
+    """The real Anthropic client, pointed at ANTHROPIC_BASE_URL when set (tests' fake server).
+
+    The key travels in `x-api-key`, the header the API reference names for API keys (checked
+    2026-12-02); the installed SDK (2.14) would send it as an `Authorization: Bearer` token,
+    the form the docs give for OAuth tokens, so that header is left out.
+    """
     import anthropic
     cfg = current_app.config
-    return anthropic.Anthropic(api_key=cfg["ANTHROPIC_API_KEY"], base_url=cfg.get("ANTHROPIC_BASE_URL") or None,
+    key = cfg["ANTHROPIC_API_KEY"]
+    return anthropic.Anthropic(api_key=key, base_url=cfg.get("ANTHROPIC_BASE_URL") or None,
                                max_retries=cfg.get("MODEL_MAX_RETRIES", 3),
-                               timeout=cfg.get("MODEL_TIMEOUT_SECONDS", 600))
+                               timeout=cfg.get("MODEL_TIMEOUT_SECONDS", 600),
+                               default_headers={"x-api-key": key, "Authorization": anthropic.Omit()})
 
 
 # --- the brief ------------------------------------------------------------------------------
@@ -152,7 +160,7 @@ def execute(run_id, *, should_stop=lambda: False) -> Outcome:
             # same rule for every failure (SPEC §7), not the model's judgement.
             run.waiting_for = None
             return _finish_failed(run, *failed_dispatch)
-        _answer_parked_tools(run, wake_message)
+        _answer_parked_tools(run)
     else:
         # Resumed after a worker shutdown or crash: the same conversation, made valid to send.
         run.conversation = model_api.resumable(run.conversation)
@@ -347,7 +355,7 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
     # heartbeat thread's update would wait behind it and the run would look dead.
     db.session.commit()
     ctx = ToolContext(run, experiment)
-    results, effects, enqueue, park, finish = [], [], [], None, False
+    results, effects, enqueue, parks, finish = [], [], [], [], False
     for block in tool_uses:
         if block["name"] in definition.tools:
             result = toolbox.call(ctx, block["name"], block["input"])
@@ -357,12 +365,20 @@ def _run_tools(run: AgentRun, definition: loader.AgentDefinition, experiment, to
                                       f"({', '.join(definition.tools)}).", is_error=True)
         runs.append_event(run.id, "tool_result", result.content,
                           {"tool": block["name"], "is_error": result.is_error, "tool_use_id": block["id"]})
-        results.append({"type": "tool_result", "tool_use_id": block["id"], "content": result.api_content(),
-                        "is_error": result.is_error})
+        answer = {"type": "tool_result", "tool_use_id": block["id"], "content": result.api_content(),
+                  "is_error": result.is_error}
+        if result.park and result.park.get("children"):
+            # Filled with these sub-agents' outcomes when the run wakes (_answer_parked_tools):
+            # each call that started sub-agents gets their results as its own tool result.
+            answer["_awaits"] = list(result.park["children"])
+        results.append(answer)
         effects += result.effects
         enqueue += result.enqueue
-        park = park or result.park
+        parks.append(result.park)
         finish = finish or result.finish
+    # A turn that started two sub-agents waits for both (and for its dispatch, if it also
+    # asked to wait for one): one wait holding every condition.
+    park = merge_parks(parks)
     run.conversation = list(run.conversation) + [{"role": "user", "content": results}]
     if finish:
         outcome = _finish_completed(run, "Finished with the tool call above.", "tool_use")
@@ -391,13 +407,14 @@ def _api_message(exc) -> str:
 
 
 def _describe_wait(park: dict) -> str:
+    parts = []
     if "children" in park:
-        return f"waiting for {len(park['children'])} sub-agent run(s)"
+        parts.append(f"{len(park['children'])} sub-agent run(s)")
     if "pods" in park:
-        return "waiting for the pods to finish"
-    if "until" in park:
+        parts.append("the pods to finish")
+    if "until" in park and not parts:
         return f"waiting until {park['until']}"
-    return "waiting"
+    return "waiting for " + " and ".join(parts) if parts else "waiting"
 
 
 def _after_commit(outcome: Outcome, *, enqueue=()) -> Outcome:
@@ -406,8 +423,26 @@ def _after_commit(outcome: Outcome, *, enqueue=()) -> Outcome:
     return outcome
 
 
+def _cancelled_meanwhile(run: AgentRun) -> Outcome | None:
+    """A cancel that landed during the last step (the owner's, or its parent's cancel): the
+    run ends cancelled rather than completed or failed on top of it."""
+    db.session.refresh(run, ["cancel_requested_at", "status"])
+    if run.cancel_requested_at is None:
+        return None
+    if run.terminal:
+        db.session.commit()
+        return Outcome(run.status)
+    effects = runs.finish_cancel(run, Actor.owner_like())
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return Outcome("cancelled")
+
+
 def _finish_completed(run: AgentRun, final: str, stop_reason: str | None) -> Outcome:
     runs.append_event(run.id, "sdk_result", f"stop_reason={stop_reason}", _usage_facts(run, stop_reason))
+    cancelled = _cancelled_meanwhile(run)
+    if cancelled is not None:
+        return cancelled
     unfinished = _unfinished_job(run)
     if unfinished is not None:
         return _finish_failed(run, "run_incomplete", f"{unfinished} Its last words: {final or '(no final text)'}"[:4000])
@@ -496,6 +531,9 @@ def _failed_dispatch(run: AgentRun) -> tuple[str, str, str | None] | None:
 
 
 def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | None = None) -> Outcome:
+    cancelled = _cancelled_meanwhile(run)
+    if cancelled is not None:
+        return cancelled
     outcome = recovery.fail(run, reason, message, block_note=block_note)
     parent_id = run.parent_run_id
     db.session.commit()
@@ -508,37 +546,69 @@ def _finish_failed(run: AgentRun, reason: str, message: str, block_note: str | N
 
 # --- waking ----------------------------------------------------------------------------------
 
-def _resume_message(run: AgentRun) -> str:
+def _resume_message(run: AgentRun, *, answered=()) -> str:
+    """What happened while the run waited: each sub-agent's outcome (except those in
+    `answered`, given back in their own tool results), the dispatch's, the deadline's."""
     park = run.waiting_for or {}
-    if "children" in park:
-        lines = []
-        for child_id in park["children"]:
-            child = db.session.get(AgentRun, uuid.UUID(child_id))
-            final = db.session.scalar(sa.select(RunEvent.body).where(
-                RunEvent.run_id == child.id, RunEvent.event_type.in_(("completed", "failed")))
-                .order_by(RunEvent.seq.desc()).limit(1)) if child else None
-            lines.append(f"Sub-agent {child.agent if child else child_id} ({child.short_id if child else '?'}) "
-                         f"ended {child.status if child else 'missing'}: {final or '(no final text)'}")
-        return "\n".join(lines)
+    lines = [child_outcome(child_id) for child_id in park.get("children", []) if child_id not in answered]
     if "pods" in park:
         dispatch = db.session.get(AgentRun, uuid.UUID(park["pods"]))
         if dispatch is None:
-            return "The dispatch run is gone."
-        pods = "; ".join(f"{p.name}: {p.status}, exit {p.exit_code}, {p.progress_pct or 0:g}% {p.progress_message or ''}"
-                         for p in pods_of(dispatch.id))
-        return (f"Dispatch {dispatch.short_id} ended {dispatch.status}"
-                f"{' (' + dispatch.failure_reason + ': ' + (dispatch.last_error or '') + ')' if dispatch.failure_reason else ''}. "
-                f"Pods: {pods}")[:4000]
-    if "until" in park:
+            lines.append("The dispatch run is gone.")
+        else:
+            pods = "; ".join(f"{p.name}: {p.status}, exit {p.exit_code}, {p.progress_pct or 0:g}% "
+                             f"{p.progress_message or ''}" for p in pods_of(dispatch.id))
+            lines.append((f"Dispatch {dispatch.short_id} ended {dispatch.status}"
+                          f"{' (' + dispatch.failure_reason + ': ' + (dispatch.last_error or '') + ')' if dispatch.failure_reason else ''}. "
+                          f"Pods: {pods}")[:4000])
+    if "until" in park and not lines and not answered:
         return f"Woken at {utcnow().isoformat()} (the wait ended)."
-    return "Woken."
+    return "\n".join(lines)
 
 
-def _answer_parked_tools(run: AgentRun, message: str) -> None:
-    """Tell the model what happened while it waited, in the same user turn as its tool results.
+def child_outcome(child_id) -> str:
+    """One line a parent reads about a sub-agent it waited for: how it ended, its last words."""
+    child = db.session.get(AgentRun, uuid.UUID(str(child_id)))
+    if child is None:
+        return f"Sub-agent run {child_id} is missing."
+    final = db.session.scalar(sa.select(RunEvent.body).where(
+        RunEvent.run_id == child.id, RunEvent.event_type.in_(("completed", "failed", "cancelled")))
+        .order_by(RunEvent.seq.desc()).limit(1))
+    return f"Sub-agent {child.agent} ({child.short_id}) ended {child.status}: {final or '(no final text)'}"
 
-    The parked conversation ends with that turn; the update is a text block after the
-    results, so the assistant turns before it are untouched and no made-up assistant turn
-    is sent (the API accepts text after tool_result blocks in a user turn).
+
+def _answer_parked_tools(run: AgentRun) -> None:
+    """Tell the model what happened while it waited, in the user turn that holds its tool results.
+
+    Each tool call that started sub-agents gets their outcomes appended to its own result
+    (marked `is_error` when one of them did not complete), so a turn that started two reads
+    two results; anything else (the dispatch, a deadline) follows the results as a text
+    block. The parked conversation ends with that turn, which was never sent: the assistant
+    turns before it are untouched and no made-up assistant turn is sent.
     """
-    run.conversation = model_api.resumable(run.conversation, redact(f"Update while you waited:\n{message}"))
+    conversation = copy.deepcopy(run.conversation or [])
+    answered: set[str] = set()
+    last = conversation[-1] if conversation else None
+    if last is not None and last["role"] == "user" and isinstance(last["content"], list):
+        for block in last["content"]:
+            awaited = block.pop("_awaits", None) if block.get("type") == "tool_result" else None
+            if not awaited:
+                continue
+            outcomes = [child_outcome(child_id) for child_id in awaited]
+            _append_to_result(block, redact("\n\n" + "\n".join(outcomes)))
+            block["is_error"] = bool(block.get("is_error")) or not all(_completed(c) for c in awaited)
+            answered.update(awaited)
+    note = _resume_message(run, answered=answered)
+    run.conversation = model_api.resumable(conversation, redact(f"Update while you waited:\n{note}") if note else None)
+
+
+def _append_to_result(block: dict, text: str) -> None:
+    if isinstance(block.get("content"), list):
+        block["content"].append({"type": "text", "text": text.lstrip()})
+    else:
+        block["content"] = (block.get("content") or "") + text
+
+
+def _completed(child_id) -> bool:
+    child = db.session.get(AgentRun, uuid.UUID(str(child_id)))
+    return child is not None and child.status == "completed"

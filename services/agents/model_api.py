@@ -1,69 +1,51 @@
 """What the agent loop sends to the Messages API and how it reads the answer (docs/agent-loop.md).
 
 Kept apart from the loop so each rule is one small function: the request (adaptive thinking
-with a display that returns narration, the agent's effort, cache breakpoints), the output
-limit ladder, old tool results trimmed past a budget, the stop-reason table, and prices.
+with a display that returns narration and the agent's effort, where the model has them;
+cache breakpoints), the output limit ladder, old tool results trimmed past a budget, the
+stop-reason table, and prices (from services.agents.model_catalog).
 
-Nothing here sends settings the current models refuse (Sonnet 5.5 migration guide, read
-2026-12-01): no forced tool_choice, no temperature/top_p/top_k, no thinking budget or
-`disabled`, no assistant prefill.
+Nothing here sends settings the models refuse (Sonnet 5.5 migration guide and "Troubleshooting
+thinking", re-read 2026-12-02): no forced tool_choice, no temperature/top_p/top_k, no
+thinking budget or `disabled`, no assistant prefill, no adaptive thinking or effort to a
+model that lacks them.
 """
 from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import replace
 
 from flask import current_app
 
-from services.agents import web_tools
+from services.agents import model_catalog, web_tools
 
 # --- models --------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens."""
-    input: float
-    output: float
-    cache_write: float  # a 5-minute cache write (the loop's breakpoints use the default TTL)
-    cache_read: float
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    max_output: int
-    context_window: int
-    price: Price | None
-
-
-# Published prices, read 2026-12-01 from platform.claude.com's model pages (Sonnet 5.5
-# overview: $2 in, $10 out, $2.50 5-min cache write, $0.20 cache read) and the pricing page
-# (Haiku 4.5). Some third-party trackers claim a cut of Sonnet 5.5 cache reads to $0.10 on
-# 2026-10-07; the official pages in our docs search still say $0.20, so that is used, and
-# SAGAN_MODEL_PRICES overrides it without a release if the provider changes a rate.
-MODELS: dict[str, ModelSpec] = {
-    "claude-sonnet-5-5": ModelSpec(128_000, 1_000_000, Price(2.0, 10.0, 2.50, 0.20)),
-    "claude-sonnet-5": ModelSpec(128_000, 1_000_000, Price(2.0, 10.0, 2.50, 0.20)),
-    "claude-haiku-4-5": ModelSpec(64_000, 200_000, Price(1.0, 5.0, 1.25, 0.10)),
-}
-UNKNOWN_MODEL = ModelSpec(64_000, 200_000, None)
+# One table of models (services.agents.model_catalog, with the published pages it was read
+# from): the loop and the tests' fake API both read it. SAGAN_MODEL_PRICES overrides a
+# model's four rates (or prices a model the table lacks) without a release.
+Price = model_catalog.Price
+MODELS = model_catalog.MODELS
 PRICE_FIELDS = ("input", "output", "cache_write", "cache_read")
 
 # The output limit ladder: a reply cut off by max_tokens is asked again with the next limit,
 # up to the model's maximum output; past that the run fails as output_limit. The SDK refuses
 # a non-streaming request above ~21K max_tokens, so every call streams.
 FIRST_MAX_TOKENS = 32_000
-DISPLAY = "summarized"  # returns the narration written between tool calls (omitted is the default)
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# The display that returns the thinking text: on Sonnet 5.5 that is where the narration
+# written between tool calls comes back (the default, omitted, returns it empty).
+DISPLAY = "summarized"
+EFFORTS = model_catalog.EFFORTS
 CACHE = {"type": "ephemeral"}
 
 
-def spec(model: str) -> ModelSpec:
-    base = MODELS.get(model, UNKNOWN_MODEL)
+def spec(model: str) -> model_catalog.Model:
+    """The model's row of the catalogue, with the owner's price override if any."""
+    base = model_catalog.get(model)
     configured = (current_app.config.get("SAGAN_MODEL_PRICES") or {}).get(model)
     if configured is not None:
-        return ModelSpec(base.max_output, base.context_window, parse_price(model, configured))
+        return replace(base, price=parse_price(model, configured))
     return base
 
 
@@ -99,11 +81,11 @@ def cost(model: str, usage) -> float | None:
     price = model_price(model)
     if price is None:
         return None
-    return (usage_count(usage, "input_tokens") * price.input
-            + usage_count(usage, "output_tokens") * price.output
-            + usage_count(usage, "cache_creation_input_tokens") * price.cache_write
-            + usage_count(usage, "cache_read_input_tokens") * price.cache_read) / 1_000_000 \
-        + web_tools.search_cost(usage)
+    return model_catalog.usd(price, input_tokens=usage_count(usage, "input_tokens"),
+                             output_tokens=usage_count(usage, "output_tokens"),
+                             cache_write_tokens=usage_count(usage, "cache_creation_input_tokens"),
+                             cache_read_tokens=usage_count(usage, "cache_read_input_tokens"),
+                             web_searches=web_tools.searches_of(usage))
 
 
 def usage_count(usage, name: str) -> int:
@@ -113,24 +95,35 @@ def usage_count(usage, name: str) -> int:
 # --- the request ---------------------------------------------------------------------------
 
 def request(*, model: str, system: str, tools: list[dict], messages: list, effort: str, max_tokens: int) -> dict:
-    """Keyword arguments for `client.messages.stream`.
+    """Keyword arguments for `client.messages.stream`, as the model accepts them.
 
     Three cache breakpoints: the tool definitions, the system prompt and the last block of
     the latest user turn, so each call reads the previous call's prefix from the cache and
     writes only what is new. The stored conversation never carries cache_control.
+
+    Thinking and effort follow the model's row (services.agents.model_catalog): adaptive
+    thinking with the display that returns the narration where the model has it; none on a
+    model whose only thinking is a fixed budget (Haiku 4.5 refuses `adaptive` with a 400,
+    and a budget would take its share of every reply's output limit); the agent's effort
+    where the model has an effort parameter, else none.
     """
     cached_tools = copy.deepcopy(tools)
     if cached_tools:
         cached_tools[-1]["cache_control"] = CACHE
-    return {
+    params = {
         "model": model,
         "max_tokens": max_tokens,
         "system": [{"type": "text", "text": system, "cache_control": CACHE}],
         "tools": cached_tools,
         "messages": with_conversation_breakpoint(messages),
-        "thinking": {"type": "adaptive", "display": DISPLAY},
-        "output_config": {"effort": effort},
     }
+    row = spec(model)
+    if row.adaptive:
+        params["thinking"] = {"type": "adaptive", "display": DISPLAY}
+    sent_effort = model_catalog.effort_for(row, effort)
+    if sent_effort is not None:
+        params["output_config"] = {"effort": sent_effort}
+    return params
 
 
 def with_conversation_breakpoint(messages: list) -> list:

@@ -15,8 +15,8 @@ import re
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, Pod, WorkflowEvent, db
-from services import (approvals, discussion, events, follow_ups, lifecycle, markers, pod_logs, questions, registry,
-                      result_lint, results, runs)
+from services import (approvals, completion_audit, discussion, events, follow_ups, lifecycle, markers, pod_logs,
+                      questions, registry, result_lint, results, runs)
 from services.agents import loader, web_tools
 from services.agents.research_tools import embed_artifacts
 from services.agents.toolkit import ToolContext, ToolResult, tool
@@ -93,9 +93,22 @@ def get_plan(ctx: ToolContext, data: dict) -> ToolResult:
        "note": {"type": "string", "maxLength": 1900}}, ["status"])
 def set_status(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
+    refused = _completion_audit(ctx, data["status"])
+    if refused is not None:
+        return refused
     effects = lifecycle.transition(experiment, data["status"], ctx.actor, note=data.get("note"),
                                    metadata={"run_id": str(ctx.run.id)})
     return ToolResult(f"#{experiment.number} is now {experiment.status}.", effects=effects)
+
+
+def _completion_audit(ctx: ToolContext, to: str | None) -> ToolResult | None:
+    """A move to awaiting_promotion meets the completion audit first; its error result when it
+    failed (returned, not raised, so the audit's verdict is kept), else None."""
+    experiment = ctx.need_experiment()
+    if not completion_audit.asks_for_promotion(experiment, to, ctx.actor):
+        return None
+    gate = completion_audit.gate(experiment, ctx.actor, run_id=ctx.run.id)
+    return None if gate.passed else ToolResult(gate.message, is_error=True, effects=gate.effects)
 
 
 @tool("post_marker", "Record a workflow marker (progress, review verdicts); optional next_status.",
@@ -106,6 +119,10 @@ def set_status(ctx: ToolContext, data: dict) -> ToolResult:
        "reconciler_decision": {"type": "string"},
        "next_status": {"type": "string", "enum": registry.STATUS_NAMES}}, ["marker"])
 def post_marker(ctx: ToolContext, data: dict) -> ToolResult:
+    markers.check_marker(data["marker"])
+    refused = _completion_audit(ctx, data.get("next_status"))
+    if refused is not None:
+        return refused
     review = {k: data[k] for k in markers.REVIEW_FIELDS if k in data}
     event, effects = markers.post_marker(ctx.need_experiment(), data["marker"], ctx.actor,
                                          note=data.get("note"), metadata=data.get("metadata"),

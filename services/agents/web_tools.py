@@ -35,12 +35,13 @@ from urllib.parse import urlsplit
 from flask import current_app
 
 from services import plans, settings
+from services.agents import model_catalog
 from services.errors import ValidationError
 
 SEARCH = "web_search"
 FETCH = "web_fetch"
 TOOL_TYPES = {SEARCH: "web_search_20250305", FETCH: "web_fetch_20250910"}
-WEB_SEARCH_USD = 10.0 / 1000  # per search (the pricing above)
+WEB_SEARCH_USD = model_catalog.WEB_SEARCH_USD  # per search (the pricing above; one table of prices)
 
 ENABLED_SETTING = "web_tools_enabled"
 DOMAINS_SETTING = "web_allowed_domains"
@@ -123,10 +124,15 @@ def request_tools(names) -> list[dict]:
     return [definition(name) for name in names if name in TOOL_TYPES]
 
 
+def searches_of(usage) -> int:
+    """The web searches one call ran (the API bills each; failed ones are not counted)."""
+    server = getattr(usage, "server_tool_use", None)
+    return int(getattr(server, "web_search_requests", None) or 0)
+
+
 def search_cost(usage) -> float:
     """USD of the web searches one call made."""
-    server = getattr(usage, "server_tool_use", None)
-    return int(getattr(server, "web_search_requests", None) or 0) * WEB_SEARCH_USD
+    return searches_of(usage) * WEB_SEARCH_USD
 
 
 # --- cited sources ----------------------------------------------------------------------------

@@ -22,12 +22,13 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import approvals, events, jobs, lifecycle, pod_secrets, recovery, registry, runs, settings, spend, ssh_keys
+from services import (approvals, events, jobs, lifecycle, markers, pod_secrets, recovery, registry, runs,
+                      settings, spend, ssh_keys)
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
 from services.dispatch import spec as specs
-from services.dispatch import tokens, verify
+from services.dispatch import preflight, tokens, verify
 from services.dispatch.backends.base import BackendError, PodRequest, backend_for
 from services.errors import Conflict
 from services.parking import Heartbeat, wake_parent_if_ready
@@ -304,20 +305,23 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
         pods_spec = specs.as_pods(approved_spec(experiment))
     except Conflict as exc:
         return _fail(run, experiment, "spec_invalid", exc.message, created=[])
+    # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
+    # and creates only the missing ones, so no pod is ever created twice.
+    earlier = _pods_by_index(run.id)
+    prices = costs.owner_gpu_prices()
+    if not earlier:
+        refused = _preflight(run, experiment, pods_spec, prices)
+        if refused is not None:
+            return refused
     # Nothing new while an earlier dispatch's pod may still bill (a failure's survivor).
     still_up = stop_earlier_pods(run, experiment)
     if still_up:
         return _fail(run, experiment, "provider_error", "Pods of an earlier dispatch may still be billing and "
                      "could not be stopped: " + ", ".join(p.name for p in still_up) + ". No new pod was "
                      "created; stop them, then dispatch again.", created=[])
-    # A resumed saga (its worker was lost) finds the pods it already made: it keeps them
-    # and creates only the missing ones, so no pod is ever created twice.
-    earlier = _pods_by_index(run.id)
     if not earlier:
         runs.append_event(run.id, "deploy_started", f"dispatching {len(pods_spec)} pod(s)")
     db.session.commit()
-
-    prices = costs.owner_gpu_prices()
     created: list[Pod] = []
     for index, pod_spec in enumerate(pods_spec):
         attempts = earlier.get(index, [])
@@ -344,6 +348,32 @@ def _saga(run: AgentRun, experiment: Experiment) -> str:
                              metadata={"run_id": str(run.id), "pods": [p.name for p in created]})
     db.session.commit()
     return "dispatched"
+
+
+def _preflight(run: AgentRun, experiment: Experiment, pods_spec: list[dict], prices: dict) -> str | None:
+    """The preflight checks (services.dispatch.preflight), before any pod is created: recorded
+    on the run and the timeline; a failure blocks the experiment with one line per failed
+    check (the owner's turn) and fails the dispatch. None when it passed."""
+    account = approvals.approved_terms(experiment).account
+    db.session.commit()  # no transaction is held while the research repository is fetched
+    report = preflight.run(experiment, pods_spec, account, prices, candidates)
+    actor = Actor.system("preflight")
+    metadata = {**report.as_json(), "run_id": str(run.id)}
+    runs.append_event(run.id, "preflight", report.summary(), metadata)
+    markers.post_marker(experiment, "epm:preflight", actor, note=report.summary()[:1900], metadata=metadata)
+    if report.passed:
+        db.session.commit()
+        return None
+    note = ("Preflight refused the dispatch; no pod was created. Fix these, then re-approve the plan to dispatch "
+            "again: " + " ".join(f"({i}) {c.message}." for i, c in enumerate(report.failures, start=1)))[:1900]
+    effects = []
+    if not experiment.terminal and experiment.status != "blocked":
+        effects = lifecycle.transition(experiment, "blocked", actor, note=note,
+                                       metadata={"reason": "preflight_failed", "run_id": str(run.id),
+                                                 "checks": metadata["checks"]})
+    db.session.commit()
+    lifecycle.run_side_effects(effects)
+    return _fail(run, experiment, "preflight_failed", report.summary(), created=[], block_note=note)
 
 
 def _pods_by_index(run_id) -> dict[int, list[Pod]]:

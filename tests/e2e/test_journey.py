@@ -185,8 +185,14 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
                             "epm:experiment-implementation", "epm:code-review", "epm:experiment-implementation",
                             "epm:code-review", "epm:test-verdict", "epm:pod-dispatched", "epm:upload-verification",
                             "epm:interpretation", "epm:interp-critique", "epm:clean-result-critique",
-                            "epm:awaiting-promotion", "epm:promoted"]
+                            "epm:completion-audit", "epm:awaiting-promotion", "epm:promoted"]
         assert _in_order(expected_markers, markers), markers
+        # The dispatch passed its preflight before any pod was made (the tested commit on the
+        # remote, probe.py at it), and the result its completion audit before the owner's turn.
+        verdicts = {e.marker: e.metadata_["verdict"] for e in db.session.scalars(sa.select(WorkflowEvent).where(
+            WorkflowEvent.entity_id == experiment.id,
+            WorkflowEvent.marker.in_(("epm:preflight", "epm:completion-audit"))))}
+        assert verdicts == {"epm:preflight": "pass", "epm:completion-audit": "pass"}, verdicts
         assert markers.count("epm:experiment-implementation") == 2
         assert markers.count("epm:code-review") == 2 and markers.count("epm:code-review-codex") == 2
         assert markers.count("epm:test-verdict") == 1

@@ -1,16 +1,38 @@
-"""A loopback fake of the Anthropic Messages API that behaves like Claude Sonnet 5.5.
+"""A loopback fake of the Anthropic Messages API that behaves like the models Sagan uses.
 
 Tests script what "Claude" answers, turn by turn; the app's real `anthropic` client talks to
 it over HTTP through ANTHROPIC_BASE_URL. It is faithful by default, including the parts that
-are inconvenient for a client (checked against the docs on 2026-12-01: the Sonnet 5.5
-overview and migration guide, "Adaptive thinking", "Handling stop reasons", "Prompt
-caching", "Streaming messages" and the installed SDK, anthropic 2.14.0):
+are inconvenient for a client (checked against the docs on 2026-12-01 and again on
+2026-12-02: the Sonnet 5.5 overview, "What's new" and migration guide, "Troubleshooting
+thinking", "Adaptive thinking", "Handling stop reasons", "Prompt caching", "Streaming
+messages", the API's "Getting started" and "Versions" pages, and the installed SDK,
+anthropic 2.14.0):
 
-- Every reply starts with a `thinking` block carrying a signature. Adaptive thinking is on by
-  default and the default display is `omitted`: the block's text is empty unless the request
-  asks for `thinking: {"type": "adaptive", "display": "summarized"}`. On Sonnet 5.5 the text
-  a model writes between tool calls comes back *inside* the thinking block, so a scripted
-  text block that precedes a tool call is folded into the thinking text.
+- Each model behaves as its row of services.agents.model_catalog says — the one table of
+  models, prices and limits that the agent loop reads too, each value with the published
+  page it came from. The fake refuses what that row says the model refuses: adaptive
+  thinking on Claude Haiku 4.5 (400 "adaptive thinking is not supported on this model"),
+  an effort on a model without one, `between_tools` anywhere but Sonnet 5.5 (and there at
+  effort xhigh or max), `max_tokens` above the model's maximum output, a prompt over its
+  context window. A model the table does not know (the demo's "demo-scripted", a test's
+  unpriced model) is served as Sonnet 5.5 rather than with the real API's 404, so those
+  names keep working.
+- Headers as the API documents them: the key in `x-api-key` (a request without one is a 401
+  `authentication_error`, "x-api-key header is required"; a bare `Authorization: Bearer`
+  is the OAuth form and is not taken for an API key) and an `anthropic-version` header (a
+  400 without it). The installed SDK sends the key as a Bearer token by default, so the
+  app's client names the header itself (services.agents.loop.model_client).
+- A model that thinks (Sonnet 5 and 5.5 by default, or when the request turns thinking on)
+  starts every reply with a `thinking` block carrying a signature; a model that does not
+  (Haiku 4.5 with no `thinking` field) returns none. The default display of Sonnet 5 and
+  5.5 is `omitted`: the block's text is empty unless the request asks for
+  `thinking: {"type": "adaptive", "display": "summarized"}`. On Sonnet 5.5 the text a model
+  writes between tool calls comes back *inside* the thinking block, so a scripted text
+  block that precedes a tool call is folded into the thinking text (other models keep it
+  as a text block). `thinking: {"type": "between_tools"}` (Sonnet 5.5 only) turns the
+  up-front thinking off, but those updates still come back as thinking blocks, with their
+  text ("What's new in Claude Sonnet 5.5"). Wording of a refusal that the docs do not quote
+  (an effort on Haiku 4.5, `between_tools` at max effort) is the fake's.
 - Signatures are bound to the model and the conversation (its first user message). An
   assistant turn with tool calls must come back exactly as it was sent, thinking blocks
   first and unchanged, or the request is refused with a 400 `invalid_request_error` in the
@@ -22,7 +44,8 @@ caching", "Streaming messages" and the installed SDK, anthropic 2.14.0):
   more than four `cache_control` breakpoints, `cache_control` on a thinking block, and tool
   calls without their results right after them.
 - Usage is computed from what was sent (about four characters a token): the prompt prefix up
-  to a `cache_control` breakpoint is written to the cache once (>= 512 tokens) and read back
+  to a `cache_control` breakpoint is written to the cache once (at least the model's minimum
+  cacheable prompt: 512 tokens on Sonnet 5.5, 1,024 on Sonnet 5, 4,096 on Haiku 4.5) and read back
   on later calls that share it (the API looks back up to 20 blocks from a breakpoint), so a
   second call of a long run is billed mostly as `cache_read_input_tokens`.
 - A reply whose output (thinking included) needs more tokens than `max_tokens` is cut off:
@@ -35,7 +58,9 @@ caching", "Streaming messages" and the installed SDK, anthropic 2.14.0):
 
 Web search and web fetch (server tools; checked 2026-12-01 against platform.claude.com's
 "Web search tool", "Web fetch tool" and "Server tools" pages, the SDK's types, and the
-400s reported in public issue threads):
+400s reported in public issue threads; the beta header question re-checked 2026-12-02: the
+docs search holds only the 2025 beta pages, which ask for it, while SDK 2.14's GA tool
+union carries `web_fetch_20250910`, so the GA API takes it without one):
 - Tool versions: `web_search_20250305`, `web_search_20260209`, `web_search_20260318`,
   `web_fetch_20250910`, `web_fetch_20260209`, `web_fetch_20260309`, `web_fetch_20260318`
   (the newer ones add dynamic filtering through code execution; Sagan uses the basic
@@ -82,7 +107,8 @@ Each scripted turn is one of:
 - a callable `fn(request_json) -> turn`, to answer from what was asked.
 
 Every request is recorded (`fake.requests`) with its headers and JSON body, every answer
-(`fake.responses`) with the usage it reported.
+(`fake.responses`) with the usage it reported; `fake.billed_usd()` is what that usage costs at
+the catalogue's prices, the bill the API would send.
 """
 from __future__ import annotations
 
@@ -99,14 +125,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from services.agents import model_catalog
+
 _ids = itertools.count(1)
 
-MAX_OUTPUT_TOKENS = 128_000
-CONTEXT_WINDOW = 1_000_000
-MIN_CACHEABLE_TOKENS = 512
+# The model an unknown model name is served as (see the docstring).
+DEFAULT_MODEL = "claude-sonnet-5-5"
 CACHE_LOOKBACK_BLOCKS = 20
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
+EFFORTS = model_catalog.EFFORTS
 DISPLAYS = ("summarized", "omitted")
+THINKING_TYPES = ("adaptive", "enabled", "disabled", "between_tools")
 SERVER_TOOL_VERSIONS = {"web_search_20250305", "web_search_20260209", "web_search_20260318",
                         "web_fetch_20250910", "web_fetch_20260209", "web_fetch_20260309", "web_fetch_20260318"}
 _COMMON_FIELDS = {"type", "name", "allowed_domains", "blocked_domains", "cache_control", "max_uses", "allowed_callers",
@@ -244,8 +272,9 @@ class FakeAnthropic:
     requests: list[RecordedRequest] = field(default_factory=list)
     responses: list[dict] = field(default_factory=list)
     default: dict | None = None  # answered when the script runs out (None: a 500 saying so)
-    context_window: int = CONTEXT_WINDOW
-    max_output_tokens: int = MAX_OUTPUT_TOKENS
+    # The model's own limits (model_catalog) unless a test sets a smaller one.
+    context_window: int | None = None
+    max_output_tokens: int | None = None
     bind: tuple = ("127.0.0.1", 0)
     record: bool = True  # keep every request and response (the demo turns it off)
 
@@ -269,6 +298,24 @@ class FakeAnthropic:
         with self._lock:
             return len(self.turns)
 
+    def billed_usd(self) -> float | None:
+        """What the answers so far cost at the catalogue's prices (model_catalog): the bill the
+        API would send for the usage it reported, searches included; None once a model has
+        no price in the catalogue."""
+        total = 0.0
+        for message in self.responses:
+            usage = message["usage"]
+            known = model_catalog.MODELS.get(message["model"])
+            if known is None or known.price is None:
+                return None
+            price = known.price
+            total += model_catalog.usd(
+                price, input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
+                cache_write_tokens=usage["cache_creation_input_tokens"],
+                cache_read_tokens=usage["cache_read_input_tokens"],
+                web_searches=(usage.get("server_tool_use") or {}).get("web_search_requests", 0))
+        return total
+
     def _next_turn(self, body: dict):
         with self._lock:
             turn = self.turns.popleft() if self.turns else self.default
@@ -288,36 +335,37 @@ class FakeAnthropic:
         blocks = [{"type": "text", "text": first}] if isinstance(first, str) else [_normal(b) for b in first or []]
         return hashlib.sha256(json.dumps(blocks, sort_keys=True).encode()).hexdigest()[:16]
 
+    @staticmethod
+    def row(model: str | None) -> model_catalog.Model:
+        """The catalogue row the fake serves `model` as (Sonnet 5.5 for a name it lacks)."""
+        return model_catalog.MODELS.get(model or "") or model_catalog.MODELS[DEFAULT_MODEL]
+
+    def limits(self, model: str | None) -> tuple[int, int]:
+        """(context window, maximum output) for `model`, a test's smaller values first."""
+        row = self.row(model)
+        return (self.context_window or row.context_window, self.max_output_tokens or row.max_output)
+
     def _validate(self, body: dict) -> None:
         model = body.get("model")
         if not model:
             raise Refused("model: Field required")
+        row = self.row(model)
         max_tokens = body.get("max_tokens")
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise Refused("max_tokens: Field required")
-        if max_tokens > self.max_output_tokens:
-            raise Refused(f"max_tokens: {max_tokens} > {self.max_output_tokens}, which is the maximum allowed "
+        _, max_output = self.limits(model)
+        if max_tokens > max_output:
+            raise Refused(f"max_tokens: {max_tokens} > {max_output}, which is the maximum allowed "
                           f"number of output tokens for {model}")
         for name in ("temperature", "top_p", "top_k"):
             if name in body:
                 raise Refused(f"{name}: sampling parameters are not supported on {model}; remove `{name}`.")
-        thinking = body.get("thinking")
-        if thinking is not None:
-            kind = thinking.get("type")
-            if kind == "enabled" or "budget_tokens" in thinking:
-                raise Refused(f"thinking.type.enabled is not supported for {model}. Use thinking.type.adaptive "
-                              "and output_config.effort to control thinking behavior.")
-            if kind == "disabled":
-                raise Refused(f"thinking.type.disabled is not supported for {model}. Use thinking.type.between_tools "
-                              "to turn off up-front thinking.")
-            if kind not in ("adaptive", "between_tools"):
-                raise Refused(f"thinking.type: Input tag '{kind}' found using 'type' does not match any of the "
-                              "expected tags: 'adaptive', 'between_tools'")
-            if thinking.get("display") is not None and thinking["display"] not in DISPLAYS:
-                raise Refused(f"thinking.display: Input should be {' or '.join(map(repr, DISPLAYS))}")
         effort = (body.get("output_config") or {}).get("effort")
         if effort is not None and effort not in EFFORTS:
             raise Refused(f"output_config.effort: Input should be {', '.join(map(repr, EFFORTS))}")
+        if effort is not None and effort not in row.efforts:
+            raise Refused(f"output_config.effort: {model} does not support the effort parameter.")
+        self._validate_thinking(body.get("thinking"), model, row, effort)
         choice = (body.get("tool_choice") or {}).get("type")
         if choice in ("any", "tool"):
             raise Refused(f"tool_choice: forced tool use (type '{choice}') is not supported on {model}; "
@@ -325,6 +373,37 @@ class FakeAnthropic:
         self._validate_cache_control(body)
         self._validate_server_tools(body)
         self._validate_messages(body, model)
+
+    @staticmethod
+    def _validate_thinking(thinking, model: str, row: model_catalog.Model, effort: str | None) -> None:
+        """What the model's row accepts as `thinking` (Troubleshooting thinking, by model)."""
+        if thinking is None:
+            return
+        kind = thinking.get("type")
+        if kind not in THINKING_TYPES:
+            raise Refused(f"thinking.type: Input tag '{kind}' found using 'type' does not match any of the "
+                          f"expected tags: {', '.join(map(repr, THINKING_TYPES))}")
+        if kind not in row.thinking_types:
+            if kind == "adaptive":
+                raise Refused("adaptive thinking is not supported on this model")  # the real message
+            if kind == "enabled" and row.adaptive:
+                raise Refused(f"thinking.type.enabled is not supported for {model}. Use thinking.type.adaptive "
+                              "and output_config.effort to control thinking behavior.")
+            if kind == "disabled" and "between_tools" in row.thinking_types:
+                raise Refused(f"thinking.type.disabled is not supported for {model}. Use thinking.type.between_tools "
+                              "to turn off up-front thinking.")
+            raise Refused(f"thinking.type.{kind} is not supported for {model}.")
+        if kind == "enabled":
+            budget = thinking.get("budget_tokens")
+            if not isinstance(budget, int) or budget < 1024:
+                raise Refused("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+        elif "budget_tokens" in thinking:
+            raise Refused(f"thinking.{kind}.budget_tokens: Extra inputs are not permitted")
+        if kind == "between_tools" and effort in model_catalog.EFFORTS_NEEDING_THINKING:
+            raise Refused(f"thinking.type.between_tools is not supported with effort {effort!r}; use adaptive "
+                          "thinking at xhigh or max.")
+        if thinking.get("display") is not None and thinking["display"] not in DISPLAYS:
+            raise Refused(f"thinking.display: Input should be {' or '.join(map(repr, DISPLAYS))}")
 
     @staticmethod
     def _validate_cache_control(body: dict) -> None:
@@ -496,7 +575,7 @@ class FakeAnthropic:
                         break
             written_upto = read_upto
             for bp in breakpoints:
-                if sum(sizes[:bp + 1]) >= MIN_CACHEABLE_TOKENS:
+                if sum(sizes[:bp + 1]) >= self.row(body.get("model")).min_cacheable_tokens:
                     self._cache.add(prefix_hashes[bp])
                     written_upto = max(written_upto, bp + 1)
         read = sum(sizes[:read_upto])
@@ -601,20 +680,27 @@ class FakeAnthropic:
     # --- building the answer -----------------------------------------------------------
     def _message(self, turn: dict, body: dict) -> dict:
         model = body["model"]
-        display = (body.get("thinking") or {}).get("display") or "omitted"
-        between_tools = (body.get("thinking") or {}).get("type") == "between_tools"
+        row = self.row(model)
+        thinking = body.get("thinking") or {}
+        kind = thinking.get("type") or ("adaptive" if row.thinks_by_default else "disabled")
+        thinks = kind != "disabled"
+        # between_tools turns off the up-front thinking; the short updates written between
+        # tool calls still come back as thinking blocks, with their text (What's new in 5.5).
+        display = "summarized" if kind == "between_tools" else thinking.get("display") or row.default_display
         blocks, server_usage = self._run_server_tools(copy.deepcopy(turn["content"]), body)
-        narration = [turn["_thinking"]] if turn.get("_thinking") else []
-        if any(b["type"] == "tool_use" for b in blocks) and not between_tools:
+        narration = [turn["_thinking"]] if turn.get("_thinking") and kind in ("adaptive", "enabled") else []
+        if thinks and row.text_between_tools_in_thinking and any(b["type"] == "tool_use" for b in blocks):
             # Sonnet 5.5: the text written before a tool call comes back inside the thinking block
             # (text that cites search results stays a text block: citations live on text blocks).
             first_tool = next(i for i, b in enumerate(blocks) if b["type"] == "tool_use")
             folded = [i for i, b in enumerate(blocks[:first_tool]) if b["type"] == "text" and not b.get("citations")]
             narration += [blocks[i]["text"] for i in folded]
             blocks = [b for i, b in enumerate(blocks) if i not in folded]
-        thought = "\n\n".join(narration) if display == "summarized" else ""
-        signature = self._sign(model, self._conversation_key(body), thought)
-        content = [{"type": "thinking", "thinking": thought, "signature": signature}] + blocks
+        content = blocks
+        if thinks:
+            thought = "\n\n".join(narration) if display == "summarized" else ""
+            signature = self._sign(model, self._conversation_key(body), thought)
+            content = [{"type": "thinking", "thinking": thought, "signature": signature}] + blocks
         full_output = turn.get("_output_tokens") or tokens(content) + tokens("\n\n".join(narration))
         stop_reason = turn["stop_reason"]
         output = full_output
@@ -696,9 +782,10 @@ class FakeAnthropic:
         except Refused as exc:
             return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}, {}
         prompt = sum(tokens(b) for b, _ in self._prompt_blocks(body))
-        if prompt > self.context_window:
+        context_window, _ = self.limits(body.get("model"))
+        if prompt > context_window:
             return 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
-                         f"prompt is too long: {prompt} tokens > {self.context_window} maximum"}}, {}
+                         f"prompt is too long: {prompt} tokens > {context_window} maximum"}}, {}
         turn = self._next_turn(body)
         while turn and turn.get("_kind") == "slow":
             time.sleep(turn["seconds"])
@@ -768,10 +855,14 @@ class FakeAnthropic:
                 if self.path.split("?")[0].rstrip("/") != "/v1/messages":
                     return self._send(404, {"type": "error", "error": {"type": "not_found_error",
                                                                         "message": f"no route {self.path}"}})
-                # Older SDKs send x-api-key; current ones a bearer Authorization header.
-                if not (self.headers.get("x-api-key") or self.headers.get("Authorization", "").startswith("Bearer ")):
+                # The API reference: every request carries the key in x-api-key and names
+                # the API version in anthropic-version (a Bearer token is the OAuth form).
+                if not self.headers.get("x-api-key"):
                     return self._send(401, {"type": "error", "error": {
-                        "type": "authentication_error", "message": "an API key is required"}})
+                        "type": "authentication_error", "message": "x-api-key header is required"}})
+                if not self.headers.get("anthropic-version"):
+                    return self._send(400, {"type": "error", "error": {
+                        "type": "invalid_request_error", "message": "anthropic-version: header is required"}})
                 status, payload, headers = fake.answer(body)
                 if status == 200 and body.get("stream"):
                     return self._stream(payload)

@@ -244,7 +244,8 @@ def test_price_overrides_set_all_four_rates(app):
         input_tokens, output_tokens = 1_000_000, 1_000_000
         cache_creation_input_tokens, cache_read_input_tokens = 1_000_000, 1_000_000
     with app.app_context():
-        assert model_api.cost("claude-sonnet-5-5", Usage) == pytest.approx(2 + 10 + 2.5 + 0.2)
+        assert model_api.cost("claude-sonnet-5-5", Usage) == pytest.approx(
+            SONNET.input + SONNET.output + SONNET.cache_write + SONNET.cache_read)
         app.config["SAGAN_MODEL_PRICES"] = {"claude-sonnet-5-5": [1, 2, 3, 4],
                                             "my-model": {"input": 1, "output": 1, "cache_write": 1, "cache_read": 0}}
         try:
@@ -266,3 +267,27 @@ def test_malformed_price_overrides_stop_start_up(bad):
         SAGAN_MODEL_PRICES = bad
     with pytest.raises(ValueError, match="SAGAN_MODEL_PRICES"):
         create_app(BadPrices)
+
+
+def test_a_model_without_adaptive_thinking_is_sent_what_it_accepts(app, fake_anthropic, worker, make_experiment):
+    """A planner on Claude Haiku 4.5 (SAGAN_AGENT_MODEL), which has no adaptive thinking and no
+    effort parameter: the loop sends neither (the fake answers both with the real 400), so the
+    run works; its narration is a text block; its cost is the API's bill at Haiku's prices."""
+    number = make_experiment("Cheap model", status="clarifying")
+    app.config["SAGAN_AGENT_MODEL"] = "claude-haiku-4-5"
+    try:
+        fake_anthropic.script(reply(text("Two questions first."), tool_use("ask_questions", {
+            "questions": [{"key": "k", "text": "Which base model?"}]})))
+        run_id = _start_planner(app, number, "clarify")
+        worker()
+    finally:
+        app.config["SAGAN_AGENT_MODEL"] = ""
+    sent = fake_anthropic.requests[0].body
+    assert sent["model"] == "claude-haiku-4-5" and "thinking" not in sent and "output_config" not in sent
+    assert sent["max_tokens"] <= model_api.MODELS["claude-haiku-4-5"].max_output
+    with app.app_context():
+        run = _run(run_id)
+        assert run.status == "completed" and experiments.get_experiment(number).status == "awaiting_clarifications"
+        assert float(run.cost_usd) == pytest.approx(fake_anthropic.billed_usd())
+        narration = _events(run_id, "assistant_text")
+        assert [e.body for e in narration] == ["Two questions first."] and not narration[0].metadata_

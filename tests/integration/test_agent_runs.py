@@ -133,14 +133,18 @@ def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, wo
         assert "Interpretation: the prediction held." in woken
         assert experiments.get_experiment(number).status == "reviewing"
     # The woken parent continued the same conversation: its first turn came back unchanged
-    # (thinking signature included), and the update followed its tool result, no made-up turn.
+    # (thinking signature included), and the child's outcome came back in the result of the
+    # call that started it, no made-up turn.
     parent_calls = [r.body for r in fake_anthropic.requests if "spawn_agent" in {t["name"] for t in r.body["tools"]}]
     woken_call = parent_calls[1]["messages"]
     assert [m["role"] for m in woken_call] == ["user", "assistant", "user"]
     assert woken_call[1]["content"] == fake_anthropic.responses[0]["content"]
     assert woken_call[1]["content"][0]["type"] == "thinking" and woken_call[1]["content"][0]["signature"]
-    last_turn = woken_call[2]["content"]
-    assert last_turn[0]["type"] == "tool_result" and last_turn[1]["text"].startswith("Update while you waited:")
+    (result,) = woken_call[2]["content"]
+    assert result["type"] == "tool_result" and result["is_error"] is False
+    assert result["content"].startswith("Started analyzer as run ")
+    assert "Sub-agent analyzer" in result["content"] and "ended completed: Interpretation: the prediction held." \
+        in result["content"]
 
 
 def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthropic, worker, make_experiment):

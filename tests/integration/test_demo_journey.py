@@ -617,6 +617,11 @@ def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_
             experiment = experiments.get_experiment(number)
             notes = _experiment_notes(experiment_id)
             assert experiment.status == "awaiting_promotion", "\n".join(notes[-15:])
+            # Both dispatches passed their preflight (the reviewed commit on the remote, probe.py at
+            # it) before any pod was made, and the result passed the completion audit before it
+            # waited for the owner: its TL;DR numbers are the analysis's, the pods' latest exit 0.
+            assert _verdicts(experiment_id, "epm:preflight") == ["pass", "pass"]
+            assert _verdicts(experiment_id, "epm:completion-audit") == ["pass"]
 
             # The first dispatch crashed in the research code; the second ran the fix.
             dispatches = list(db.session.scalars(sa.select(AgentRun).where(
@@ -668,6 +673,11 @@ def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_
                                                                               ("post_marker", False)]
     finally:
         agents.stop()
+
+
+def _verdicts(experiment_id, marker: str) -> list[str]:
+    return [m["verdict"] for m in db.session.scalars(sa.select(WorkflowEvent.metadata_).where(
+        WorkflowEvent.entity_id == experiment_id, WorkflowEvent.marker == marker).order_by(WorkflowEvent.created_at))]
 
 
 def _experiment_notes(experiment_id) -> list[str]:

@@ -1,11 +1,17 @@
 """The fake Messages API refuses what the real one refuses (Sonnet 5.5 migration guide, read
-2026-12-01), through the real SDK over HTTP, so the agent tests cannot pass against a
-friendlier API than production's."""
+2026-12-01; "Troubleshooting thinking", the API's getting-started and versions pages and the
+model table of services.agents.model_catalog, read 2026-12-02), through the real SDK over
+HTTP, so the agent tests cannot pass against a friendlier API than production's."""
 from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
 
 import anthropic
 import pytest
 
+from services.agents import model_catalog
 from tests.fakes.anthropic_server import FakeAnthropic, cited, reply, text, tool_use, web_fetch, web_search
 
 MODEL = "claude-sonnet-5-5"
@@ -19,7 +25,8 @@ def fake():
 
 
 def _client(fake):
-    return anthropic.Anthropic(api_key="sk-ant-test", base_url=fake.url, max_retries=0)
+    return anthropic.Anthropic(api_key="sk-ant-test", base_url=fake.url, max_retries=0,
+                               default_headers={"x-api-key": "sk-ant-test", "Authorization": anthropic.Omit()})
 
 
 def _first_turn(fake, client):
@@ -229,3 +236,85 @@ def test_a_script_that_searches_without_the_tool_is_a_loud_error(fake):
     with pytest.raises(anthropic.InternalServerError) as caught:
         _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF)
     assert "offers no web_search tool" in caught.value.body["error"]["message"]
+
+
+# --- headers and models ------------------------------------------------------------------------------
+
+def _post(fake, headers: dict) -> tuple[int, dict]:
+    """A raw Messages call with exactly these headers (the SDK always adds its own)."""
+    body = json.dumps({"model": MODEL, "max_tokens": 100, "messages": BRIEF}).encode()
+    request = urllib.request.Request(f"{fake.url}/v1/messages", data=body, method="POST",
+                                     headers={"content-type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_the_key_goes_in_x_api_key_with_an_api_version(fake):
+    """No x-api-key (a bare Bearer token included) is a 401; no anthropic-version is a 400;
+    both present is answered."""
+    fake.script(reply(text("Hello.")))
+    status, body = _post(fake, {"anthropic-version": "2023-06-01"})
+    assert (status, body["error"]["type"]) == (401, "authentication_error")
+    assert body["error"]["message"] == "x-api-key header is required"
+    status, _ = _post(fake, {"Authorization": "Bearer sk-ant-test", "anthropic-version": "2023-06-01"})
+    assert status == 401
+    status, body = _post(fake, {"x-api-key": "sk-ant-test"})
+    assert (status, body["error"]["message"]) == (400, "anthropic-version: header is required")
+    assert fake.remaining() == 1
+    status, body = _post(fake, {"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"})
+    assert status == 200 and body["content"][-1]["text"] == "Hello."
+
+
+HAIKU = "claude-haiku-4-5"
+
+
+@pytest.mark.parametrize("model, setting, message", [
+    (HAIKU, {"thinking": {"type": "adaptive"}}, "adaptive thinking is not supported on this model"),
+    (HAIKU, {"output_config": {"effort": "high"}}, "does not support the effort parameter"),
+    (HAIKU, {"max_tokens": 64_001}, "64000, which is the maximum allowed"),
+    (HAIKU, {"thinking": {"type": "enabled", "budget_tokens": 100}}, "greater than or equal to 1024"),
+    ("claude-sonnet-5", {"thinking": {"type": "between_tools"}}, "thinking.type.between_tools is not supported"),
+    (MODEL, {"thinking": {"type": "between_tools"}, "output_config": {"effort": "max"}},
+     "not supported with effort 'max'"),
+])
+def test_each_model_refuses_what_its_row_says_it_refuses(fake, model, setting, message):
+    """The catalogue's row decides: adaptive thinking or an effort on Haiku 4.5, its 64K output,
+    between_tools anywhere but Sonnet 5.5 (and there at max effort) are 400s."""
+    fake.script(reply(text("never")))
+    params = {"model": model, "max_tokens": 1000, "messages": BRIEF, **setting}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        with _client(fake).messages.stream(**params) as stream:
+            stream.get_final_message()
+    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert message in caught.value.body["error"]["message"]
+    assert fake.remaining() == 1
+
+
+def test_a_model_that_is_not_thinking_returns_no_thinking_block(fake):
+    """Haiku 4.5 with no `thinking` field: no thinking block, and the text before a tool call
+    stays a text block (only Sonnet 5.5 folds it into the thinking)."""
+    fake.script(reply(text("Looking first."), tool_use("get_experiment", {})))
+    message = _client(fake).messages.create(model=HAIKU, max_tokens=1000, messages=BRIEF)
+    assert [b.type for b in message.content] == ["text", "tool_use"] and message.content[0].text == "Looking first."
+    fake.script(reply(text("Between tools."), tool_use("get_experiment", {})))
+    updates = _client(fake).messages.create(model=MODEL, max_tokens=1000, messages=BRIEF,
+                                            thinking={"type": "between_tools"})
+    # between_tools: no up-front thinking, the update between tool calls still in a thinking block
+    assert updates.content[0].type == "thinking" and updates.content[0].thinking == "Between tools."
+
+
+def test_the_bill_is_the_usage_at_the_catalogues_prices(fake):
+    """billed_usd() prices what each answer reported with the one table of prices."""
+    fake.script(reply(text("one")), reply(text("two")))
+    client = _client(fake)
+    first = client.messages.create(model=MODEL, max_tokens=1000, messages=BRIEF)
+    second = client.messages.create(model=HAIKU, max_tokens=1000, messages=BRIEF)
+    sonnet, haiku = model_catalog.MODELS[MODEL].price, model_catalog.MODELS[HAIKU].price
+    expected = sum((m.usage.input_tokens * p.input + m.usage.output_tokens * p.output
+                    + m.usage.cache_creation_input_tokens * p.cache_write
+                    + m.usage.cache_read_input_tokens * p.cache_read) / 1e6
+                   for m, p in ((first, sonnet), (second, haiku)))
+    assert fake.billed_usd() == pytest.approx(expected) and expected > 0

@@ -196,7 +196,7 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert [(p.run_index, p.status, bool(p.provider_pod_id)) for p in pods] == \
             [(0, "deploying", True), (1, "deploying", False)]
         before_kill = _run_events(run_id)
-        assert before_kill == ["deploy_started", "deploy_pod_started"]
+        assert before_kill == ["preflight", "deploy_started", "deploy_pod_started"]
 
         clock.advance(timedelta(seconds=app.config["RUN_STALE_SECONDS"] + 60))
         first, second = sweeps.reconcile_runs(), sweeps.reconcile_runs()
@@ -213,8 +213,9 @@ def test_worker_killed_mid_dispatch_resumes_once_without_duplicate_pods(
         assert [p.attempt for p in pods] == [1, 1]
         assert len(fake_runpod.requests_to("POST", "/v2/pods")) == 2  # no create was repeated
         kinds = _run_events(run_id)
-        assert kinds[:2] == before_kill  # nothing written before the kill was lost
+        assert kinds[:3] == before_kill  # nothing written before the kill was lost
         assert kinds.count("deploy_started") == 1 and kinds.count("deploy_pod_started") == 2
+        assert kinds.count("preflight") == 1  # the resumed saga does not check again
         assert kinds.count("woken") == 1 and kinds[-1] == "deploy_completed"
         assert sweeps.reconcile_runs() == {"requeued": [], "lost": [], "resumed": []}
 

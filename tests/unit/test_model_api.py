@@ -80,3 +80,18 @@ def test_a_crashed_conversation_is_made_valid_to_resume():
     parked = [{"role": "user", "content": "Brief"}]
     assert model_api.resumable(parked, note="Woken.")[0]["content"] == [
         {"type": "text", "text": "Brief"}, {"type": "text", "text": "Woken."}]
+
+
+def test_the_request_follows_the_models_row(app_ctx):
+    """Adaptive thinking and effort where the model has them; neither for Haiku 4.5; a model
+    the catalogue lacks is sent what current models take."""
+    def sent(model, effort="high"):
+        return model_api.request(model=model, system="P", tools=[], messages=[{"role": "user", "content": "B"}],
+                                 effort=effort, max_tokens=1000)
+    haiku = sent("claude-haiku-4-5")
+    assert "thinking" not in haiku and "output_config" not in haiku
+    assert sent("claude-sonnet-5")["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert sent("claude-unreleased-9", "max")["output_config"] == {"effort": "max"}
+    assert model_api.first_max_tokens("claude-haiku-4-5") == 32_000
+    assert model_api.next_max_tokens(32_000, "claude-haiku-4-5") == 64_000
+    assert model_api.next_max_tokens(64_000, "claude-haiku-4-5") is None
