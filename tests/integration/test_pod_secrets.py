@@ -13,7 +13,7 @@ import html
 import pytest
 import sqlalchemy as sa
 
-from models import ApprovalRequest, Setting, db
+from models import ApprovalRequest, Setting, WorkflowEvent, db
 from services import approvals, experiments, lifecycle, pod_secrets
 from services.actors import Actor
 from tests.conftest import csrf_from
@@ -147,24 +147,48 @@ def test_every_secret_setting_in_config_is_reserved():
     assert not pod_secrets.reserved("HF_TOKEN") and not pod_secrets.reserved("WANDB_API_KEY")
 
 
+def _approved_dispatch(app, make_experiment, secrets):
+    number = make_experiment("Dispatch with secrets", status="planning", runpod_account="team")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        submission = approvals.submit_plan(experiment, plan_with(pod_spec(secrets=secrets)), OWNER, source="owner")
+        approvals.approve(submission.approval, OWNER)
+        lifecycle.transition(experiment, "implementing", Actor.system())
+        db.session.commit()
+    return number
+
+
 def test_dispatch_injects_only_allowlisted_secrets(app, runpod, make_experiment, monkeypatch):  # noqa: F811
-    """Does the created pod receive an allowed secret's value but no Sagan secret — even with
-    one forced into the stored list past the form — nor a name removed after approval?"""
+    """Does the created pod receive the allowed secrets' values but no Sagan secret — even with
+    one forced into the stored list past the form?"""
     monkeypatch.setenv("HF_TOKEN", "hf_value_for_the_pod_0000000")
     monkeypatch.setenv("WANDB_API_KEY", "wandb-value-000000000000")
     monkeypatch.setenv("SECRET_KEY", "server-secret-key-never-for-pods")
     _allow(app, ["HF_TOKEN", "WANDB_API_KEY"])
-    number = make_experiment("Dispatch with secrets", status="planning", runpod_account="team")
-    with app.app_context():
-        experiment = experiments.get_experiment(number)
-        submission = approvals.submit_plan(experiment, plan_with(pod_spec(secrets=["HF_TOKEN", "WANDB_API_KEY"])),
-                                           OWNER, source="owner")
-        approvals.approve(submission.approval, OWNER)
-        lifecycle.transition(experiment, "implementing", Actor.system())
-        db.session.commit()
-    _allow(app, ["HF_TOKEN", "SECRET_KEY"])  # written straight to the table: the form would refuse it
+    number = _approved_dispatch(app, make_experiment, ["HF_TOKEN", "WANDB_API_KEY"])
+    _allow(app, ["HF_TOKEN", "WANDB_API_KEY", "SECRET_KEY"])  # written straight to the table: the form would refuse it
     dispatch(app, number)
     env = runpod.requests_to("POST")[0].body["env"]
     assert env["HF_TOKEN"] == "hf_value_for_the_pod_0000000"
-    assert "WANDB_API_KEY" not in env and "SECRET_KEY" not in env
+    assert env["WANDB_API_KEY"] == "wandb-value-000000000000"
+    assert "SECRET_KEY" not in env
     assert "server-secret-key-never-for-pods" not in repr(env)
+
+
+def test_a_secret_removed_from_the_allowlist_after_approval_stops_the_dispatch_before_any_pod(
+        app, runpod, make_experiment, monkeypatch):  # noqa: F811
+    """Is a name taken off the allowlist after approval refused by the preflight — no pod created,
+    the experiment blocked with the name in its reason — rather than a pod started without it?"""
+    monkeypatch.setenv("HF_TOKEN", "hf_value_for_the_pod_0000000")
+    monkeypatch.setenv("WANDB_API_KEY", "wandb-value-000000000000")
+    _allow(app, ["HF_TOKEN", "WANDB_API_KEY"])
+    number = _approved_dispatch(app, make_experiment, ["HF_TOKEN", "WANDB_API_KEY"])
+    _allow(app, ["HF_TOKEN"])
+    dispatch(app, number)
+    assert runpod.requests_to("POST") == []
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        assert experiment.status == "blocked"
+        note = db.session.scalar(sa.select(WorkflowEvent.note).where(WorkflowEvent.entity_id == experiment.id,
+                                                                     WorkflowEvent.to_status == "blocked"))
+        assert "WANDB_API_KEY is not on the pod-secret allowlist" in note
