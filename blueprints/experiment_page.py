@@ -90,20 +90,27 @@ class ExperimentPage:
                                                                        drafts["draft_title"])
             drafts["preview_url"] = url_for("results.draft", number=experiment.number, key=key)
         version = experiments.page_version(experiment.number)
+        plans = approvals.plan_overview(experiment)
+        open_questions = questions.open_questions(experiment)
         return {
             "experiment": experiment, "page_version": version.version, "keep_polling": not version.terminal,
             "poll_seconds": current_app.config["POLL_EXPERIMENT_SECONDS"],
             "errors": self.errors, "preview_error": self.errors.get("preview"), **drafts,
             "stepper": stages.stepper(experiment.status, experiment.status_before_block,
                                       events.entered_status_at(experiment)),
+            "owner_action": stages.owner_action(
+                experiment.status, experiment.status_before_block, pending_approval=plans.pending,
+                plan_version=plans.current.version if plans.current else None, open_questions=len(open_questions),
+                is_blocker=bool(plans.current and (plans.current.plan_json or {}).get("is_blocker"))),
+            "original_question": results.original_question(experiment),
             "timeline": timeline, "parent": parent, "filters": filters,
             "moves": lifecycle.allowed_moves(experiment, "owner"),
             "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
-            "review_loops": markers.review_loops_for(experiment), "plans": approvals.plan_overview(experiment),
+            "review_loops": markers.review_loops_for(experiment), "plans": plans,
             "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
             "pod_can_dispatch": pod_view.can_dispatch(experiment),
             "artifact_views": pod_view.artifacts_for(experiment),
-            "open_questions": questions.open_questions(experiment),
+            "open_questions": open_questions,
             "answered_questions": questions.answered_questions(experiment),
             **results.page_context(experiment), "children": follow_ups.children(experiment),
             **code_view.page_context(experiment), **form_choices(),

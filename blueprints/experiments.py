@@ -107,21 +107,21 @@ def timeline(number: int):
 
 def _move(number: int, *, override: bool):
     """A status move from the page (`override`: the owner's explicit override, note required).
-    Refusals are shown next to the control; an htmx swap gets the status panel only."""
+    Refusals are shown next to the control. An htmx swap gets the page's whole live region,
+    not the status panel alone: the stepper ("Next: …"), the timeline and the owner's next
+    action show the status too, and a move must change them all in the same swap."""
     experiment = experiments.get_experiment(number)
     error_key = "override" if override else "status"
     chosen, note = request.form.get("to", ""), request.form.get("note") or ""
     # A refusal keeps what the owner chose in the form it came from (as the board does).
     kept = {"override_to": chosen, "override_note": note} if override else {"status_to": chosen, "status_note": note}
 
-    def status_panel(errors: dict | None = None, headers: dict | None = None):
+    def live_panels(errors: dict | None = None, headers: dict | None = None):
         current = experiments.get_experiment(number)
         drafts = kept if errors else {}
         return fragment_or_page(
-            lambda: render_template("experiments/_status.html", experiment=current, errors=errors or {},
-                                    moves=lifecycle.allowed_moves(current, "owner"), **drafts,
-                                    timeline=events.timeline(current,
-                                                             limit=current_app.config["TIMELINE_PAGE_SIZE"])),
+            lambda: render_template("experiments/_live.html",
+                                    **ExperimentPage(current, errors=errors or {}, drafts=drafts).context()),
             lambda: refuse(current, error_key, errors[error_key].message, **drafts) if errors
             else back(number, "status"),
             headers=headers)
@@ -129,8 +129,8 @@ def _move(number: int, *, override: bool):
     return perform(
         lambda: lifecycle.transition(experiment, chosen, access.actor(), note=note or None, override=override,
                                      expected_status=request.form.get("expected") or None),
-        refused=lambda exc: status_panel({error_key: PageError(exc.message)}),
-        done=lambda: status_panel(headers={"HX-Trigger": "pipeline-changed"}))
+        refused=lambda exc: live_panels({error_key: PageError(exc.message)}),
+        done=lambda: live_panels(headers={"HX-Trigger": "pipeline-changed"}))
 
 
 @bp.post("/experiments/<int:number>/status")

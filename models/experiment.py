@@ -61,6 +61,9 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
 
     number: Mapped[int] = mapped_column(unique=True)
     title: Mapped[str] = mapped_column(sa.String(300))
+    # The title as the owner asked it, kept when a clean result's title (its finding) takes
+    # the title's place; NULL while the title is still the question.
+    question: Mapped[str | None] = mapped_column(sa.String(300))
     hypothesis: Mapped[str | None] = mapped_column(sa.Text)
     body: Mapped[str | None] = mapped_column(sa.Text)
     plan_md: Mapped[str | None] = mapped_column(sa.Text)

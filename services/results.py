@@ -85,6 +85,11 @@ def styled_for_light_only(body_html: str | None) -> bool:
     return "<style" in body and "prefers-color-scheme" not in body
 
 
+def original_question(experiment: Experiment) -> str:
+    """What the experiment asked: its title before a clean result's title replaced it."""
+    return experiment.question or experiment.title
+
+
 def version_count(experiment: Experiment) -> int:
     return db.session.scalar(sa.select(sa.func.count(CleanResultVersion.id))
                              .where(CleanResultVersion.experiment_id == experiment.id)) or 0
@@ -109,6 +114,8 @@ def save_clean_result(experiment: Experiment, html: str | None, actor: Actor, *,
     count = version_count(experiment)
     if body == experiment.body and new_title == experiment.title and count:
         return Saved(count, False, report)
+    if new_title != experiment.title and not experiment.question:
+        experiment.question = experiment.title  # the question, before the finding replaces it
     experiment.title = new_title
     experiment.body = body
     experiment.has_clean_result = True

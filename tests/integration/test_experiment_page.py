@@ -150,15 +150,26 @@ def test_status_change_from_the_page(app, client, owner, make_experiment):
 
 
 def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment):
-    """Does the htmx status form get back only the #status panel, showing the new turn?"""
+    """After an htmx move, does every panel that shows the status say the new one in the same
+    swap — the status panel, the stepper's "Next: …" and the timeline's move — with the poll
+    holding the new page version?"""
     number = make_experiment()
     response = htmx_client.post(f"/experiments/{number}/status",
                                 data={"to": "clarifying", "expected": "proposed"},
                                 headers={"X-CSRFToken": htmx_client.csrf})
     body = text(response)
     assert "<html" not in body
-    assert body.lstrip().startswith('<section class="panel status-panel')
-    assert "Sagan turn: clarify hypothesis and information gain" in body
+    assert body.lstrip().startswith('<div id="experiment-live"')
+    status = re.search(r'<section class="panel status-panel.*?</section>', body, re.S).group(0)
+    assert "Sagan turn: clarify hypothesis and information gain" in status
+    stepper = re.search(r'<section class="stepper.*?</section>', body, re.S).group(0)
+    assert re.search(r'<strong>Clarifying</strong>.*Next: <strong>Sagan</strong> — clarify hypothesis', stepper, re.S)
+    assert "clarify scope" not in body  # the turn of the status it left, nowhere
+    timeline = re.search(r'<ol class="timeline" id="timeline-list">.*?</ol>', body, re.S).group(0)
+    assert "proposed → clarifying" in timeline
+    with app.app_context():
+        version = experiments.page_version(number).version
+    assert f'data-version="{version}"' in body and f'\\"{version}\\"' in response.text
 
 
 @pytest.mark.parametrize("to, expected, note, message", [
