@@ -1,7 +1,7 @@
 """The approval queue and the phone-first approval page (SPEC §4.4)."""
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, make_response, redirect, render_template, request, url_for
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
@@ -64,6 +64,29 @@ def tick(request_id: str):
                    refused=lambda exc: tick_status(False, exc.message), done=lambda: tick_status(True, "Saved"))
 
 
+@bp.post("/approvals/<request_id>/answers")
+@access.owner
+def save_answers(request_id: str):
+    """Autosave the typed textbox answers (the page posts them as the owner types, like
+    ticks), so a reload or a closed tab keeps them; answers the save's status. A refusal
+    keeps its HTTP status and its sentence, which the page shows beside the box."""
+    approval = approvals.get_request(request_id)
+    answers = _typed_answers()
+
+    def save_status(saved: bool, message: str, status: int = 200):
+        # Only a script posts here (no form has this action): the status line is the answer.
+        return make_response(render_template("approvals/_tick_status.html", saved=saved, message=message), status)
+
+    return perform(lambda: approvals.save_answers(approval, answers), keyed=False,
+                   refused=lambda exc: save_status(False, exc.message, exc.status_code),
+                   done=lambda: save_status(True, "Saved"))
+
+
+def _typed_answers() -> dict:
+    """The form's textbox answers (`answer-<key>` fields), by key."""
+    return {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
+
+
 @bp.post("/approvals/<request_id>/resolve")
 @access.owner
 def resolve(request_id: str):
@@ -75,7 +98,7 @@ def resolve(request_id: str):
     approval = approvals.get_request(request_id)
     decision = request.form.get("decision")
     note = request.form.get("note", "")
-    answers = {key[len("answer-"):]: value for key, value in request.form.items() if key.startswith("answer-")}
+    answers = _typed_answers()
     page = url_for("approvals.detail", request_id=approval.id)
 
     def refused(exc):

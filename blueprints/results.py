@@ -16,9 +16,12 @@ from services.sanitize import css_hashes
 bp = Blueprint("results", __name__)
 
 
-def result_frame(body_html: str | None, label: str = "Clean result", extra_class: str = "") -> Markup:
-    """A sanitized result in its sandboxed srcdoc frame; this page's CSP allows its styles."""
-    srcdoc = render_template("results/_frame_document.html", body=body_html or "",
+def result_frame(body_html: str | None, label: str = "Clean result", extra_class: str = "",
+                 paper: bool = False) -> Markup:
+    """A sanitized result in its sandboxed srcdoc frame; this page's CSP allows its styles.
+    `paper`: a figure, drawn on white in either theme (charts are drawn for a light page, and
+    a transparent one would put its dark strokes on the dark frame)."""
+    srcdoc = render_template("results/_frame_document.html", body=body_html or "", paper=paper,
                              light_only=results.styled_for_light_only(body_html),
                              frame_policy=security_headers.FRAME_POLICY)
     security_headers.allow_styles(css_hashes(srcdoc))

@@ -111,7 +111,9 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
         id=uuid.uuid4(), experiment_id=experiment.id, plan_version_id=plan_version.id,
         agent_run_id=agent_run_id, kind="experiment_plan",
         title=f"Approve experiment plan: {experiment.title}"[:400], status="pending",
-        checklist={item["label"][:500]: item["checked"] for item in parsed.data["checklist"]},
+        # Every box is the owner's to tick: the planner's own `[x]` stays in the plan (shown
+        # beside the box as "planner: checked"), never pre-ticks the owner's answer.
+        checklist={item["label"][:500]: False for item in parsed.data["checklist"]},
         answers={}, estimated_cost_usd=(estimate or {}).get("total_usd"),
         runpod_account=experiment.runpod_account, requested_by=actor.id or actor.kind)
     db.session.add(approval)
@@ -396,6 +398,21 @@ def set_checklist_item(approval: ApprovalRequest, label: str, checked: bool) -> 
     if label not in (approval.checklist or {}):
         raise ValidationError("That item is not on this plan's checklist.", field="label")
     approval.checklist = {**approval.checklist, label: bool(checked)}
+
+
+def save_answers(approval: ApprovalRequest, answers) -> dict:
+    """Autosave typed textbox answers as the owner types them (the page posts each change, as
+    it does ticks): merged into the request's answers, a blank one removed. The decision
+    later sends the whole form, which replaces them. Returns the request's answers."""
+    if approval.status != "pending":
+        raise Conflict(f"This approval request is already {approval.status}.", code="already_resolved")
+    if not isinstance(answers, dict) or not answers:
+        raise ValidationError("Send at least one answer to save.", field="answers")
+    plan_json = _plan_version(approval).plan_json
+    cleaned = clean_answers(plan_json, answers)
+    merged = {key: value for key, value in (approval.answers or {}).items() if key not in answers}
+    approval.answers = merged | cleaned
+    return approval.answers
 
 
 def pending_queue() -> list[tuple[ApprovalRequest, Experiment]]:

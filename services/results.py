@@ -31,7 +31,7 @@ from services.clock import utcnow
 from services.errors import Conflict, Forbidden, NotFound, TooLarge, ValidationError
 from services.experiments import clean_fields
 from services.redact import redact
-from services.result_lint import LintReport, confidence_of, lint, title_without_confidence
+from services.result_lint import LintReport, confidence_of, lint, title_without_confidence, tldr_items, tldr_label
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
 from services.records import get_by_id
 
@@ -83,6 +83,42 @@ def styled_for_light_only(body_html: str | None) -> bool:
     styles its own dark mode, follows the page."""
     body = (body_html or "").lower()
     return "<style" in body and "prefers-color-scheme" not in body
+
+
+@dataclass(frozen=True)
+class ResultSummary:
+    """A finished experiment's first screen: the finding (the result's title) with its
+    confidence, the key numbers (the TL;DR's Results bullet) and the primary figure."""
+    finding: str
+    confidence: str | None
+    numbers: str | None
+    figure_html: str | None    # the body's <figure id="figure"> with the result's styles, sanitized
+    figure: "FigureView | None"  # else the first attached figure
+
+
+_FIGURE_ELEMENT = re.compile(r'<figure\b[^>]*\bid="figure"[^>]*>.*?</figure>', re.S)
+_STYLE_ELEMENT = re.compile(r"<style>.*?</style>", re.S)
+
+
+def summary(experiment: Experiment, attached: list | None = None) -> ResultSummary | None:
+    """The summary of the experiment's clean result, or None without one. `attached`: its
+    figures when the caller already has them."""
+    if not experiment.body:
+        return None
+    numbers = None
+    for item in tldr_items(experiment.body):
+        if tldr_label(item) == "Results":
+            numbers = re.sub(r"^results\s*:?\s*", "", text_of(item), flags=re.I) or None
+            break
+    figure_html = None
+    found = _FIGURE_ELEMENT.search(experiment.body)
+    if found:
+        # Cut from a sanitized body and sanitized again: a cut cannot leave anything open.
+        figure_html = sanitize_result_html("".join(_STYLE_ELEMENT.findall(experiment.body)) + found.group(0))
+    attached = figures(experiment) if attached is None and not figure_html else (attached or [])
+    return ResultSummary(finding=title_without_confidence(experiment.title), confidence=confidence_of(experiment.title),
+                         numbers=numbers, figure_html=figure_html,
+                         figure=None if figure_html or not attached else attached[0])
 
 
 def original_question(experiment: Experiment) -> str:
@@ -482,8 +518,10 @@ def remove_figure(experiment: Experiment, figure_id, actor: Actor) -> None:
 def page_context(experiment: Experiment) -> dict:
     """Everything the experiment page's clean-result section shows."""
     promotion = promotion_of(experiment)
+    attached = figures(experiment)
     return {"lint_report": report_for(experiment), "result_versions": versions(experiment),
-            "result_figures": figures(experiment), "figure_artifacts": figure_artifacts(experiment),
+            "result_figures": attached, "figure_artifacts": figure_artifacts(experiment),
+            "result_summary": summary(experiment, attached),
             "confidence": confidence_of(experiment.title),
             "result_title": title_without_confidence(experiment.title), "skeleton": SKELETON,
             "can_promote": experiment.status == "awaiting_promotion" and bool(experiment.body),

@@ -104,6 +104,18 @@ SVG_ATTRIBUTES = frozenset({
     "gradientUnits", "gradientTransform", "spreadMethod", "offset", "stop-color", "stop-opacity",
 })
 
+# The SVG presentation properties an element's inline `style` may set: kept as the same-named
+# attribute (charting libraries write `style="fill: #fff; stroke: #000"` on every shape, and
+# without it every shape is filled black: the figure becomes a black rectangle).
+SVG_STYLE_PROPERTIES = frozenset({
+    "fill", "fill-opacity", "fill-rule", "clip-rule", "stroke", "stroke-width", "stroke-opacity",
+    "stroke-dasharray", "stroke-dashoffset", "stroke-linecap", "stroke-linejoin", "stroke-miterlimit",
+    "opacity", "color", "visibility", "display", "shape-rendering", "text-rendering", "vector-effect",
+    "paint-order", "clip-path", "font-family", "font-size", "font-weight", "font-style", "font-variant",
+    "letter-spacing", "word-spacing", "text-decoration", "text-anchor", "dominant-baseline",
+    "alignment-baseline", "baseline-shift", "writing-mode", "stop-color", "stop-opacity",
+})
+
 # `<img>` may carry inline images of these types; nothing else may use a data: URL.
 IMAGE_DATA_PREFIXES = ("data:image/png;", "data:image/png,", "data:image/jpeg;", "data:image/jpeg,",
                        "data:image/svg+xml;", "data:image/svg+xml,")
@@ -641,6 +653,8 @@ def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
                 lowered = key.lower()
                 if key.startswith("{") or lowered.startswith(("on", "hx-", "data-hx-", "xmlns")):
                     del child.attrib[key]
+            if namespace == SVG_NS and "style" in child.attrib:
+                _style_to_presentation(child)
             if name == "style" and namespace is None:
                 child.attrib.clear()  # css_hashes() expects a bare <style>
                 css = filter_css("".join(child.itertext()))
@@ -657,6 +671,22 @@ def _prune(root: ElementTree.Element, policy: Policy) -> dict[str, str]:
         if removed:
             _remove_keeping_tails(parent, removed)
     return styles
+
+
+def _style_to_presentation(element: ElementTree.Element) -> None:
+    """An SVG element's inline `style` as presentation attributes (the style attribute itself
+    never survives): only SVG_STYLE_PROPERTIES, only values the stylesheet filter would keep;
+    the attribute filter then checks each like any other (url() inside the document only).
+    A style declaration wins over the attribute of the same name, as it does in a browser."""
+    for declaration in tinycss2.parse_blocks_contents(element.attrib.pop("style") or "", skip_comments=True,
+                                                      skip_whitespace=True):
+        if declaration.type != "declaration" or declaration.lower_name not in SVG_STYLE_PROPERTIES:
+            continue
+        if not _css_tokens_safe(declaration.value):
+            continue
+        value = tinycss2.serialize(declaration.value).strip()
+        if value and _css_text_safe(value) and "<" not in value:
+            element.attrib[declaration.lower_name] = value
 
 
 def _remove_keeping_tails(parent: ElementTree.Element, removed: list[ElementTree.Element]) -> None:

@@ -156,6 +156,16 @@
     return toast;
   }
 
+  // An autosave (data-show-refusal) shows its refusal beside its field rather than as a
+  // toast: the server answers the sentence with the error's status, and it is swapped in.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var status = event.detail.xhr.status;
+    if (status >= 400 && status < 500 && event.detail.elt.hasAttribute("data-show-refusal")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
   document.addEventListener("htmx:responseError", function (event) {
     var xhr = event.detail.xhr;
     showToast(messageFrom(xhr), { reload: !!RELOAD_CODES[codeFrom(xhr)] });

@@ -21,6 +21,18 @@ from pathlib import Path
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844), "narrow": (360, 740)}
 
 
+TRANSPARENT_CHART = """<svg xmlns="http://www.w3.org/2000/svg" width="320pt" height="200pt" viewBox="0 0 320 200">
+ <g id="figure_1"><path d="M 0 200 L 320 200 L 320 0 L 0 0 z" style="fill: none"/>
+  <path d="M 40 170 L 310 170 M 40 170 L 40 20" style="fill: none; stroke: #000000; stroke-width: 1.2"/>
+  <path d="M 60 60 L 110 95 L 160 80 L 210 130 L 260 120 L 300 150"
+        style="fill: none; stroke: #1f77b4; stroke-width: 2.5; stroke-linecap: square"/>
+  <path d="M 60 70 L 110 75 L 160 110 L 210 100 L 260 140 L 300 135"
+        style="fill: none; stroke: #ff7f0e; stroke-width: 2.5; stroke-linecap: square"/>
+  <text x="175" y="192" style="font-size: 11px; font-family: 'DejaVu Sans', sans-serif; text-anchor: middle">seed</text>
+  <text x="175" y="14" style="font-size: 12px; font-family: 'DejaVu Sans', sans-serif; text-anchor: middle">Validation loss by seed</text>
+ </g></svg>"""
+
+
 def _results_demo(number_of: dict) -> tuple[str, int]:
     """The realistic clean result on the promoted and the awaiting experiments, a comment
     thread, and a share link for all promoted results; returns (token, shared number)."""
@@ -31,7 +43,12 @@ def _results_demo(number_of: dict) -> tuple[str, int]:
     owner = Actor("owner", None, "Owner")
     for status in ("awaiting_promotion", "shared"):
         experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number_of[status]))
-        results.save_clean_result(experiment, html, Actor("agent", None, "analyzer"))
+        experiment.title = "Does the easy-to-hard curriculum speed up the 125M model?"  # the question asked
+        results.save_clean_result(experiment, html, Actor("agent", None, "analyzer"),
+                                  title="Curriculum ordering changes final loss by <1% (MODERATE confidence)")
+        # A chart as plotting libraries write it: transparent, every shape styled inline.
+        results.attach_markup(experiment, "svg", TRANSPARENT_CHART, Actor("agent", None, "analyzer"),
+                              title="Validation loss by seed (transparent SVG)")
         discussion.post_comment("experiment", experiment, "Is the 0.6% gap inside the seed spread at 350M too?", owner)
         if status == "shared":  # shared before it had a result: promoted again, with it
             results.promote(experiment, "shared", owner, confirm_lint=True)
@@ -148,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         "api-tokens-created": "/api-tokens",  # after creating one: the secret shown once
         "board-csrf-toast": "/",  # a move refused by an expired CSRF token
         "clean-result": f"/experiments/{number_of['awaiting_promotion']}#clean-result",
+        "experiment-finished": f"/experiments/{number_of['shared']}",
         "share-list": f"/s/{share_token}",
         "share-result": f"/s/{share_token}/{shared_number}",
         "metric-charts": f"/experiments/{number_of['awaiting_promotion']}#metrics",

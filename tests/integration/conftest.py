@@ -112,7 +112,7 @@ def make_approved(app, make_experiment):
             experiment = experiments.get_experiment(number)
             submission = approvals.submit_plan(experiment, plan_markdown, owner, source="owner")
             assert submission.approval is not None, submission.problems
-            approvals.approve(submission.approval, owner)
+            approvals.approve(submission.approval, owner, confirm_unchecked=True)
             lifecycle.transition(experiment, "implementing", Actor.system())
             db.session.commit()
         return number

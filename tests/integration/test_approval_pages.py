@@ -69,6 +69,81 @@ def test_tick_is_saved_as_made(app, htmx_client, pending):
         assert approval.checklist["Ten seeds are enough"] is True and "made up" not in approval.checklist
 
 
+def test_every_owner_box_starts_unticked_with_the_planners_tick_as_a_label(app, client, owner, pending):
+    """The planner wrote `- [x] Goal and hypothesis match the record`: does the owner's box for it
+    start unticked (on the approval page and in the stored request), with "planner: checked"
+    shown beside that item only?"""
+    request_id = pending()
+    with app.app_context():
+        assert set(approvals.get_request(request_id).checklist.values()) == {False}
+    page = client.get(f"/approvals/{request_id}").text
+    boxes = re.findall(r'<label class="check-item">.*?</label>', page, re.S)
+    assert len(boxes) == 3
+    assert not any(re.search(r'<input type="checkbox"[^>]*\bchecked\b(?!")', box) for box in boxes)
+    assert ["planner: checked" in box for box in boxes] == [True, False, False]
+    assert "Goal and hypothesis match the record" in boxes[0]
+
+
+def test_typed_answers_are_saved_as_typed_and_come_back(app, htmx_client, pending):
+    """Does the autosave keep the typed textbox answers (a blank one removed), so that the page
+    shows them again after a reload; and is the decision's own post still the last word?"""
+    request_id = pending()
+    headers = {"X-CSRFToken": htmx_client.csrf}
+    saved = htmx_client.post(f"/approvals/{request_id}/answers",
+                             data={"answer-budget-notes": "Up to $10.", "answer-seed-list": "0-9"}, headers=headers)
+    assert saved.status_code == 200 and "Saved" in saved.text
+    cleared = htmx_client.post(f"/approvals/{request_id}/answers", data={"answer-seed-list": "  "}, headers=headers)
+    assert cleared.status_code == 200
+    with app.app_context():
+        assert approvals.get_request(request_id).answers == {"budget-notes": "Up to $10."}
+    page = htmx_client.get(f"/approvals/{request_id}", headers={"HX-Request": ""}).text
+    assert re.search(r'<textarea name="answer-budget-notes"[^>]*>Up to \$10\.</textarea>', page)
+    done = htmx_client.post(f"/approvals/{request_id}/resolve",
+                            data={"decision": "approve", "confirm_unchecked": "1", "answer-budget-notes": "$12."},
+                            headers={**headers, "HX-Request": ""})
+    assert done.status_code == 303
+    with app.app_context():
+        assert approvals.get_request(request_id).answers == {"budget-notes": "$12."}
+
+
+@pytest.mark.parametrize("data, status, message", [
+    ({"answer-budget-notes": "x" * 10_001}, 400, "at most 10,000 characters"),
+    ({"answer-no-such-box": "hello"}, 400, "The plan has no textbox &#39;no-such-box&#39;"),
+    ({"note": "no answers here"}, 400, "Send at least one answer"),
+])
+def test_a_bad_autosave_says_why_and_changes_nothing(app, htmx_client, pending, data, status, message):
+    """Too long, a box the plan does not have, nothing to save: is each refused with its sentence
+    and the stored answers left as they were?"""
+    request_id = pending()
+    headers = {"X-CSRFToken": htmx_client.csrf}
+    htmx_client.post(f"/approvals/{request_id}/answers", data={"answer-budget-notes": "kept"}, headers=headers)
+    refused = htmx_client.post(f"/approvals/{request_id}/answers", data=data, headers=headers)
+    assert refused.status_code == status and message in refused.text and "tick-status error" in refused.text
+    with app.app_context():
+        assert approvals.get_request(request_id).answers == {"budget-notes": "kept"}
+
+
+def test_autosave_refuses_a_decided_request_an_unknown_one_and_a_missing_csrf(app, client, htmx_client, owner,
+                                                                              pending):
+    """Does the autosave refuse a request already decided (409), an unknown request (404) and a
+    post without the CSRF token (400), leaving the answers alone?"""
+    request_id = pending()
+    headers = {"X-CSRFToken": htmx_client.csrf}
+    with app.app_context():
+        approval = approvals.get_request(request_id)
+        approvals.reject(approval, Actor("owner"), note="not now", answers={"budget-notes": "final"})
+        db.session.commit()
+    late = htmx_client.post(f"/approvals/{request_id}/answers", data={"answer-budget-notes": "later"}, headers=headers)
+    assert late.status_code == 409 and "already rejected" in late.text
+    unknown = htmx_client.post("/approvals/00000000-0000-4000-8000-000000000000/answers",
+                               data={"answer-budget-notes": "x"}, headers=headers)
+    assert unknown.status_code == 404
+    no_csrf = htmx_client.post(f"/approvals/{request_id}/answers", data={"answer-budget-notes": "x"})
+    assert no_csrf.status_code == 400
+    with app.app_context():
+        assert approvals.get_request(request_id).answers == {"budget-notes": "final"}
+
+
 def test_a_tick_leaves_the_decision_forms_key_to_the_decision(app, htmx_client, pending):
     """htmx sends the enclosing decision form's fields (its one-time form_key too) with each
     tick: does the tick leave that key alone, so the Approve that follows still acts?"""

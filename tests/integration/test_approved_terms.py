@@ -31,7 +31,7 @@ def _submit(app, number, spec):
 def _approve(app, number, approval_id):
     with app.app_context():
         experiment = experiments.get_experiment(number)
-        approvals.approve(db.session.get(ApprovalRequest, approval_id), OWNER)
+        approvals.approve(db.session.get(ApprovalRequest, approval_id), OWNER, confirm_unchecked=True)
         lifecycle.transition(experiment, "implementing", Actor.system())
         db.session.commit()
 
@@ -89,7 +89,7 @@ def test_approving_after_the_account_changed_is_refused(app, make_experiment, ap
     api_client("read,write").patch(f"/api/experiments/{number}", json={"runpod_account": "team"})
     with app.app_context():
         try:
-            approvals.approve(db.session.get(ApprovalRequest, approval_id), OWNER)
+            approvals.approve(db.session.get(ApprovalRequest, approval_id), OWNER, confirm_unchecked=True)
             raise AssertionError("approved for an account nobody estimated")
         except Conflict as refused:
             assert refused.code == "account_changed"

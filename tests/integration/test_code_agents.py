@@ -173,7 +173,7 @@ def test_implementer_fixes_reviewers_iterate_tests_pass_and_the_pod_runs_that_co
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")
-        effects = approvals.approve(submission.approval, Actor("owner"))
+        effects = approvals.approve(submission.approval, Actor("owner"), confirm_unchecked=True)
         db.session.commit()
         lifecycle.run_side_effects(effects)
         experiment_id = experiment.id

@@ -305,7 +305,7 @@ def test_a_real_crash_goes_round_the_code_loop_and_the_fixed_commit_runs_on_a_re
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")
-        effects = approvals.approve(submission.approval, Actor("owner"))
+        effects = approvals.approve(submission.approval, Actor("owner"), confirm_unchecked=True)
         db.session.commit()
         lifecycle.run_side_effects(effects)
         experiment_id = experiment.id

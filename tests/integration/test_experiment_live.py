@@ -272,7 +272,8 @@ def test_the_spliced_branch_and_commit_raise_no_spec_alarm(app, client, owner, m
 # --- the plan as a checklist ------------------------------------------------------------------------
 
 def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(app, client, owner, make_experiment):
-    """Does the plan's checklist section show ticks (from the approval) and textbox answers, never the
+    """Does the plan's checklist section show the owner's ticks (from the approval; the planner's
+    own as a label) and textbox answers, never the
     literal [x], [ ], [TEXTBOX:…]; and is a file name like probe.py left as text, not a link?"""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
     plan = TWO_POD.replace("Metric: held-out probe accuracy.", "Metric: held-out probe accuracy, from probe.py.")
@@ -285,7 +286,9 @@ def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(ap
     plan_section = re.search(r'<section class="panel" id="plan">.*?</section>', html, re.S).group(0)
     assert "[x]" not in plan_section and "[ ]" not in plan_section and "[TEXTBOX" not in plan_section
     checklist = re.search(r'<ul class="checklist-view">.*?</ul>', plan_section, re.S).group(0)
-    assert re.search(r'class="ticked".*?Goal and hypothesis match the record', checklist, re.S)
+    # The planner's `[x]` is its own: the owner's tick is not made for them.
+    assert re.search(r'class="unticked".*?Goal and hypothesis match the record <span class="chip planner-checked">'
+                     r'planner: checked</span>', checklist, re.S)
     assert re.search(r'class="unticked".*?Budget of about \$5 is acceptable', checklist, re.S)
     assert re.search(r'class="ticked".*?Ten seeds are enough', checklist, re.S)
     assert "<dt>Budget notes</dt><dd>up to $10</dd>" in plan_section

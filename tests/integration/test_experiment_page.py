@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from models import WorkflowEvent, db
-from services import clock, events, experiments
+from services import approvals, clock, events, experiments, questions, results
 from services.actors import Actor
 from tests.integration.pages import older_events_link, text, timeline_notes
 
@@ -267,3 +268,74 @@ def test_edit_with_bad_input_shows_a_message_and_changes_nothing(app, client, ow
     assert response.status_code == 200
     assert message in text(response)
     assert _snapshot(app, number) == before
+
+
+# --- the owner's turn first, the question kept ------------------------------------------------------
+
+def _owner_action(html: str) -> str | None:
+    found = re.search(r'<section class="owner-action.*?</section>', html, re.S)
+    return found.group(0) if found else None
+
+
+def test_the_owners_turn_is_one_button_above_a_folded_move_form(app, client, owner, make_experiment):
+    """Plan pending, questions open, blocked: is the one thing asked of the owner the first panel
+    (a link to the approval, to the questions, a resume move), with "Move to" folded under it;
+    and with Sagan's turn, no such panel and the move form open as before?"""
+    pending = make_experiment("Pending", status="plan_pending")
+    asking = make_experiment("Asking", status="clarifying")
+    blocked = make_experiment("Blocked", status="blocked")
+    sagans = make_experiment("Sagan's turn")
+    with app.app_context():
+        questions.ask(experiments.get_experiment(asking), [{"key": "seeds", "text": "How many seeds?"},
+                                                           {"key": "gpu", "text": "Which GPU?"}],
+                      Actor("agent", "run", "planner"))
+        db.session.commit()
+        request_id = approvals.plan_overview(experiments.get_experiment(pending)).pending.id
+
+    page = text(client.get(f"/experiments/{pending}"))
+    action = _owner_action(page)
+    assert page.index('class="owner-action') < page.index('id="stepper"') < page.index('id="status"')
+    assert f'href="/approvals/{request_id}"' in action and "Review plan v1 and approve" in action
+    assert re.search(r'<details class="other-moves">\s*<summary>Move to another status…</summary>', page)
+
+    action = _owner_action(text(client.get(f"/experiments/{asking}")))
+    assert 'href="#questions"' in action and "Answer 2 questions from Sagan" in action
+
+    action = _owner_action(text(client.get(f"/experiments/{blocked}")))
+    assert 'name="to" value="running"' in action and "Unblock: resume running" in action
+    assert "CUDA out of memory" in action  # why it is blocked, above the button
+
+    page = text(client.get(f"/experiments/{sagans}"))
+    assert _owner_action(page) is None and "other-moves" not in page
+    assert re.search(r'<form method="post" action="[^"]*/status"', page)
+
+
+def test_the_resume_button_lifts_the_block(app, htmx_client, make_experiment):
+    """Does the blocked experiment's one button (a move back where it stopped) work as a move,
+    answering the whole live region with the new status?"""
+    number = make_experiment("Blocked", status="blocked")
+    response = htmx_client.post(f"/experiments/{number}/status", data={"to": "running", "expected": "blocked"},
+                                headers={"X-CSRFToken": htmx_client.csrf})
+    assert response.status_code == 200 and _owner_action(text(response)) is None
+    assert _snapshot(app, number)["status"] == "running"
+
+
+def test_the_header_keeps_the_question_a_result_title_replaced(app, client, owner, make_experiment):
+    """A clean result's title (its finding) replaces the experiment's title: does the page's
+    header still show the question asked, and the finding, confidence and numbers open the page
+    before the stepper and the moves?"""
+    html = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()
+    number = make_experiment("Does the curriculum speed up the 125M model?", status="awaiting_promotion")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        results.save_clean_result(experiment, html, Actor("agent", None, "analyzer"),
+                                  title="Curriculum ordering changes final loss by <1% (MODERATE confidence)")
+        results.save_clean_result(experiment, None, Actor("owner"), title="A second title (LOW confidence)")
+        db.session.commit()
+        assert experiment.question == "Does the curriculum speed up the 125M model?"
+    page = text(client.get(f"/experiments/{number}"))
+    assert re.search(r'<h1><span class="number">#\d+</span> Does the curriculum speed up the 125M model\?</h1>', page)
+    summary = re.search(r'<section class="panel result-summary".*?</section>', page, re.S).group(0)
+    assert "A second title" in summary and "LOW confidence" in summary
+    assert "curriculum 2.871 vs. shuffled 2.888" in summary and 'class="result-frame summary-frame"' in summary
+    assert page.index('id="result-summary"') < page.index('id="stepper"') < page.index('id="status"')

@@ -78,7 +78,7 @@ def test_sqlite_dispatch_refuses_an_account_changed_after_approval(lite):
         lifecycle.transition(experiment, "clarifying", OWNER)
         submission = approvals.submit_plan(experiment, plan_with(pod_spec(gpu="H100", gpuCount=8)), OWNER,
                                            source="owner")
-        approvals.approve(submission.approval, OWNER)
+        approvals.approve(submission.approval, OWNER, confirm_unchecked=True)
         lifecycle.transition(experiment, "implementing", Actor.system())
         db.session.commit()
     assert writer.patch(f"/api/experiments/{number}", json={"runpod_account": "team"}).status_code == 200

@@ -89,7 +89,7 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
-        effects = approvals.approve(submission.approval, Actor("owner"))
+        effects = approvals.approve(submission.approval, Actor("owner"), confirm_unchecked=True)
         db.session.commit()
         lifecycle.run_side_effects(effects)
         experiment_id = experiment.id
@@ -163,7 +163,7 @@ def _two_pods_approved(app, fake_anthropic, fake_runpod, make_experiment, monkey
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
-        effects = approvals.approve(submission.approval, Actor("owner"))
+        effects = approvals.approve(submission.approval, Actor("owner"), confirm_unchecked=True)
         db.session.commit()
         lifecycle.run_side_effects(effects)
     return number

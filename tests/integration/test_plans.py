@@ -47,7 +47,8 @@ def test_submit_valid_plan_opens_request(app, api_client, planning):
     assert body["plan"]["unknown_spec_fields"] == ["[0].owner_note"]
     assert body["estimate"]["unknown_prices"] == ["RTX4090"] and body["estimate"]["total_usd"] is None
     assert body["approvalRequest"]["title"] == "Approve experiment plan: Seed sweep"
-    assert body["approvalRequest"]["checklist"] == {"Goal and hypothesis match the record": True,
+    # Every box starts unticked for the owner, even the one the planner wrote as `[x]`.
+    assert body["approvalRequest"]["checklist"] == {"Goal and hypothesis match the record": False,
                                                     "Budget of about $5 is acceptable": False,
                                                     "Ten seeds are enough": False}
     with app.app_context():
@@ -96,7 +97,7 @@ def test_the_old_systems_four_pod_plan_is_accepted_with_its_consolidation_and_es
     assert estimate["unknown_prices"] == []
     assert estimate["total_usd"] == pytest.approx(4 * (18 * 1.49 + 200 * 0.10 * 18 / 730), abs=0.01)
     with app.app_context():
-        approvals.approve(db.session.scalar(sa.select(ApprovalRequest)), OWNER)
+        approvals.approve(db.session.scalar(sa.select(ApprovalRequest)), OWNER, confirm_unchecked=True)
         db.session.commit()
         stored = _exp(app, planning).pod_spec
     assert len(stored) == 4 and all(pod["consolidation"]["may_merge_pods"] is False for pod in stored)

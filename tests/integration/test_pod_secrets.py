@@ -152,7 +152,7 @@ def _approved_dispatch(app, make_experiment, secrets):
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan_with(pod_spec(secrets=secrets)), OWNER, source="owner")
-        approvals.approve(submission.approval, OWNER)
+        approvals.approve(submission.approval, OWNER, confirm_unchecked=True)
         lifecycle.transition(experiment, "implementing", Actor.system())
         db.session.commit()
     return number
