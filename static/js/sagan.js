@@ -158,9 +158,11 @@
 
   // An autosave (data-show-refusal) shows its refusal beside its field rather than as a
   // toast: the server answers the sentence with the error's status, and it is swapped in.
+  // (detail.elt is the swap's target here; the element that asked is requestConfig.elt.)
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;
-    if (status >= 400 && status < 500 && event.detail.elt.hasAttribute("data-show-refusal")) {
+    var source = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (status >= 400 && status < 500 && source && source.hasAttribute("data-show-refusal")) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }

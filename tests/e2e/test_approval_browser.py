@@ -44,7 +44,7 @@ def test_phone_approval_with_textbox_and_confirmation(app, browser_session, owne
 
     page.get_by_label("Budget notes").fill("Up to $10 is fine.")
     page.get_by_role("button", name="Approve", exact=True).click()
-    page.get_by_text("checklist item is not ticked").wait_for()
+    page.get_by_text("2 checklist items are not ticked").wait_for()  # every box starts unticked
     assert page.get_by_label("Budget notes").input_value() == "Up to $10 is fine."
     approve_anyway = page.get_by_role("button", name="Approve anyway")
     height = approve_anyway.bounding_box()["height"]

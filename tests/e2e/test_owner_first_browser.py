@@ -4,6 +4,7 @@ finished experiment that opens on its finding, figures readable in light and dar
 status move that changes every panel at once."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,17 @@ def _transparent_png() -> bytes:
     return encode_png(200, 120, pixel)
 
 
+def _keep(page, name: str, full_page: bool = False) -> None:
+    """With SAGAN_SCREENSHOTS_DIR set (docs/screenshots/README.md), keep what the owner sees."""
+    shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
+    if shots:
+        page.screenshot(path=str(Path(shots) / name), full_page=full_page)
+
+
+def _width(viewport: dict) -> str:
+    return "phone" if viewport["width"] < 600 else "desktop"
+
+
 def _on_first_screen(page, locator) -> bool:
     """Is the element wholly inside the viewport before any scrolling?"""
     box = locator.bounding_box()
@@ -66,7 +78,7 @@ def finished(app, make_experiment):
         svg = results.attach_markup(experiment, "svg", TRANSPARENT_SVG, ANALYZER, title="Transparent SVG")
         png = results.attach_upload(experiment, "chart.png", _transparent_png(), ANALYZER, title="Transparent PNG")
         results.promote(experiment, "shared", OWNER, confirm_lint=True)
-        _link, token = shares.create_link(experiment=experiment, label="for a mentor")
+        _link, token = shares.create_link(scope="experiment", experiment=experiment, label="for a mentor")
         db.session.commit()
         return {"number": number, "svg": str(svg.id), "png": str(png.id), "token": token}
 
@@ -87,6 +99,7 @@ def test_with_a_plan_pending_the_approval_is_one_button_on_the_first_screen(brow
     assert button.bounding_box()["height"] >= 48
     assert button.bounding_box()["y"] < page.locator("#status").bounding_box()["y"]
     assert not page.get_by_label("Move to").is_visible()  # folded under "Move to another status…"
+    _keep(page, f"experiment-plan-pending-{_width(viewport)}-light.png")
     button.click()
     page.wait_for_url(f"**/approvals/{request_id}")
     assert_clean(session)
@@ -150,12 +163,13 @@ def test_a_refused_autosave_says_why_beside_the_box(app, browser_session, owner_
     assert_clean(session)
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])
-def test_a_finished_experiment_opens_on_its_finding(browser_session, owner_account, finished, viewport):
+def test_a_finished_experiment_opens_on_its_finding(browser_session, owner_account, finished, viewport, scheme):
     """A finished experiment at 390 px and 1280 px: does the header keep the question, and the
     first screen show the finding with its confidence, the key numbers and the primary figure,
     with the status panel and the moves below?"""
-    session = browser_session(viewport)
+    session = browser_session(viewport, color_scheme=scheme)
     page = session.login()
     page.goto(f"/experiments/{finished['number']}")
     assert QUESTION in page.locator("h1").inner_text()
@@ -171,6 +185,7 @@ def test_a_finished_experiment_opens_on_its_finding(browser_session, owner_accou
     frame.content_frame.locator("svg").first.wait_for()
     page.wait_for_function("""() => { const f = document.querySelector('iframe.summary-frame');
         return f.style.height !== '' && f.contentDocument.querySelector('svg').getBoundingClientRect().height > 50; }""")
+    _keep(page, f"experiment-finished-first-screen-{_width(viewport)}-{scheme}.png")
     assert _on_first_screen(page, frame)
     assert page.locator("#status").bounding_box()["y"] > frame.bounding_box()["y"]
     assert_clean(session)
@@ -242,9 +257,10 @@ def test_a_move_changes_every_panel_at_once_without_a_reload(app, browser_sessio
     page.goto(f"/experiments/{number}")
     page.evaluate("window.__neverReloaded = true")
     assert "Next: Sagan — clarify scope" in page.locator("#stepper").inner_text()
-    page.get_by_label("Move to").select_option("clarifying")
-    page.get_by_label("Note").fill("Let us pin it down first.")
-    page.get_by_role("button", name="Move", exact=True).click()
+    status = page.locator("#status")
+    status.get_by_label("Move to").select_option("clarifying")
+    status.get_by_label("Note", exact=True).fill("Let us pin it down first.")
+    status.get_by_role("button", name="Move", exact=True).click()
     page.locator("#status .chip", has_text="clarifying").wait_for(timeout=5_000)
     assert "Next: Sagan — clarify hypothesis and information gain" in page.locator("#stepper").inner_text()
     assert page.locator("#stepper .stage-current").inner_text().strip() == "Clarifying"

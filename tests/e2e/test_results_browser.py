@@ -90,8 +90,12 @@ def _foreign(requests: list[str], base_url: str, allowed_paths: tuple[str, ...])
     return bad
 
 
+# The result's own frame: not the first screen's primary figure, not a figure of the grid.
+RESULT_FRAME = "iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)"
+
+
 def _frames(page):
-    return page.locator("iframe[data-result-frame]")
+    return page.locator(RESULT_FRAME)
 
 
 def _frame_doc_check(page, selector="iframe[data-result-frame]"):
@@ -158,11 +162,11 @@ def test_the_realistic_result_is_intact_and_fits(app, browser_session, owner_acc
     assert frame.locator("table.runs td").count() == 8
     assert frame.locator("#tldr").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(243, 246, 255)"
     assert frame.locator("circle").nth(5).evaluate("e => getComputedStyle(e).fill") == "rgb(53, 82, 200)"
-    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]');
+    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)');
         const d = f.contentDocument; return d && Math.abs(f.clientHeight - d.documentElement.scrollHeight) <= 2; }""")
     closed = frame_element.evaluate("f => f.clientHeight")
     frame.get_by_text("Experimental design").click()
-    page.wait_for_function(f"() => document.querySelector('iframe[data-result-frame]').clientHeight > {closed} + 100")
+    page.wait_for_function(f"() => document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)').clientHeight > {closed} + 100")
     assert frame.get_by_text("Kill criterion").is_visible()
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
     assert frame_element.evaluate("f => f.contentDocument.documentElement.scrollWidth - f.clientWidth") <= 0
@@ -184,7 +188,7 @@ def test_a_mentor_reads_a_share_link_on_a_phone(app, browser_session, make_exper
     frame = _frames(page).first.content_frame
     assert "5 seeds × 2 orderings" in frame.locator("#tldr").inner_text()
     assert page.get_by_text("MODERATE confidence").is_visible()
-    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]');
+    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)');
         return Math.abs(f.clientHeight - f.contentDocument.documentElement.scrollHeight) <= 2; }""")
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
     assert page.locator("form").count() == 0
@@ -241,7 +245,7 @@ def test_a_link_to_the_figure_scrolls_to_it_and_keeps_the_frame(app, browser_ses
     frame.locator("#tldr").wait_for()
     page.evaluate("window.scrollTo(0, 0)")
     frame.get_by_role("link", name="the figure").click()
-    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]');
+    page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)');
         const fig = f.contentDocument.getElementById('figure');
         const top = f.getBoundingClientRect().top + fig.getBoundingClientRect().top;
         return top >= -2 && top < window.innerHeight / 2; }""")
@@ -256,13 +260,15 @@ DARK_AWARE_RESULT = ('<style>.tldr { background: #f3f6ff; } @media (prefers-colo
                      '{ .tldr { background: #222; } }</style><section class="tldr" id="tldr"><p>Boxed finding.</p></section>')
 
 
-@pytest.mark.parametrize("body, background", [(LIGHT_ONLY_RESULT, "rgb(255, 255, 255)"),
+@pytest.mark.parametrize("body, background", [(LIGHT_ONLY_RESULT, "rgb(24, 28, 35)"),
                                               (DARK_AWARE_RESULT, "rgb(24, 28, 35)")])
 def test_a_result_styled_for_light_only_stays_readable_in_dark_mode(app, browser_session, owner_account,
                                                                     make_experiment, body, background):
     """A result whose own stylesheet paints light boxes without a text colour (as old results
-    do) stays light in a dark page: the dark frame's light text on its light-blue TL;DR box
-    was unreadable. A result that styles its own dark mode follows the page."""
+    do) keeps its own dark text on its light box — the dark frame's light text on that box was
+    unreadable — and the whole is turned over, so the card is dark, not bright white, in a
+    dark page (tests/e2e/test_owner_first_browser.py checks its pixels). A result that styles
+    its own dark mode follows the page."""
     number = _with_result(app, make_experiment, body, status="awaiting_promotion")
     session = browser_session(DESKTOP, color_scheme="dark")
     page = session.login()
@@ -270,11 +276,13 @@ def test_a_result_styled_for_light_only_stays_readable_in_dark_mode(app, browser
     frame_element = _frames(page).first
     frame_element.content_frame.get_by_text("Boxed finding.").wait_for()
     page.wait_for_function("""(background) => {
-        const d = document.querySelector('iframe[data-result-frame]').contentDocument;
+        const d = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)').contentDocument;
         return getComputedStyle(d.documentElement).backgroundColor === background; }""", arg=background)
-    if background == "rgb(255, 255, 255)":
+    if body == LIGHT_ONLY_RESULT:
         text = frame_element.evaluate("""f => getComputedStyle(f.contentDocument.querySelector('#tldr p')).color""")
-        assert text == "rgb(27, 31, 36)"  # the light page's dark text, on the light box
+        assert text == "rgb(27, 31, 36)"  # the light page's dark text, on the light box, as authored…
+        turned = frame_element.evaluate("""f => getComputedStyle(f.contentDocument.body).filter""")
+        assert turned == "invert(1) hue-rotate(180deg)"  # …then the whole turned over for the dark page
     assert_clean(session)
 
 
@@ -289,6 +297,6 @@ def test_the_result_frame_is_dark_in_dark_mode(app, browser_session, owner_accou
     page.goto(f"/experiments/{number}")
     frame_element = _frames(page).first
     frame_element.content_frame.get_by_text("Plain result text.").wait_for()
-    page.wait_for_function("""() => { const d = document.querySelector('iframe[data-result-frame]').contentDocument;
+    page.wait_for_function("""() => { const d = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)').contentDocument;
         return getComputedStyle(d.documentElement).backgroundColor === 'rgb(24, 28, 35)'; }""")
     assert_clean(session)
