@@ -117,6 +117,8 @@ def test_every_owner_box_starts_unticked(browser_session, owner_account, pending
     assert [boxes.nth(i).is_checked() for i in range(3)] == [False, False, False]
     planner = page.locator(".check-item", has=page.locator(".planner-checked"))
     assert planner.count() == 1 and "Goal and hypothesis match the record" in planner.inner_text()
+    page.locator(".checklist").scroll_into_view_if_needed()
+    _keep(page, "approval-checklist-unticked-phone-light.png")
     assert_clean(session)
 
 
@@ -218,6 +220,10 @@ def test_transparent_figures_are_readable_in_the_grid(browser_session, owner_acc
             assert luminance(background) > 0.8, f"{where}: background {background} is not a light paper"
             assert luminance(ink) < 0.1 and contrast(ink, background) > 7, f"{where}: strokes {ink} do not stand out"
             assert 0.003 < marked < 0.4, f"{where}: {marked:.1%} of the picture differs from its background"
+        if os.environ.get("SAGAN_SCREENSHOTS_DIR"):
+            kind = "share" if path.startswith("/s/") else "owner"
+            page.locator(".figures").screenshot(
+                path=str(Path(os.environ["SAGAN_SCREENSHOTS_DIR"]) / f"figure-grid-{kind}-desktop-{scheme}.png"))
     assert_clean(session)
 
 
@@ -235,6 +241,7 @@ def test_the_mentors_result_card_is_dark_in_dark_mode(browser_session, finished)
     background, ink, _ = background_and_ink(tldr.screenshot())
     assert luminance(background) < 0.1, f"the TL;DR box is {background} in dark mode"
     assert contrast(ink, background) > 7, f"its text {ink} does not stand out from {background}"
+    _keep(page, "mentor-result-phone-dark.png")
     figure = frame.content_frame.locator("#figure svg")
     paper, _, _ = background_and_ink(figure.screenshot())
     assert luminance(paper) > 0.6, f"the figure inside lost its light paper: {paper}"
