@@ -1,4 +1,4 @@
-"""The experiment page's view model (issue 19 item 4): what `experiments/detail.html` shows,
+"""The experiment page's view model: what `experiments/detail.html` shows,
 gathered in one place, with one `errors` mapping for the refusals next to their forms and
 one `drafts` mapping for what the owner typed, so a refused form keeps its text.
 
@@ -70,7 +70,7 @@ class ExperimentPage:
         errors = {key: PageError(**value) for key, value in (stashed.get("errors") or {}).items()}
         drafts = stashed.get("drafts") or {}
         # A board move the menu did not offer links here with the status the owner chose,
-        # so the override opens holding it (issue 18: a refused move keeps its target).
+        # so the override opens holding it (a refused move keeps its target).
         override_to = request.args.get("override_to")
         if override_to in registry.STATUS_BY_NAME and override_to != experiment.status:
             drafts.setdefault("override_to", override_to)

@@ -1,4 +1,4 @@
-"""Which server secrets a pod may receive (issue 17 item 1).
+"""Which server secrets a pod may receive.
 
 A runpod-spec's `secrets` list names environment variables that the provisioner copies
 from the server's environment into the pod at create time. Any name used to be accepted,

@@ -1,4 +1,4 @@
-"""The experiment page's stage stepper (issue 18 item 1): where the experiment is in the
+"""The experiment page's stage stepper: where the experiment is in the
 pipeline, how long it has been there, what it waits for and who acts next.
 
 Pure: derived from the status registry and one timestamp, so it needs no database."""

@@ -292,7 +292,7 @@ def _photograph(page, name: str) -> None:
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280px", "390px"])
 def test_refused_move_keeps_the_chosen_status_for_the_next_try(browser_session, owner_account, make_experiment,
                                                                viewport):
-    """Issue 18: does a refused move leave the menu open holding the chosen status (and the
+    """Does a refused move leave the menu open holding the chosen status (and the
     note), so adding what was missing and tapping Move once more is enough?"""
     number = make_experiment("Blocked on a licence")
     session = browser_session(viewport)

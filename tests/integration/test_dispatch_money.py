@@ -1,4 +1,4 @@
-"""Pods never bill for nothing (issue 16, items 1–4 and 11–13), against the loopback RunPod
+"""Pods never bill for nothing, against the loopback RunPod
 fake with its vanish, exit, restart-after-exit, capacity and empty-listing scenarios: a
 failed dispatch stops every pod it owns before anything else, keep-alive ends with our stop
 (never a restarted container), stopped pods are terminated after the retention period, an

@@ -1,4 +1,4 @@
-"""The live, result-first experiment page (issue 18 items 1, 2, 6): the poll (ETag → 304 at a
+"""The live, result-first experiment page: the poll (ETag → 304 at a
 constant number of queries, the panels afresh after a change, no poll once ended), the stage
 stepper, the result first, answers beside their questions, readable names, the spec alarm."""
 from __future__ import annotations

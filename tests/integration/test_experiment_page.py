@@ -187,7 +187,7 @@ def _selected(form_html: str) -> list[str]:
 
 
 def test_refused_status_change_keeps_the_chosen_status_and_note(app, htmx_client, make_experiment):
-    """Issue 18 (as on the board): does the refused panel's form still hold the chosen status
+    """As on the board: does the refused panel's form still hold the chosen status
     and the note typed, so adding what was missing is enough?"""
     number = make_experiment()
     response = htmx_client.post(f"/experiments/{number}/status", data={"to": "blocked", "expected": "proposed",

@@ -1,4 +1,4 @@
-"""No import cycles among Sagan's own modules (issue 19 item 1).
+"""No import cycles among Sagan's own modules.
 
 The check reads each module's top-level imports with `ast` (nothing is imported), builds
 the graph of services/, models/, blueprints/ and workers/, and fails on any cycle that is
