@@ -17,7 +17,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from models import Artifact, Pod, db
-from services.dispatch.backends.base import BackendError, LogLine, backend_for
+from services.dispatch.backends import BackendError, LogLine, backend_for
 from services.errors import ValidationError
 from services.redact import redact
 

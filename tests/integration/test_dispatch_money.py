@@ -16,7 +16,7 @@ from models import AgentRun, FleetIncident, Pod, db
 from services import clock, experiments, redis_store, runs
 from services.dispatch import provisioner, watcher
 from tests.integration import test_dispatch as base
-from tests.integration.test_dispatch import A100, H100, dispatch, notes, pod_spec, run_events
+from tests.integration.test_dispatch import H100, dispatch, notes, pod_spec, run_events
 
 # The fake RunPod and the approved-experiment factory of the dispatch tests, shared as fixtures.
 runpod = base.runpod
