@@ -48,7 +48,7 @@ def timeline_filters() -> dict:
     event_type = request.args.get("event_type") or None
     marker = request.args.get("marker") or None
     return {"event_type": event_type if event_type in registry.WORKFLOW_EVENT_TYPES else None,
-            "marker": marker if marker in registry.MARKERS else None}
+            "marker": marker if registry.markers_matching(marker) else None}
 
 
 def form_choices() -> dict:
@@ -98,7 +98,7 @@ class ExperimentPage:
                                       events.entered_status_at(experiment)),
             "timeline": timeline, "parent": parent, "filters": filters,
             "moves": lifecycle.allowed_moves(experiment, "owner"),
-            "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
+            "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_groups": registry.MARKER_GROUPS,
             "review_loops": markers.review_loops_for(experiment), "plans": approvals.plan_overview(experiment),
             "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
             "pod_can_dispatch": pod_view.can_dispatch(experiment),

@@ -130,6 +130,29 @@ def test_timeline_filters_by_event_type(app, client, owner, make_experiment):
     assert text(response).count('<li class="event ') == 4
 
 
+def test_timeline_marker_filter_offers_groups_in_words_and_filters_by_group(app, client, owner, make_experiment):
+    """Does the marker filter offer a few groups in words (not ~40 internal names such as "Interp
+    critique codex"), does ?marker=code show every code-review marker and nothing else, and is an
+    exact marker name still honoured?"""
+    number = make_experiment(status="clarifying")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        for marker, note in (("epm:code-review", "Claude's review"), ("epm:code-review-codex", "Codex's review"),
+                             ("epm:interp-critique-codex", "A critique")):
+            clock.advance(timedelta(seconds=1))
+            events.record(experiment, "marker", SYSTEM, marker=marker, note=note)
+        db.session.commit()
+    page = client.get(f"/experiments/{number}").text
+    select = page.split('name="marker"', 1)[1].split("</select>", 1)[0]
+    options = re.findall(r"<option value=\"([^\"]*)\"[^>]*>([^<]*)</option>", select)
+    assert len(options) <= 10
+    assert ("code", "Code, its review and tests") in options
+    assert not any("codex" in label.lower() or label.startswith("epm") for _, label in options)
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=code")) == ["Codex's review", "Claude's review"]
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=epm:code-review")) == ["Claude's review"]
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=analysis")) == ["A critique"]
+
+
 def _change(client, owner, number, to, expected=None, note=None, follow_redirects=False):
     data = {"to": to, "csrf_token": owner.csrf()}
     if expected:
