@@ -13,7 +13,7 @@ from flask import current_app, redirect, request, url_for
 from blueprints import _actions
 from models import Experiment
 from services import (approvals, code_view, cost_ledger, events, experiments, follow_ups, lifecycle, markers,
-                      metrics, questions, registry, results, stages)
+                      metrics, plans, questions, registry, results, stages)
 from services.dispatch import view as pod_view
 from services.errors import SaganError
 
@@ -95,11 +95,13 @@ class ExperimentPage:
             "poll_seconds": current_app.config["POLL_EXPERIMENT_SECONDS"],
             "errors": self.errors, "preview_error": self.errors.get("preview"), **drafts,
             "stepper": stages.stepper(experiment.status, experiment.status_before_block,
-                                      events.entered_status_at(experiment)),
+                                      events.entered_status_at(experiment),
+                                      agents_on=bool(current_app.config.get("ANTHROPIC_API_KEY"))),
             "timeline": timeline, "parent": parent, "filters": filters,
             "moves": lifecycle.allowed_moves(experiment, "owner"),
             "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_groups": registry.MARKER_GROUPS,
             "review_loops": markers.review_loops_for(experiment), "plans": approvals.plan_overview(experiment),
+            "plan_template": plans.template(),
             "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
             "pod_can_dispatch": pod_view.can_dispatch(experiment),
             "artifact_views": pod_view.artifacts_for(experiment),

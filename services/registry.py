@@ -22,6 +22,18 @@ TURN_REVIEW = "Owner turn: review interpretation and propose follow-ups"
 TURN_PROMOTE = "Owner turn: promote clean result"
 TURN_UNBLOCK = "Owner turn: unblock or revise"
 TURN_NONE = "No active owner action"
+# With no model key nobody takes Sagan's turns: they are the owner's, said as what to do.
+HAND_TURNS = {
+    TURN_CLARIFY_SCOPE: "Owner turn: write the plan (agents are off)",
+    TURN_CLARIFY: "Owner turn: write the plan (agents are off)",
+    TURN_PLAN: "Owner turn: write the plan (agents are off)",
+    TURN_RUN: "Owner turn: carry it forward by hand (agents are off)",
+}
+
+
+def turn_as_read(turn: str, agents_on: bool) -> str:
+    """The turn as the owner should read it: Sagan's own when agents run, else what to do by hand."""
+    return turn if agents_on else HAND_TURNS.get(turn, turn)
 
 
 @dataclass(frozen=True)

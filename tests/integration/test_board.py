@@ -25,8 +25,9 @@ def test_board_shows_every_column_in_spec_order(client, owner):
     assert positions == sorted(positions)
 
 
-def test_card_shows_number_title_chip_and_turn(client, owner, make_experiment):
-    """Does a card show #number, the title, a status chip and the turn text?"""
+def test_card_shows_number_title_chip_and_turn(app, client, owner, make_experiment, monkeypatch):
+    """Does a card show #number, the title, a status chip and the turn text (agents on)?"""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment("Warmup length vs loss spike", tags=["optim"])
     card = cards(client.get("/"))[number]
     assert f"#{number}" in card

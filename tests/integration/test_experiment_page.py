@@ -172,8 +172,9 @@ def test_status_change_from_the_page(app, client, owner, make_experiment):
     assert "proposed → clarifying" in text(client.get(f"/experiments/{number}"))
 
 
-def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment):
-    """Does the htmx status form get back only the #status panel, showing the new turn?"""
+def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment, monkeypatch):
+    """Does the htmx status form get back only the #status panel, showing the new turn (agents on)?"""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment()
     response = htmx_client.post(f"/experiments/{number}/status",
                                 data={"to": "clarifying", "expected": "proposed"},
