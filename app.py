@@ -4,21 +4,14 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
-from flask_login import LoginManager
-from flask_migrate import Migrate
-from flask_wtf.csrf import CSRFProtect
-from htmx_flask import Htmx
 
 from config import INSTANCE_DIR, Config
+from extensions import csrf, htmx, login_manager, migrate
 from front.gate import RequestGate
 from models import db
-from services.agents import model_api
+from services.agents import model_api, toolbox
 from services.trusted_proxies import TrustedProxyFix, parse as parse_trusted_proxies
 
-login_manager = LoginManager()
-csrf = CSRFProtect()
-htmx = Htmx()
-migrate = Migrate()
 
 
 def create_app(config: Config | type | None = None) -> Flask:
@@ -31,6 +24,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     app.config.from_object(config)
     # A malformed price must stop start-up, not price every run at $0.00 (docs/agent-loop.md).
     model_api.validate_price_overrides(app.config.get("SAGAN_MODEL_PRICES") or {})
+    # An agent definition naming a tool no module defines stops start-up, with its file.
+    toolbox.check_agent_definitions()
     # CSRF is checked by the access layer, which knows when a request carries a bearer
     # token instead of a session (blueprints/access.py); every other state change is checked.
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False

@@ -1,4 +1,4 @@
-"""The experiment page's live poll with nothing changed (issue 18 item 1):
+"""The experiment page's live poll with nothing changed:
 `GET /experiments/<n>/live` with `If-None-Match: "<version>"` from htmx, answered 304 with no
 body — server time, queries, and requests/s under wrk next to a bare hello endpoint on the
 same web server, in the same run.

@@ -3,7 +3,7 @@
 same run on the same PostgreSQL, MLflow's `log-metric` under the same load
 (bench_mlflow_log_metric.py), since absolute rates on the shared machine follow its load.
 
-Budget: at least 500 posts/s sustained on the 2-core machine; goal (issue 18) 1,000 posts/s
+Budget: at least 500 posts/s sustained on the 2-core machine; goal 1,000 posts/s
 and at least 8× MLflow's log-metric in the same run.
 Prints one JSON document on stdout and a short table on stderr.
 

@@ -1,10 +1,10 @@
-"""The one shape of a state-changing view (issue 19 item 2): try the domain action; on a
+"""The one shape of a state-changing view: try the domain action; on a
 domain error roll back and answer the refusal; else commit, then run the side effects the
 action returned (after the commit, so a job never sees uncommitted rows).
 
 A form that creates something carries a one-time `form_key` (templates: `form_key_field()`):
 the first post with that key acts, a reload or a second tap finds it claimed and only
-answers as the first one did, so nothing is created twice (issue 18 item 5).
+answers as the first one did, so nothing is created twice.
 
 Full-page forms redirect after the post (post/redirect/get) also when refused: the refusal
 and what the owner typed go into a one-time stash the next GET of that page reads, so a

@@ -28,6 +28,8 @@ from flask import Flask, current_app, g, jsonify, redirect, request, url_for
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 
+from blueprints.errors import error_response, wants_json, with_message
+from extensions import csrf
 from services import auth as auth_service
 from services import redis_store
 from services.actors import Actor
@@ -102,12 +104,7 @@ def rule_for(endpoint: str | None) -> tuple[str, str | None] | None:
     return getattr(view, "access_rule", None)
 
 
-def wants_json() -> bool:
-    return request.path.startswith("/api/") or request.path == "/healthz"
-
-
 def _json_error(status: int, code: str, message: str):
-    from blueprints.errors import with_message  # errors imports this module
     response = jsonify({"error": code, "message": message})
     response.status_code = status
     return with_message(response, code, message)
@@ -266,7 +263,6 @@ def enforce() -> object | None:
         g.actor = Actor.owner(current_user)
 
     if request.method not in SAFE_METHODS:
-        from app import csrf
         csrf.protect()  # raises CSRFError → handled below
     return None
 
@@ -276,7 +272,6 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(CSRFError)
     def csrf_failed(error: CSRFError):
-        from blueprints.errors import error_response  # errors imports this module
         message = ("Your form expired or came from another site (CSRF check failed: "
                    f"{error.description}). Reload the page and try again.")
         # The page script offers a Reload button when it sees the csrf_failed code.

@@ -149,7 +149,7 @@ def columns():
 @access.owner
 def move(number: int):
     """Move a card; answers the refreshed board with the refusal, if any, on the card, its
-    menu still holding the status and note the owner chose (issue 18)."""
+    menu still holding the status and note the owner chose."""
     filters = experiments.BoardFilters.from_args(request.args)
     experiment = experiments.get_experiment(number)
     chosen, note = request.form.get("to", ""), request.form.get("note")

@@ -16,7 +16,6 @@ import sqlalchemy as sa
 from flask import Flask, current_app, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from blueprints.access import wants_json
 from models import db
 from services.errors import SaganError
 
@@ -28,6 +27,11 @@ CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_fo
 
 MESSAGE_HEADER = "X-Sagan-Message"
 CODE_HEADER = "X-Sagan-Error"
+
+
+def wants_json() -> bool:
+    """API and health answers are JSON; pages get HTML."""
+    return request.path.startswith("/api/") or request.path == "/healthz"
 
 
 def with_message(response, code: str, message: str):

@@ -1,4 +1,4 @@
-"""The experiment page's view model (issue 19 item 4): what `experiments/detail.html` shows,
+"""The experiment page's view model: what `experiments/detail.html` shows,
 gathered in one place, with one `errors` mapping for the refusals next to their forms and
 one `drafts` mapping for what the owner typed, so a refused form keeps its text.
 
@@ -16,6 +16,7 @@ from services import (approvals, code_view, cost_ledger, events, experiments, fo
                       metrics, questions, registry, results, stages)
 from services.dispatch import view as pod_view
 from services.errors import SaganError
+from services.plans import template as plan_template
 
 # The forms of the page, by the key of their refusal in `errors` (and the section they sit in).
 FORM_SECTIONS = {"status": "status", "override": "status", "edit": "record", "plan": "plan",
@@ -48,7 +49,7 @@ def timeline_filters() -> dict:
     event_type = request.args.get("event_type") or None
     marker = request.args.get("marker") or None
     return {"event_type": event_type if event_type in registry.WORKFLOW_EVENT_TYPES else None,
-            "marker": marker if marker in registry.MARKERS else None}
+            "marker": marker if registry.markers_matching(marker) else None}
 
 
 def form_choices() -> dict:
@@ -70,7 +71,7 @@ class ExperimentPage:
         errors = {key: PageError(**value) for key, value in (stashed.get("errors") or {}).items()}
         drafts = stashed.get("drafts") or {}
         # A board move the menu did not offer links here with the status the owner chose,
-        # so the override opens holding it (issue 18: a refused move keeps its target).
+        # so the override opens holding it (a refused move keeps its target).
         override_to = request.args.get("override_to")
         if override_to in registry.STATUS_BY_NAME and override_to != experiment.status:
             drafts.setdefault("override_to", override_to)
@@ -97,7 +98,8 @@ class ExperimentPage:
             "poll_seconds": current_app.config["POLL_EXPERIMENT_SECONDS"],
             "errors": self.errors, "preview_error": self.errors.get("preview"), **drafts,
             "stepper": stages.stepper(experiment.status, experiment.status_before_block,
-                                      events.entered_status_at(experiment)),
+                                      events.entered_status_at(experiment),
+                                      agents_on=bool(current_app.config.get("ANTHROPIC_API_KEY"))),
             "owner_action": stages.owner_action(
                 experiment.status, experiment.status_before_block, pending_approval=plans.pending,
                 plan_version=plans.current.version if plans.current else None, open_questions=len(open_questions),
@@ -105,8 +107,9 @@ class ExperimentPage:
             "original_question": results.original_question(experiment),
             "timeline": timeline, "parent": parent, "filters": filters,
             "moves": lifecycle.allowed_moves(experiment, "owner"),
-            "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_names": registry.MARKERS,
+            "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_groups": registry.MARKER_GROUPS,
             "review_loops": markers.review_loops_for(experiment), "plans": plans,
+            "plan_template": plan_template(),
             "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
             "pod_can_dispatch": pod_view.can_dispatch(experiment),
             "artifact_views": pod_view.artifacts_for(experiment),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Flask
+from flask import Flask, current_app
 from flask_login import current_user
 from markupsafe import Markup
 
@@ -83,6 +83,12 @@ def marker_label(marker: str | None) -> str:
     return registry.marker_label(marker) if marker else ""
 
 
+def turn(turn_text: str | None) -> str:
+    """An experiment's turn as the owner reads it: without a model key Sagan's turns are the
+    owner's ("write the plan"), since no agent will take them."""
+    return registry.turn_as_read(turn_text or "", bool(current_app.config.get("ANTHROPIC_API_KEY")))
+
+
 def status_label(status: str | None) -> str:
     return registry.STATUS_BY_NAME[status].label if status in registry.STATUS_BY_NAME else (status or "—")
 
@@ -100,6 +106,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(duration_since)
     app.add_template_filter(marker_label)
     app.add_template_filter(status_label)
+    app.add_template_filter(turn)
     app.add_template_filter(readable)
     app.add_template_global(events.fold_progress, "fold_progress")
     app.add_template_filter(column_of)

@@ -1,4 +1,4 @@
-"""Form fields and query arguments with a NUL character answer 400 (issue 17 item 10).
+"""Form fields and query arguments with a NUL character answer 400.
 
 PostgreSQL text cannot hold NUL, so one in a title or a filter used to reach the database
 and answer 500. JSON bodies get the same check (and more) in services.input_shape.

@@ -51,7 +51,7 @@ class ApprovalRequest(UUIDPrimaryKey, TimestampMixin, db.Model):
     checklist: Mapped[dict] = mapped_column(JSONType, default=dict)
     answers: Mapped[dict] = mapped_column(JSONType, default=dict)
     estimated_cost_usd: Mapped[float | None] = mapped_column(sa.Numeric(12, 2, asdecimal=False))
-    # The terms the owner approves (issue 17 item 4): the account the plan was estimated for,
+    # The terms the owner approves: the account the plan was estimated for,
     # fixed when the request opens, and the cost cap, fixed when it is approved. Dispatch
     # uses these; changing either needs a new plan and a new approval.
     runpod_account: Mapped[str | None] = mapped_column(sa.String(16))

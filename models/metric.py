@@ -10,7 +10,7 @@ The points of one batch for one series are one `metric_chunks` row: its steps, v
 wall times as arrays in the batch's order (PostgreSQL arrays; JSON lists on SQLite). A
 point whose value was not finite (NaN, ±Infinity, beyond ±1e300) has a NULL value. A batch
 of 1,000 points of 10 metrics is 10 rows, not 1,000: storing a batch costs a few index
-entries instead of two per point, and a chart reads a series as its chunks (issue 18).
+entries instead of two per point, and a chart reads a series as its chunks.
 """
 from __future__ import annotations
 

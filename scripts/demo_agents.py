@@ -167,6 +167,72 @@ CLEAN_RESULT = """<section id="tldr"><h2>TL;DR</h2><ul>
 This is Sagan's scripted demo; the numbers are illustrative.</p></details>"""
 
 
+SURVEY_QUESTIONS = [
+    {"key": "years", "text": "Which years of papers should the survey cover?"},
+    {"key": "papers", "text": "How many papers are enough to call a schedule common?"}]
+
+
+def survey_plan() -> str:
+    """The survey's plan: the pod-free path (no runpod-spec, nothing to dispatch)."""
+    return """The owner answered my questions; here is the plan (demo). A survey runs no pods.
+
+## Goal
+Find which sparsity schedules recent pruning papers use.
+
+## Hypothesis
+Most recent pruning papers ramp sparsity up with a cubic schedule.
+
+## Prediction
+At least 6 of the 10 papers read use a cubic schedule.
+
+## Kill Criterion
+Stop if fewer than 10 papers state their schedule.
+
+## Experimental Setup
+Read 10 pruning papers from 2023–2026 (web search and earlier experiments); note each one's
+schedule in a table.
+
+## Compute and Hardware
+None: a survey is read and written by the agents; no pods, no GPU cost.
+
+## Artifacts
+The table of papers and schedules, in the clean result.
+
+## Verification
+Every row of the table names its paper.
+
+## Risks and Red Team
+Ten papers from a few labs may over-represent one habit.
+### Critique loop notes
+One critique round; passed.
+
+## Likely Clean Result
+A table of schedules with their counts and a one-sentence finding.
+
+## Approval Checklist
+- [x] No GPU work is needed
+- [ ] Ten papers are enough for a demo
+
+[TEXTBOX:anything-else]
+"""
+
+
+SURVEY_RESULT = """<section id="tldr"><h2>TL;DR</h2><ul>
+<li><strong>Motivation:</strong> I wanted to know which sparsity schedule recent pruning papers use.</li>
+<li><strong>What I ran:</strong> a reading of 10 pruning papers, no pods.</li>
+<li><strong>Results:</strong> 7 of 10 papers use a cubic schedule (<a href="#figure">table</a>).</li>
+<li><strong>Next steps:</strong> compare a cubic and a linear schedule on the probe.</li></ul></section>
+<figure id="figure"><table><caption>Sparsity schedules in 10 pruning papers (illustrative)</caption>
+<tr><th>Schedule</th><th>Papers</th></tr><tr><td>cubic</td><td>7</td></tr><tr><td>linear</td><td>2</td></tr>
+<tr><td>one-shot</td><td>1</td></tr></table><figcaption>Schedules by paper count</figcaption></figure>
+<details><summary>Experimental design</summary><p>10 papers from 2023–2026, read by the agents; no pods.
+This is Sagan's scripted demo; the papers and counts are illustrative.</p></details>"""
+
+def is_survey(brief: str) -> bool:
+    """The brief names the experiment's kind; surveys and infra tasks take the pod-free path."""
+    return bool(re.search(r"Kind: (survey|infra)\.", brief))
+
+
 # What run_analysis runs for the demo's analyzer: the two pods' metrics → the numbers and the
 # primary figure (an SVG, which becomes an artifact the clean result embeds).
 ANALYSIS_CODE = """import glob, json
@@ -285,6 +351,13 @@ def _scripted(script: list[dict], turn: int, done: str) -> dict:
 def _planner(messages, brief: str, code_stage: bool) -> dict:
     calls = _calls(messages)
     done = {name for name, _, _ in calls}
+    if is_survey(brief):
+        if "epm:clarify-answers" not in brief:
+            return _scripted([reply(tool("ask_questions", {"questions": SURVEY_QUESTIONS}))], len(calls),
+                             "Done (demo planner).")
+        if "submit_plan" not in done:
+            return reply(tool("submit_plan", {"markdown": survey_plan()}))
+        return reply(text("Done (demo planner)."))
     if "epm:clarify-answers" not in brief:
         script = [reply(tool("ask_questions", {"questions": [
             {"key": "seeds", "text": "How many seeds should the demo run?"},
@@ -318,6 +391,15 @@ def _earlier_experiment(search_result: str, own: int | None) -> int | None:
     return earlier[0]["number"] if earlier else None
 
 
+_SURVEY_ORCHESTRATION = [
+    reply(text("A survey runs no pods: straight to the write-up (demo)."),
+          tool("set_status", {"status": "clean_result_drafting", "note": "Survey: no pods; the write-up is the result."})),
+    reply(tool("spawn_agent", {"agent": "analyzer", "request": "Write the survey's clean result from the papers read."})),
+    reply(tool("spawn_agent", {"agent": "clean-result-critic", "request": "Review the clean result, round 1."})),
+    reply(tool("post_marker", {"marker": "epm:awaiting-promotion", "note": "Clean result ready for the owner.",
+                               "next_status": "awaiting_promotion"})),
+]
+
 _ANALYSIS = [
     reply(text("Pods finished; asking the analyzer."),
           tool("spawn_agent", {"agent": "analyzer", "request": "Interpret the results and write the clean result."})),
@@ -330,6 +412,8 @@ _ANALYSIS = [
 
 def _orchestrator(messages, code_stage: bool) -> dict:
     calls = _calls(messages)
+    if is_survey(_brief(messages)):
+        return _scripted(_SURVEY_ORCHESTRATION, len(calls), "The survey's clean result awaits promotion (demo).")
     if not code_stage or any(name == "launch_pods" for name, _, _ in calls):
         # Dispatch the approved spec directly (also when code_step found no repository).
         script = [reply(text("Dispatching the approved spec (demo)."), tool("launch_pods", {})),
@@ -441,6 +525,12 @@ def _analyzer(messages, brief: str) -> dict:
     commit = re.search(r"Code: branch \S+ commit ([0-9a-f]{7,40})", brief)
     calls = _calls(messages)
     done = {name for name, _, _ in calls}
+    if is_survey(brief):
+        script = [reply(tool("post_marker", {"marker": "epm:interpretation",
+                                             "note": "7 of 10 papers use a cubic schedule; the prediction held."})),
+                  reply(tool("write_clean_result", {"title": "Most recent pruning papers use a cubic sparsity "
+                                                             "schedule (LOW confidence)", "html": SURVEY_RESULT}))]
+        return _scripted(script, len(calls), "The survey's write-up is done (demo).")
     if "list_artifacts" not in done:
         return reply(text("Listing what the pods uploaded (demo)."), tool("list_artifacts", {}))
     if "run_analysis" not in done:

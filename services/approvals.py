@@ -48,6 +48,19 @@ def _lock(experiment: Experiment) -> Experiment:
     return experiment
 
 
+def not_a_plan_message(parsed: plans.ParsedPlan, source: str) -> str:
+    """Why a text is not a plan, naming the sections it lacks; an agent or API client is also
+    told where questions go instead."""
+    count = parsed.data["section_count"]
+    missing = plans.missing_sections(parsed.data)
+    message = (f"This has {count} of the {len(plans.SECTIONS)} plan sections; a plan needs at least "
+               f"{plans.MIN_SECTIONS_FOR_PLAN}, so it reads as questions, not a plan. Missing: "
+               f"{', '.join(missing)}.")
+    if source == "owner":
+        return message + " Start from the template under the box, or add the sections as ## headings."
+    return message + " To ask clarifying questions instead: POST /api/experiments/<id>/questions."
+
+
 def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: str,
                 agent_run_id=None) -> Submission:
     """Store a plan version; if valid, open an approval request. The caller commits.
@@ -66,10 +79,7 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
     parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account,
                          allowed_secrets=pod_secrets.allowlist())
     if not parsed.is_plan:
-        raise Unprocessable(
-            f"This has {parsed.data['section_count']} of the 11 plan sections, so it reads as "
-            "questions, not a plan. Ask clarifying questions instead "
-            "(POST /api/experiments/<id>/questions).", code="not_a_plan")
+        raise Unprocessable(not_a_plan_message(parsed, source), code="not_a_plan")
     if experiment.terminal:
         raise Conflict(f"#{experiment.number} is {experiment.status}; reopen it before planning.",
                        code="experiment_finished")

@@ -72,7 +72,10 @@ def timeline(experiment: Experiment, *, before: str | None = None, limit: int = 
             raise ValidationError(f"Unknown event type {event_type!r}.", field="event_type")
         query = query.where(WorkflowEvent.event_type == event_type)
     if marker:
-        query = query.where(WorkflowEvent.marker == marker)
+        markers = registry.markers_matching(marker)
+        if not markers:
+            raise ValidationError(f"Unknown marker or marker group {marker!r}.", field="marker")
+        query = query.where(WorkflowEvent.marker.in_(markers))
     if before:
         stamp, event_id = _decode_cursor(before)
         query = query.where(sa.tuple_(WorkflowEvent.created_at, WorkflowEvent.id) < (stamp, event_id))

@@ -1,4 +1,4 @@
-"""Shape limits on what clients send (issue 17 item 10).
+"""Shape limits on what clients send.
 
 Each of these answered 500 before: a NUL character (PostgreSQL text cannot hold one), a
 lone surrogate (`"\\ud800"` is valid JSON but not encodable UTF-8), JSON nested deep

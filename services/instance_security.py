@@ -1,4 +1,4 @@
-"""What a host serving the `local` queue must keep from its pods (issue 17 item 2).
+"""What a host serving the `local` queue must keep from its pods.
 
 Local pods run in a sandbox that shows them no host folder, but they keep the host's
 network (they install packages and clone repositories), so anything listening on loopback

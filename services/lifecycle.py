@@ -63,7 +63,7 @@ TRANSITIONS: list[Rule] = [
     _rule(["clarifying", "planning"], ["plan_pending"], [SYSTEM]),
     # Approving starts the orchestrator in the same transaction (services.approvals), so the
     # move itself carries no after-commit effect. Only a plan's approval request makes it:
-    # the board, the status form and the API all meet the guard (issue 18 item 5).
+    # the board, the status form and the API all meet the guard.
     _rule(["plan_pending", "awaiting_approval"], ["approved"], [OWNER, SYSTEM], guard="approve_plan"),
     _rule(["plan_pending", "awaiting_approval"], ["planning"], [OWNER], "redispatch_planner_with_note",
           note_required=True),
@@ -85,7 +85,7 @@ TRANSITIONS: list[Rule] = [
     # checks the uploads (services.dispatch.verify) in the same transaction as these moves.
     _rule(["running"], ["uploading"], [SYSTEM, AGENT]),
     _rule(["uploading"], ["verifying"], [AGENT, SYSTEM]),
-    # Back to the code after a run-time crash (issue 15 item 7): only the orchestrator's
+    # Back to the code after a run-time crash: only the orchestrator's
     # send_crash_to_code makes this move, with the crash as evidence (guard below).
     _rule(["queued", "running"], ["implementing"], [AGENT], "back_to_code", kinds=DISPATCHING_KINDS),
     _rule(["verifying"], ["interpreting"], [AGENT]),

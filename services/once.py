@@ -1,5 +1,5 @@
 """Things that happen once: a form key that lets its action run a single time, and a
-stash that a redirect's next page reads a single time (SPEC §9.1, issue 18 item 5).
+stash that a redirect's next page reads a single time (SPEC §9.1).
 
 Both live in Redis with an expiry, never in the database: they are conveniences of one
 browser tab (a refusal and what the owner typed, a new secret shown once), not records.

@@ -25,6 +25,32 @@ SECTIONS = [
 # reported missing: the web pages the planner cited (services/agents/web_tools.py).
 OPTIONAL_SECTIONS = [("Sources", "sources")]
 MIN_SECTIONS_FOR_PLAN = 4
+# One line of guidance per section: the plan form's template, for an owner writing a plan by
+# hand. A section still holding only its guidance is not written yet: it counts as missing.
+GUIDANCE = {
+    "goal": "What you want to learn, in one sentence.",
+    "hypothesis": "What you expect to be true, and why.",
+    "prediction": "The number or outcome you expect, concrete enough to be wrong.",
+    "kill_criterion": "What result would make you stop early.",
+    "setup": "What runs: data, model, the conditions compared, seeds, the command.",
+    "compute": "Where it runs (local pods, RunPod GPUs, or no pods for a survey) and for how long.",
+    "artifacts": "What each run uploads: metrics files, figures, checkpoints.",
+    "verification": "How you will know the runs did what the plan says.",
+    "risks": "What could make the result misleading, and how the plan guards against it.",
+    "likely_clean_result": "The table or figure you expect to show, and its one-sentence finding.",
+    "approval_checklist": "- [ ] One line per thing you want to confirm before it runs",
+}
+
+
+def template() -> str:
+    """The eleven sections with their guidance, for writing a plan by hand (no runpod-spec:
+    the form says where one goes)."""
+    return "\n\n".join(f"## {title}\n{GUIDANCE[field]}" for title, field in SECTIONS) + "\n"
+
+
+def missing_sections(data: dict) -> list[str]:
+    """The titles of the sections a parsed plan lacks, in the plan's order."""
+    return [title for title, field in SECTIONS if not data.get(field)]
 _TITLE_BY_KEY = {title.lower(): (title, field) for title, field in SECTIONS + OPTIONAL_SECTIONS}
 _OPTIONAL_FIELDS = {field for _, field in OPTIONAL_SECTIONS}
 _HEADING = re.compile(r"^[ \t]{0,3}(#{1,3})[ \t]+(.+?)[ \t#]*$")
@@ -151,8 +177,10 @@ def read_sections(sections: list[dict]) -> tuple[dict, list[str]]:
         if section["field"] in seen:
             problems.append(f"Section \"{section['title']}\" appears more than once; the first is used.")
             continue
-        seen.add(section["field"])
         body = "\n".join(section["lines"]).strip()
+        if body and body == GUIDANCE.get(section["field"]):
+            continue  # the template's guidance, not written yet: reported missing below
+        seen.add(section["field"])
         fields["sections"].append({"title": section["title"], "body_md": body})
         fields[section["field"]] = body
     fields["section_count"] = len(seen - _OPTIONAL_FIELDS)

@@ -1,4 +1,4 @@
-"""A pod's log, wherever it is now (issue 15 item 4): the provider while the pod exists —
+"""A pod's log, wherever it is now: the provider while the pod exists —
 RunPod's v2 logs stream, the local backend's output.log — and the `sagan-logs/<pod>.log`
 artifact the bootstrap uploads (its last 1 MB, docs/pods.md) once the pod is gone.
 
@@ -17,7 +17,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from models import Artifact, Pod, db
-from services.dispatch.backends.base import BackendError, LogLine, backend_for
+from services.dispatch.backends import BackendError, LogLine, backend_for
 from services.errors import ValidationError
 from services.redact import redact
 

@@ -1,4 +1,4 @@
-"""Which server secrets a pod may receive (issue 17 item 1).
+"""Which server secrets a pod may receive.
 
 A runpod-spec's `secrets` list names environment variables that the provisioner copies
 from the server's environment into the pod at create time. Any name used to be accepted,
@@ -12,7 +12,6 @@ import re
 
 from config import Config
 from services import settings
-from services.dispatch.spec import as_pods
 from services.errors import ValidationError
 from services.redact import SECRET_ENV_SUFFIXES
 
@@ -86,7 +85,9 @@ def problems(requested, where: str, allowed: list[str]) -> list[str]:
 def requested(spec) -> list[str]:
     """Every secret name a spec asks for, in order, once each (for the approval page)."""
     names: list[str] = []
-    for pod in as_pods(spec) or []:
+    # One pod is an object, several an array (the spec's shape; dispatch/spec.py checks it).
+    pods = [spec] if isinstance(spec, dict) else spec if isinstance(spec, list) else []
+    for pod in pods:
         for name in (pod.get("secrets") if isinstance(pod, dict) else None) or []:
             if isinstance(name, str) and name not in names:
                 names.append(name)

@@ -22,6 +22,18 @@ TURN_REVIEW = "Owner turn: review interpretation and propose follow-ups"
 TURN_PROMOTE = "Owner turn: promote clean result"
 TURN_UNBLOCK = "Owner turn: unblock or revise"
 TURN_NONE = "No active owner action"
+# With no model key nobody takes Sagan's turns: they are the owner's, said as what to do.
+HAND_TURNS = {
+    TURN_CLARIFY_SCOPE: "Owner turn: write the plan (agents are off)",
+    TURN_CLARIFY: "Owner turn: write the plan (agents are off)",
+    TURN_PLAN: "Owner turn: write the plan (agents are off)",
+    TURN_RUN: "Owner turn: carry it forward by hand (agents are off)",
+}
+
+
+def turn_as_read(turn: str, agents_on: bool) -> str:
+    """The turn as the owner should read it: Sagan's own when agents run, else what to do by hand."""
+    return turn if agents_on else HAND_TURNS.get(turn, turn)
 
 
 @dataclass(frozen=True)
@@ -235,6 +247,38 @@ MARKER_LABELS = {
     "epm:failure": "Failure", "epm:follow-ups": "Follow-ups", "epm:test-verdict": "Test verdict",
     "epm:preflight": "Preflight", "epm:completion-audit": "Completion audit",
 }
+
+
+# The timeline's marker filter offers these groups, in the journey's order, rather than every
+# marker: a person looks for "the code review", not for each reviewer's own marker.
+MARKER_GROUPS = {
+    "questions": ("Questions and answers", ("epm:clarify", "epm:clarify-answers", "epm:textbox-answers")),
+    "plan": ("Plan and its review", ("epm:plan", "epm:consistency", "epm:reviewer-verdict",
+                                     "epm:reviewer-verdict-codex", "epm:review-reconcile", "epm:reviewer-pass",
+                                     "epm:reviewer-decision", "epm:reviewer-ensemble-final")),
+    "code": ("Code, its review and tests", ("epm:experiment-implementation", "epm:code-review",
+                                            "epm:code-review-codex", "epm:code-review-reconcile",
+                                            "epm:test-verdict")),
+    "pods": ("Pods and their progress", ("epm:preflight", "epm:launch", "epm:pod-dispatched", "epm:progress",
+                                         "epm:upload-verification")),
+    "analysis": ("Analysis and its critique", ("epm:results", "epm:interpretation", "epm:interp-critique",
+                                               "epm:interp-critique-codex", "epm:interp-revision")),
+    "result": ("Clean result and its checks", ("epm:clean-result", "epm:clean-result-critique",
+                                               "epm:clean-result-critique-codex",
+                                               "epm:clean-result-critique-reconcile", "epm:clean-result-lint",
+                                               "epm:completion-audit")),
+    "ending": ("Promotion and follow-ups", ("epm:awaiting-promotion", "epm:promoted", "epm:follow-ups",
+                                            "epm:done")),
+    "failure": ("Failures", ("epm:failure",)),
+}
+
+
+def markers_matching(choice: str | None) -> tuple[str, ...]:
+    """The markers a timeline filter value selects: a group's, or one marker named exactly
+    (links and API clients may name one); nothing for an unknown value."""
+    if choice in MARKER_GROUPS:
+        return MARKER_GROUPS[choice][1]
+    return (choice,) if choice in MARKERS else ()
 
 
 def marker_label(marker: str) -> str:

@@ -337,7 +337,7 @@ def _escape_style_text(css: str) -> str:
     return css.replace("<", "\\3c ")
 
 
-# --- the shape check (issue 17 item 5) ------------------------------------------------------
+# --- the shape check ------------------------------------------------------
 
 # Deep nesting is what made the parser slow (16k nested <div>s took 16–22 s), and no
 # write-up needs more than a few dozen levels. Counted before parsing, in one pass.

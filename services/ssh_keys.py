@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from models import Pod
 from services import settings
 from services.clock import utcnow
-from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.backends import BackendError, backend_for
 from services.errors import ValidationError
 
 ACCOUNTS = ("team", "personal")

@@ -1,4 +1,4 @@
-"""The experiment page's stage stepper (issue 18 item 1): where the experiment is in the
+"""The experiment page's stage stepper: where the experiment is in the
 pipeline, how long it has been there, what it waits for and who acts next.
 
 Pure: derived from the status registry and one timestamp, so it needs no database."""
@@ -39,9 +39,11 @@ def _split_turn(turn: str) -> tuple[str, str]:
     return "Nobody", "nothing"
 
 
-def stepper(status: str, status_before_block: str | None, since: datetime | None) -> Stepper:
+def stepper(status: str, status_before_block: str | None, since: datetime | None, *,
+            agents_on: bool = True) -> Stepper:
     """The stepper for an experiment in `status` (`status_before_block`: where a blocked
-    one stopped); `since`: when it entered `status`."""
+    one stopped); `since`: when it entered `status`; `agents_on`: whether Sagan's turns are
+    taken (without a model key they are the owner's)."""
     info = registry.STATUS_BY_NAME[status]
     blocked = status == "blocked"
     where = registry.STATUS_BY_NAME.get(status_before_block or "", info) if blocked else info
@@ -58,7 +60,7 @@ def stepper(status: str, status_before_block: str | None, since: datetime | None
         else:
             state = "todo"
         stages.append(Stage(key, title, state))
-    actor, waits_for = _split_turn(info.turn)
+    actor, waits_for = _split_turn(registry.turn_as_read(info.turn, agents_on))
     return Stepper(stages=stages, since=since, waits_for=waits_for, next_actor=actor, ended=ended)
 
 

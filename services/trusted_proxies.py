@@ -3,7 +3,7 @@
 Rate limits (logins, bad bearer tokens, share pages) count per client address. Behind the
 documented nginx deployment every request arrives from the proxy, so without this one
 address was everybody: five bad logins from anyone locked the owner out, twenty bad
-tokens blocked every pod (issue 17 item 7).
+tokens blocked every pod.
 
 SAGAN_TRUSTED_PROXIES lists the proxies' addresses or networks. Only when the direct peer
 is one of them are the forwarded headers believed, through werkzeug's ProxyFix:

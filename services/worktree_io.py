@@ -3,7 +3,7 @@
 The worktree belongs to the sandbox user, and Sagan (often root) works in it while code
 that user runs may be changing it. Checking a path first and opening it afterwards is a
 race: between the two, a folder can be swapped for a symbolic link to anywhere, and the
-open (or chown) lands outside (issue 17 item 3: 15 of 300 writes reached a root-owned
+open (or chown) lands outside (15 of 300 writes reached a root-owned
 folder). So nothing here opens a path by its name from `/`: every component is opened
 relative to the folder before it (`openat`), with O_NOFOLLOW, starting from the
 worktree's root (whose own parents are Sagan's and cannot be swapped). A link met

@@ -9,10 +9,10 @@ a tick holds such locks while it works, so a horse forked mid-tick inherits them
   is inside a transaction inherits "a connection of this process holds the write lock", without
   the lock: its first BEGIN IMMEDIATE waits the 30 s busy timeout and fails with "database is
   locked" however fresh its connection — disposing the engine cannot undo SQLite's own state
-  (about one dispatch job in ten once a few pods are watched, issue 19).
+  (about one dispatch job in ten once a few pods are watched).
 - SQLAlchemy configures the mappers on first use under a process-wide mutex. A horse forked
   while the first tick configured them waits on that mutex forever: the journey's planner job
-  that had not run after 90 s on a busy machine (issue 19).
+  that had not run after 90 s on a busy machine.
 
 So the scheduler holds `busy()` around each tick, and the worker forks inside `quiet_for_fork()`,
 which waits for the tick to end and holds the next one back until the fork is done. A fork

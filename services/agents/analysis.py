@@ -1,4 +1,4 @@
-"""`run_analysis(code)`: Python over the experiment's artifacts, in the sandbox (issue 15 item 6).
+"""`run_analysis(code)`: Python over the experiment's artifacts, in the sandbox.
 
 One call = one bubblewrap sandbox (services.sandbox) that sees, besides /usr:
 

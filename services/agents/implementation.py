@@ -266,7 +266,7 @@ def code_step(ctx: ToolContext, data: dict) -> ToolResult:
     return step.result()
 
 
-# --- back to the code after a run-time crash (issue 15 item 7) ----------------------------------------
+# --- back to the code after a run-time crash ----------------------------------------
 
 TRACEBACK_START = "Traceback (most recent call last):"
 CRASH_LOG_TAIL = 4000

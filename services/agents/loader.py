@@ -46,12 +46,11 @@ def parse(text: str, source: str = "<agent>") -> AgentDefinition:
     missing = [k for k in ("name", "description", "model", "max_turns", "tools") if k not in meta]
     if missing:
         raise ValidationError(f"{source}: frontmatter lacks {', '.join(missing)}.")
-    # Breaks the cycle loader → toolbox → tools → loader: the registry collects the tool
-    # modules, and those read agent definitions (spawn_agent, require_tool).
-    from services.agents.toolbox import TOOLS
-    unknown = [t for t in meta["tools"] if t not in TOOLS]
-    if unknown:
-        raise ValidationError(f"{source}: unknown tool(s) {', '.join(unknown)}.")
+    # Tool names are checked against the tool registry by the registry itself
+    # (toolbox.check_agent_definitions, run at start-up): the tool modules read agent
+    # definitions, so the loader stays below them and imports none.
+    if not isinstance(meta["tools"], list) or not all(isinstance(t, str) for t in meta["tools"]):
+        raise ValidationError(f"{source}: tools must be a list of tool names.")
     if not isinstance(meta["max_turns"], int) or not 1 <= meta["max_turns"] <= 500:
         raise ValidationError(f"{source}: max_turns must be 1–500.")
     effort = meta.get("effort", DEFAULT_EFFORT)

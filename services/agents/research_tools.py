@@ -1,4 +1,4 @@
-"""Tools over Sagan's own records that research agents use as evidence (issue 15 items 2, 5):
+"""Tools over Sagan's own records that research agents use as evidence:
 earlier experiments (`search_experiments`, `read_experiment`) and the run's own
 experiment's artifacts (`list_artifacts`, `read_artifact`).
 

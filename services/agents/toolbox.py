@@ -1,8 +1,9 @@
 """Every tool an agent may call, by name, and the one way to call one.
 
 The tools are collected from the modules that define them, listed here: adding a tool
-module means adding it to TOOL_MODULES (and a test fails for a definition naming a tool
-that is not collected: services.agents.loader checks every agent's tools against TOOLS).
+module means adding it to TOOL_MODULES. Every agent definition's tools are checked against
+TOOLS when the app starts (`check_agent_definitions`), so a definition naming a tool that is
+not collected stops start-up with its file and the unknown names.
 """
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from inspect import isfunction
 from types import ModuleType
 
 from models import db
-from services.agents import analysis, code_tools, implementation, repo_tools, research_tools, tools, web_tools
+from services.agents import (analysis, code_tools, implementation, loader, repo_tools, research_tools, tools,
+                             web_tools)
 from services.agents.toolkit import RESULT_MAX, Tool, ToolContext, ToolResult, validate_input
-from services.errors import SaganError
+from services.errors import SaganError, ValidationError
 
 TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools)
 
@@ -47,9 +49,34 @@ SERVER_TOOLS = {name: Tool(name, description, {"type": "object", "properties": {
 TOOLS: dict[str, Tool] = collect(TOOL_MODULES) | SERVER_TOOLS
 
 
+def unknown_tools(definition: loader.AgentDefinition) -> list[str]:
+    return [name for name in definition.tools if name not in TOOLS]
+
+
+def check_definition(definition: loader.AgentDefinition, source: str = "") -> loader.AgentDefinition:
+    """`definition`, or a clear error naming the tools it lists that no module defines."""
+    unknown = unknown_tools(definition)
+    if unknown:
+        raise ValidationError(f"{source or definition.name}: unknown tool(s) {', '.join(unknown)}.")
+    return definition
+
+
+def check_agent_definitions() -> None:
+    """Every shipped agent names only collected tools (start-up: a typo is the developer's,
+    found before any run rather than when that agent is first asked for)."""
+    for name in loader.names():
+        try:
+            check_definition(loader.get(name), f"agents/{name}.md")
+        except ValidationError as exc:
+            raise RuntimeError(exc.message) from exc
+
+
 def request_tools(names) -> list[dict]:
     """The `tools` of a request for an agent allowed `names`: Sagan's own tools, then the
     server tools the owner has on (Settings → Web research)."""
+    unknown = [name for name in names if name not in TOOLS]
+    if unknown:
+        raise ValidationError(f"Unknown tool(s) {', '.join(unknown)}: no tool module defines them.")
     own = [TOOLS[name].as_api() for name in names if not TOOLS[name].server]
     return own + web_tools.request_tools([name for name in names if TOOLS[name].server])
 

@@ -1,4 +1,4 @@
-"""Web research for the agents (issue 15 item 3): the Messages API's server-side web search
+"""Web research for the agents: the Messages API's server-side web search
 and web fetch tools, the owner's switch and allowed-domains list, and the cited sources.
 
 They are *server tools*: the API runs the search or the fetch inside the model call and

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.backends import BackendError, backend_for
 
 log = logging.getLogger(__name__)
 KEYS = {"team": "RUNPOD_API_KEY_TEAM", "personal": "RUNPOD_API_KEY_PERSONAL"}

@@ -29,7 +29,7 @@ from services.clock import utcnow
 from services.dispatch import costs
 from services.dispatch import spec as specs
 from services.dispatch import preflight, tokens, verify
-from services.dispatch.backends.base import BackendError, PodRequest, backend_for
+from services.dispatch.backends import BackendError, PodRequest, backend_for
 from services.errors import Conflict
 from services.parking import Heartbeat, wake_parent_if_ready
 

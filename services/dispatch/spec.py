@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services import registry
+from services import pod_secrets, registry
 
 
 @dataclass(frozen=True)
@@ -266,8 +266,7 @@ def _secrets_problems(secrets, where: str, allowed_secrets: list[str] | None) ->
         return [f"{where}.secrets: must be a list of environment variable names like HF_TOKEN"]
     if allowed_secrets is None:
         return []
-    from services.pod_secrets import problems as secret_problems  # cycle: pod_secrets → spec
-    return secret_problems(secrets, where, allowed_secrets)
+    return pod_secrets.problems(secrets, where, allowed_secrets)
 
 
 def _check_config(config, where: str, problems: list[str]) -> None:

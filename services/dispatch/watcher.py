@@ -18,7 +18,7 @@ from services.actors import Actor
 from services.clock import utcnow
 from services.errors import Conflict
 from services.dispatch import verify
-from services.dispatch.backends.base import BackendError, backend_for
+from services.dispatch.backends import BackendError, backend_for
 from services.dispatch.pods import pods_of
 from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_at_provider, stop_pod
 from services.dispatch.spec import pod_noun

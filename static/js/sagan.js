@@ -200,6 +200,20 @@
     if (event.target.matches("[data-select-all]")) { event.target.select(); }
   });
 
+  // The plan template: <button data-use-template="id"> puts that element's text in the form's
+  // plan box — asking first when the box already holds something, which it would replace.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-use-template]");
+    if (!button) { return; }
+    var source = document.getElementById(button.dataset.useTemplate);
+    var box = button.closest(".paste-plan") && button.closest(".paste-plan").querySelector("[data-plan-box]");
+    if (!source || !box) { return; }
+    if (box.value.trim() && !window.confirm("Replace what is in the plan box with the template?")) { return; }
+    box.value = source.textContent;
+    box.focus();
+    box.setSelectionRange(0, 0);
+  });
+
   // Copy buttons: <button data-copy="#field">. The Clipboard API needs a secure context
   // (HTTPS or localhost); elsewhere the text is selected for a manual copy.
   document.addEventListener("click", function (event) {

@@ -1,4 +1,4 @@
-"""The experiment page updates itself in a real browser (issue 18 item 1): panels change in place
+"""The experiment page updates itself in a real browser: panels change in place
 after the data changes, nothing reloads, and a poll is held back while the owner types."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The experiment page through the demo journey (issue 18, "done when"): one browser tab keeps the
+"""The experiment page through the demo journey: one browser tab keeps the
 experiment page open from `clarifying` to `awaiting_promotion` and sees every panel update in
 place without a reload, while another tab does the journey's forms and reloads after each one —
 and nothing happens twice. The same real stack as tests/e2e/test_journey.py: PostgreSQL, Redis,

@@ -1,4 +1,4 @@
-"""The agent loop against a fake that behaves like Claude Sonnet 5.5 (issue 14): thinking
+"""The agent loop against a fake that behaves like Claude Sonnet 5.5: thinking
 blocks that must come back unchanged, every stop reason, prompt caching and honest cost.
 Real PostgreSQL and Redis, jobs run by a real RQ worker, the app's real `anthropic` client
 streaming from the loopback fake."""

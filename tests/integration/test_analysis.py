@@ -1,4 +1,4 @@
-"""run_analysis (issue 15 item 6): real bubblewrap sandboxes with the analysis environment
+"""run_analysis: real bubblewrap sandboxes with the analysis environment
 (scripts/analysis_env.py), the experiment's artifacts read-only, output files kept as
 artifacts; and its bad input — loops forever, writes too much, tries the network, reads
 outside its mounts."""

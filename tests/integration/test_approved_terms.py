@@ -1,4 +1,4 @@
-"""The approved cost is the dispatched cost (issue 17 item 4).
+"""The approved cost is the dispatched cost.
 
 The attack: an 8×H100×10 h plan approved on `local` (estimated at $0, so no cap), then a
 `write` token patches the experiment's account to `team`, and the launch went to the team

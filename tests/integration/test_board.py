@@ -25,8 +25,9 @@ def test_board_shows_every_column_in_spec_order(client, owner):
     assert positions == sorted(positions)
 
 
-def test_card_shows_number_title_chip_and_turn(client, owner, make_experiment):
-    """Does a card show #number, the title, a status chip and the turn text?"""
+def test_card_shows_number_title_chip_and_turn(app, client, owner, make_experiment, monkeypatch):
+    """Does a card show #number, the title, a status chip and the turn text (agents on)?"""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment("Warmup length vs loss spike", tags=["optim"])
     card = cards(client.get("/"))[number]
     assert f"#{number}" in card
@@ -285,3 +286,17 @@ def test_your_turn_says_when_nothing_waits(client, owner, make_experiment):
     response = client.get("/your-turn")
     assert your_turn_count(response) == 0
     assert "Nothing waits for you" in text(response)
+
+
+def test_the_column_index_comes_once_on_the_page_and_out_of_band_with_a_poll(client, owner, htmx_client,
+                                                                              make_experiment):
+    """Is the column index on the page once, above the board, and does a poll's answer carry it
+    out of band (so its counts follow the board), with the new card counted?"""
+    make_experiment("Indexed card")
+    page = client.get("/").text
+    assert page.count('id="board-index"') == 1 and page.index('id="board-index"') < page.index('id="board"')
+    fragment = htmx_client.get("/").text
+    assert fragment.count('id="board-index"') == 1
+    index = fragment.split('id="board-index"', 1)[1].split("</nav>", 1)[0]
+    assert 'hx-swap-oob="true"' in re.search(r'<nav id="board-index"[^>]*>', fragment).group(0)
+    assert re.search(r'href="#column-ideas"[^>]*>Ideas <span class="count">1</span>', index)

@@ -194,7 +194,7 @@ def _note_value(card_html: str) -> str | None:
 
 
 def test_refused_move_keeps_the_chosen_status_and_note(app, htmx_client, make_experiment, make_planless_pending):
-    """Issue 18: after a refusal, does the card's open menu still hold the status and note the
+    """After a refusal, does the card's open menu still hold the status and note the
     owner chose, so one more tap sends it again — and do the other cards hold nothing?"""
     number = make_experiment("Refused with a choice")
     other = make_experiment("A bystander")

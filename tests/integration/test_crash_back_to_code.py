@@ -1,4 +1,4 @@
-"""Back to the code after a run-time crash (issue 15 item 7): a pod that exits non-zero with a
+"""Back to the code after a run-time crash: a pod that exits non-zero with a
 Python traceback goes back to a new implementation round on the same branch (exit code, log
 tail and traceback in the implementer's request), the review pair and tests run again, and
 the fixed commit is dispatched again; it counts against the recovery budget and says so on
@@ -190,7 +190,7 @@ def test_bad_input_and_the_guarded_move(app, dispatched, make_experiment):
 
 
 def test_an_infra_task_that_passes_its_tests_drafts_instead_of_dispatching(app, research_repo, make_experiment):  # noqa: F811
-    """The pod-free path through the code loop (issue 15 item 8): an infra task's passing tests
+    """The pod-free path through the code loop: an infra task's passing tests
     move it to clean_result_drafting, with no pod-provisioner started."""
     number = make_experiment("Nightly eval harness", kind="infra", status="implementing")
     with app.app_context():
@@ -252,7 +252,7 @@ def _crashed_pod_name(body) -> str:
 @pytest.mark.slow
 def test_a_real_crash_goes_round_the_code_loop_and_the_fixed_commit_runs_on_a_real_pod(
         app, fake_anthropic, worker, local_pods, research_repo, make_experiment):  # noqa: F811
-    """Issue 15 item 7, done when: round 1 passes review and tests → a local pod runs it and
+    """Back to the code end to end: round 1 passes review and tests → a local pod runs it and
     crashes with a traceback → the orchestrator reads the pod's log and sends the crash to
     the implementer (a recovery, on the timeline) → round 2 fixes it, is reviewed and tested →
     a second local pod runs exactly the fixed commit, exits 0, and the experiment moves on."""

@@ -683,3 +683,75 @@ def _verdicts(experiment_id, marker: str) -> list[str]:
 def _experiment_notes(experiment_id) -> list[str]:
     return [n for n in db.session.scalars(sa.select(WorkflowEvent.note).where(
         WorkflowEvent.entity_id == experiment_id).order_by(WorkflowEvent.created_at)) if n]
+
+
+# --- the demo's survey: the pod-free path ---------------------------------------------------------------
+
+def test_the_survey_planner_asks_survey_questions_and_plans_no_pods(app_ctx):
+    """Does the demo planner, briefed on a survey, ask about papers and years (not seeds and
+    metrics) and submit a plan with no runpod-spec that parses as a valid, pod-free plan?"""
+    brief = "# Experiment #3: Survey: what sparsity schedules do recent pruning papers use?\nKind: survey.\n"
+    [(name, data)] = _tool_calls(_ask("experiment-planner", [{"role": "user", "content": brief}], False))
+    assert name == "ask_questions" and [q["key"] for q in data["questions"]] == ["years", "papers"]
+    answered = [{"role": "user", "content": brief + "- epm:clarify-answers: years: 2023–2026; papers: ten"}]
+    [(name, data)] = _tool_calls(_ask("experiment-planner", answered, False))
+    assert name == "submit_plan" and "runpod-spec" not in data["markdown"]
+    parsed = plans.parse(data["markdown"], kind="survey", account="local")
+    assert parsed.is_plan and not parsed.problems and not parsed.data["is_blocker"], parsed.problems
+
+
+def test_the_survey_goes_from_proposed_to_awaiting_promotion_without_a_pod(app, worker, demo_dirs, monkeypatch):
+    """`make demo`'s survey through the real loop and worker with the scripted agents: survey
+    questions, a pod-free plan, approval, the write-up, the critic, the completion audit — and
+    it waits for promotion with no pod and no dispatch run."""
+    agents = demo_agents.DemoAgents().start()
+    for key, value in {"ANTHROPIC_API_KEY": "demo-scripted-agents", "ANTHROPIC_BASE_URL": agents.url,
+                       "SAGAN_AGENT_MODEL": demo_agents.MODEL}.items():
+        monkeypatch.setitem(app.config, key, value)
+    owner = Actor("owner")
+    try:
+        with app.app_context():
+            survey = experiments.create_experiment(
+                {"title": "Survey: what sparsity schedules do recent pruning papers use?", "kind": "survey"}, owner)
+            db.session.commit()
+            experiment_id, number = survey.id, survey.number
+            effects = lifecycle.transition(survey, "clarifying", owner, note="Start the planner.")
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+
+            def settle(until, seconds):
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    worker()
+                    db.session.expire_all()
+                    if until():
+                        return
+                    parking.wake_ready_runs()
+                    db.session.commit()
+                    time.sleep(0.2)
+                raise AssertionError(f"#{number} is {experiments.get_experiment(number).status}; its last notes: "
+                                     + "\n".join(_experiment_notes(experiment_id)[-12:]))
+
+            status = lambda: experiments.get_experiment(number).status  # noqa: E731
+            settle(lambda: status() == "awaiting_clarifications", 60)
+            effects = questions.answer(experiments.get_experiment(number),
+                                       {"years": "2023–2026.", "papers": "Ten."}, owner)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+            settle(lambda: status() == "plan_pending", 60)
+            assert experiments.get_experiment(number).pod_spec in (None, [])
+            approval = db.session.scalar(sa.select(ApprovalRequest).where(ApprovalRequest.status == "pending"))
+            effects = approvals.approve(approval, owner, answers={"anything-else": "Go."}, confirm_unchecked=True)
+            db.session.commit()
+            lifecycle.run_side_effects(effects)
+
+            settle(lambda: status() in ("awaiting_promotion", "blocked"), 120)
+            experiment = experiments.get_experiment(number)
+            assert experiment.status == "awaiting_promotion", "\n".join(_experiment_notes(experiment_id)[-15:])
+            assert experiment.has_clean_result
+            assert _verdicts(experiment_id, "epm:completion-audit") == ["pass"]
+            assert db.session.scalar(sa.select(sa.func.count(Pod.id)).where(Pod.experiment_id == experiment_id)) == 0
+            assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+                AgentRun.kind == "experiment", AgentRun.scope_id == experiment_id)) == 0
+    finally:
+        agents.stop()

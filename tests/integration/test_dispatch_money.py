@@ -1,4 +1,4 @@
-"""Pods never bill for nothing (issue 16, items 1–4 and 11–13), against the loopback RunPod
+"""Pods never bill for nothing, against the loopback RunPod
 fake with its vanish, exit, restart-after-exit, capacity and empty-listing scenarios: a
 failed dispatch stops every pod it owns before anything else, keep-alive ends with our stop
 (never a restarted container), stopped pods are terminated after the retention period, an
@@ -16,7 +16,7 @@ from models import AgentRun, FleetIncident, Pod, db
 from services import clock, experiments, redis_store, runs
 from services.dispatch import provisioner, watcher
 from tests.integration import test_dispatch as base
-from tests.integration.test_dispatch import A100, H100, dispatch, notes, pod_spec, run_events
+from tests.integration.test_dispatch import H100, dispatch, notes, pod_spec, run_events
 
 # The fake RunPod and the approved-experiment factory of the dispatch tests, shared as fixtures.
 runpod = base.runpod

@@ -156,7 +156,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     names = " ".join(" ".join(p.cmdline()) for p in children)
     assert "granian" in names and "workers.launcher" in names and "redis-server" in names
     assert "workers.launcher --queues artifacts" in names
-    # What local pods must not reach (issue 17 item 2): the instance folder can be passed
+    # What local pods must not reach: the instance folder can be passed
     # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
     assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711
     for name in ("sagan.db", "secret_key"):

@@ -131,6 +131,29 @@ def test_timeline_filters_by_event_type(app, client, owner, make_experiment):
     assert text(response).count('<li class="event ') == 4
 
 
+def test_timeline_marker_filter_offers_groups_in_words_and_filters_by_group(app, client, owner, make_experiment):
+    """Does the marker filter offer a few groups in words (not ~40 internal names such as "Interp
+    critique codex"), does ?marker=code show every code-review marker and nothing else, and is an
+    exact marker name still honoured?"""
+    number = make_experiment(status="clarifying")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        for marker, note in (("epm:code-review", "Claude's review"), ("epm:code-review-codex", "Codex's review"),
+                             ("epm:interp-critique-codex", "A critique")):
+            clock.advance(timedelta(seconds=1))
+            events.record(experiment, "marker", SYSTEM, marker=marker, note=note)
+        db.session.commit()
+    page = client.get(f"/experiments/{number}").text
+    select = page.split('name="marker"', 1)[1].split("</select>", 1)[0]
+    options = re.findall(r"<option value=\"([^\"]*)\"[^>]*>([^<]*)</option>", select)
+    assert len(options) <= 10
+    assert ("code", "Code, its review and tests") in options
+    assert not any("codex" in label.lower() or label.startswith("epm") for _, label in options)
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=code")) == ["Codex's review", "Claude's review"]
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=epm:code-review")) == ["Claude's review"]
+    assert timeline_notes(client.get(f"/experiments/{number}?marker=analysis")) == ["A critique"]
+
+
 def _change(client, owner, number, to, expected=None, note=None, follow_redirects=False):
     data = {"to": to, "csrf_token": owner.csrf()}
     if expected:
@@ -150,10 +173,11 @@ def test_status_change_from_the_page(app, client, owner, make_experiment):
     assert "proposed → clarifying" in text(client.get(f"/experiments/{number}"))
 
 
-def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment):
+def test_status_change_fragment_for_htmx(app, htmx_client, make_experiment, monkeypatch):
     """After an htmx move, does every panel that shows the status say the new one in the same
     swap — the status panel, the stepper's "Next: …" and the timeline's move — with the poll
-    holding the new page version?"""
+    holding the new page version (agents on, so the turn is Sagan's)?"""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment()
     response = htmx_client.post(f"/experiments/{number}/status",
                                 data={"to": "clarifying", "expected": "proposed"},
@@ -199,7 +223,7 @@ def _selected(form_html: str) -> list[str]:
 
 
 def test_refused_status_change_keeps_the_chosen_status_and_note(app, htmx_client, make_experiment):
-    """Issue 18 (as on the board): does the refused panel's form still hold the chosen status
+    """As on the board: does the refused panel's form still hold the chosen status
     and the note typed, so adding what was missing is enough?"""
     number = make_experiment()
     response = htmx_client.post(f"/experiments/{number}/status", data={"to": "blocked", "expected": "proposed",

@@ -1,4 +1,4 @@
-"""Forms safe to reload and to press twice (issue 18 item 5): every full-page form answers a
+"""Forms safe to reload and to press twice: every full-page form answers a
 redirect (post/redirect/get), each form that creates something carries a one-time key so the
 same post a second time creates nothing, a refused post frees its key, and approving needs a
 plan's approval request on every path."""

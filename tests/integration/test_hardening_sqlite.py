@@ -1,4 +1,4 @@
-"""Issue 17's regression attacks on the embedded default's database (SQLite, migrated by the
+"""The security round's regression attacks on the embedded default's database (SQLite, migrated by the
 same migrations `make run` applies), in-process: the session version, the pod-secret
 allowlist, the approved account, deep markup and hostile JSON behave as on PostgreSQL."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A hostile document is answered in under a second, on every way in (issue 17 item 5):
+"""A hostile document is answered in under a second, on every way in:
 a token's PATCH /api/clean-results, a pod's .svg/.html upload, a comment's markdown.
 Large but harmless markup from a pod is sanitized by a job, off the upload request."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Size and shape limits (issue 17 item 10): metadata capped at 64 KB; NUL characters, lone
+"""Size and shape limits: metadata capped at 64 KB; NUL characters, lone
 surrogates and deeply nested JSON answer 400, never 500, and change nothing; artifact names
 download intact (RFC 6266); titles, token names and comments with no visible character are refused."""
 from __future__ import annotations

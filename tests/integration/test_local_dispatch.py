@@ -79,7 +79,7 @@ def test_local_pod_runs_a_real_script_end_to_end(app, live_server, make_approved
         assert messages[0].startswith("bootstrap complete") or "bootstrap complete" in messages[0]
         assert "halfway" in messages and messages[-1] == "experiment finished"
         names = sorted(db.session.scalars(sa.select(Artifact.name).where(Artifact.experiment_id == experiment.id)))
-        # … and the pod's log, which outlives the pod (issue 16 item 9).
+        # … and the pod's log, which outlives the pod.
         assert names == ["figure.svg", "metrics.json", f"sagan-logs/{pod_name}.log"]
         assert "Uploads verified." in notes
         # Honest labels: a local pod is not RunPod's.

@@ -1,4 +1,4 @@
-"""Local pods cannot reach each other or Sagan's data (issue 17 item 2). Each attack below
+"""Local pods cannot reach each other or Sagan's data. Each attack below
 worked before local pods ran in their own bubblewrap sandbox as a dedicated user:
 
 - a pod read another pod's `/proc/<pid>/environ` and so its `spt_` progress token;

@@ -1,4 +1,4 @@
-"""A real research repository on a local pod (issue 16, "Done when"): a plan written the old
+"""A real research repository on a local pod: a plan written the old
 system's way (`cd /workspace/<repo> && uv run python scripts/train.py --seed 0`) against a
 small uv project, artifacts written under the repository's own run folder and declared as
 a glob, uploaded and verified; and a private repository cloned with a deploy token that

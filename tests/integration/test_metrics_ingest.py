@@ -339,7 +339,7 @@ def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
         db.engine.dispose()
 
 
-# --- the token checked inside the write (issue 18: one statement per batch) -----------------------
+# --- the token checked inside the write (one statement per batch) -----------------------
 
 def test_a_bad_token_is_401_before_a_bad_or_oversized_batch(app, client, pods):
     """The write statement checks the token, so a batch refused before it (a bad point, 1,001

@@ -1,4 +1,4 @@
-"""Outbound URLs (issue 17 item 11): ssh repository URLs get the same public-host checks as
+"""Outbound URLs: ssh repository URLs get the same public-host checks as
 https and refuse option injection; the webhook's host is re-checked at delivery and the
 post goes to the very address checked (DNS rebinding); the repository can be cleared.
 

@@ -1,4 +1,4 @@
-"""The pod-free path for surveys and infra tasks (issue 15 item 8, SPEC §2.2): approval →
+"""The pod-free path for surveys and infra tasks (SPEC §2.2): approval →
 implementing → clean_result_drafting → awaiting_promotion with no dispatch, against the
 faithful fake model through the real loop, worker and tools; and the transition table
 that knows which kinds dispatch."""

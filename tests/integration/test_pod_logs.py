@@ -1,4 +1,4 @@
-"""A pod's log for agents and the owner (issue 15 item 4): `read_pod_logs` reads RunPod's v2
+"""A pod's log for agents and the owner: `read_pod_logs` reads RunPod's v2
 logs stream (the loopback fake serves it as server-sent events and holds a running pod's
 stream open, like the real one), the local backend's output.log, and the uploaded
 `sagan-logs/<pod>.log` artifact once the pod is gone; redacted and capped. The pod card's

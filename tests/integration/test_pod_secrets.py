@@ -1,4 +1,4 @@
-"""Pods receive only allowlisted server secrets (issue 17 item 1).
+"""Pods receive only allowlisted server secrets.
 
 The attack: a `write` token submits a plan whose spec names `SECRET_KEY`, the owner
 approves it, the pod writes the key into an artifact, a `read` token downloads it and

@@ -213,7 +213,7 @@ def test_the_bootstraps_exit_post_is_shown_though_the_script_numbered_higher(app
         assert (row.progress_pct, row.progress_message, row.exit_code) == (100, "experiment finished", 0)
 
 
-# --- the token checked inside the write (issue 18: one statement per post) ------------------------
+# --- the token checked inside the write (one statement per post) ------------------------
 
 def test_a_bad_token_is_401_before_a_bad_body_and_counts_towards_the_limit(app, client, pod, monkeypatch):
     """The write statement checks the token, so a body refused before it is written must

@@ -1,4 +1,4 @@
-"""Redaction on every way in (issue 17 item 9): tags, artifact names, plans' specs and JSON
+"""Redaction on every way in: tags, artifact names, plans' specs and JSON
 artifacts, notes, progress messages and uploaded pod logs — and a plan whose command references `$SAGAN_POD_PROGRESS_TOKEN` (as the old
 system's plans do) is stored exactly as written and accepted, not broken and refused."""
 from __future__ import annotations

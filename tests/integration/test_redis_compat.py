@@ -42,7 +42,7 @@ def test_window_counter_counts_and_expires(app, any_redis):
 
 @pytest.mark.slow
 def test_bad_bearer_tokens_are_limited_on_both_redis_versions(app, any_redis, caplog):
-    """Issue 17 item 6: the bad-token limit fired only on Redis 7 (EXPIRE … NX); on the
+    """The bad-token limit fired only on Redis 7 (EXPIRE … NX); on the
     embedded Redis 6.2 every failure was logged "not counted" and guessing never stopped."""
     limit = app.config["BEARER_MAX_FAILURES"]
     guesser = app.test_client()

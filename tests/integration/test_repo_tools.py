@@ -1,4 +1,4 @@
-"""The read-only repository tools (issue 15 item 1), through the real tool registry, over a
+"""The read-only repository tools, through the real tool registry, over a
 real research repository: its bare origin, Sagan's clone of it, git objects at a revision.
 """
 from __future__ import annotations

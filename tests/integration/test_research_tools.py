@@ -1,4 +1,4 @@
-"""Earlier experiments and the run's artifacts as evidence (issue 15 items 2 and 5), through the
+"""Earlier experiments and the run's artifacts as evidence, through the
 real tool registry: search_experiments, read_experiment, list_artifacts, read_artifact, and
 figures embedded in the clean result."""
 from __future__ import annotations

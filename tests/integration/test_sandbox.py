@@ -165,7 +165,7 @@ def test_search_finds_lines_and_rejects_bad_patterns(implementer):
 
 
 def test_search_skips_fifos_and_devices_instead_of_hanging(implementer, research_repo):  # noqa: F811
-    """Issue 17 item 12: a FIFO in the worktree blocked search's open() until its 30 s timeout
+    """A FIFO in the worktree blocked search's open() until its 30 s timeout
     (and /dev/zero's twin would be read forever); now only regular files are read."""
     from services.agents import code_tools
     call(implementer, "list_files")
@@ -262,7 +262,7 @@ def test_output_over_the_cap_stops_the_command(implementer, app, monkeypatch):
 
 
 def test_a_command_writing_past_the_worktree_quota_is_stopped(implementer, app, research_repo, monkeypatch):  # noqa: F811
-    """Issue 17 item 12: RLIMIT_FSIZE caps each file, not their number, so a command writing
+    """RLIMIT_FSIZE caps each file, not their number, so a command writing
     many files could fill the disk; now the worktree's growth is capped per command."""
     monkeypatch.setitem(app.config, "SAGAN_SANDBOX_WORKTREE_WRITE_MB", 5)
     call(implementer, "list_files")

@@ -84,7 +84,7 @@ def test_fuzzed_experiment_create_and_patch_never_500_and_refusals_change_nothin
         before = _counts(app)
         response = scripted.post("/api/experiments", data=body, content_type="application/json")
         _check(app, response, before)
-        # 403: a token may not set an owner-only field such as cost_cap_usd (issue 17 item 4).
+        # 403: a token may not set an owner-only field such as cost_cap_usd.
         assert response.status_code in (201, 400, 403, 409, 422), response.status_code
 
     @FUZZ

@@ -1,4 +1,4 @@
-"""Sessions end on the server (issue 17 item 8): a cookie copied before logout stops working,
+"""Sessions end on the server: a cookie copied before logout stops working,
 "sign out everywhere" ends every other browser, remember-me lasts 30 days, and the CSRF
 secret is new after each login."""
 from __future__ import annotations

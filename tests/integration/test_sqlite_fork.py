@@ -1,6 +1,6 @@
 """The embedded default (SQLite) with a forking worker and its scheduler thread: a work horse
 is never forked in the middle of a tick, so it never inherits the tick's transaction
-(issue 19 item 7, workers/fork_guard.py).
+(workers/fork_guard.py).
 
 SQLite keeps the bookkeeping of its locks in process memory; a horse forked while the
 scheduler thread is inside a transaction inherits "this process holds the write lock" and no

@@ -1,5 +1,5 @@
 """Rate limits count the client behind a trusted reverse proxy, never the proxy itself, and
-an untrusted peer cannot pick its address with X-Forwarded-For (issue 17 item 7).
+an untrusted peer cannot pick its address with X-Forwarded-For.
 
 Requests here look the way the documented nginx (docs/deploy.md) sends them: from
 127.0.0.1, with `X-Forwarded-For: $proxy_add_x_forwarded_for` — whatever the client sent

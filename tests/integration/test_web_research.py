@@ -1,4 +1,4 @@
-"""Web research (issue 15 item 3): Anthropic's server-side web search and fetch offered to the
+"""Web research: Anthropic's server-side web search and fetch offered to the
 planner and the analyzer, switched and limited to domains in Settings, searches billed in the
 run's cost, and cited pages kept as links under plans and clean results — against the
 faithful fake model, through the real loop, worker, tools and sanitizer."""
@@ -69,7 +69,7 @@ def web_settings(app):
 
 def test_survey_reaches_awaiting_promotion_with_no_pods_and_web_citations(app, fake_anthropic, worker,
                                                                           make_experiment):
-    """Done when (issue 15): a survey goes from approval to awaiting_promotion with no pod; its
+    """Done when: a survey goes from approval to awaiting_promotion with no pod; its
     analyzer searches the web, and the clean result lists the pages it cited as links."""
     number = make_experiment("Sparsity schedules in pruning papers", kind="survey", status="planning")
     with app.app_context():

@@ -34,7 +34,7 @@ def _new(title="Workflow test") -> Experiment:
 
 
 def _approval_of(experiment: Experiment) -> dict:
-    """Approving carries its approval request (the transition guard, issue 18): a plan version
+    """Approving carries its approval request (the transition guard): a plan version
     and its request, as services.approvals would have stored them."""
     version = PlanVersion(id=uuid.uuid4(), experiment_id=experiment.id, version=1, markdown="## Goal",
                           plan_json={}, problems=[], source="agent")

@@ -1,4 +1,4 @@
-"""A folder swapped for a symbolic link mid-call never redirects the code tools (issue 17 item 3).
+"""A folder swapped for a symbolic link mid-call never redirects the code tools.
 
 The attack as reproduced: a process running as the sandbox user (the worktree's owner —
 a local pod, or code left running) keeps swapping a worktree folder for a link to a folder

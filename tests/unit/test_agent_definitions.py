@@ -14,6 +14,22 @@ def test_every_shipped_agent_parses(name):
     """Does each agents/*.md parse, with its file name as its name and known tools only?"""
     definition = loader.get(name)
     assert definition.name == name and definition.tools and definition.prompt
+    assert toolbox.unknown_tools(definition) == []
+
+
+def test_start_up_refuses_an_agent_naming_a_tool_no_module_defines(monkeypatch, tmp_path):
+    """Does the start-up check stop on a shipped definition that lists an unknown tool, naming
+    the file and the tool, and pass on the real agents?"""
+    toolbox.check_agent_definitions()
+    (tmp_path / "rogue.md").write_text(
+        "---\nname: rogue\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [get_plan, launch_rockets]\n---\nbody")
+    monkeypatch.setattr(loader, "AGENTS_DIR", tmp_path)
+    loader._load.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"agents/rogue.md: unknown tool\(s\) launch_rockets"):
+            toolbox.check_agent_definitions()
+    finally:
+        loader._load.cache_clear()
 
 
 def test_bad_frontmatter_is_refused():
@@ -23,7 +39,10 @@ def test_bad_frontmatter_is_refused():
     with pytest.raises(ValidationError, match="lacks"):
         loader.parse("---\nname: x\n---\nbody")
     with pytest.raises(ValidationError, match="unknown tool"):
-        loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [launch_rockets]\n---\nbody")
+        toolbox.check_definition(loader.parse(
+            "---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: [launch_rockets]\n---\nbody"))
+    with pytest.raises(ValidationError, match="tools must be a list"):
+        loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 3\ntools: get_plan\n---\nbody")
     with pytest.raises(ValidationError, match="max_turns"):
         loader.parse("---\nname: x\ndescription: d\nmodel: m\nmax_turns: 0\ntools: [get_plan]\n---\nbody")
 

@@ -1,4 +1,4 @@
-"""The research agents' prompts (issue 15 item 9): each is short enough to read in two minutes,
+"""The research agents' prompts: each is short enough to read in two minutes,
 names the tools of its allowlist that its job turns on, never tells the agent to call a tool
 it does not have, and says what its output must contain and when to stop with a blocker."""
 import re

@@ -1,14 +1,14 @@
-"""`#<number>` in plans, comments and clean results links to that experiment (issue 15 item 2),
+"""`#<number>` in plans, comments and clean results links to that experiment,
 through the one sanitizer; share pages relink or unlink them for mentors."""
 from services.sanitize import (experiment_refs, relink_experiment_refs, render_markdown, sanitize_html,
                                sanitize_result_html)
 
 
 def test_markdown_links_references_but_not_code_urls_or_words():
-    html = render_markdown("Consistent with #12; see issue#3, `#4`, [x](https://e.com/#5), #0 and (#7).")
+    html = render_markdown("Consistent with #12; see step#3, `#4`, [x](https://e.com/#5), #0 and (#7).")
     assert '<a href="/experiments/12" class="experiment-ref" rel="noopener noreferrer nofollow">#12</a>' in html
     assert '<a href="/experiments/7" class="experiment-ref"' in html
-    assert "issue#3" in html and "<code>#4</code>" in html and "#0" in html
+    assert "step#3" in html and "<code>#4</code>" in html and "#0" in html
     assert experiment_refs(html) == {12, 7}
 
 

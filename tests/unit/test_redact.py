@@ -100,7 +100,7 @@ def test_redact_data_walks_nested_structures():
     assert cleaned["args"][0] == "--token"
 
 
-# --- issue 17 item 9: the gaps, and never corrupting what is not a secret -----------------
+# --- the gaps, and never corrupting what is not a secret -----------------
 
 @pytest.mark.parametrize("secret", [
     "ghp_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ",      # GitHub classic token (36 after ghp_)

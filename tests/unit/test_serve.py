@@ -3,6 +3,8 @@ environment out of each request's environ."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 from flask import Flask
@@ -128,3 +130,51 @@ def test_the_served_app_is_built_with_the_web_config(monkeypatch):
 
 def _must_not_start(*_args):
     raise AssertionError("the server was started")
+
+
+def _redis_stand_in(on_term: str) -> subprocess.Popen:
+    """A process standing in for redis-server: on SIGTERM it `exits` after a short save, or
+    `ignores` the signal (a wedged server)."""
+    handler = ("lambda *a: (time.sleep(0.5), sys.exit(0))" if on_term == "exits" else "signal.SIG_IGN")
+    code = (f"import signal, sys, time\nsignal.signal(signal.SIGTERM, {handler})\n"
+            "print('ready', flush=True)\nwhile True: time.sleep(0.1)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_ctrl_c_stop_lets_redis_save_and_is_not_an_error(capsys, signals):
+    """Pressed once or twice, does Ctrl-C stop a Redis that saves on SIGTERM without "did not
+    stop; killing it", and count as a clean stop (make exits 0)?"""
+    stack = run_embedded.Stack(run_embedded.parse_args([]))
+    stack.children["redis"] = child = _redis_stand_in("exits")
+    stack.signals = signals
+    assert stack.shutdown() is True
+    assert child.returncode == 0
+    assert "did not stop" not in capsys.readouterr().out
+
+
+def test_a_second_ctrl_c_ends_a_wedged_redis_soon_and_says_it_was_asked(capsys):
+    """Does a second Ctrl-C end a Redis that ignores SIGTERM after the short hurried grace
+    (not the full ten seconds), say it was stopped as asked, and still count as clean?"""
+    stack = run_embedded.Stack(run_embedded.parse_args([]))
+    stack.children["redis"] = child = _redis_stand_in("ignores")
+    stack.signals = 2
+    assert stack.shutdown() is True
+    assert child.returncode is not None
+    out = capsys.readouterr().out
+    assert "at once, as asked" in out and "did not stop" not in out
+
+
+def test_a_redis_that_ignores_one_stop_request_is_killed_and_reported(capsys, monkeypatch):
+    """Without a second Ctrl-C, is a Redis that does not stop within its grace killed, said so,
+    and the stop reported as unclean?"""
+    monkeypatch.setattr(run_embedded, "REDIS_STOP_GRACE", 0.5)
+    stack = run_embedded.Stack(run_embedded.parse_args([]))
+    stack.children["redis"] = child = _redis_stand_in("ignores")
+    stack.signals = 1
+    assert stack.shutdown() is False
+    assert child.returncode is not None
+    assert "did not stop within" in capsys.readouterr().out

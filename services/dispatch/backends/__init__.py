@@ -4,5 +4,6 @@ Everything above this package (the provisioner saga, the watcher, the orphan swe
 to one narrow interface, `PodBackend`, obtained through `backend_for(account)`.
 """
 from services.dispatch.backends.base import (  # noqa: F401
-    PROVIDER_STATUSES, BackendError, PodBackend, PodRequest, ProviderPod, backend_for,
+    PROVIDER_STATUSES, BackendError, LogLine, PodBackend, PodRequest, ProviderPod,
 )
+from services.dispatch.backends.factory import backend_for, local_pods_allowed  # noqa: F401

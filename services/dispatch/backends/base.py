@@ -1,4 +1,4 @@
-"""The one interface every pod backend implements, and the choice of backend per account.
+"""The one interface every pod backend implements (the choice of backend per account is `factory`).
 
 Backends speak in provider terms (`ProviderPod.status` is RunPod's vocabulary, also used
 by the local backend); mapping those onto Sagan's own pod statuses is the watcher's job.
@@ -10,9 +10,7 @@ again).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from services import registry
@@ -116,74 +114,3 @@ class PodBackend(Protocol):
         """The pod's last `tail` lines (or those after `since`); None when the provider no
         longer has the pod (its uploaded log artifact is then the only copy)."""
         ...
-
-
-def _setting(config, name: str, default=None):
-    """A setting from a Flask config (a dict), a Config class or instance."""
-    if isinstance(config, dict):
-        return config.get(name, default)
-    return getattr(config, name, default)
-
-
-def _current_config():
-    try:
-        from flask import current_app
-        return current_app.config
-    except RuntimeError:  # no app context: the environment, as config.py reads it
-        from config import Config
-        return Config  # the class: reading its attributes never creates the secret key file
-
-
-def local_pods_allowed(config=None) -> bool:
-    """The local backend runs code on this host: only when SAGAN_LOCAL_PODS is on (the
-    embedded `make run` turns it on) or under tests."""
-    config = _current_config() if config is None else config
-    return bool(_setting(config, "SAGAN_LOCAL_PODS", False) or _setting(config, "TESTING", False))
-
-
-@lru_cache(maxsize=16)
-def _runpod_backend(pid: int, account: str, api_key: str, url: str, team_id: str | None, team_header: str,
-                    user_agent: str, timeout: float, max_retries: int) -> PodBackend:
-    """One RunPod backend per process and configuration, so its HTTP client (and its kept-alive
-    connections) serves every watcher pass and dispatch instead of a new client per call that
-    is never closed. Keyed by the process id: a forked job never shares its parent's sockets."""
-    # Breaks the cycle base → runpod → base: each backend module imports this interface.
-    from services.dispatch.backends.runpod import RunPodBackend
-    return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, user_agent=user_agent,
-                         timeout=timeout, max_retries=max_retries)
-
-
-def backend_for(account: str, config=None) -> PodBackend:
-    """The backend serving `account` ("team", "personal" or "local"), configured from `config`
-    (default: the current app's config, else the environment)."""
-    config = _current_config() if config is None else config
-    if account in ("team", "personal"):
-        key_name = "RUNPOD_API_KEY_TEAM" if account == "team" else "RUNPOD_API_KEY_PERSONAL"
-        api_key = _setting(config, key_name, "") or ""
-        if not api_key.strip():
-            raise BackendError("provider_auth", f"No RunPod API key is configured for the {account} "
-                                                f"account: set {key_name}.")
-        return _runpod_backend(
-            os.getpid(), account, api_key.strip(), _setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
-            # The team id goes only with the team key; RunPod rejects it on personal keys.
-            (_setting(config, "RUNPOD_TEAM_ID", "") or None) if account == "team" else None,
-            (_setting(config, "RUNPOD_TEAM_HEADER", "") or "").strip(),
-            _setting(config, "RUNPOD_USER_AGENT", "") or "",
-            float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
-            int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
-        )
-    if account == "local":
-        if not local_pods_allowed(config):
-            raise BackendError("spec_invalid", "The local pod backend is off on this server: it runs "
-                                               "pod commands on the Sagan host. Set SAGAN_LOCAL_PODS=1 "
-                                               "to enable it, or choose the team or personal account.")
-        from config import INSTANCE_DIR
-        # Breaks the cycle base → local → base, as for RunPod above.
-        from services.dispatch.backends.local import LocalBackend
-        return LocalBackend(
-            _setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",
-            run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
-            stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
-            sandbox_user=_setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
-        )
-    raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")

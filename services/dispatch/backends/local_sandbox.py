@@ -1,4 +1,4 @@
-"""The bubblewrap sandbox each local pod runs in (issue 17 item 2).
+"""The bubblewrap sandbox each local pod runs in.
 
 A local pod is the owner's code, but it runs on the Sagan host next to the instance folder
 (database, secret key, Redis socket), other pods' folders and the code sandbox's worktrees.
