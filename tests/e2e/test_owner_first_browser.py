@@ -255,9 +255,11 @@ def slow_page_poll(app, monkeypatch):
 
 
 def test_a_move_changes_every_panel_at_once_without_a_reload(app, browser_session, owner_account, make_experiment,
-                                                             slow_page_poll):
-    """Moving an experiment to Clarifying from its page: do the status panel, the stepper's
-    "Next: …" and the timeline all show the move without a reload (no waiting for a poll)?"""
+                                                             slow_page_poll, monkeypatch):
+    """Moving an experiment to Clarifying from its page (agents on, so the turns are Sagan's):
+    do the status panel, the stepper's "Next: …" and the timeline all show the move without a
+    reload (no waiting for a poll)?"""
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment("Warmup and the loss spike")
     session = browser_session(DESKTOP)
     page = session.login()
