@@ -93,6 +93,22 @@ class Metrics:
             ok = self._send(points[start:start + BATCH_MAX]) and ok
         return ok
 
+    def config(self, values: dict | None = None, **named) -> bool:
+        """Report the settings this run uses (seed, condition, learning rate…): Sagan keeps
+        them with the pod, and its charts can group runs by any of them. Numbers and short
+        text; True when stored (or printed, without a URL)."""
+        settings = {}
+        for name, value in {**(values or {}), **named}.items():
+            if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+                value = str(value)
+            settings[str(name)] = value
+        if not settings:
+            return True
+        if not self.url or not self.token:
+            print(f"config {json.dumps(settings)}", file=self.out)
+            return True
+        return self._post(self.url.rstrip("/") + "/config", {"config": settings}, "config")
+
     def _next_seq(self) -> int:
         self._seq = max(self._seq + 1, time.time_ns() // 1000)
         return self._seq
@@ -103,8 +119,11 @@ class Metrics:
                 print(f"metric step={point['step']} {point['name']}={point['value']:g}", file=self.out)
             return True
         # json writes NaN and Infinity as the bare literals, which Sagan reads as non-finite points.
-        body = json.dumps({"seq": self._next_seq(), "points": points}).encode()
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+        return self._post(self.url, {"seq": self._next_seq(), "points": points}, f"batch of {len(points)}")
+
+    def _post(self, url: str, payload: dict, what: str) -> bool:
+        body = json.dumps(payload).encode()
+        request = urllib.request.Request(url, data=body, method="POST", headers={
             "Authorization": "Bearer " + self.token, "Content-Type": "application/json",
             "User-Agent": "sagan-metrics"})
         for attempt in range(1, RETRIES + 1):
@@ -114,14 +133,14 @@ class Metrics:
             except urllib.error.HTTPError as exc:
                 answer = exc.read(300).decode("utf-8", "replace").replace("\n", " ")
                 if exc.code not in (408, 425, 429) and exc.code < 500:
-                    self._warn(f"batch of {len(points)} refused ({exc.code}): {answer}")
+                    self._warn(f"{what} refused ({exc.code}): {answer}")
                     return False
                 problem = f"{exc.code}: {answer}"
             except Exception as exc:  # connection refused, timeout, DNS: worth another try
                 problem = f"{exc.__class__.__name__}: {exc}"
             if attempt < RETRIES:
                 time.sleep(self.retry_seconds * attempt)
-        self._warn(f"batch of {len(points)} not sent after {RETRIES} tries ({problem})")
+        self._warn(f"{what} not sent after {RETRIES} tries ({problem})")
         return False
 
     def _warn(self, message: str) -> None:
@@ -146,6 +165,11 @@ def log(step: int, values: dict | None = None, **named) -> None:
 
 def flush() -> bool:
     return _shared().flush()
+
+
+def config(values: dict | None = None, **named) -> bool:
+    """Module-level `config`: the run's settings, for grouping runs on the charts."""
+    return _shared().config(values, **named)
 
 
 def main(argv: list[str]) -> int:
