@@ -107,7 +107,7 @@ def post_metrics_config():
     """The settings the training script runs with (seed, condition…), merged into the pod's
     configuration so charts can group runs by them (services/run_config.py)."""
     config = run_config.parse(input_shape.parse_json(request.get_data()))
-    return {"ok": True, "config": run_config.record(g.pod, config)}
+    return {"ok": True, "config": run_config.record(g.pod.id, config)}
 
 
 @bp.get("/metrics/helper.py")

@@ -405,10 +405,8 @@ def run_labels(rows) -> list[str]:
     """The labels of a chart's runs (rows with run_index, attempt, name and metadata_), each
     told apart: runs that would read alike (two dispatches of one commit) add their pod's name."""
     labels = [pod_label(r.run_index, r.attempt, (r.metadata_ or {}).get("commit")) for r in rows]
-    for index, row in enumerate(rows):
-        if labels.count(labels[index]) > 1:
-            labels[index] = f"{labels[index]} · {row.name}"
-    return labels
+    shared = {label for label in labels if labels.count(label) > 1}
+    return [f"{label} · {row.name}" if label in shared else label for label, row in zip(labels, rows)]
 
 
 @dataclass
@@ -470,7 +468,8 @@ def summaries_for(experiment_ids, *, pods_until=None) -> dict[uuid.UUID, dict[st
 def page_context(experiment: Experiment, *, pods_until=None) -> dict:
     """What templates/experiments/_metrics.html needs: the metric names (charts load their data)."""
     found = summaries_for([experiment.id], pods_until=pods_until).get(experiment.id, {})
-    names = list(found.values())
+    # The machine's own readings (sys/…: GPU, CPU, RAM, disk) after what the script measures.
+    names = sorted(found.values(), key=lambda summary: summary.name.startswith("sys/"))
     return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
 
 
@@ -544,7 +543,7 @@ def _drawable(value) -> float | None:
 def _series_rows(experiment: Experiment, name: str, pods_until=None):
     query = (sa.select(MetricSeries.id, MetricSeries.points, MetricSeries.first_step, MetricSeries.last_step,
                        MetricSeries.min_value, MetricSeries.max_value, Pod.run_index, Pod.attempt, Pod.name,
-                       Pod.metadata_, Pod.created_at)
+                       Pod.metadata_.label("metadata_"), Pod.created_at)
              .join(Pod, Pod.id == MetricSeries.pod_id)
              .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
              .order_by(Pod.run_index, Pod.created_at, Pod.attempt))

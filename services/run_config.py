@@ -79,11 +79,15 @@ def parse(data) -> dict:
     return _redacted(cleaned)
 
 
-def record(pod: Pod, config: dict) -> dict:
-    """Merge a posted configuration into the pod's (the script's keys win); the merged one."""
+def record(pod_id, config: dict) -> dict:
+    """Merge a posted configuration into the pod's (the script's keys win); the merged one.
+    The pod's row is locked while its metadata is rewritten: the watcher writes other keys
+    of it, and neither may lose the other's."""
+    pod = db.session.get(Pod, pod_id, with_for_update=True)
     meta = dict(pod.metadata_ or {})
     merged = {**(meta.get("config") or {}), **config}
     if len(merged) > KEYS_MAX:
+        db.session.rollback()
         raise ValidationError(f"The pod's configuration would have {len(merged)} keys; the limit is {KEYS_MAX}.",
                               field="config")
     meta["config"] = merged
