@@ -171,7 +171,7 @@
           if (count > 0) { marks.push({ x: lines[m].x[j], colour: colour }); nonFinite += count; }
         });
         data.push(runs[m]);
-        series.push({ label: lines[m].label, stroke: withAlpha(colour, 0.22), width: 1, spanGaps: true,
+        series.push({ label: lines[m].label, stroke: withAlpha(colour, 0.3), width: 1, spanGaps: true,
                       points: { show: false }, value: fmt });
         hidden.push(data.length - 1);
       });
@@ -193,7 +193,7 @@
       data.push(high, low);
       series.push({ label: name + " high", stroke: "transparent", spanGaps: true, points: { show: false } });
       series.push({ label: name + " low", stroke: "transparent", spanGaps: true, points: { show: false } });
-      bands.push({ series: [data.length - 2, data.length - 1], fill: withAlpha(colour, 0.18) });
+      bands.push({ series: [data.length - 2, data.length - 1], fill: withAlpha(colour, 0.2) });
       hidden.push(data.length - 2, data.length - 1);
       data.push(mean);
       var count = group.members.length;

@@ -167,3 +167,20 @@ def test_a_priced_spend_reads_as_a_sentence_against_the_estimate(app, owner, cli
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", cost))
     assert "$1.38: no agent runs yet, $1.38 on GPUs." in text
     assert "GPUs have cost $1.38 of the $5.00 the plan estimated (28%)." in text
+
+
+def test_the_demos_screens_carry_seeds_to_group_by(app, owner, client):
+    """Do the curated demo's two finished screens each draw six runs — three seeds under two
+    conditions — whose configurations give each seed four runs across both?"""
+    from services import demo
+    with app.app_context():
+        demo.load_curated()
+        numbers = list(db.session.scalars(sa.select(Experiment.number).where(
+            Experiment.status.in_(("interpreting", "awaiting_promotion"))).order_by(Experiment.number)))
+    seeds: dict = {}
+    for number in numbers:
+        series = client.get(f"/experiments/{number}/metrics/data?name=loss").get_json()["series"]
+        assert len(series) == 6 and len({line["label"] for line in series}) == 6
+        for line in series:
+            seeds.setdefault(line["config"]["seed"], []).append(line)
+    assert sorted(seeds) == [0, 1, 2] and all(len(lines) == 4 for lines in seeds.values())
