@@ -11,7 +11,7 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from blueprints.filters import age
-from services import board_moves, cost_ledger, experiments, registry
+from services import board_moves, cost_ledger, experiments, registry, system_metrics
 from services.clock import utcnow
 from services.dispatch.view import board_progress
 from services.errors import SaganError
@@ -74,15 +74,17 @@ class CardFacts(NamedTuple):
     refusal: CardRefusal | None
     moment_iso: str             # when the experiment last moved, for the age's tooltip
     age: str
+    idle: list                  # its paid pods whose GPUs idle while their script runs (system_metrics.IdleGpu)
 
 
-def _card_facts(cards: list, pod_progress: dict, card_spend: dict, card_errors: dict) -> dict:
+def _card_facts(cards: list, pod_progress: dict, card_spend: dict, card_errors: dict, idle: dict) -> dict:
     now = utcnow()
     facts = {}
     for experiment in cards:
         moment = experiment.last_event_at or experiment.created_at
         facts[experiment.id] = CardFacts(pod_progress.get(experiment.id), card_spend.get(experiment.id),
-                                         card_errors.get(experiment.number), moment.isoformat(), age(moment, now))
+                                         card_errors.get(experiment.number), moment.isoformat(), age(moment, now),
+                                         idle.get(experiment.id, ()))
     return facts
 
 
@@ -94,8 +96,9 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
                  if not e.pod_free]
     # Live pod progress for the cards that can have pods, in one query for all; every
     # card's spend so far (agents + GPU), in two queries for the whole board.
+    # and their paid pods whose GPUs idle, in two at most.
     facts = _card_facts(cards, board_progress(with_pods), cost_ledger.ledgers_for(cards, with_estimates=False),
-                        card_errors or {})
+                        card_errors or {}, system_metrics.idle_by_experiment(with_pods))
     return {
         "columns": columns,
         "card_facts": facts,
@@ -180,4 +183,5 @@ def move(number: int):
 @access.owner
 def your_turn():
     """What waits for the owner, and why."""
-    return render_template("board/your_turn.html", experiments=experiments.owner_turn_list())
+    return render_template("board/your_turn.html", experiments=experiments.owner_turn_list(),
+                           idle_gpus=system_metrics.idle_everywhere())

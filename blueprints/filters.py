@@ -7,7 +7,7 @@ from flask import Flask, current_app
 from flask_login import current_user
 from markupsafe import Markup
 
-from services import events, registry
+from services import cost_ledger, events, registry
 from services.clock import utcnow
 
 
@@ -45,11 +45,8 @@ def money(value) -> str:
 
 
 def usd(value: float) -> str:
-    """A known amount: cents, or three significant digits below a cent, so a real spend of a
-    fraction of a cent never reads as $0.00."""
-    if 0 < abs(value) < 0.01:
-        return f"${value:.3g}"
-    return f"${value:,.2f}"
+    """A known amount: services/cost_ledger.py's words for it."""
+    return cost_ledger.usd(value)
 
 
 def metric_value(value: float | None) -> str:

@@ -11,7 +11,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints import access
 from blueprints._actions import perform
-from services import artifacts, input_shape, metrics
+from services import artifacts, input_shape, metrics, run_config
 from services.dispatch import progress, watcher
 from services.dispatch import tokens as pod_tokens
 from services.errors import LengthRequired, SaganError, ValidationError
@@ -99,6 +99,15 @@ def post_metrics():
         # Stored, but as marks on the chart rather than values: say so, the pod's log shows it.
         answer["non_finite"] = batch.non_finite
     return answer
+
+
+@bp.post("/metrics/config")
+@access.pod
+def post_metrics_config():
+    """The settings the training script runs with (seed, condition…), merged into the pod's
+    configuration so charts can group runs by them (services/run_config.py)."""
+    config = run_config.parse(input_shape.parse_json(request.get_data()))
+    return {"ok": True, "config": run_config.record(g.pod.id, config)}
 
 
 @bp.get("/metrics/helper.py")

@@ -9,7 +9,9 @@
 #   2. set up the project's environment: uv.lock / pyproject.toml → uv sync (uv installed with
 #      pip if missing), requirements.txt → pip install -r; a failure posts "setup failed: …"
 #   3. post "5% · bootstrap complete on branch <branch>", run $SAGAN_DOCKER_ARGS with
-#      `bash -lc` in the checkout, stderr kept in a file (and still shown)
+#      `bash -lc` in the checkout, stderr kept in a file (and still shown); beside it, the
+#      metrics helper samples GPU (nvidia-smi), CPU, RAM and disk every
+#      $SAGAN_SYSTEM_METRICS_SECONDS (30; 0: off) and posts them as sys/… metrics
 #   4. upload every file under $SAGAN_ARTIFACT_DIR and the declared $SAGAN_ARTIFACT_PATHS
 #      (globs relative to the checkout), then the last 1 MB of the pod's log, redacted
 #   5. post the exit (with exitCode), write $SAGAN_POD_STATE_DIR/exit_code if set, and the
@@ -370,6 +372,21 @@ PY
     export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# --- system metrics beside the run: GPU (nvidia-smi), CPU, RAM, disk as sys/… metrics ---
+SYSTEM_METRICS_PID=
+start_system_metrics() {  # every SAGAN_SYSTEM_METRICS_SECONDS (30; 0: off) while the script runs
+    local every=${SAGAN_SYSTEM_METRICS_SECONDS:-30}
+    case $every in ''|*[!0-9]*) every=30 ;; esac
+    [ "$every" -gt 0 ] && [ -f "$WORKDIR/sagan-lib/sagan_metrics.py" ] || return 0
+    python3 "$WORKDIR/sagan-lib/sagan_metrics.py" --system "$every" "$WORKDIR" &
+    SYSTEM_METRICS_PID=$!
+}
+stop_system_metrics() {
+    [ -n "$SYSTEM_METRICS_PID" ] || return 0
+    kill "$SYSTEM_METRICS_PID" 2>/dev/null
+    wait "$SYSTEM_METRICS_PID" 2>/dev/null
+    SYSTEM_METRICS_PID=
+}
 
 if [ "$rc" -ne 0 ]; then
     log "could not prepare the repository (exit $rc)"
@@ -389,9 +406,11 @@ fi
 fetch_metrics_helper
 progress 5 "bootstrap complete on branch ${BRANCH:-(none)}" bootstrap
 mkdir -p "$ARTIFACT_DIR" 2>/dev/null
+start_system_metrics
 # stderr goes through tee into the file and back to stderr; stdout stays stdout.
 { bash -lc "${SAGAN_DOCKER_ARGS:-}" 2>&1 1>&3 3>&- | tee -a "$STDERR_FILE" >&2; } 3>&1
 rc=${PIPESTATUS[0]}
+stop_system_metrics
 
 # --- 4, 5. artifacts and exit -------------------------------------------------------
 upload_artifacts

@@ -29,6 +29,8 @@ class Ledger:
     pods_running: int = 0
     pods_running_unpriced: int = 0
     burn_usd_per_hour: float = 0.0    # the running pods' rates, summed
+    pods: int = 0                     # pods dispatched, whatever their status
+    pods_local: int = 0               # of which on this machine: they bill nothing
     estimate_usd: float | None = None  # the latest plan's GPU estimate (None: none, or unknown prices)
     estimate_known_usd: float | None = None  # what the estimate's known prices add up to
     estimate_unpriced: tuple = ()     # GPUs the estimate had no price for
@@ -55,6 +57,62 @@ class Ledger:
     @property
     def over_estimate(self) -> bool:
         return self.estimate_usd is not None and self.gpu_usd > self.estimate_usd
+
+    @property
+    def gpu_free(self) -> bool:
+        """Every pod so far ran on this machine: GPU time cost nothing, and that is known."""
+        return bool(self.pods) and self.pods == self.pods_local
+
+    @property
+    def unknown_because(self) -> str:
+        """Why part of the spend has no price, in words ("" when all of it has one)."""
+        parts = []
+        if self.agents_unpriced:
+            runs = self.agents_unpriced
+            parts.append(f"{runs} agent run{'' if runs == 1 else 's'} used a model without a price")
+        if self.gpu_unpriced:
+            pods = self.gpu_unpriced
+            parts.append(f"{pods} RunPod pod{'' if pods == 1 else 's'} ran without a known hourly rate")
+        return "; ".join(parts)
+
+    @property
+    def spent_words(self) -> str:
+        """What was spent so far, as a sentence: the known amount, its parts, and what has no
+        price — never "$0.00 + price unknown"."""
+        gpu = ("no charge for GPUs (local pods)" if self.gpu_free and not self.gpu_usd
+               else f"{usd(self.gpu_usd)} on GPUs" if self.gpu_usd or self.pods else "no GPU time yet")
+        agents = f"{usd(self.agents_usd)} on agent tokens" if self.agent_runs else "no agent runs yet"
+        known = self.total_usd
+        if not self.price_unknown:
+            return f"{usd(known)}: {agents}, {gpu}."
+        if known:
+            return f"At least {usd(known)} ({agents}, {gpu}); the rest has no price: {self.unknown_because}."
+        return f"Not known: {self.unknown_because}. Everything else cost nothing ({gpu})."
+
+    @property
+    def estimate_words(self) -> str | None:
+        """The plan's GPU estimate against the GPU time spent, as a sentence (None: no estimate)."""
+        if self.estimate_usd is None:
+            return None
+        if not self.estimate_usd:
+            planned = "The plan expected no GPU charge (its pods run on this machine)" if self.gpu_free \
+                else "The plan expected no GPU charge"
+            spent = "none so far" if not self.gpu_usd and not self.gpu_unpriced else \
+                f"{usd(self.gpu_usd)} so far" + (" plus time at an unknown rate" if self.gpu_unpriced else "")
+            return f"{planned}; {spent}."
+        share = round(100 * self.gpu_usd / self.estimate_usd)
+        unknown = " plus time at an unknown rate" if self.gpu_unpriced else ""
+        return (f"GPUs have cost {usd(self.gpu_usd)}{unknown} of the {usd(self.estimate_usd)} the plan estimated "
+                f"({share}%).")
+
+
+def usd(value: float) -> str:
+    """A known amount: cents, or three significant digits below a cent, so a real spend of a
+    fraction of a cent never reads as $0.00 (the pages' `usd` filter)."""
+    if 0 < abs(value) < 0.01:
+        return f"${value:.3g}"
+    return f"${value:,.2f}"
+
 
 
 def _agent_costs(ids: list) -> dict:
@@ -91,10 +149,12 @@ def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -
     if not ids:
         return {}
     ledgers = _agent_costs(ids)
-    for experiment_id, (spent, burn, unpriced, live, live_unpriced) in spend.gpu_by_experiment(ids).items():
+    for experiment_id, (spent, burn, unpriced, live, live_unpriced, pods, local) in \
+            spend.gpu_by_experiment(ids).items():
         ledger = ledgers.setdefault(experiment_id, Ledger())
         ledger.gpu_usd, ledger.burn_usd_per_hour, ledger.gpu_unpriced = spent, burn, unpriced
         ledger.pods_running, ledger.pods_running_unpriced = live, live_unpriced
+        ledger.pods, ledger.pods_local = pods, local
     if with_estimates:
         for experiment_id, estimate in _estimates(ids).items():
             if not estimate:  # a JSON null: the plan had no spec to price

@@ -14,7 +14,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, registry, runs
+from services import approvals, experiments, lifecycle, metrics, registry, runs
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.provisioner import PROVISIONER
@@ -217,6 +217,8 @@ def _demo_dispatch(experiment: Experiment) -> None:
         pod.last_heartbeat_at = now
         return
     ended = started + timedelta(minutes=2 * posted + 1)
+    if experiment.status in _SEED_SCREENS:
+        _seed_screen(experiment, run, pod, started, ended)
     pod.exit_code = 0 if outcome == "finished" else 1
     pod.progress_message = ("experiment finished" if outcome == "finished"
                             else "experiment exited with code 1 · err: CUDA out of memory")
@@ -225,6 +227,46 @@ def _demo_dispatch(experiment: Experiment) -> None:
     pod.uptime_seconds = int((ended - started).total_seconds())
     db.session.add(PodProgressPost(pod_id=pod.id, seq=posted + 1, progress_pct=pod.progress_pct,
                                    message=pod.progress_message, exit_code=pod.exit_code, created_at=ended))
+
+
+# Two finished demo experiments ran a small factor screen — two conditions × three seeds,
+# six local pods — whose curves the compare view groups by seed or by condition: the
+# condition each pod ran and its seed are its configuration (services/run_config.py).
+_SEED_SCREENS = {"interpreting": ("precision", ("bf16", "fp32")),
+                 "awaiting_promotion": ("order", ("random", "curriculum"))}
+_SCREEN_STEPS = range(0, 2000, 20)
+
+
+def _seed_screen(experiment: Experiment, run, first: Pod, started, ended) -> None:
+    key, conditions = _SEED_SCREENS[experiment.status]
+    rng = random.Random(experiment.title + "/screen")
+    index = 0
+    for condition_index, condition in enumerate(conditions):
+        for seed in range(3):
+            if index == 0:
+                pod = first
+            else:
+                pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account="local", run_index=index,
+                          name=f"sagan-{experiment.number}-demo-{index}", gpu_count=1, status="stopped",
+                          stop_reason="completed", exit_code=0, progress_pct=100.0,
+                          progress_message="experiment finished", last_started_at=started, exited_at=ended,
+                          stopped_at=ended, uptime_seconds=int((ended - started).total_seconds()))
+                db.session.add(pod)
+                db.session.flush()
+            pod.metadata_ = {**(pod.metadata_ or {}), "commit": "5e3d1c2a9b8f7e6d",
+                             "config": {"seed": seed, key: condition}}
+            # Each seed a little faster or slower; the second condition a small real gain.
+            rate, floor = 0.0022 * (1 + 0.12 * (seed - 1)), 0.42 - 0.05 * condition_index
+            points = []
+            for step in _SCREEN_STEPS:
+                loss = floor + 1.9 * pow(2.718281828, -rate * step) + rng.gauss(0, 0.03)
+                points.append({"step": step, "name": "loss", "value": round(loss, 4)})
+                if step % 200 == 0:
+                    accuracy = 100 * (0.9 - 0.5 * pow(2.718281828, -rate * step)) + 2 * condition_index \
+                        + rng.gauss(0, 0.6)
+                    points.append({"step": step, "name": "val/accuracy [%]", "value": round(accuracy, 2)})
+            metrics.record_batch(pod, metrics.parse_batch({"seq": 1, "points": points}))
+            index += 1
 
 
 def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,

@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 from models import Experiment, MetricBatch, MetricChunk, MetricSeries, Pod, db
 from models.metric import NAME_MAX
+from services import run_config
 from services.clock import utcnow
 from services.dispatch import tokens as pod_tokens
 from services.errors import TooLarge, ValidationError
@@ -389,10 +390,23 @@ def label_of(name: str) -> str:
     return _UNIT.sub("", name) or name
 
 
-def pod_label(run_index: int, attempt: int | None) -> str:
-    """How a chart names a pod's line: its run (a seed, usually) and the attempt if retried."""
-    label = f"run {run_index}"
-    return label if (attempt or 1) == 1 else f"{label} (attempt {attempt})"
+def pod_label(run_index: int, attempt: int | None, commit: str | None = None) -> str:
+    """How a chart names a pod's line: its run (a seed, usually), the attempt if retried, and
+    the commit it ran — a crashed run and its fixed rerun differ by commit."""
+    parts = [f"run {run_index}"]
+    if (attempt or 1) != 1:
+        parts.append(f"attempt {attempt}")
+    if commit:
+        parts.append(commit[:7])
+    return " · ".join(parts)
+
+
+def run_labels(rows) -> list[str]:
+    """The labels of a chart's runs (rows with run_index, attempt, name and metadata_), each
+    told apart: runs that would read alike (two dispatches of one commit) add their pod's name."""
+    labels = [pod_label(r.run_index, r.attempt, (r.metadata_ or {}).get("commit")) for r in rows]
+    shared = {label for label in labels if labels.count(label) > 1}
+    return [f"{label} · {row.name}" if label in shared else label for label, row in zip(labels, rows)]
 
 
 @dataclass
@@ -454,7 +468,8 @@ def summaries_for(experiment_ids, *, pods_until=None) -> dict[uuid.UUID, dict[st
 def page_context(experiment: Experiment, *, pods_until=None) -> dict:
     """What templates/experiments/_metrics.html needs: the metric names (charts load their data)."""
     found = summaries_for([experiment.id], pods_until=pods_until).get(experiment.id, {})
-    names = list(found.values())
+    # The machine's own readings (sys/…: GPU, CPU, RAM, disk) after what the script measures.
+    names = sorted(found.values(), key=lambda summary: summary.name.startswith("sys/"))
     return {"metric_summaries": names[:CHARTS_MAX], "metric_names_hidden": max(0, len(names) - CHARTS_MAX)}
 
 
@@ -527,10 +542,11 @@ def _drawable(value) -> float | None:
 
 def _series_rows(experiment: Experiment, name: str, pods_until=None):
     query = (sa.select(MetricSeries.id, MetricSeries.points, MetricSeries.first_step, MetricSeries.last_step,
-                       MetricSeries.min_value, MetricSeries.max_value, Pod.run_index, Pod.attempt, Pod.name)
+                       MetricSeries.min_value, MetricSeries.max_value, Pod.run_index, Pod.attempt, Pod.name,
+                       Pod.metadata_.label("metadata_"), Pod.created_at)
              .join(Pod, Pod.id == MetricSeries.pod_id)
              .where(MetricSeries.experiment_id == experiment.id, MetricSeries.name == name)
-             .order_by(Pod.run_index, Pod.attempt))
+             .order_by(Pod.run_index, Pod.created_at, Pod.attempt))
     if pods_until is not None:
         query = query.where(Pod.created_at <= pods_until)
     return db.session.execute(query).all()
@@ -538,8 +554,10 @@ def _series_rows(experiment: Experiment, name: str, pods_until=None):
 
 def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGET, *, pods_until=None) -> dict:
     """One metric of one experiment, every pod a series, at most about `target` buckets a
-    series: {"name", "label", "unit", "series": [{"label", "pod", "points", "downsampled",
-    "x", "y", "min", "max", "non_finite"}]} — `y` is the bucket's mean, `min`/`max` its range
+    series: {"name", "label", "unit", "series": [{"label", "pod", "attempt", "commit", "config",
+    "points", "downsampled", "x", "y", "min", "max", "non_finite"}]} — `config` is the run's
+    settings (its run index and services/run_config.py's keys: charts group runs by one of
+    them), `y` is the bucket's mean, `min`/`max` its range
     (all three the point itself where nothing was merged, null where the bucket holds no
     finite point), `x` the middle of the bucket's steps, `non_finite` how many of the
     bucket's points were NaN, ±Infinity or out of range (the chart marks them).
@@ -558,10 +576,11 @@ def chart_data(experiment: Experiment, name: str, target: int = DOWNSAMPLE_TARGE
             list(buckets), lo, width, large=magnitude > FLOAT_AVG_SAFE):
         buckets[series_id].append((bucket, (first + last) / 2, _drawable(mean), _drawable(low), _drawable(high),
                                    int(non_finite)))
-    for row in series:
+    for row, label in zip(series, run_labels(series)):
         rows = sorted(buckets[row.id])
         body["series"].append({
-            "label": pod_label(row.run_index, row.attempt), "pod": row.name, "points": int(row.points),
+            "label": label, "pod": row.name, "attempt": row.attempt, "commit": (row.metadata_ or {}).get("commit"),
+            "config": run_config.of(row.metadata_, row.run_index), "points": int(row.points),
             "downsampled": len(rows) < row.points, "x": [r[1] for r in rows], "y": [r[2] for r in rows],
             "min": [r[3] for r in rows], "max": [r[4] for r in rows], "non_finite": [r[5] for r in rows]})
     return body

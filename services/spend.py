@@ -76,8 +76,8 @@ def pods_spend(pods) -> float:
 
 def gpu_by_experiment(experiment_ids) -> dict:
     """Experiment id → (USD spent, USD per hour of the pods running now, pods that ran at an
-    unknown rate, pods running now, of which at an unknown rate), for many experiments in one
-    query (the cost ledger).
+    unknown rate, pods running now, of which at an unknown rate, pods in all, of which local),
+    for many experiments in one query (the cost ledger).
     Local pods run on the Sagan host and bill nothing: they have no rate, and need none."""
     ids = list(experiment_ids)
     if not ids:
@@ -89,7 +89,9 @@ def gpu_by_experiment(experiment_ids) -> dict:
         sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0),
                   sa.func.coalesce(sa.func.sum(sa.case((running, rate), else_=0)), 0),
                   sa.func.count().filter(unpriced, sa.or_(running, Pod.uptime_seconds > 0)),
-                  sa.func.count().filter(running), sa.func.count().filter(unpriced, running))
+                  sa.func.count().filter(running), sa.func.count().filter(unpriced, running),
+                  sa.func.count(), sa.func.count().filter(Pod.account == "local"))
         .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
-    return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced))
-            for experiment_id, spent, burn, unpriced_count, live, live_unpriced in rows}
+    return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced), int(pods),
+                            int(local))
+            for experiment_id, spent, burn, unpriced_count, live, live_unpriced, pods, local in rows}

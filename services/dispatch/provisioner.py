@@ -22,8 +22,8 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import (approvals, events, jobs, lifecycle, markers, pod_secrets, recovery, registry, runs,
-                      settings, spend, ssh_keys)
+from services import (approvals, events, jobs, lifecycle, markers, pod_secrets, recovery, registry, run_config,
+                      runs, settings, spend, ssh_keys)
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch import costs
@@ -566,7 +566,9 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
               progress_token_hash=token_hash, cost_per_hr=None,
               metadata_={"keep_alive_minutes": pod_spec.get("keepAliveMinutes", 10),
                          "bootstrap_silence_minutes": pod_spec.get("bootstrapSilenceMinutes", 10),
-                         "spec_name": pod_spec.get("name")})
+                         "spec_name": pod_spec.get("name"),
+                         # What the run is told apart by on charts: the code it ran and its settings.
+                         "commit": _commit_of(experiment, pod_spec), "config": run_config.from_spec(pod_spec)})
     db.session.add(pod)
     db.session.commit()  # the row exists before the create call, whatever happens next
     backend = None  # this candidate's, never the previous one's
@@ -600,6 +602,12 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
             return None, exc
     _mark_created(run, pod, made, gpu=candidate.gpu.short)
     return pod, None
+
+
+def _commit_of(experiment: Experiment, pod_spec: dict) -> str | None:
+    """The commit a pod checks out, as pod_env tells it (None: the branch's head, unknown here)."""
+    env = pod_spec.get("env") or {}
+    return experiment.git_commit or env.get("SAGAN_GIT_COMMIT") or env.get("SAGAN_EPS_COMMIT_SHA") or None
 
 
 def _verdict(refusals: list[BackendError], last: tuple[str, str]) -> tuple[str, str]:

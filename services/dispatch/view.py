@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from markupsafe import Markup
 
 from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
-from services import artifacts, records, spend, ssh_keys
+from services import artifacts, records, spend, ssh_keys, system_metrics
 from services.dispatch import provisioner, watcher
 
 CHART_POINTS = 60
@@ -28,6 +28,8 @@ class PodCard:
     ssh: ssh_keys.SshLine | None = None    # the ssh command, or why there is none (RunPod pods)
     artifacts: dict | None = None          # files and bytes stored against the pod's budgets
     failed_artifacts: list = field(default_factory=list)  # (name, why) of uploads that could not be processed
+    readings: system_metrics.Readings | None = None  # the latest sys/… metrics (GPU, CPU, RAM, disk)
+    idle: system_metrics.IdleGpu | None = None       # a paid pod whose GPUs idle while its script runs
 
 
 def pods_for(experiment: Experiment) -> list[PodCard]:
@@ -46,9 +48,11 @@ def pods_for(experiment: Experiment) -> list[PodCard]:
     for row in db.session.execute(sa.select(Artifact.pod_id, Artifact.name, Artifact.status_note).where(
             Artifact.experiment_id == experiment.id, Artifact.status == "failed").order_by(Artifact.name)):
         failed.setdefault(row.pod_id, []).append((row.name, row.status_note))
+    readings = system_metrics.readings_for([p.id for p in pods])
+    idle = system_metrics.idle_gpus(pods)
     return [PodCard(p, watcher.is_stale(p), spend.pods_spend([p]), _chart(posts.get(p.id, [])),
                     watcher.retention_warning(p), spend.price_unknown(p), ssh_keys.line_for(p), usage[p.id],
-                    failed.get(p.id, []))
+                    failed.get(p.id, []), readings.get(p.id), idle.get(p.id))
             for p in pods]
 
 

@@ -489,3 +489,14 @@ def test_pods_that_finish_between_two_polls_still_count_as_having_run(app, runpo
             WorkflowEvent.entity_id == experiment.id, WorkflowEvent.event_type == "state_changed")
             .order_by(WorkflowEvent.created_at))]
         assert moves[-5:] == ["queued", "running", "uploading", "verifying", "interpreting"]
+
+
+def test_a_pod_keeps_its_commit_and_the_specs_env_as_its_configuration(app, runpod, approved):
+    """Does each created pod remember the commit it checks out and its spec's own env
+    (seed, learning rate) as the configuration its chart lines are grouped by?"""
+    number = approved(pod_spec(env={"SEED": "7", "LR": "3e-4", "SAGAN_GIT_COMMIT": "abc1234def"}))
+    run_id = dispatch(app, number)
+    with app.app_context():
+        pod = db.session.scalar(sa.select(Pod).where(Pod.agent_run_id == run_id))
+        assert pod.metadata_["config"] == {"seed": 7, "lr": 0.0003}
+        assert pod.metadata_["commit"] == "abc1234def"
