@@ -6,9 +6,11 @@ from flask import Flask
 
 
 def register_blueprints(app: Flask) -> None:
-    from blueprints import (_actions, access, api, approvals, auth, board, errors, experiments, filters, health,
-                            input_limits, metrics, pods, progress, runs, security_headers, settings, tokens)
+    from blueprints import (_actions, access, api, approvals, auth, board, errors, experiment_panels, experiments,
+                            filters, health, input_limits, metrics, pods, progress, runs, security_headers, settings,
+                            tokens)
 
+    experiment_panels.install()
     access.init_app(app)
     input_limits.init_app(app)
     _actions.init_app(app)

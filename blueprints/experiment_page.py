@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 
 from flask import current_app, redirect, request, url_for
 
-from blueprints import _actions
+from blueprints import _actions, experiment_panels
 from models import Experiment
-from services import (approvals, code_view, cost_ledger, events, experiments, follow_ups, lifecycle, markers,
-                      metrics, questions, registry, results, stages)
-from services.dispatch import view as pod_view
+from services import approvals, events, experiments, lifecycle, markers, questions, registry, results, stages
 from services.errors import SaganError
 from services.plans import template as plan_template
 
@@ -110,14 +108,9 @@ class ExperimentPage:
             "event_types": registry.WORKFLOW_EVENT_TYPES, "marker_groups": registry.MARKER_GROUPS,
             "review_loops": markers.review_loops_for(experiment), "plans": plans,
             "plan_template": plan_template(),
-            "pod_cards": pod_view.pods_for(experiment), "pod_dispatch": pod_view.live_dispatch(experiment),
-            "pod_can_dispatch": pod_view.can_dispatch(experiment),
-            "artifact_views": pod_view.artifacts_for(experiment),
             "open_questions": open_questions,
             "answered_questions": questions.answered_questions(experiment),
-            **results.page_context(experiment), "children": follow_ups.children(experiment),
-            **code_view.page_context(experiment), **form_choices(),
-            **metrics.page_context(experiment), **cost_ledger.page_context(experiment),
+            **experiment_panels.context_for(experiment), **form_choices(),
             "metrics_data_url": url_for("metrics.chart_data", number=experiment.number),
             "metrics_refresh": None if experiment.terminal else current_app.config["POLL_EXPERIMENT_SECONDS"],
         }

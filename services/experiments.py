@@ -6,13 +6,13 @@ import hashlib
 import uuid
 from collections import namedtuple
 from dataclasses import dataclass, field
+from typing import Callable
 
 import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models import (AgentRun, ApprovalRequest, Artifact, CleanResultVersion, CodeCommit, Comment, Counter,
-                    Experiment, Figure, PlanVersion, Pod, User, WorkflowEvent, db)
+from models import Counter, Experiment, User, WorkflowEvent, db
 from models.experiment import StatusFacts
 from services import events, input_shape, lean_reads, lifecycle, registry
 from services.actors import Actor
@@ -538,13 +538,37 @@ def _as_text(value) -> sa.ColumnElement:
     return sa.func.coalesce(sa.cast(value, sa.String), _EMPTY)
 
 
+@dataclass(frozen=True)
+class PageWatch:
+    """Rows of one table that the experiment page shows: `stamp` moves when a row is added or
+    edited, `scope(experiment_id)` picks the experiment's rows (a deleted row moves the count)."""
+    stamp: object
+    scope: Callable[[object], sa.ColumnElement]
+
+
+# What the page's poll watches, beside the experiment's own row and its timeline: set once from
+# the page's panel declarations (blueprints/experiment_panels.py), so a panel's tables are
+# named where the panel is, and a new panel cannot be forgotten by the fingerprint.
+_page_watches: tuple[PageWatch, ...] = ()
+
+
+def watch_page(watches) -> None:
+    """Make the poll's fingerprint read `watches` (the page's panels' tables) from now on."""
+    global _page_watches
+    _page_watches = tuple(watches)
+    _page_version_query.cache_clear()
+    _live_poll_query.cache_clear()
+
+
 def _page_parts(experiment_id) -> list:
-    """Per table the page shows (the timeline apart, below), "newest change:row count" as one text: a new row, an
-    edited row and a deleted row (a removed figure) each move one of the two. One subquery
-    per table reads both in one pass of its index (two subqueries per table cost twice the
-    descents), and counts rows with count(*), which an index on (key, stamp) answers alone —
+    """Per watched table (the timeline apart, below), "newest change:row count" as one text: a
+    new row, an edited row and a deleted row (a removed figure) each move one of the two. One
+    subquery per table reads both in one pass of its index (two subqueries per table cost twice
+    the descents), and counts rows with count(*), which an index on (key, stamp) answers alone —
     count(id) made PostgreSQL visit every event's row for its id."""
-    child = sa.orm.aliased(Experiment)
+    if not _page_watches:
+        raise RuntimeError("The experiment page's panels have not declared what they show "
+                           "(blueprints.experiment_panels.install runs when the app is made).")
     # The timeline is append-only: events are never edited or deleted (a deleted experiment
     # takes its events with it, and its poll then finds no row), and the one writer that
     # backdates events, a re-import, touches the experiment. So its newest stamp alone moves
@@ -552,20 +576,8 @@ def _page_parts(experiment_id) -> list:
     # all of an experiment's events, 0.35 of the poll's 0.39 ms of database CPU at 2,000.
     timeline = sa.select(_as_text(sa.func.max(WorkflowEvent.created_at))) \
         .where(WorkflowEvent.entity_id == experiment_id).scalar_subquery()
-    tables = [
-        (Pod.updated_at, Pod.experiment_id == experiment_id),
-        (AgentRun.updated_at, sa.and_(AgentRun.scope_kind == "experiment", AgentRun.scope_id == experiment_id)),
-        (ApprovalRequest.updated_at, ApprovalRequest.experiment_id == experiment_id),
-        (PlanVersion.updated_at, PlanVersion.experiment_id == experiment_id),
-        (CleanResultVersion.created_at, CleanResultVersion.experiment_id == experiment_id),
-        (Figure.updated_at, Figure.experiment_id == experiment_id),
-        (Artifact.updated_at, Artifact.experiment_id == experiment_id),
-        (CodeCommit.created_at, CodeCommit.experiment_id == experiment_id),
-        (Comment.updated_at, sa.and_(Comment.entity_kind == "experiment", Comment.entity_id == experiment_id)),
-        (child.updated_at, child.parent_experiment_id == experiment_id),
-    ]
-    return [timeline, *(sa.select(_as_text(sa.func.max(stamp)) + _COLON + _as_text(sa.func.count())).where(where)
-                        .scalar_subquery() for stamp, where in tables)]
+    return [timeline, *(sa.select(_as_text(sa.func.max(watch.stamp)) + _COLON + _as_text(sa.func.count()))
+                        .where(watch.scope(experiment_id)).scalar_subquery() for watch in _page_watches)]
 
 
 def _fingerprint() -> sa.ColumnElement:

@@ -201,7 +201,7 @@ def _add_events(experiment: Experiment, old_events: list, report: ImportReport) 
     experiment.last_event_at = latest
     if added:
         # Backdated events do not move the timeline's newest stamp, which an open page's
-        # poll watches (services/experiments.py::_page_parts): the experiment's own edit does.
+        # poll watches (the panels declared in blueprints/experiment_panels.py): the experiment's own edit does.
         experiment.updated_at = utcnow()
 
 
