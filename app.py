@@ -7,6 +7,8 @@ from flask import Flask
 
 from config import INSTANCE_DIR, Config
 from extensions import csrf, htmx, login_manager, migrate
+from blueprints import register_blueprints
+from front import lean_ingest, quiet_polls
 from front.gate import RequestGate
 from models import db
 from services.agents import model_api, toolbox
@@ -44,7 +46,6 @@ def create_app(config: Config | type | None = None) -> Flask:
     from services.auth import load_user
     login_manager.user_loader(load_user)
 
-    from blueprints import lean_ingest, quiet_polls, register_blueprints
     register_blueprints(app)
     # The live polls' "nothing changed" and the pods' ordinary progress posts without Flask's
     # request machinery (docs/performance.md), inside the proxy fix so they see the client's

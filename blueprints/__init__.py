@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from flask import Flask
 
+from front import security_headers
+
 
 def register_blueprints(app: Flask) -> None:
     from blueprints import (_actions, access, api, approvals, auth, board, errors, experiment_panels, experiments,
-                            filters, health, input_limits, metrics, pods, progress, runs, security_headers, settings,
-                            tokens)
+                            filters, health, input_limits, metrics, pods, progress, runs, settings, tokens)
 
     experiment_panels.install()
     access.init_app(app)

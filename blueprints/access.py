@@ -30,6 +30,7 @@ from flask_wtf.csrf import CSRFError
 
 from blueprints.errors import error_response, wants_json, with_message
 from extensions import csrf
+from front import headers
 from services import auth as auth_service
 from services import redis_store
 from services.actors import Actor
@@ -141,10 +142,7 @@ def refuse_pod_token():
 
 
 def _bearer_secret() -> str | None:
-    header = request.headers.get("Authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return None
+    return headers.bearer_secret(request.headers.get("Authorization", ""))
 
 
 # Addresses this process knows to be over the bad-token limit, and until when. The count

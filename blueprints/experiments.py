@@ -74,7 +74,7 @@ def detail(number: int):
 def live(number: int):
     """The page's poll: 304 while nothing it shows changed since the version the page has,
     else the live panels afresh. The usual 304 is answered before Flask, in one query
-    (blueprints/quiet_polls.py); this view answers the rest (a session that needed the
+    (front/quiet_polls.py); this view answers the rest (a session that needed the
     full check, a change, no such experiment)."""
     poll = experiments.live_poll(number, None)
     if poll.version is None:

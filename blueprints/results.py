@@ -5,7 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, make_response, render_template, request, url_for
 from markupsafe import Markup
 
-from blueprints import access, security_headers
+from blueprints import access
+from front import security_headers
 from blueprints._actions import perform, stash_for
 from blueprints._htmx import fragment_or_page
 from blueprints.experiment_page import back, page_form, refuse

@@ -14,9 +14,10 @@ import uuid
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
-from blueprints import access, quiet_polls
+from blueprints import access
 from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page, render
+from front import quiet_polls
 from models import AgentRun, Experiment, db
 from services import experiments, registry
 from services import runs as run_service
@@ -191,7 +192,7 @@ def events(run_id: str):
     Poll answers: 204 and no body when nothing is new and the run is active; the new rows
     plus a fresh poll element when something is; the last rows and no poll element once
     the run has ended. The usual 204 is answered before Flask, in one query — the run's
-    status and last seq with the session's check beside it (blueprints/quiet_polls.py);
+    status and last seq with the session's check beside it (front/quiet_polls.py);
     otherwise at most three whatever the run's size: that read (or the view's own), the
     session's user, and the new events (skipped when there are none).
     """

@@ -34,6 +34,8 @@ from collections import Counter
 
 from werkzeug.exceptions import ServiceUnavailable
 
+from front import headers
+
 # How long a read waits for a free body reader before it is refused: long enough that a
 # burst of ordinary posts from one address (pods behind one NAT, the local pods' relay)
 # queues instead of failing, short enough that a slow client's extra connections are
@@ -198,8 +200,7 @@ def settings_problem(readers: int, per_client: int) -> str | None:
 
 
 def _declared_length(environ) -> int | None:
-    """The declared Content-Length, or None when the body runs to the end of the stream."""
-    if "HTTP_TRANSFER_ENCODING" in environ:
+    """The declared Content-Length (0 when none), or None when the body runs to the end of the stream."""
+    if headers.streamed_body(environ):
         return None
-    raw = (environ.get("CONTENT_LENGTH") or "").strip()
-    return int(raw) if raw.isdigit() else 0
+    return headers.content_length(environ) or 0

@@ -77,7 +77,7 @@ class _Connections:
 def first_row(statement: sa.Executable, params: dict, repeatable: bool = True) -> tuple | None:
     """The first row of `statement` (as a tuple), or None.
 
-    `repeatable=False` for a write (the lean progress ingest, blueprints/lean_ingest.py):
+    `repeatable=False` for a write (the lean progress ingest, front/lean_ingest.py):
     on a dropped connection it is not run again here, since the first attempt may have
     committed; the error propagates and the caller's fallback decides."""
     held = _connections()

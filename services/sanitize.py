@@ -743,7 +743,7 @@ def css_hashes(html: str | None) -> list[str]:
 
     A srcdoc frame inherits the embedding page's Content-Security-Policy, so the page
     allows exactly these stylesheets (and no other inline style) — see
-    blueprints/security_headers.py.
+    front/security_headers.py.
     """
     import base64
     import hashlib

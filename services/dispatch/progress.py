@@ -218,7 +218,7 @@ def record_progress_for_token(token_digest: str, post: ProgressPost) -> Recorded
 def record_progress_for_token_lean(token_digest: str, post: ProgressPost) -> Recorded | None:
     """record_progress_for_token on PostgreSQL, as the same one statement compiled once and
     run on this process's lean autocommit connection (services/lean_reads.py): for the
-    lean ingest layer (blueprints/lean_ingest.py). None when no pod has a valid token by
+    lean ingest layer (front/lean_ingest.py). None when no pod has a valid token by
     that digest; a database error propagates (SQLAlchemyError), and is never retried here."""
     params = _token_params(token_digest, post, utcnow())
     row = lean_reads.first_row(_PG_RECORD_BY_TOKEN, params, repeatable=False)

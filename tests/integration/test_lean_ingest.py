@@ -1,4 +1,4 @@
-"""The lean ingest layer (blueprints/lean_ingest.py): an ordinary progress post answered in
+"""The lean ingest layer (front/lean_ingest.py): an ordinary progress post answered in
 front of Flask with the view's own answer and one statement; everything else reaches the
 view unchanged."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from flask import Flask
 from werkzeug.test import Client
 
-from blueprints import lean_ingest
+from front import lean_ingest
 from models import Pod, PodProgressPost, db
 from services import redis_store
 from tests.integration.queries import counting_queries

@@ -208,7 +208,7 @@ def test_a_progress_posts_non_finite_metrics_are_kept_as_null(app, client, make_
     """Through the view and through the lean layer alike: NaN, Infinity, the largest double
     and a 401-digit integer are stored as null (JSON has no NaN) and the post is kept;
     before, NaN refused the whole post and the integer was a 500."""
-    from blueprints import lean_ingest
+    from front import lean_ingest
     from tests.integration.test_lean_ingest import _layer
     live = make_live_pod("Diverging")
     layer, reached = _layer(app), []

@@ -1,5 +1,5 @@
 """The two live polls' "nothing changed" is answered before Flask, with the session checked
-in the answer's own one query (blueprints/quiet_polls.py, services/lean_reads.py;
+in the answer's own one query (front/quiet_polls.py, services/lean_reads.py;
 docs/performance.md): what that must never weaken.
 
 A logout, "sign out everywhere" or a password change refuses the very next poll; a stale
@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from flask_login.utils import _create_identifier
 
-from blueprints import quiet_polls
+from front import quiet_polls
 from models import User, db
 from services import auth as auth_service
 from services import experiments, lean_reads, runs

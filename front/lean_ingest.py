@@ -6,7 +6,7 @@ progress.py). What it still cost through Flask was the request context, routing,
 before/after hooks, the ORM engine's connection checkout and SQLAlchemy's execution of
 a 20-parameter statement (docs/performance.md, "Ingest: metrics and progress"). This WSGI
 layer, inside the trusted-proxy fix (so it sees the client's address as Flask does),
-answers exactly the common case, the quiet polls' precedent (blueprints/quiet_polls.py):
+answers exactly the common case, the quiet polls' precedent (front/quiet_polls.py):
 
 1. `POST /api/progress`, no query string, `Content-Type: application/json`, a declared
    `Content-Length` of at most LEAN_BODY_MAX bytes (and within the request limit), an
@@ -33,7 +33,8 @@ import io
 import sqlalchemy as sa
 from flask import Flask
 
-from blueprints import access, security_headers
+from blueprints import access
+from front import headers, security_headers
 from services import input_shape, lean_reads
 from services.dispatch import progress
 from services.dispatch import tokens as pod_tokens
@@ -69,13 +70,13 @@ class LeanIngest:
 
     def _answer(self, environ) -> bytes | None:
         """The body of the view's answer to an ordinary post, or None (Flask's path)."""
-        secret = _bearer(environ.get("HTTP_AUTHORIZATION", ""))
-        length = _declared_length(environ)
+        secret = headers.bearer_secret(environ.get("HTTP_AUTHORIZATION", ""))
+        length = headers.content_length(environ)
         limit = self.app.config.get("MAX_CONTENT_LENGTH")
         if (environ.get("QUERY_STRING") or secret is None or not pod_tokens.could_be_token(secret)
-                or _media_type(environ.get("CONTENT_TYPE", "")) != "application/json"
+                or headers.media_type(environ) != "application/json"
                 or length is None or length > LEAN_BODY_MAX or (limit is not None and length > limit)
-                or "HTTP_TRANSFER_ENCODING" in environ
+                or headers.streamed_body(environ)
                 or access.limited_here(environ.get("REMOTE_ADDR") or "unknown")):
             return None
         token_digest = pod_tokens.digest(secret)
@@ -127,7 +128,7 @@ class LeanIngest:
         view = self.app.view_functions.get(ENDPOINT)
         if [rule.endpoint for rule in rules] != [ENDPOINT] or getattr(view, "access_rule", None) != ("pod", None) \
                 or not getattr(view, "pod_token_in_write", False):
-            raise RuntimeError(f"blueprints/lean_ingest.py answers POST {PATH} as {ENDPOINT} under the pod rule "
+            raise RuntimeError(f"front/lean_ingest.py answers POST {PATH} as {ENDPOINT} under the pod rule "
                                "(token checked in the write); the route changed, so change this layer with it.")
 
 
@@ -137,22 +138,6 @@ def _as_flask_json(app: Flask, value: dict) -> bytes:
     indent = (provider.compact is None and app.debug) or provider.compact is False
     options = {"indent": 2} if indent else {"separators": (",", ":")}
     return f"{provider.dumps(value, **options)}\n".encode()
-
-
-def _bearer(header: str) -> str | None:
-    """access._bearer_secret from the raw header."""
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return None
-
-
-def _media_type(content_type: str) -> str:
-    return content_type.split(";", 1)[0].strip().lower()
-
-
-def _declared_length(environ) -> int | None:
-    raw = environ.get("CONTENT_LENGTH", "")
-    return int(raw) if raw.isdigit() and len(raw) < 10 else None
 
 
 def init_app(app: Flask) -> None:

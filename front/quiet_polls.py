@@ -38,7 +38,8 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
-from blueprints import security_headers
+
+from front import headers, security_headers
 from services import experiments, registry, runs
 
 EXPERIMENT_LIVE = re.compile(r"/experiments/([0-9]{1,9})/live")
@@ -97,7 +98,7 @@ class QuietPolls:
 
     def _run(self, environ, raw_id: str):
         after = AFTER_ONLY.fullmatch(environ.get("QUERY_STRING", ""))
-        if after is None or not _fragment_request(environ) or (claim := self._claim(environ)) is None:
+        if after is None or not headers.is_fragment_request(environ) or (claim := self._claim(environ)) is None:
             return None
         try:
             run_id = uuid.UUID(raw_id)
@@ -160,7 +161,7 @@ class QuietPolls:
         for path, endpoint in ROUTES.items():
             view = self.app.view_functions.get(endpoint)
             if found.get(path) != endpoint or getattr(view, "access_rule", None) != ("owner", None):
-                raise RuntimeError(f"blueprints/quiet_polls.py answers for {path} as {endpoint} under the "
+                raise RuntimeError(f"front/quiet_polls.py answers for {path} as {endpoint} under the "
                                    "owner rule; the route changed, so change this layer with it.")
 
 
@@ -169,13 +170,6 @@ def read_run_state(environ, run_id: uuid.UUID) -> runs.PollState | None:
     run), or None: the run poll's view then needs no read of its own."""
     found = environ.get(RUN_STATE_KEY)
     return found[1] if found is not None and found[0] == run_id else None
-
-
-def _fragment_request(environ) -> bool:
-    """`_htmx.is_fragment_request` from the raw headers: htmx, not boosted, not a history restore."""
-    def true(name: str) -> bool:
-        return environ.get(name, "false").lower() == "true"
-    return true("HTTP_HX_REQUEST") and not true("HTTP_HX_BOOSTED") and not true("HTTP_HX_HISTORY_RESTORE_REQUEST")
 
 
 def client_identifier(environ) -> str:
