@@ -60,7 +60,7 @@ def post_progress():
     token and writes (docs/performance.md), so there is no session transaction to commit or
     roll back, and a pod's post carries no form key."""
     post = _parsed_or_refused(_progress_body, request.get_data())
-    recorded = progress.record_progress_for_token(g.pod_token_digest, post)
+    recorded = progress.record_progress(g.pod_token_digest, post)
     if recorded is None:
         raise PodTokenRefused()
     if recorded.created:

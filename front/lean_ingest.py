@@ -97,7 +97,7 @@ class LeanIngest:
             if post.exit_code is not None or post.is_bootstrap or not lean_reads.available():
                 return None
             try:
-                recorded = progress.record_progress_for_token_lean(token_digest, post)
+                recorded = progress.record_progress(token_digest, post, progress.lean_connection)
             except sa.exc.SQLAlchemyError:
                 return None  # the view runs it again, or answers 503 with the usual page
             if recorded is None:

@@ -12,6 +12,7 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Callable
 
 import sqlalchemy as sa
 from flask import current_app
@@ -113,10 +114,9 @@ def _redacted_names(metrics: dict | None) -> dict | None:
 
 # PostgreSQL does the whole post in one round trip: every write hangs off the insert of the
 # post, so a duplicate (pod, seq) — the insert does nothing — writes nothing else either.
-# `pod_row` is the pod the post is for: found by its token's digest on the ingest path (the
-# token check and the write are one statement, run in autocommit: no BEGIN, no COMMIT round
-# trip), or by id for callers that hold the pod already. An unknown or expired token finds
-# no pod, so nothing is written, and the statement answers no pod id.
+# `pod_row` is the pod the post is for, found by its token's digest: the token check and the
+# write are one statement, run in autocommit (no BEGIN, no COMMIT round trip). An unknown or
+# expired token finds no pod, so nothing is written, and the statement answers no pod id.
 _PG_RECORD_TEMPLATE = """
 WITH pod_row AS ({pod_row}), post AS (
   INSERT INTO pod_progress_posts (id, pod_id, seq, progress_pct, message, milestone, exit_code, metrics, created_at)
@@ -168,8 +168,24 @@ WITH pod_row AS ({pod_row}), post AS (
 SELECT (SELECT id FROM pod_row) AS pod_id, (SELECT id FROM post) AS post_id
 """
 _PG_RECORD_BY_TOKEN = sa.text(_PG_RECORD_TEMPLATE.format(pod_row=tokens.VALID_POD_SQL))
-_PG_RECORD_BY_POD = sa.text(_PG_RECORD_TEMPLATE.format(
-    pod_row="SELECT id, name, experiment_id, agent_run_id, run_index FROM pods WHERE id = :pod_id"))
+
+# Runs one statement and answers its first row as a tuple (None for no row): how the write
+# reaches PostgreSQL. `autocommit_connection` by default; the lean ingest layer passes its
+# own (services/lean_reads.py: compiled once, on this process's kept connection).
+Connection = Callable[[sa.Executable, dict], "tuple | None"]
+
+
+def autocommit_connection(statement: sa.Executable, params: dict) -> tuple | None:
+    """The statement on a pooled connection of the app's engine, in autocommit: no BEGIN, no
+    COMMIT round trip (the request's session has not touched the database)."""
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        row = conn.execute(statement, params).first()
+    return tuple(row) if row is not None else None
+
+
+def lean_connection(statement: sa.Executable, params: dict) -> tuple | None:
+    """lean_reads' kept connection, for a write: never run twice after a dropped connection."""
+    return lean_reads.first_row(statement, params, repeatable=False)
 
 
 @dataclass
@@ -183,48 +199,29 @@ class Recorded:
         return self.event_id is not None
 
 
-def record_progress(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
-    """Store one post for `pod`; returns (event id, created). A repeated (pod, seq) changes nothing."""
-    if db.engine.dialect.name == "postgresql":
-        params = _pg_params(post, utcnow())
-        row = db.session.execute(_PG_RECORD_BY_POD, {**params, "pod_id": pod.id}).one()
-        return (params["event_id"], True) if row.post_id else (None, False)
-    return _record_portable(pod, post)
+def record_progress(token_digest: str, post: ProgressPost,
+                    connection: Connection = autocommit_connection) -> Recorded | None:
+    """Store one post for the pod whose token has this digest, committed on return; None when
+    no pod has a valid token by that digest (nothing is written then). A repeated (pod, seq)
+    changes nothing.
 
-
-def record_progress_for_token(token_digest: str, post: ProgressPost) -> Recorded | None:
-    """Store one post for the pod whose token has this digest, committed on return; None
-    when no pod has a valid token by that digest (nothing is written then).
-
-    On PostgreSQL this is the whole request's database work: one statement in autocommit,
-    on its own pooled connection (the request's session has not touched the database).
+    On PostgreSQL this is the whole request's database work: the token check and every write
+    in one statement, run by `connection`. On SQLite (the embedded default) the same writes
+    go statement by statement through the request's session. A database error propagates.
     """
     now = utcnow()
     if db.engine.dialect.name == "postgresql":
         params = _token_params(token_digest, post, now)
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            row = conn.execute(_PG_RECORD_BY_TOKEN, params).one()
-        if row.pod_id is None:
+        row = connection(_PG_RECORD_BY_TOKEN, params)
+        if row is None or row[0] is None:
             return None
-        return Recorded(row.pod_id, params["event_id"] if row.post_id else None)
+        return Recorded(row[0], params["event_id"] if row[1] else None)
     pod = tokens.pod_for_digest(token_digest)
     if pod is None:
         return None
-    event_id, _created = _record_portable(pod, post)
+    event_id = _record_statement_by_statement(pod, post, now)
     db.session.commit()
     return Recorded(pod.id, event_id)
-
-
-def record_progress_for_token_lean(token_digest: str, post: ProgressPost) -> Recorded | None:
-    """record_progress_for_token on PostgreSQL, as the same one statement compiled once and
-    run on this process's lean autocommit connection (services/lean_reads.py): for the
-    lean ingest layer (front/lean_ingest.py). None when no pod has a valid token by
-    that digest; a database error propagates (SQLAlchemyError), and is never retried here."""
-    params = _token_params(token_digest, post, utcnow())
-    row = lean_reads.first_row(_PG_RECORD_BY_TOKEN, params, repeatable=False)
-    if row is None or row[0] is None:
-        return None
-    return Recorded(row[0], params["event_id"] if row[1] else None)
 
 
 def _token_params(token_digest: str, post: ProgressPost, now) -> dict:
@@ -247,16 +244,16 @@ def _pg_params(post: ProgressPost, now) -> dict:
     }
 
 
-def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
-    """The same writes statement by statement (SQLite, the embedded default)."""
-    now = utcnow()
+def _record_statement_by_statement(pod, post: ProgressPost, now) -> uuid.UUID | None:
+    """The statement's writes one by one (SQLite): the new timeline event's id, or None for
+    a repeated (pod, seq)."""
     post_id = uuid.uuid4()
     values = dict(id=post_id, pod_id=pod.id, seq=post.seq, progress_pct=post.pct, message=post.message,
                   milestone=post.milestone, exit_code=post.exit_code, metrics=post.metrics, created_at=now)
     if post.seq is not None:
         stmt = sa.insert(PodProgressPost).values(**values).prefix_with("OR IGNORE").returning(PodProgressPost.id)
         if db.session.execute(stmt).scalar() is None:
-            return None, False
+            return None
     else:
         db.session.execute(sa.insert(PodProgressPost).values(**values))
 
@@ -291,7 +288,7 @@ def _record_portable(pod, post: ProgressPost) -> tuple[uuid.UUID | None, bool]:
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_progress", note,
                           {"pod_id": str(pod.id), "seq": post.seq, "exitCode": post.exit_code})
-    return event_id, True
+    return event_id
 
 
 # --- artifacts ---------------------------------------------------------------------------------

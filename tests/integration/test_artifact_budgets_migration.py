@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import Pod, db
-from services import artifacts, experiments, redis_store
-from services.actors import Actor
+from services import artifacts, redis_store
 from services.clock import utcnow
 from tests.integration.databases import scratch_postgres_url
+from tests.integration.old_rows import old_experiment
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app
 
 BEFORE = "0014_promoted_results"
@@ -65,13 +65,12 @@ def test_stored_artifacts_are_counted_and_waiting_figures_handed_over(scratch_ur
     try:
         with app.app_context():
             flask_migrate.upgrade(directory=MIGRATIONS, revision=BEFORE)
-            experiment = experiments.create_experiment({"title": "Migrated artifacts"}, Actor("owner"))
-            db.session.flush()
-            pods = [Pod(id=uuid.uuid4(), experiment_id=experiment.id, account="local", name=f"migrated-{i}",
+            experiment_id = old_experiment(1, "Migrated artifacts")
+            pods = [Pod(id=uuid.uuid4(), experiment_id=experiment_id, account="local", name=f"migrated-{i}",
                         status="running") for i in range(2)]
             db.session.add_all(pods)
             db.session.commit()
-            experiment_id, pod_ids = experiment.id, [p.id for p in pods]
+            pod_ids = [p.id for p in pods]
             ids = _seed(experiment_id, pod_ids)
             db.session.remove()
 

@@ -168,7 +168,7 @@ def test_a_failed_statement_reaches_the_view(app, client, pod, reached_flask, mo
     def broken(*_args, **_kwargs):
         raise sa.exc.OperationalError("SELECT", {}, Exception("connection lost"))
 
-    monkeypatch.setattr(progress, "record_progress_for_token_lean", broken)
+    monkeypatch.setattr(progress, "lean_connection", broken)
     _, secret = pod
     assert send(client, secret, {"progressPct": 1, "seq": 1}).get_json()["duplicate"] is False
     assert reached_flask == ["/api/progress"]

@@ -16,7 +16,7 @@ from app import create_app
 from models import Pod, db
 from services import experiments, metrics
 from tests.integration.databases import scratch_postgres_url
-from services.actors import Actor
+from tests.integration.old_rows import old_experiment
 
 MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")
 
@@ -95,9 +95,8 @@ def test_stored_points_move_into_chunks_and_back(scratch_url):
     try:
         with app.app_context():
             flask_migrate.upgrade(directory=MIGRATIONS, revision="0010_metrics")
-            experiment = experiments.create_experiment({"title": "Migrated metrics"}, Actor("owner"))
-            db.session.flush()
-            pod_id, experiment_id, number = _seed_pod_0010(experiment.id), experiment.id, experiment.number
+            experiment_id, number = old_experiment(1, "Migrated metrics"), 1
+            pod_id = _seed_pod_0010(experiment_id)
             _seed_0010(pod_id, experiment_id)
             db.session.remove()
 

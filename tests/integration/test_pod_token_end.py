@@ -237,10 +237,14 @@ def test_the_migration_dates_pods_that_had_already_ended_and_downgrades_without_
     ids = {status: uuid.uuid4() for status in rows}
     with scratch_app.app_context():
         flask_migrate.upgrade(directory=MIGRATIONS, revision="0012_pod_ssh_user_and_balance")
-        experiment = experiments.create_experiment({"title": "Before 0013"}, Actor("owner"))
-        db.session.flush()
+        # The experiment as 0012 knew it: a Core insert of its columns then, not today's model.
+        experiment_id = uuid.uuid4()
+        db.session.execute(sa.insert(Experiment.__table__).values(
+            id=experiment_id, number=1, title="Before 0013", status="proposed", kind="experiment", priority="normal",
+            assignee_kind="agent", tags=[], has_clean_result=False, auto_approve_plan=False,
+            proposed_by_agent=False, runpod_account="local"))
         db.session.execute(sa.insert(pods), [
-            {"id": ids[status], "experiment_id": experiment.id, "account": "local", "name": f"old-{status}",
+            {"id": ids[status], "experiment_id": experiment_id, "account": "local", "name": f"old-{status}",
              "status": status, "run_index": 0, "attempt": 1, "gpu_count": 1, "retry_count": 0, "max_retries": 3,
              "bootstrap_count": 0, "uptime_seconds": 0, "stopped_at": stopped, "created_at": touched,
              "updated_at": touched} for status, stopped in rows.items()])

@@ -10,9 +10,10 @@ import uuid
 import flask_migrate
 import sqlalchemy as sa
 
-from models import Experiment, Figure, MetricSeries, Pod, db
+from models import Figure, MetricSeries, Pod, db
 from services import experiments, metrics, results, shares
 from services.actors import Actor
+from tests.integration.old_rows import old_experiment
 from tests.integration.test_metric_chunks_migration import MIGRATIONS, _scratch_app, scratch_url  # noqa: F401
 
 OWNER = Actor("owner", None, "Owner")
@@ -27,19 +28,19 @@ def test_promotions_are_copied_and_points_kept_up_and_down(scratch_url):  # noqa
     try:
         with app.app_context():
             flask_migrate.upgrade(directory=MIGRATIONS, revision="0013_pod_ended_at")
-            numbers = {}
-            for status, body in (("shared", "<p>Shared result.</p>"), ("completed", "<p>Kept result.</p>"),
-                                 ("awaiting_promotion", "<p>Waiting result.</p>"), ("shared", None)):
-                experiment = experiments.create_experiment({"title": f"Old {status} (HIGH confidence)"}, OWNER)
-                db.session.flush()
+            numbers, ids = {}, {}
+            for number, (status, body) in enumerate((("shared", "<p>Shared result.</p>"),
+                                                     ("completed", "<p>Kept result.</p>"),
+                                                     ("awaiting_promotion", "<p>Waiting result.</p>"),
+                                                     ("shared", None)), start=1):
                 # Written as 0011 left them: a status and a body, no promotion record.
-                db.session.execute(sa.update(Experiment).where(Experiment.id == experiment.id).values(
-                    status=status, body=body, has_clean_result=body is not None))
-                numbers.setdefault(status if body else "empty", experiment.number)
-            shared = experiments.get_experiment(numbers["shared"])
-            db.session.add(Figure(id=uuid.uuid4(), experiment_id=shared.id, kind="svg", title="Old figure",
+                key = status if body else "empty"
+                ids.setdefault(key, old_experiment(number, f"Old {status} (HIGH confidence)", status=status,
+                                                   body=body))
+                numbers.setdefault(key, number)
+            db.session.add(Figure(id=uuid.uuid4(), experiment_id=ids["shared"], kind="svg", title="Old figure",
                                   content='<svg viewBox="0 0 1 1"></svg>', content_type="image/svg+xml"))
-            pod = Pod(id=uuid.uuid4(), experiment_id=shared.id, account="local", name="old-0", status="running")
+            pod = Pod(id=uuid.uuid4(), experiment_id=ids["shared"], account="local", name="old-0", status="running")
             db.session.add(pod)
             db.session.flush()
             for seq in (1, 2):
