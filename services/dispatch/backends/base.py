@@ -36,6 +36,10 @@ class PodRequest:
     env: dict[str, str]
     data_center_ids: list[str] = field(default_factory=list)
     ports: list[str] = field(default_factory=lambda: ["22/tcp"])
+    # URLs a local pod may reach even when they are on the Sagan host, from Sagan's own
+    # settings, never from the plan (the owner's research repository); the pod API of
+    # SAGAN_PROGRESS_URL / SAGAN_ARTIFACT_URL always is. Other backends ignore it.
+    host_urls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -185,5 +189,6 @@ def backend_for(account: str, config=None) -> PodBackend:
             run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
             stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
             sandbox_user=_setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
+            unisolated=bool(_setting(config, "SAGAN_LOCAL_PODS_UNISOLATED", False)),
         )
     raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")
