@@ -234,6 +234,11 @@ class Stack:
         import redis
 
         url = os.environ.get("REDIS_URL", "")
+        if url and os.environ.get("SAGAN_LOCAL_PODS", "1").strip().lower() in TRUTHY:
+            from services.instance_security import open_redis_problem  # the project's root is on sys.path
+            problem = open_redis_problem(url)
+            if problem:
+                raise StartError(problem)
         if url:
             try:
                 redis.Redis.from_url(url, socket_connect_timeout=3).ping()
