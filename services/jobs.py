@@ -14,6 +14,7 @@ from flask import current_app
 from rq import Queue, get_current_job
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
+from rq.serializers import JSONSerializer
 
 from models import AgentRun, db
 from services import redis_store
@@ -31,6 +32,15 @@ TIMEOUT_SETTINGS = {AGENTS: "JOB_TIMEOUT_AGENTS", DISPATCH: "JOB_TIMEOUT_DISPATC
 FAILURE_TTL = 7 * 24 * 3600
 RESULT_TTL = 24 * 3600
 LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
+# The only functions a worker runs (workers/runtime.py refuses any other name before importing
+# it): whoever can write to Redis must not be able to name one of their own, such as os.system.
+JOB_FUNCTIONS = frozenset({
+    "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
+    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver",
+})
+# Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
+# whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.
+SERIALIZER = JSONSerializer
 # The code loop's test step: a run with no agent definition, whose job is code (no model).
 TEST_STEP = "code-tests"
 
@@ -43,7 +53,7 @@ def job_timeout(name: str, config=None) -> int:
 
 
 def queue(name: str) -> Queue:
-    return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name))
+    return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name), serializer=SERIALIZER)
 
 
 def job_is_live(job_id: str | None) -> bool:
@@ -51,7 +61,7 @@ def job_is_live(job_id: str | None) -> bool:
     if not job_id:
         return False
     try:
-        job = Job.fetch(job_id, connection=redis_store.connection())
+        job = Job.fetch(job_id, connection=redis_store.connection(), serializer=SERIALIZER)
     except NoSuchJobError:
         return False
     return job.get_status(refresh=False) in LIVE_JOB_STATES
@@ -61,7 +71,7 @@ def forget(job_id: str) -> None:
     """Delete a job whatever its state: for one whose worker is known dead, which RQ still
     reports `started` until its own cleanup runs."""
     try:
-        Job.fetch(job_id, connection=redis_store.connection()).delete()
+        Job.fetch(job_id, connection=redis_store.connection(), serializer=SERIALIZER).delete()
     except NoSuchJobError:
         pass
 
@@ -76,7 +86,7 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
         return job_id
     conn = redis_store.connection()
     try:
-        Job.fetch(job_id, connection=conn).delete()
+        Job.fetch(job_id, connection=conn, serializer=SERIALIZER).delete()
     except NoSuchJobError:
         pass
     queue(name).enqueue(func, args=args, job_id=job_id, failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
