@@ -18,6 +18,10 @@ writable by it: a pod cannot rewrite its own `pid` file to make stop() signal so
 process group. stop() also checks that the pid still belongs to the process it started
 (its start time), so a recycled pid is never signalled.
 
+The pod keeps outbound network but reaches nothing of this host (loopback, the host's own
+addresses) except its pod API: an nftables filter on the pod user (local_network.py). A pod
+that cannot be kept off the host is refused, unless SAGAN_LOCAL_PODS_UNISOLATED says otherwise.
+
 The pod's environment is built from an allowlist plus the request's env; nothing else of
 the server's environment (SECRET_KEY, DATABASE_URL, RUNPOD_/ANTHROPIC_ keys) reaches it.
 Limits: pods of one host share the pod user (the sandbox keeps them apart, the user does

@@ -124,6 +124,16 @@ def resolver_destinations(resolv_conf: Path = RESOLV_CONF) -> list[tuple[str, st
     return found
 
 
+def missing_prerequisite(is_root: bool) -> str | None:
+    """Why the filter could not be set up on this host (not root, no nft), without touching
+    the firewall; None when it can be tried. For start-up messages: `check` is the proof."""
+    if not is_root:
+        return "Sagan is not running as root, so local pods cannot run as a user of their own to filter on"
+    if nft_path() is None:
+        return "nft is not installed (Debian/Ubuntu: apt-get install nftables)"
+    return None
+
+
 def check(uid: int | None, api_urls: list[str]) -> None:
     """Install (or refresh) the filter for pods running as `uid`; NotIsolated when it cannot be.
 
