@@ -47,13 +47,6 @@ print("PROBE " + json.dumps(report), flush=True)
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def filter_removed_after():
-    """The table stays on the host between pods by design; these tests take it away after them."""
-    yield
-    local_network.remove()
-
-
 @pytest.fixture
 def pods_dir():
     root = Path(tempfile.mkdtemp(prefix="sagan-net-pods-", dir="/tmp"))

@@ -16,7 +16,8 @@ Two exceptions, both destinations the pod is told to use by Sagan itself, never 
 plan: the origin of its progress and artifact URLs (the pod API: the web server when
 SAGAN_BASE_URL names this host) and a DNS resolver of /etc/resolv.conf that listens on this
 host (port 53 only). Each is one address and one port in the table's sets, added when a pod
-starts; they expire after a day, so a test's short-lived port does not stay open.
+starts and kept (never timed out: an exception that expired under a running pod would cut
+it off its pod API); they come from Sagan's settings, so a host gathers only a few.
 
 Where the filter cannot be set up — Sagan is not root (there is no separate user to filter
 on), `nft` is missing or the kernel refuses the table — `check` raises NotIsolated and the
@@ -34,8 +35,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 TABLE = "sagan_local_pods"
-# Pod API and resolver exceptions are kept this long after the last pod that needed them started.
-EXCEPTION_TIMEOUT = "1d"
 NFT_TIMEOUT_SECONDS = 20
 RESOLV_CONF = Path("/etc/resolv.conf")
 OPT_IN = "SAGAN_LOCAL_PODS_UNISOLATED"
@@ -58,8 +57,8 @@ def ruleset(uid: int, api: list[tuple[str, str, int]], dns: list[tuple[str, str,
     lines = [
         f"add table inet {TABLE}",
         f"add set inet {TABLE} pod_users {{ type uid; }}",
-        f"add set inet {TABLE} allowed4 {{ type ipv4_addr . inet_proto . inet_service; flags timeout; }}",
-        f"add set inet {TABLE} allowed6 {{ type ipv6_addr . inet_proto . inet_service; flags timeout; }}",
+        f"add set inet {TABLE} allowed4 {{ type ipv4_addr . inet_proto . inet_service; }}",
+        f"add set inet {TABLE} allowed6 {{ type ipv6_addr . inet_proto . inet_service; }}",
         f"add chain inet {TABLE} output {{ type filter hook output priority filter; policy accept; }}",
         f"add chain inet {TABLE} pod",
         f"flush chain inet {TABLE} output",
@@ -76,8 +75,7 @@ def ruleset(uid: int, api: list[tuple[str, str, int]], dns: list[tuple[str, str,
     ]
     for address, protocol, port in [*api, *dns]:
         family = "allowed6" if ipaddress.ip_address(address).version == 6 else "allowed4"
-        lines.append(f"add element inet {TABLE} {family} {{ {address} . {protocol} . {int(port)} "
-                     f"timeout {EXCEPTION_TIMEOUT} }}")
+        lines.append(f"add element inet {TABLE} {family} {{ {address} . {protocol} . {int(port)} }}")
     return "\n".join(lines) + "\n"
 
 
@@ -166,9 +164,3 @@ def check(uid: int | None, api_urls: list[str]) -> None:
                           f"nf_tables with the fib and reject expressions. Fix it, or set {OPT_IN}=1 "
                           "(see docs/pods.md (Local pods)).")
 
-
-def remove() -> None:
-    """Delete the table (tests, and an owner taking local pods off a host)."""
-    nft = nft_path()
-    if nft:
-        subprocess.run([nft, "delete", "table", "inet", TABLE], capture_output=True, timeout=NFT_TIMEOUT_SECONDS)
