@@ -7,6 +7,9 @@ enqueues them again.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import uuid as uuid_lib
 
 import sqlalchemy as sa
@@ -52,6 +55,24 @@ def job_timeout(name: str, config=None) -> int:
     return int(config[TIMEOUT_SETTINGS[name]])
 
 
+def signature(func: str, args, job_id: str, secret: str) -> str:
+    """What proves a job was put on a queue by Sagan: an HMAC, under the instance's SECRET_KEY,
+    of its function, arguments and id. A writer to Redis without the key cannot make one, so
+    a job it enqueues — even naming one of Sagan's functions — is refused (workers/runtime.py)."""
+    message = json.dumps([func, list(args or ()), job_id], separators=(",", ":")).encode()
+    return hmac.new(secret.encode(), b"sagan-job\0" + message, hashlib.sha256).hexdigest()
+
+
+def put(queue_name: str, func: str, args: tuple = (), *, job_id: str | None = None, **options) -> Job:
+    """Every job Sagan enqueues goes through here: signed, with Sagan's TTLs (`options` for the
+    rest, e.g. retry=)."""
+    job_id = job_id or uuid_lib.uuid4().hex
+    args = tuple(args)
+    meta = {"signature": signature(func, args, job_id, current_app.config["SECRET_KEY"])}
+    return queue(queue_name).enqueue(func, args=args, job_id=job_id, meta=meta, failure_ttl=FAILURE_TTL,
+                                     result_ttl=RESULT_TTL, **options)
+
+
 def queue(name: str) -> Queue:
     return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name), serializer=SERIALIZER)
 
@@ -89,7 +110,7 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
         Job.fetch(job_id, connection=conn, serializer=SERIALIZER).delete()
     except NoSuchJobError:
         pass
-    queue(name).enqueue(func, args=args, job_id=job_id, failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    put(name, func, args, job_id=job_id)
     return job_id
 
 
@@ -111,8 +132,7 @@ def enqueue_run(run_id) -> str:
     job_id = f"agent-run-{run_id}-{uuid_lib.uuid4().hex[:8]}"
     # Agents with code tools, and the test step, run where the worktrees are (the `local` queue).
     queue_name, func = job_for(agent)
-    queue(queue_name).enqueue(func, args=(str(run_id),), job_id=job_id,
-                              failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    put(queue_name, func, (str(run_id),), job_id=job_id)
     # Recorded and committed at once. Callers enqueue after their own commit (jobs run after
     # the transaction that made them), so this commit never cuts a caller's work in half. It
     # goes through the session, not a second connection: on SQLite a second connection would

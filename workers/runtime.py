@@ -2,8 +2,10 @@
 
 Whoever can write to Redis can put a job on a queue. So a job is read as JSON (never
 unpickled: that alone would run a writer's code), its function must be one of
-services.jobs.JOB_FUNCTIONS (checked before the name is imported), and it may carry no
-callbacks (RQ would import and call those by name too). Anything else fails without running.
+services.jobs.JOB_FUNCTIONS (checked before the name is imported), it must carry Sagan's
+signature of its function, arguments and id (an HMAC under SECRET_KEY, services.jobs.put),
+and it may carry no callbacks (RQ would import and call those by name too). Anything else
+fails without running.
 
 The worker process builds the app once, before any fork, without opening a database
 connection. Each work horse (the forked child that runs one job) first drops whatever
@@ -17,11 +19,12 @@ Production can use these classes with plain RQ too:
 """
 from __future__ import annotations
 
+import hmac
 import importlib
 import logging
 import signal
 
-from flask import Flask, has_app_context
+from flask import Flask, current_app, has_app_context
 from rq import Worker
 from rq.job import Job
 from sqlalchemy.orm import configure_mappers
@@ -87,6 +90,13 @@ class AppContextJob(Job):
         if self.func_name not in jobs.JOB_FUNCTIONS or self.instance is not None:
             raise ForeignJob(f"Refused job {self.id}: {self.func_name!r} is not one of Sagan's job functions "
                              "(services/jobs.py), so it was not run.")
+        secret = (current_app if has_app_context() else job_app()).config["SECRET_KEY"]
+        expected = jobs.signature(self.func_name, self.args, self.id, secret)
+        given = (self.meta or {}).get("signature")
+        if self.kwargs or not isinstance(given, str) or not hmac.compare_digest(given, expected):
+            raise ForeignJob(f"Refused job {self.id}: it does not carry Sagan's signature (it was not put on the "
+                             "queue by this instance, or SECRET_KEY differs between web and worker), so it was "
+                             "not run.")
         if has_app_context():
             # In-process runs (tests' SimpleWorker) already stand inside the right app.
             return super().perform()

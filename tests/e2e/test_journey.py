@@ -75,7 +75,9 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
         assert stage.on, stage.reason
         agents.code_stage = True
     env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
-           "REDIS_URL": _redis_with_a_password(TestConfig.REDIS_URL), "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
+           "REDIS_URL": _redis_with_a_password(TestConfig.REDIS_URL), "SAGAN_LOCAL_PODS": "1",
+           # The test's app enqueues jobs too: web and workers share one key, as deployed (jobs are signed with it).
+           "SECRET_KEY": app.config["SECRET_KEY"],
            "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_POD_WATCH_SECONDS": "1",
            # As `make demo` does: the demo's research repository is a local path.
            "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path),

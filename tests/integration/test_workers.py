@@ -246,6 +246,23 @@ def test_a_job_naming_a_foreign_function_is_refused_without_running(app, tmp_pat
     assert "'os.system' is not one of Sagan's job functions" in job.latest_result().exc_string
 
 
+def test_a_job_without_sagans_signature_is_refused_even_naming_sagans_function(app, job_app, tmp_path):
+    """A job put on Redis by someone without SECRET_KEY, naming one of Sagan's own functions (or
+    carrying a signature for other arguments): is it refused without running, while a job Sagan
+    signed runs?"""
+    with app.app_context():
+        unsigned = queues.get_queue(queues.DEFAULT).enqueue("services.auth.owner_exists")
+        signed = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
+        borrowed = queues.get_queue(queues.DEFAULT).enqueue(
+            "services.auth.owner_exists", args=("other",), meta={"signature": signed.meta["signature"]})
+    run_one_job(app, queues.DEFAULT)
+    with app.app_context():
+        assert signed.get_status(refresh=True) == "finished"
+        for job in (unsigned, borrowed):
+            assert job.get_status(refresh=True) == "failed"
+            assert "does not carry Sagan's signature" in job.latest_result().exc_string
+
+
 def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
     """A job written with RQ's default (pickle) serializer, whose arguments run a command when
     unpickled: does the worker fail it without unpickling anything, and go on to the next job?"""
@@ -253,7 +270,7 @@ def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
     with app.app_context():
         plain = Queue(queues.DEFAULT, connection=redis_store.connection())  # RQ's default serializer: pickle
         job = plain.enqueue("workers.notify.deliver", Loot(marker))
-        after = queues.get_queue(queues.DEFAULT).enqueue("services.auth.owner_exists")
+        after = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
     run_one_job(app, queues.DEFAULT)
     assert not marker.exists()
     with app.app_context():
