@@ -12,6 +12,7 @@ from front import lean_ingest, quiet_polls
 from front.gate import RequestGate
 from models import db
 from services.agents import model_api, toolbox
+from services.instance_security import refuse_open_redis
 from services.trusted_proxies import TrustedProxyFix, parse as parse_trusted_proxies
 
 
@@ -33,6 +34,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
     # The client's address, not the reverse proxy's, for rate limits (services/trusted_proxies.py).
     parse_trusted_proxies(app.config.get("SAGAN_TRUSTED_PROXIES") or "")  # a typo stops start-up, loudly
+    # Local pods beside a Redis anyone can write to: refused, not warned about (docs/security.md).
+    refuse_open_redis(app.config)
 
     _configure_statement_timeout(app)
     db.init_app(app)

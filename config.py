@@ -179,6 +179,10 @@ class Config:
     # Local pods and sandboxed code run as two different dedicated users (created if missing
     # when Sagan is root), never the same one: see docs/security.md.
     SAGAN_LOCAL_POD_USER = os.environ.get("SAGAN_LOCAL_POD_USER", "sagan-pod")
+    # Local pods reach nothing of this host (an nftables filter on the pod user, which needs
+    # root and `nft`); where that cannot be set up they are refused, unless the owner opts in
+    # here to pods that can reach every service on this host (docs/pods.md (Local pods)).
+    SAGAN_LOCAL_PODS_UNISOLATED = _env_bool("SAGAN_LOCAL_PODS_UNISOLATED", False)
     SAGAN_LOCAL_POD_STOP_GRACE_SECONDS = _env_float("SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10.0)
     POD_WATCH_SECONDS = _env_int("SAGAN_POD_WATCH_SECONDS", 30)
     POD_LISTING_LAG_SECONDS = _env_int("SAGAN_POD_LISTING_LAG_SECONDS", 30)

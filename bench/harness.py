@@ -99,8 +99,9 @@ def free_port() -> int:
 
 
 def server_env(workdir: Path, **extra) -> dict:
-    return {**os.environ, "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL, "SECRET_KEY": "bench",
-            "SAGAN_INSTANCE_DIR": str(workdir), **extra}
+    # The seeding app's key (fresh_database's default): jobs it enqueues are signed with it.
+    return {**os.environ, "DATABASE_URL": DB_URL, "REDIS_URL": REDIS_URL,
+            "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench", "SAGAN_INSTANCE_DIR": str(workdir), **extra}
 
 
 def web_server(port: int, workers: int = WORKERS, threads: int = THREADS,

@@ -179,6 +179,7 @@ class Stack:
         env["SAGAN_INSTANCE_DIR"] = str(self.instance)
         env["REDIS_URL"] = redis_url
         env.setdefault("SAGAN_LOCAL_PODS", "1")  # the embedded default runs pods on this machine
+        self._say_if_local_pods_cannot_start(env)
         env.setdefault("SAGAN_BASE_URL", self.url)
         env["PYTHONUNBUFFERED"] = "1"
         if self.args.demo_agents:
@@ -207,6 +208,21 @@ class Stack:
             self._spawn(name, argv)
         health = self._wait_until_ready()
         self._banner(health)
+
+    def _say_if_local_pods_cannot_start(self, env: dict) -> None:
+        """Local pods start only where they can be kept off this host's services (or the owner
+        opted out of that): say so now rather than at the first dispatch."""
+        if env.get("SAGAN_LOCAL_PODS", "").strip().lower() not in TRUTHY:
+            return
+        if env.get("SAGAN_LOCAL_PODS_UNISOLATED", "").strip().lower() in TRUTHY:
+            say("Local pods: WITHOUT network isolation (SAGAN_LOCAL_PODS_UNISOLATED=1): a pod can reach every "
+                "service on this machine.")
+            return
+        from services.dispatch.backends.local_network import missing_prerequisite
+        problem = missing_prerequisite(os.geteuid() == 0)
+        if problem:
+            say(f"Local pods will be refused: {problem}. They must not reach this machine's own services "
+                "(docs/pods.md, Local pods); fix that, or set SAGAN_LOCAL_PODS_UNISOLATED=1 to run them anyway.")
 
     def _start_demo_agents(self, env: dict) -> None:
         """Scripted agents on a loopback port, unless a real API key is configured."""
@@ -237,6 +253,11 @@ class Stack:
         import redis
 
         url = os.environ.get("REDIS_URL", "")
+        if url and os.environ.get("SAGAN_LOCAL_PODS", "1").strip().lower() in TRUTHY:
+            from services.instance_security import open_redis_problem  # the project's root is on sys.path
+            problem = open_redis_problem(url)
+            if problem:
+                raise StartError(problem)
         if url:
             try:
                 redis.Redis.from_url(url, socket_connect_timeout=3).ping()

@@ -13,6 +13,9 @@
 - bubblewrap (`bwrap`) for the code-agent sandbox tests: installed the same way when missing;
   otherwise a warning (a failure under CI=true). Sagan refuses to run agent-written code
   without it, so those tests cannot pass without it either.
+- nftables (`nft`) for the local pods' network filter: installed the same way when missing
+  (and we are root); otherwise a warning (a failure under CI=true). Sagan refuses to start a
+  local pod it cannot keep off the host's own services, so those tests need it.
 
 Exit status 0 when pytest can run, 1 with a message otherwise. The suite itself builds its
 schema through the migrations.
@@ -205,6 +208,26 @@ def ensure_bubblewrap() -> None:
     say(f"WARNING: {message}")
 
 
+def ensure_nftables() -> None:
+    """nft installs the filter that keeps local pods off this host's services
+    (services/dispatch/backends/local_network.py); the kernel side is built into Linux."""
+    if shutil.which("nft"):
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        say("nft is missing; installing Debian's nftables package for the local pod tests.")
+        env_prefix = ["env", "DEBIAN_FRONTEND=noninteractive"]
+        if not run(env_prefix + ["apt-get", "install", "-y", "nftables"], timeout=600):
+            run(env_prefix + ["apt-get", "update"], timeout=600)
+            run(env_prefix + ["apt-get", "install", "-y", "nftables"], timeout=600)
+        if shutil.which("nft"):
+            return
+    message = ("nft is not installed; the local pod tests need it (Sagan refuses local pods it cannot keep off "
+               "this host). Install it (Debian/Ubuntu: `apt-get install nftables`).")
+    if CI:
+        fail(message)
+    say(f"WARNING: {message}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-chromium", action="store_true", help="skip the Chromium check")
@@ -212,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_redis()
     ensure_postgres()
     ensure_bubblewrap()
+    ensure_nftables()
     if not args.no_chromium:
         ensure_chromium()
     return 0

@@ -409,7 +409,7 @@ def reconcile() -> dict:
     served = None
     for row in rows:
         try:
-            job = Job.fetch(job_id(row.id, row.sha256), connection=connection)
+            job = Job.fetch(job_id(row.id, row.sha256), connection=connection, serializer=jobs.SERIALIZER)
             state = job.get_status(refresh=False)
         except NoSuchJobError:
             job, state = None, None

@@ -1,12 +1,14 @@
 """What a host serving the `local` queue must keep from its pods.
 
-Local pods run in a sandbox that shows them no host folder, but they keep the host's
-network (they install packages and clone repositories), so anything listening on loopback
-is within their reach. Two things follow:
+Local pods run in a sandbox that shows them no host folder, and a packet filter keeps them
+off every address of the host (services/dispatch/backends/local_network.py). Behind that:
 
-- PostgreSQL and Redis must require passwords on such a host: `local_queue_warnings` says
-  so at start-up when the configured URLs carry none (a Redis on a unix socket is fine: the
-  sandbox does not show the socket's folder);
+- a Redis reached over TCP without a password next to local pods is refused at start-up
+  (`refuse_open_redis`): anyone who reaches it can queue work for Sagan's worker, and an
+  owner may have opted in to unisolated pods (a Redis on a unix socket is fine: the sandbox
+  does not show the socket's folder);
+- PostgreSQL should require a password on such a host: `local_queue_warnings` says so at
+  start-up when DATABASE_URL carries none;
 - the instance folder's files (database, WAL, secret key, Redis files) are private to
   Sagan's user (`make_instance_private`), and the folder itself may only be passed through,
   so a pod that escaped its sandbox still could not read or list them.
@@ -22,18 +24,39 @@ PRIVATE_FILES = ("sagan.db", "sagan.db-wal", "sagan.db-shm", "sagan.db-journal",
                  "redis.conf", "redis.log", "redis.rdb", "redis.sock")
 
 
-def local_queue_warnings(database_url: str, redis_url: str) -> list[str]:
-    """Start-up warnings for a worker serving the `local` queue, one per service left open."""
+class UnsafeConfiguration(ValueError):
+    """A setting Sagan refuses to start with; the message says what to set."""
+
+
+def open_redis_problem(redis_url: str) -> str | None:
+    """Why a Redis at `redis_url` must not sit next to local pods, or None when it may:
+    a TCP Redis (redis://, rediss://) whose URL carries no password."""
+    parts = urlsplit(redis_url or "")
+    if parts.scheme not in ("redis", "rediss") or parts.password:
+        return None
+    return ("Local pods are on (SAGAN_LOCAL_PODS), and REDIS_URL points at a Redis over TCP without a password: "
+            "anything that reaches it can put jobs on Sagan's queues. Give Redis a password (requirepass) and "
+            "put it in REDIS_URL (redis://:PASSWORD@host:6379/0), or use a unix socket (unix:///path/redis.sock), "
+            "or turn local pods off (SAGAN_LOCAL_PODS=0).")
+
+
+def refuse_open_redis(config) -> None:
+    """Stop start-up (UnsafeConfiguration) when local pods are on beside a password-less TCP Redis."""
+    if config.get("SAGAN_LOCAL_PODS") and not config.get("TESTING"):
+        problem = open_redis_problem(config.get("REDIS_URL") or "")
+        if problem:
+            raise UnsafeConfiguration(problem)
+
+
+def local_queue_warnings(database_url: str) -> list[str]:
+    """Start-up warnings for a worker serving the `local` queue (a password-less Redis is
+    refused instead: `open_redis_problem`)."""
     warnings = []
     db = urlsplit(database_url or "")
     if db.scheme.startswith("postgres") and not db.password:
-        warnings.append("This worker serves the local queue, and local pods share this host's network: "
-                        "PostgreSQL must require a password (DATABASE_URL has none). See docs/pods.md (Local pods).")
-    redis = urlsplit(redis_url or "")
-    if redis.scheme in ("redis", "rediss") and not redis.password:
-        warnings.append("This worker serves the local queue, and local pods share this host's network: "
-                        "Redis must require a password (REDIS_URL has none), or listen on a unix socket "
-                        "only, as the embedded Redis does. See docs/pods.md (Local pods).")
+        warnings.append("This worker serves the local queue: PostgreSQL should require a password (DATABASE_URL "
+                        "has none), so that a pod run without network isolation could not use it. See "
+                        "docs/pods.md (Local pods).")
     return warnings
 
 

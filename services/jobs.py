@@ -7,6 +7,9 @@ enqueues them again.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import uuid as uuid_lib
 
 import sqlalchemy as sa
@@ -14,6 +17,7 @@ from flask import current_app
 from rq import Queue, get_current_job
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
+from rq.serializers import JSONSerializer
 
 from models import AgentRun, db
 from services import redis_store
@@ -31,6 +35,15 @@ TIMEOUT_SETTINGS = {AGENTS: "JOB_TIMEOUT_AGENTS", DISPATCH: "JOB_TIMEOUT_DISPATC
 FAILURE_TTL = 7 * 24 * 3600
 RESULT_TTL = 24 * 3600
 LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
+# The only functions a worker runs (workers/runtime.py refuses any other name before importing
+# it): whoever can write to Redis must not be able to name one of their own, such as os.system.
+JOB_FUNCTIONS = frozenset({
+    "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
+    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver",
+})
+# Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
+# whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.
+SERIALIZER = JSONSerializer
 # The code loop's test step: a run with no agent definition, whose job is code (no model).
 TEST_STEP = "code-tests"
 
@@ -42,8 +55,26 @@ def job_timeout(name: str, config=None) -> int:
     return int(config[TIMEOUT_SETTINGS[name]])
 
 
+def signature(func: str, args, job_id: str, secret: str) -> str:
+    """What proves a job was put on a queue by Sagan: an HMAC, under the instance's SECRET_KEY,
+    of its function, arguments and id. A writer to Redis without the key cannot make one, so
+    a job it enqueues — even naming one of Sagan's functions — is refused (workers/runtime.py)."""
+    message = json.dumps([func, list(args or ()), job_id], separators=(",", ":")).encode()
+    return hmac.new(secret.encode(), b"sagan-job\0" + message, hashlib.sha256).hexdigest()
+
+
+def put(queue_name: str, func: str, args: tuple = (), *, job_id: str | None = None, **options) -> Job:
+    """Every job Sagan enqueues goes through here: signed, with Sagan's TTLs (`options` for the
+    rest, e.g. retry=)."""
+    job_id = job_id or uuid_lib.uuid4().hex
+    args = tuple(args)
+    meta = {"signature": signature(func, args, job_id, current_app.config["SECRET_KEY"])}
+    return queue(queue_name).enqueue(func, args=args, job_id=job_id, meta=meta, failure_ttl=FAILURE_TTL,
+                                     result_ttl=RESULT_TTL, **options)
+
+
 def queue(name: str) -> Queue:
-    return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name))
+    return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name), serializer=SERIALIZER)
 
 
 def job_is_live(job_id: str | None) -> bool:
@@ -51,7 +82,7 @@ def job_is_live(job_id: str | None) -> bool:
     if not job_id:
         return False
     try:
-        job = Job.fetch(job_id, connection=redis_store.connection())
+        job = Job.fetch(job_id, connection=redis_store.connection(), serializer=SERIALIZER)
     except NoSuchJobError:
         return False
     return job.get_status(refresh=False) in LIVE_JOB_STATES
@@ -61,7 +92,7 @@ def forget(job_id: str) -> None:
     """Delete a job whatever its state: for one whose worker is known dead, which RQ still
     reports `started` until its own cleanup runs."""
     try:
-        Job.fetch(job_id, connection=redis_store.connection()).delete()
+        Job.fetch(job_id, connection=redis_store.connection(), serializer=SERIALIZER).delete()
     except NoSuchJobError:
         pass
 
@@ -76,10 +107,10 @@ def enqueue_unique(name: str, func: str, *args, job_id: str) -> str:
         return job_id
     conn = redis_store.connection()
     try:
-        Job.fetch(job_id, connection=conn).delete()
+        Job.fetch(job_id, connection=conn, serializer=SERIALIZER).delete()
     except NoSuchJobError:
         pass
-    queue(name).enqueue(func, args=args, job_id=job_id, failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    put(name, func, args, job_id=job_id)
     return job_id
 
 
@@ -101,8 +132,7 @@ def enqueue_run(run_id) -> str:
     job_id = f"agent-run-{run_id}-{uuid_lib.uuid4().hex[:8]}"
     # Agents with code tools, and the test step, run where the worktrees are (the `local` queue).
     queue_name, func = job_for(agent)
-    queue(queue_name).enqueue(func, args=(str(run_id),), job_id=job_id,
-                              failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+    put(queue_name, func, (str(run_id),), job_id=job_id)
     # Recorded and committed at once. Callers enqueue after their own commit (jobs run after
     # the transaction that made them), so this commit never cuts a caller's work in half. It
     # goes through the session, not a second connection: on SQLite a second connection would

@@ -31,9 +31,7 @@ def enqueue(experiment_id) -> None:
     """Queue the webhook post for an experiment that just entered an owner turn."""
     if not settings.get("webhook_url"):
         return
-    jobs.queue(jobs.DEFAULT).enqueue("workers.notify.deliver", args=(str(experiment_id),),
-                                     retry=Retry(max=3, interval=[10, 60, 300]),
-                                     failure_ttl=jobs.FAILURE_TTL, result_ttl=jobs.RESULT_TTL)
+    jobs.put(jobs.DEFAULT, "workers.notify.deliver", (str(experiment_id),), retry=Retry(max=3, interval=[10, 60, 300]))
 
 
 def deliver(experiment_id) -> int:

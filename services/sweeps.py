@@ -72,7 +72,7 @@ def hard_stop_cancelled() -> list:
     for run in overdue:
         try:
             if run.rq_job_id:
-                send_stop_job_command(redis_store.connection(), run.rq_job_id)
+                send_stop_job_command(redis_store.connection(), run.rq_job_id, serializer=jobs.SERIALIZER)
         except (InvalidJobOperation, NoSuchJobError):
             pass  # the job already ended or vanished; the row is what matters
         effects = runs.finish_cancel(run, Actor.owner_like())

@@ -244,7 +244,7 @@ def worker(app):
         with app.app_context():
             queues = [jobs.queue(name) for name in jobs.ALL_QUEUES]
             conn = redis_store.connection()
-        done = SimpleWorker(queues, connection=conn, job_class=AppContextJob)
+        done = SimpleWorker(queues, connection=conn, job_class=AppContextJob, serializer=jobs.SERIALIZER)
         done.work(burst=True, max_jobs=max_jobs, with_scheduler=False)
         return done.successful_job_count
     yield work

@@ -14,6 +14,7 @@ import logging
 import sys
 
 from services import redis_store
+from services.instance_security import local_queue_warnings, open_redis_problem
 from workers import queues
 from workers.runtime import SaganWorker, set_app
 from workers.scheduler import Scheduler
@@ -78,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
             log.error("Cannot reach Redis at %s: %s", app.config.get("REDIS_URL") or "(REDIS_URL unset)", exc)
             return 2
         worker_queues = [queues.get_queue(name) for name in names]
-        if "local" in names:
-            from services.instance_security import local_queue_warnings
-            for warning in local_queue_warnings(app.config.get("SQLALCHEMY_DATABASE_URI") or "",
-                                                app.config.get("REDIS_URL") or ""):
+        if queues.LOCAL in names:
+            # Also when --local serves the queue while SAGAN_LOCAL_PODS is off (create_app checked only that).
+            problem = open_redis_problem(app.config.get("REDIS_URL") or "")
+            if problem:
+                log.error(problem.replace("Local pods are on (SAGAN_LOCAL_PODS)", "This worker serves the local queue"))
+                return 2
+            for warning in local_queue_warnings(app.config.get("SQLALCHEMY_DATABASE_URI") or ""):
                 log.warning(warning)
         if "dispatch" in names:
             from services.dispatch.accounts import check_runpod_accounts

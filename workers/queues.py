@@ -6,17 +6,16 @@ from rq import Queue
 
 from services import redis_store
 from services.jobs import (AGENTS, ALL_QUEUES, ARTIFACTS, DEFAULT, DISPATCH, FAILURE_TTL,  # noqa: F401
-                           LOCAL, RESULT_TTL, SHARED_QUEUES, job_timeout)
+                           LOCAL, RESULT_TTL, SERIALIZER, SHARED_QUEUES, job_timeout, put)
 
 
 def get_queue(name: str) -> Queue:
     """The RQ queue `name` on the app's Redis, with its timeout and Sagan's job class."""
     from workers.runtime import AppContextJob
     return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name),
-                 job_class=AppContextJob)
+                 job_class=AppContextJob, serializer=SERIALIZER)
 
 
-def enqueue(name: str, func, *ids, job_id: str | None = None):
-    """Enqueue `func(*ids)` on queue `name` with Sagan's TTLs; a fixed `job_id` dedupes."""
-    return get_queue(name).enqueue(func, args=ids, job_id=job_id,
-                                   failure_ttl=FAILURE_TTL, result_ttl=RESULT_TTL)
+def enqueue(name: str, func: str, *ids, job_id: str | None = None):
+    """Enqueue `func(*ids)` on queue `name`, signed, with Sagan's TTLs; a fixed `job_id` dedupes."""
+    return put(name, func, ids, job_id=job_id)

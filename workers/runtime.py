@@ -1,4 +1,11 @@
-"""How a job meets the app: every job runs inside an application context.
+"""How a job meets the app: every job runs inside an application context, and only Sagan's jobs run.
+
+Whoever can write to Redis can put a job on a queue. So a job is read as JSON (never
+unpickled: that alone would run a writer's code), its function must be one of
+services.jobs.JOB_FUNCTIONS (checked before the name is imported), it must carry Sagan's
+signature of its function, arguments and id (an HMAC under SECRET_KEY, services.jobs.put),
+and it may carry no callbacks (RQ would import and call those by name too). Anything else
+fails without running.
 
 The worker process builds the app once, before any fork, without opening a database
 connection. Each work horse (the forked child that runs one job) first drops whatever
@@ -12,16 +19,18 @@ Production can use these classes with plain RQ too:
 """
 from __future__ import annotations
 
+import hmac
 import importlib
 import logging
 import signal
 
-from flask import Flask, has_app_context
+from flask import Flask, current_app, has_app_context
 from rq import Worker
 from rq.job import Job
 from sqlalchemy.orm import configure_mappers
 
 from workers.fork_guard import guard as fork_guard
+from services import jobs
 from services.jobs import AGENTS, LOCAL
 
 log = logging.getLogger(__name__)
@@ -50,10 +59,44 @@ def job_app() -> Flask:
     return _app
 
 
+class ForeignJob(Exception):
+    """A job naming a function (or callback) that is not one of Sagan's: refused, never imported."""
+
+
 class AppContextJob(Job):
-    """A job whose function runs inside an app context, with the session removed after."""
+    """A job whose function runs inside an app context, with the session removed after.
+
+    Always JSON, whatever serializer a caller passes: a worker built by plain `rq worker`
+    must not fall back to pickle."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["serializer"] = jobs.SERIALIZER
+        super().__init__(*args, **kwargs)
+
+    # Sagan's jobs have no callbacks; one named in Redis is never imported.
+    @property
+    def success_callback(self):
+        return None
+
+    @property
+    def failure_callback(self):
+        return None
+
+    @property
+    def stopped_callback(self):
+        return None
 
     def perform(self):
+        if self.func_name not in jobs.JOB_FUNCTIONS or self.instance is not None:
+            raise ForeignJob(f"Refused job {self.id}: {self.func_name!r} is not one of Sagan's job functions "
+                             "(services/jobs.py), so it was not run.")
+        secret = (current_app if has_app_context() else job_app()).config["SECRET_KEY"]
+        expected = jobs.signature(self.func_name, self.args, self.id, secret)
+        given = (self.meta or {}).get("signature")
+        if self.kwargs or not isinstance(given, str) or not hmac.compare_digest(given, expected):
+            raise ForeignJob(f"Refused job {self.id}: it does not carry Sagan's signature (it was not put on the "
+                             "queue by this instance, or SECRET_KEY differs between web and worker), so it was "
+                             "not run.")
         if has_app_context():
             # In-process runs (tests' SimpleWorker) already stand inside the right app.
             return super().perform()
@@ -83,6 +126,7 @@ class SaganWorker(Worker):
         given = kwargs.get("job_class")
         if not (isinstance(given, type) and issubclass(given, AppContextJob)):
             kwargs["job_class"] = AppContextJob
+        kwargs["serializer"] = jobs.SERIALIZER  # never pickle (see the module's docstring)
         super().__init__(*args, **kwargs)
         job_app()  # build (or reuse) the app in the parent: imports once, no connections
         # One-time set-up done here, before any fork, not lazily by whichever thread is first.

@@ -579,7 +579,8 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
             name=name, image=pod_spec.get("image") or current_app.config.get("SAGAN_POD_IMAGE") or DEFAULT_IMAGE,
             args=args, gpu_id=candidate.gpu.provider_id, gpu_count=candidate.gpu_count, cloud=candidate.cloud,
             disk_gb=candidate.disk_gb, volume_gb=candidate.volume_gb,
-            env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env})
+            env={**pod_env(experiment, run, pod_spec, index, name, token), **wrapper_env},
+            host_urls=[url for url in [settings.get("research_repo_url") or ""] if url])
         if not local:
             _check_request_size(request)
             # The keys startSsh hands this pod are the account's now: the card says whether it has any.

@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+import redis
 import sqlalchemy as sa
 
 from config import TestConfig
@@ -33,6 +36,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 HAPPY_STATUSES = ["proposed", "clarifying", "awaiting_clarifications", "clarifying", "plan_pending", "approved",
                   "implementing", "code_reviewing", "implementing", "code_reviewing", "testing", "queued", "running",
                   "uploading", "verifying", "interpreting", "clean_result_drafting", "awaiting_promotion", "shared"]
+
+
+JOURNEY_REDIS_USER = "sagan-journey"
+
+
+def _redis_with_a_password(url: str) -> str:
+    """The test Redis through an account with a password (an ACL user made for this run): a
+    worker serving local pods refuses a Redis URL without one, as deployed."""
+    password = secrets.token_urlsafe(16)
+    redis.Redis.from_url(url).acl_setuser(JOURNEY_REDIS_USER, enabled=True, passwords=[f"+{password}"],
+                                          keys=["*"], channels=["*"], commands=["+@all"], reset=True)
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{JOURNEY_REDIS_USER}:{password}@{parts.hostname}:{parts.port or 6379}"))
 
 
 def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
@@ -59,7 +75,9 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
         assert stage.on, stage.reason
         agents.code_stage = True
     env = {**os.environ, **settings, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI,
-           "REDIS_URL": TestConfig.REDIS_URL, "SECRET_KEY": "journey", "SAGAN_LOCAL_PODS": "1",
+           "REDIS_URL": _redis_with_a_password(TestConfig.REDIS_URL), "SAGAN_LOCAL_PODS": "1",
+           # The test's app enqueues jobs too: web and workers share one key, as deployed (jobs are signed with it).
+           "SECRET_KEY": app.config["SECRET_KEY"],
            "SAGAN_SCHEDULER_TICK_SECONDS": "1", "SAGAN_POD_WATCH_SECONDS": "1",
            # As `make demo` does: the demo's research repository is a local path.
            "SAGAN_ALLOW_LOCAL_REPO": "1", "SAGAN_INSTANCE_DIR": str(tmp_path),
@@ -77,6 +95,7 @@ def _stack(app, live_server, monkeypatch, tmp_path, *, code_stage: bool):
             worker.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, 9)
+    redis.Redis.from_url(TestConfig.REDIS_URL).acl_deluser(JOURNEY_REDIS_USER)
     agents.stop()
     shutil.rmtree(base, ignore_errors=True)
 

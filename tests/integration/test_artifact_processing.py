@@ -76,8 +76,9 @@ def test_a_large_text_upload_is_unreadable_until_its_job_redacts_it(app, client,
     row = artifact_row(app, "train.log")
     assert row.status == "processing" and row.content == b"" and row.pending_content == log
     with app.app_context():
-        assert Job.fetch(artifacts.job_id(row.id, row.sha256), connection=redis_store.connection()).origin == \
-            "artifacts"
+        job = Job.fetch(artifacts.job_id(row.id, row.sha256), connection=redis_store.connection(),
+                        serializer=jobs.SERIALIZER)
+        assert job.origin == "artifacts"
     reader = api_client("read")
     waiting = reader.get(f"/api/artifacts/{row.id}")
     assert waiting.status_code == 409 and waiting.get_json()["error"] == "artifact_processing"
@@ -154,7 +155,8 @@ def test_the_sweep_fails_an_artifact_whose_job_died_with_its_process(app, client
     process = start_worker(worker_env(tmp_path), "artifacts")
     try:
         with app.app_context():
-            job = Job.fetch(artifacts.job_id(row.id, row.sha256), connection=redis_store.connection())
+            job = Job.fetch(artifacts.job_id(row.id, row.sha256), connection=redis_store.connection(),
+                            serializer=jobs.SERIALIZER)
         wait_until(lambda: job.get_status() == "started", "the artifact worker never started the job")
         wait_until(lambda: psutil.Process(process.pid).children(), "no work horse")
         for horse in psutil.Process(process.pid).children():
@@ -231,7 +233,7 @@ def test_an_agent_job_starts_while_a_slow_artifact_job_runs(app, client, make_li
         pod = make_live_pod("Slow artifact")
         upload(client, pod.secret, "huge.svg", flat_svg(3 * 1024 * 1024), "image/svg+xml")
         row = artifact_row(app, "huge.svg")
-        job = Job.fetch(artifacts.job_id(row.id, row.sha256), connection=connection)
+        job = Job.fetch(artifacts.job_id(row.id, row.sha256), connection=connection, serializer=jobs.SERIALIZER)
         wait_until(lambda: job.get_status() == "started", "the artifact worker never started its job")
         fake_anthropic.script(reply(text("Planned.")))
         number = make_experiment("Meanwhile", status="planning")

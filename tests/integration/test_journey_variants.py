@@ -16,9 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Pod, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, parking
+from services import approvals, clock, experiments, lifecycle, parking, system_users
 from services.actors import Actor
 from services.dispatch import watcher
+from services.dispatch.backends import local_network
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.test_code_agents import Agents, _tool
 
@@ -36,7 +37,8 @@ def test_crash_loop_then_one_recovery_then_success(app, fake_anthropic, worker, 
     """First dispatch: the container keeps restarting (three bootstraps) → pods stopped, the
     orchestrator fails crash_loop with the evidence → one recovery relaunches → the pods finish."""
     # Pods are sandboxed (a private /tmp, no view of the host's folders), so "crashed once
-    # already?" is asked over loopback, which pods keep, from a counter the test serves.
+    # already?" is asked over loopback from a counter the test serves; pods reach nothing of
+    # the host but their pod API, so the counter is let through the filter like one.
     calls = []
 
     class Counter(http.server.BaseHTTPRequestHandler):
@@ -53,6 +55,8 @@ def test_crash_loop_then_one_recovery_then_success(app, fake_anthropic, worker, 
 
     counter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counter)
     threading.Thread(target=counter.serve_forever, daemon=True).start()
+    pod_user = system_users.ensure_user(app.config["SAGAN_LOCAL_POD_USER"])
+    local_network.check(pod_user.pw_uid if pod_user else None, [f"http://127.0.0.1:{counter.server_address[1]}/"])
     pods_dir = tempfile.mkdtemp(prefix="sagan-crash-pods-", dir="/tmp")
     os.chmod(pods_dir, 0o711)
     monkeypatch.setitem(app.config, "SAGAN_BASE_URL", live_server.url)

@@ -661,8 +661,9 @@ def test_a_local_pod_runs_unprivileged_when_the_server_is_root(local, receiver):
 
 
 def test_without_a_pod_user_a_local_pod_runs_as_the_server_user(local_root, receiver):
-    """With no unprivileged user configured (the non-root case), does the pod run as the server's own user?"""
-    backend = LocalBackend(local_root / "own", run_as=None)
+    """With no unprivileged user configured (the non-root case) and the owner opted in to unisolated local
+    pods, does the pod run as the server's own user?"""
+    backend = LocalBackend(local_root / "own", run_as=None, unisolated=True)
     try:
         pod = backend.create(local_request(receiver, "id -un > \"$SAGAN_ARTIFACT_DIR/user.txt\""))
         assert wait_until_finished(backend, pod.id).exit_code == 0

@@ -25,6 +25,7 @@ import config as sagan_config
 from app import create_app
 from models import AgentRun, Setting, db
 from services import redis_store, runs, sweeps
+from services.jobs import SERIALIZER
 from services.actors import Actor
 from services.dispatch import provisioner, watcher
 from services.experiments import create_experiment
@@ -90,7 +91,7 @@ def _failed_jobs(app) -> list[str]:
     """Why each failed dispatch job failed (the exception's own line of its traceback)."""
     with app.app_context():
         registry = FailedJobRegistry(queue=queues.get_queue(queues.DISPATCH))
-        jobs = [Job.fetch(job_id, connection=redis_store.connection()) for job_id in registry.get_job_ids()]
+        jobs = [Job.fetch(job_id, connection=redis_store.connection(), serializer=SERIALIZER) for job_id in registry.get_job_ids()]
     return [next((line for line in reversed((job.exc_info or "").splitlines()) if "Error" in line), job.id)
             for job in jobs]
 

@@ -24,7 +24,8 @@ def worker_env(tmp_path, **extra: str) -> dict:
     """The environment of a real worker process on the test database, plus `extra` (the
     fake provider it talks to)."""
     return {**os.environ, "DATABASE_URL": TestConfig.SQLALCHEMY_DATABASE_URI, "REDIS_URL": TestConfig.REDIS_URL,
-            "SECRET_KEY": "test", "SAGAN_INSTANCE_DIR": str(tmp_path), **extra}
+            # The test's app enqueues, the worker runs: one key, as deployed (jobs are signed with it).
+            "SECRET_KEY": TestConfig().SECRET_KEY, "SAGAN_INSTANCE_DIR": str(tmp_path), **extra}
 
 
 def model_env(fake_anthropic) -> dict:

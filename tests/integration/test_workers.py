@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import signal
 import threading
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from rq import SimpleWorker
+from rq import Queue, SimpleWorker
 
 from models import db
-from services import redis_store
+from services import jobs, redis_store
 from workers import queues, runtime, scheduler
 from workers.launcher import build_worker, parse_args, queue_names
 
@@ -27,9 +28,16 @@ def backend_pid() -> int:
     return db.session.execute(sa.text("SELECT pg_backend_pid()")).scalar()
 
 
+# The test's own jobs, allowed beside Sagan's for these tests only.
+TEST_JOBS = {"services.auth.owner_exists", "tests.integration.test_workers.backend_pid",
+             "tests.integration.test_workers.take_the_probe_lock"}
+
+
 @pytest.fixture
-def job_app(app):
-    """Jobs run in the test app; signal handlers a worker installs are put back afterwards."""
+def job_app(app, monkeypatch):
+    """Jobs run in the test app (the test's own jobs allowed); signal handlers a worker installs
+    are put back afterwards."""
+    monkeypatch.setattr(jobs, "JOB_FUNCTIONS", jobs.JOB_FUNCTIONS | TEST_JOBS)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     runtime.set_app(app)
     yield app
@@ -207,3 +215,64 @@ def test_the_worker_waits_for_jobs_without_redis_timeouts_after_start(app, caplo
     assert dequeued == [None], "the dequeue did not come back after its 7 s wait"
     # The worker's long socket timeout is set on a pool of its own, not the app's shared one.
     assert worker.connection.connection_pool is not shared.connection_pool
+
+
+class Loot:
+    """Pickled, it calls os.system when unpickled: what a writer to Redis could put in a job."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def run_one_job(app, queue_name: str) -> None:
+    """Work `queue_name` once, in-process, as the deployed worker's class would."""
+    with app.app_context():
+        worker = SimpleWorker([queues.get_queue(queue_name)], connection=redis_store.connection(),
+                              job_class=runtime.AppContextJob, serializer=jobs.SERIALIZER)
+    worker.work(burst=True, with_scheduler=False)
+
+
+def test_a_job_naming_a_foreign_function_is_refused_without_running(app, tmp_path):
+    """A job put on Redis by someone else, naming os.system: does it fail, saying why, without running?"""
+    marker = tmp_path / "ran"
+    with app.app_context():
+        job = queues.get_queue(queues.DEFAULT).enqueue("os.system", args=(f"touch {marker}",))
+    run_one_job(app, queues.DEFAULT)
+    assert not marker.exists()
+    assert job.get_status(refresh=True) == "failed"
+    assert "'os.system' is not one of Sagan's job functions" in job.latest_result().exc_string
+
+
+def test_a_job_without_sagans_signature_is_refused_even_naming_sagans_function(app, job_app, tmp_path):
+    """A job put on Redis by someone without SECRET_KEY, naming one of Sagan's own functions (or
+    carrying a signature for other arguments): is it refused without running, while a job Sagan
+    signed runs?"""
+    with app.app_context():
+        unsigned = queues.get_queue(queues.DEFAULT).enqueue("services.auth.owner_exists")
+        signed = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
+        borrowed = queues.get_queue(queues.DEFAULT).enqueue(
+            "services.auth.owner_exists", args=("other",), meta={"signature": signed.meta["signature"]})
+    run_one_job(app, queues.DEFAULT)
+    with app.app_context():
+        assert signed.get_status(refresh=True) == "finished"
+        for job in (unsigned, borrowed):
+            assert job.get_status(refresh=True) == "failed"
+            assert "does not carry Sagan's signature" in job.latest_result().exc_string
+
+
+def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
+    """A job written with RQ's default (pickle) serializer, whose arguments run a command when
+    unpickled: does the worker fail it without unpickling anything, and go on to the next job?"""
+    marker = tmp_path / "unpickled"
+    with app.app_context():
+        plain = Queue(queues.DEFAULT, connection=redis_store.connection())  # RQ's default serializer: pickle
+        job = plain.enqueue("workers.notify.deliver", Loot(marker))
+        after = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
+    run_one_job(app, queues.DEFAULT)
+    assert not marker.exists()
+    with app.app_context():
+        assert redis_store.connection().hget(job.key, "status") == b"failed"
+        assert after.get_status(refresh=True) == "finished"

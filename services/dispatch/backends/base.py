@@ -34,6 +34,10 @@ class PodRequest:
     env: dict[str, str]
     data_center_ids: list[str] = field(default_factory=list)
     ports: list[str] = field(default_factory=lambda: ["22/tcp"])
+    # URLs a local pod may reach even when they are on the Sagan host, from Sagan's own
+    # settings, never from the plan (the owner's research repository); the pod API of
+    # SAGAN_PROGRESS_URL / SAGAN_ARTIFACT_URL always is. Other backends ignore it.
+    host_urls: list[str] = field(default_factory=list)
 
 
 @dataclass

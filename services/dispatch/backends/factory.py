@@ -76,5 +76,6 @@ def backend_for(account: str, config=None) -> PodBackend:
             run_as=_setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
             stop_grace_seconds=float(_setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
             sandbox_user=_setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
+            unisolated=bool(_setting(config, "SAGAN_LOCAL_PODS_UNISOLATED", False)),
         )
     raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")

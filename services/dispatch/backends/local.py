@@ -18,6 +18,10 @@ writable by it: a pod cannot rewrite its own `pid` file to make stop() signal so
 process group. stop() also checks that the pid still belongs to the process it started
 (its start time), so a recycled pid is never signalled.
 
+The pod keeps outbound network but reaches nothing of this host (loopback, the host's own
+addresses) except its pod API: an nftables filter on the pod user (local_network.py). A pod
+that cannot be kept off the host is refused, unless SAGAN_LOCAL_PODS_UNISOLATED says otherwise.
+
 The pod's environment is built from an allowlist plus the request's env; nothing else of
 the server's environment (SECRET_KEY, DATABASE_URL, RUNPOD_/ANTHROPIC_ keys) reaches it.
 Limits: pods of one host share the pod user (the sandbox keeps them apart, the user does
@@ -27,6 +31,7 @@ its pid namespace ends; this backend is for the owner's own code.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import re
@@ -40,7 +45,7 @@ from pathlib import Path
 import psutil
 
 from services import system_users
-from services.dispatch.backends import local_sandbox
+from services.dispatch.backends import local_network, local_sandbox
 from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
 from services.redact import SECRET_ENV_SUFFIXES
 
@@ -49,6 +54,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 _ALLOWED_PREFIXES = ("LC_", "PYTHON")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+log = logging.getLogger(__name__)
 # Pods this process started, by directory, so their exits are collected here (a long-lived
 # worker would otherwise keep zombies, which look alive to a pid check).
 _CHILDREN: dict[str, subprocess.Popen] = {}
@@ -76,8 +82,11 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, root_dir, *, run_as: str | None = "sagan-pod", stop_grace_seconds: float = 10.0,
-                 bootstrap: Path | str = BOOTSTRAP, sandbox_user: str | None = None):
+                 bootstrap: Path | str = BOOTSTRAP, sandbox_user: str | None = None, unisolated: bool = False):
         self.root = Path(root_dir)
+        # The owner's explicit opt-in (SAGAN_LOCAL_PODS_UNISOLATED) to pods that can reach this
+        # host's services when the filter keeping them off cannot be set up (local_network.py).
+        self.unisolated = unisolated
         self.stop_grace_seconds = stop_grace_seconds
         self.bootstrap = Path(bootstrap)
         # Drop privileges only when we have them; otherwise the pod runs as us (in its sandbox).
@@ -100,6 +109,7 @@ class LocalBackend:
             bwrap = local_sandbox.bwrap_path()
         except local_sandbox.SandboxMissing as exc:
             raise BackendError("provider_error", str(exc)) from None
+        self._isolate_network(request)
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)  # the pod user may pass through to its own folder, never list the others
         pod_dir = self.root / request.name
@@ -307,6 +317,23 @@ class LocalBackend:
             _CHILDREN.pop(str(pod_dir), None)
             return False
         return True
+
+    def _isolate_network(self, request: PodRequest) -> None:
+        """Keep the pod off this host's own services (local_network.py), or refuse to start it.
+
+        The exceptions are the pod API's origin, from the URLs Sagan tells the pod (the
+        provisioner sets them from SAGAN_BASE_URL after the plan's env, so a plan cannot
+        point them at another local port), and the request's host_urls (the owner's research
+        repository, from Settings)."""
+        urls = [request.env.get("SAGAN_PROGRESS_URL", ""), request.env.get("SAGAN_ARTIFACT_URL", ""),
+                *request.host_urls]
+        try:
+            local_network.check(self.user.pw_uid if self.user else None, urls)
+        except local_network.NotIsolated as exc:
+            if not self.unisolated:
+                raise BackendError("provider_error", str(exc)) from None
+            log.warning("Local pod %s starts WITHOUT network isolation (%s=1): it can reach every service on "
+                        "this host. %s", request.name, local_network.OPT_IN, exc)
 
     def _check_reachable(self, pod_dir: Path) -> None:
         """Fail clearly when the unprivileged user cannot reach the pod's directory."""

@@ -11,9 +11,9 @@ or Sagan's SQLite database. Each pod therefore gets:
   works as on RunPod), its state folder at `/run/sagan-state`, a private `/tmp`, and
   nothing else — no instance folder, no other pod, no worktree;
 - a `/etc/passwd` naming only its own user;
-- the network of the host: pods install packages and clone repositories. The services on
-  loopback it must not reach are closed another way (docs/pods.md (Local pods): passwords on
-  PostgreSQL and Redis, the embedded Redis on a private socket only).
+- the network of the host: pods install packages and clone repositories. Nothing of the host
+  itself is reachable: a packet filter on the pod user rejects every address of this host
+  but the pod API (local_network.py).
 
 When Sagan runs as root, bwrap is started as the dedicated pod user (SAGAN_LOCAL_POD_USER,
 created if missing), never the code sandbox's user; otherwise it runs as Sagan's own user,
