@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
 import bleach
-import markdown as markdown_lib
 import tinycss2
 from bleach import html5lib_shim
 from bleach._vendor.html5lib.constants import namespaces as HTML5_NAMESPACES
 from bleach._vendor.html5lib.constants import voidElements
 from bleach._vendor.html5lib.treewalkers.base import TreeWalker
-from bleach.linkifier import LinkifyFilter
+from bleach.linkifier import TLDS, LinkifyFilter
 from bleach.sanitizer import BleachSanitizerFilter
 
+from services import markdown_bounds
 from services.errors import ValidationError
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -115,8 +115,18 @@ EXPERIMENT_HREF = re.compile(r"/experiments/([1-9][0-9]{0,8})")
 EXPERIMENT_REF_CLASS = "experiment-ref"
 _NO_REF_INSIDE = frozenset({"a", "pre", "code", "style", "kbd", "samp"})
 LINK_REL = "noopener noreferrer nofollow"
-
-_MARKDOWN_EXTENSIONS = ["extra", "sane_lists", "nl2br"]
+# What the dashboard policy turns into a link in text: an address written with its scheme
+# or `www.` (see _only_written_urls), with bleach's domain rule (a known top-level domain).
+# bleach's own pattern may start at every position of a run of `(` or of `a-a-a…` and scan
+# to the run's end from each, quadratic (8,000 `(` took 4 s); this one starts only at the
+# first `(` of a run, or at a scheme or `www.` that does not continue a word, so each
+# character is scanned from a bounded number of starts.
+LINKIFY_URL = re.compile(
+    r"(?:(?<!\()\(+|(?<![\w@.(/:-]))"
+    r"(?:https?://(?:(?:\w+:)?\w+@)?|www\.)"
+    r"(?:[\w-]+\.)+(?:" + "|".join(TLDS) + r")(?::[0-9]+)?(?!\.\w)\b"
+    r"(?:[/?][^\s{}|\\^`<>\"]*)?",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -156,23 +166,14 @@ def sanitize_result_html(html: str | None) -> str:
 
 
 def render_markdown(text: str | None) -> str:
-    """Markdown (tables, fenced code, lists) to sanitized HTML."""
+    """Markdown (tables, fenced code, lists) to sanitized HTML, in time linear in the text
+    (services.markdown_bounds says how each slow shape is kept linear)."""
     if not text:
         return ""
     check_markdown_nesting(text)
-    html = markdown_lib.markdown(_defuse_slow_blocks(text), extensions=_MARKDOWN_EXTENSIONS,
-                                 output_format="html")
-    return sanitize_html(html)
+    return sanitize_html(markdown_bounds.render(text))
 
 
-# Python-Markdown's inline patterns rescan a paragraph once per match, and its link
-# pattern looks for the closing bracket from every `[`: 2,000 `[` in one paragraph took
-# 3 s, 30,000 never finished. A paragraph past these limits is shown as a code block
-# (verbatim, no inline markup), which no legitimate plan or comment needs.
-MARKDOWN_BLOCK_MAX_CHARS = 20_000
-MARKDOWN_BLOCK_MAX_BRACKETS = 256
-_BLOCK_SPLIT = re.compile(r"(\n[ \t]*\n)")
-# Block prefixes that nest: quotes and list items (`> - 1. `), at the start of a line.
 _MARKDOWN_NESTERS = re.compile(r"[ \t]*(?:>|[-*+][ \t]+|\d{1,9}[.)][ \t]+)")
 
 
@@ -187,15 +188,6 @@ def check_markdown_nesting(text: str) -> None:
             if depth > MAX_NESTING_DEPTH:
                 raise MarkupTooDeep(f"The text nests quotes or lists more than {MAX_NESTING_DEPTH} levels "
                                     "deep; flatten it.", field="markdown")
-
-
-def _defuse_slow_blocks(text: str) -> str:
-    parts = _BLOCK_SPLIT.split(text)
-    for index in range(0, len(parts), 2):
-        block = parts[index]
-        if len(block) > MARKDOWN_BLOCK_MAX_CHARS or block.count("[") > MARKDOWN_BLOCK_MAX_BRACKETS:
-            parts[index] = "\n".join("    " + line for line in block.split("\n"))
-    return "".join(parts)
 
 
 def parse_fragment(html: str) -> ElementTree.Element:
@@ -423,7 +415,8 @@ def _clean(html: str | None, policy: Policy) -> str:
         strip_disallowed_tags=True, strip_html_comments=True,
     )
     if policy.linkify:
-        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"])
+        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"],
+                               url_re=LINKIFY_URL)
     source = _ExperimentRefs(source)
     source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)
