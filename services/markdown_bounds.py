@@ -18,7 +18,8 @@ renders to:
   BLOCK_MAX_BRACKETS `[`, is shown verbatim as code, and the table test reads only a
   block's first two lines.
 
-Text past RENDER_MAX_CHARS is not rendered at all: it is shown as escaped, preformatted text.
+Text past RENDER_MAX_CHARS characters or RENDER_MAX_BLOCKS blocks is not rendered at all: it
+is shown as escaped, preformatted text.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ import markdown as markdown_lib
 # are refused past MARKDOWN_MAX bytes (200,000) and comments past 20,000 characters before
 # they get here, so this is the bound for anything that reaches the renderer another way.
 RENDER_MAX_CHARS = 200_000
+# The most blocks (text between blank lines) rendered; later ones are shown verbatim too.
+RENDER_MAX_BLOCKS = 2_000
 # A block (text between blank lines) past either limit is shown as code. Legitimate
 # paragraphs, lists and tables are far smaller; the block parser's cost grows with
 # lines × characters within one block.
@@ -55,7 +58,13 @@ def render(text: str) -> str:
     rest = ""
     if len(text) > RENDER_MAX_CHARS:
         text, rest = text[:RENDER_MAX_CHARS], text[RENDER_MAX_CHARS:]
-    source = _verbatim_oversized_blocks(_set_aside_unclosed_angles(text))
+    parts = _BLOCK_SPLIT.split(text)
+    if len(parts) > 2 * RENDER_MAX_BLOCKS:
+        # Past this many blocks the text is shown verbatim: each block costs the renderer and
+        # the sanitizer a fixed amount, and the block list is shifted once per block.
+        rest = "".join(parts[2 * RENDER_MAX_BLOCKS:]) + rest
+        parts = parts[:2 * RENDER_MAX_BLOCKS - 1]
+    source = _verbatim_oversized_blocks(_set_aside_unclosed_angles("".join(parts)))
     html = _renderer().convert(source).replace(_LT, "&lt;")
     if rest:
         html += f'\n<pre class="verbatim"><code>{escape(rest, quote=False)}</code></pre>'
