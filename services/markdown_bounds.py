@@ -42,7 +42,7 @@ BLOCK_MAX_LINES = 400
 BLOCK_MAX_BRACKETS = 256
 # How far a link's text (`[…]`) and target (`(…)`) may reach, and a code span.
 LINK_MAX_CHARS = 2_000
-CODE_SPAN_MAX_CHARS = 5_000
+CODE_SPAN_MAX_CHARS = 20_000
 
 EXTENSIONS = ["extra", "sane_lists", "nl2br"]
 
@@ -134,13 +134,42 @@ def _bound_link_scans(processor) -> None:
 
 
 def _bound_code_spans(processor) -> None:
-    """A code span's closing backticks are looked for within CODE_SPAN_MAX_CHARS."""
-    find = processor.find_code_spans
+    """Code spans found with C-speed searches instead of a character loop per opener.
 
-    def bounded(start, text):
-        return find(start, text[:start + CODE_SPAN_MAX_CHARS])
+    Same pairing as Python-Markdown's: the first later run of as many backticks closes the
+    span; failing that, when no later run is longer than the opener, the first of the
+    longest shorter runs does (and the opener's extra backticks stay text). Runs are looked
+    for within CODE_SPAN_MAX_CHARS, and an opener of more than CODE_SPAN_MAX_TICKS backticks
+    opens nothing.
+    """
+    def find(start, text):
+        opener = _BACKTICKS.match(text, start)
+        ticks = opener.end() - start
+        begin = opener.end()
+        if ticks > CODE_SPAN_MAX_TICKS:
+            return begin, None
+        window = text[:begin + CODE_SPAN_MAX_CHARS]
+        closing = _run_of(ticks).search(window, begin)
+        if closing:
+            return begin, closing.start()
+        if re.compile("`" * (ticks + 1)).search(window, begin):
+            return begin, None
+        for shorter in range(ticks - 1, 0, -1):
+            closing = _run_of(shorter).search(window, begin)
+            if closing:
+                return begin - (ticks - shorter), closing.start()
+        return begin, None
 
-    processor.find_code_spans = bounded
+    processor.find_code_spans = find
+
+
+_BACKTICKS = re.compile("`*")
+CODE_SPAN_MAX_TICKS = 16
+
+
+def _run_of(count: int) -> re.Pattern:
+    """A run of exactly `count` backticks."""
+    return re.compile(f"(?<!`){'`' * count}(?!`)")
 
 
 def _cheap_table_test(processor) -> None:
