@@ -50,6 +50,7 @@ EXTENSIONS = ["extra", "sane_lists", "nl2br"]
 # that reaches the renderer (any in the input is replaced first).
 _LT = "\ufdd0"
 _BLOCK_SPLIT = re.compile(r"(\n[ \t]*\n)")
+_BRACKETS = re.compile(r"[\[\]]")
 
 
 def render(text: str) -> str:
@@ -121,11 +122,22 @@ def _renderer() -> markdown_lib.Markdown:
 
 def _bound_link_scans(processor) -> None:
     """Link text and target scans stop LINK_MAX_CHARS past where they start: a longer one is
-    not a link (its `[` stays text)."""
-    get_text, get_link = processor.getText, processor.getLink
+    not a link (its `[` stays text).
+
+    The link text's closing `]` is found by visiting only the brackets (Python-Markdown
+    visits every character in a Python loop: 200 `[` before long text cost 0.8 s per 40 KB).
+    Same answer: the first `]` that closes as many `[` as were opened after the first.
+    """
+    get_link = processor.getLink
 
     def bounded_text(data, index):
-        return get_text(data[:index + LINK_MAX_CHARS], index)
+        end = min(len(data), index + LINK_MAX_CHARS)
+        depth = 1
+        for bracket in _BRACKETS.finditer(data, index, end):
+            depth += 1 if bracket.group() == "[" else -1
+            if depth == 0:
+                return data[index:bracket.start()], bracket.end(), True
+        return data[index:end], end, False
 
     def bounded_link(data, index):
         return get_link(data[:index + LINK_MAX_CHARS], index)
