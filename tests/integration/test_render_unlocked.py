@@ -1,0 +1,73 @@
+"""Outside text is rendered and sanitized with no database transaction open.
+
+On SQLite every transaction holds the write lock from its first statement (BEGIN
+IMMEDIATE), so a render inside one stalls every other writer for as long as it takes.
+The real sanitizer is wrapped to note, each time it runs, whether the session it runs
+beside has a transaction open; every request path and agent tool that stores rendered
+text is driven, and none may render inside one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models import Comment, db
+from services import runs, sanitize
+from tests.integration.code_fixtures import call, tool_context
+
+PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
+
+
+@pytest.fixture
+def renders(monkeypatch):
+    """Whether a transaction was open at each sanitizer run (True is a render under the lock)."""
+    seen: list[bool] = []
+    real = sanitize._clean
+
+    def noting(html, policy):
+        seen.append(db.session().in_transaction())
+        return real(html, policy)
+
+    monkeypatch.setattr(sanitize, "_clean", noting)
+    return seen
+
+
+def test_owner_comments_render_outside_a_transaction(app, htmx_client, make_experiment, renders):
+    """Are the owner's new and edited comments rendered with no transaction open?"""
+    number = make_experiment()
+    headers = {"X-CSRFToken": htmx_client.csrf}
+    assert htmx_client.post(f"/experiments/{number}/comments", headers=headers,
+                            data={"body": "**First** try"}).status_code == 200
+    with app.app_context():
+        comment = db.session.scalar(db.select(Comment))
+    assert htmx_client.post(f"/comments/{comment.id}/edit", headers=headers,
+                            data={"body": "**Second** try"}).status_code == 200
+    assert len(renders) >= 2 and not any(renders), renders
+
+
+def test_plans_and_clean_results_from_the_api_render_outside_a_transaction(app, api_client, make_experiment,
+                                                                         renders):
+    """Are a plan posted with a write token and a clean result patched with one sanitized
+    with no transaction open?"""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    client = api_client("read,write")
+    response = client.post(f"/api/experiments/{number}/plans", json={"markdown": PLAN})
+    assert response.status_code == 201, response.get_json()
+    assert client.patch(f"/api/clean-results/{number}", json={"html": "<p>The loss falls.</p>"}).status_code == 200
+    assert len(renders) >= 2 and not any(renders), renders
+
+
+def test_agent_tools_render_outside_a_transaction(app, make_experiment, renders):
+    """Do the agent's plan, clean-result and comment tools render with no transaction open,
+    even after the turn's previous tool wrote its result event?"""
+    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    with app.app_context():
+        ctx = tool_context(number, "analyzer")
+        for name, data in (("submit_plan", {"markdown": PLAN}),
+                           ("write_clean_result", {"html": "<p>The loss falls.</p>"}),
+                           ("add_comment", {"body": "The **loss** falls."})):
+            runs.append_event(ctx.run.id, "notice", "the previous tool's result")  # not committed
+            result = call(ctx, name, **data)
+            assert not result.is_error, (name, result.content)
+    assert len(renders) >= 3 and not any(renders), renders
