@@ -72,10 +72,12 @@ def prepare_plan(experiment: Experiment, markdown) -> PreparedPlan:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
     # Read what the parse needs first: ending the transaction expires loaded rows.
     kind, account, allowed = experiment.kind, experiment.runpod_account, pod_secrets.allowlist()
-    return outside_transaction(_prepare_plan, markdown, kind, account, allowed)
+    return outside_transaction(prepare_plan_text, markdown, kind, account, allowed)
 
 
-def _prepare_plan(markdown: str, kind: str, account: str, allowed: list[str]) -> PreparedPlan:
+def prepare_plan_text(markdown: str, kind: str, account: str | None, allowed: list[str]) -> PreparedPlan:
+    """prepare_plan's work, a pure function of its arguments; called directly only for
+    Sagan's own text (the demo's plan), where no outside text renders under the lock."""
     markdown = plans.redact_plan(markdown)
     parsed = plans.parse(markdown, kind=kind, account=account, allowed_secrets=allowed)
     if not parsed.is_plan:

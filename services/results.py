@@ -198,10 +198,16 @@ def store_draft(experiment: Experiment, html: str, title: str | None = None) -> 
     The preview is shown in a frame loaded from its own URL (not srcdoc): a srcdoc frame
     inherits the page's CSP, which allows only the styles the page was rendered with.
     """
-    body = clean_body(html)
+    title = title if title is not None else experiment.title
+    body, report = outside_transaction(lambda: _sanitized_and_linted(html, title))
     key = secrets.token_urlsafe(12)
     redis_store.connection().set(_draft_key(experiment, key), body.encode(), ex=DRAFT_TTL_SECONDS)
-    return key, body, lint(title if title is not None else experiment.title, body)
+    return key, body, report
+
+
+def _sanitized_and_linted(html: str, title: str | None) -> tuple[str, LintReport]:
+    body = clean_body(html)
+    return body, lint(title, body)
 
 
 def load_draft(experiment: Experiment, key: str) -> str:

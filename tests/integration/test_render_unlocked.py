@@ -8,12 +8,14 @@ text is driven, and none may render inside one.
 """
 from __future__ import annotations
 
+from io import BytesIO
 from pathlib import Path
 
 import pytest
 
 from models import Comment, db
 from services import runs, sanitize
+from tests.conftest import csrf_from
 from tests.integration.code_fixtures import call, tool_context
 
 PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
@@ -36,6 +38,7 @@ def renders(monkeypatch):
 def test_owner_comments_render_outside_a_transaction(app, htmx_client, make_experiment, renders):
     """Are the owner's new and edited comments rendered with no transaction open?"""
     number = make_experiment()
+    renders.clear()  # the demo walk that made it renders its own plan as it seeds
     headers = {"X-CSRFToken": htmx_client.csrf}
     assert htmx_client.post(f"/experiments/{number}/comments", headers=headers,
                             data={"body": "**First** try"}).status_code == 200
@@ -46,11 +49,30 @@ def test_owner_comments_render_outside_a_transaction(app, htmx_client, make_expe
     assert len(renders) >= 2 and not any(renders), renders
 
 
+def test_the_owners_clean_result_preview_and_figures_sanitize_outside_a_transaction(app, client, owner,
+                                                                                   make_experiment, renders):
+    """Are the owner's clean result (saved and previewed) and an uploaded SVG figure
+    sanitized with no transaction open?"""
+    number = make_experiment("Draft", status="awaiting_promotion")
+    renders.clear()  # the demo walk that made it renders its own plan as it seeds
+    token = csrf_from(client.get(f"/experiments/{number}").text)
+    html = "<h2>Result</h2><p>The loss falls.</p>"
+    assert client.post(f"/experiments/{number}/clean-result/preview",
+                       data={"csrf_token": token, "html": html}).status_code in (200, 303)
+    assert client.post(f"/experiments/{number}/clean-result",
+                       data={"csrf_token": token, "html": html, "title": "Loss falls"}).status_code == 303
+    svg = b'<svg viewBox="0 0 10 10"><circle r="3"/></svg>'
+    assert client.post(f"/experiments/{number}/figures", data={"csrf_token": token, "file": (BytesIO(svg), "dots.svg")},
+                       content_type="multipart/form-data").status_code == 303
+    assert len(renders) >= 3 and not any(renders), renders
+
+
 def test_plans_and_clean_results_from_the_api_render_outside_a_transaction(app, api_client, make_experiment,
                                                                          renders):
     """Are a plan posted with a write token and a clean result patched with one sanitized
     with no transaction open?"""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    renders.clear()  # the demo walk that made it renders its own plan as it seeds
     client = api_client("read,write")
     response = client.post(f"/api/experiments/{number}/plans", json={"markdown": PLAN})
     assert response.status_code == 201, response.get_json()
@@ -62,6 +84,7 @@ def test_agent_tools_render_outside_a_transaction(app, make_experiment, renders)
     """Do the agent's plan, clean-result and comment tools render with no transaction open,
     even after the turn's previous tool wrote its result event?"""
     number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    renders.clear()  # the demo walk that made it renders its own plan as it seeds
     with app.app_context():
         ctx = tool_context(number, "analyzer")
         for name, data in (("submit_plan", {"markdown": PLAN}),
