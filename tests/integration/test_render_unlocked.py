@@ -17,6 +17,7 @@ from models import Comment, db
 from services import runs, sanitize
 from tests.conftest import csrf_from
 from tests.integration.code_fixtures import call, tool_context
+from tests.integration.test_progress_ingest import upload
 
 PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
 
@@ -94,3 +95,13 @@ def test_agent_tools_render_outside_a_transaction(app, make_experiment, renders)
             result = call(ctx, name, **data)
             assert not result.is_error, (name, result.content)
     assert len(renders) >= 3 and not any(renders), renders
+
+
+def test_a_pods_small_svg_upload_sanitizes_outside_a_transaction(app, client, make_live_pod, renders):
+    """Is a small SVG a pod uploads (sanitized in its request) sanitized with no transaction open?"""
+    pod = make_live_pod()
+    renders.clear()
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><circle r="3"/></svg>'
+    assert upload(client, pod.secret, "figures/dot.svg", svg, "image/svg+xml").status_code == 201
+    assert len(renders) >= 1 and not any(renders), renders
+
