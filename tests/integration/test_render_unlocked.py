@@ -8,15 +8,20 @@ text is driven, and none may render inside one.
 """
 from __future__ import annotations
 
+import sqlite3
 from io import BytesIO
 from pathlib import Path
 
+import flask_migrate
 import pytest
 
 from models import Comment, db
-from services import runs, sanitize
-from tests.conftest import csrf_from
+from services import experiments, runs, sanitize
+from services.actors import Actor
+from services.auth import create_owner
+from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.code_fixtures import call, tool_context
+from tests.integration.test_migrations import MIGRATIONS, _scratch_app
 from tests.integration.test_progress_ingest import upload
 
 PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
@@ -104,4 +109,45 @@ def test_a_pods_small_svg_upload_sanitizes_outside_a_transaction(app, client, ma
     svg = b'<svg xmlns="http://www.w3.org/2000/svg"><circle r="3"/></svg>'
     assert upload(client, pod.secret, "figures/dot.svg", svg, "image/svg+xml").status_code == 201
     assert len(renders) >= 1 and not any(renders), renders
+
+
+def test_on_sqlite_another_writer_gets_the_lock_while_a_comment_renders(tmp_path, monkeypatch):
+    """On the embedded default's SQLite, can another connection take the write lock at once
+    (no waiting) while the owner's comment is being rendered?"""
+    path = tmp_path / "sagan.db"
+    lite = _scratch_app(f"sqlite:///{path}")
+    with lite.app_context():
+        flask_migrate.upgrade(directory=MIGRATIONS)
+        create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+        number = experiments.create_experiment({"title": "Lite"}, Actor("owner", None, "t")).number
+        db.session.commit()
+    taken: list[bool] = []
+    real = sanitize._clean
+
+    def another_writer_meanwhile(html, policy):
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)  # a held lock fails at once
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            taken.append(True)
+        except sqlite3.OperationalError:
+            taken.append(False)
+        finally:
+            other.close()
+        return real(html, policy)
+
+    monkeypatch.setattr(sanitize, "_clean", another_writer_meanwhile)
+    try:
+        client = lite.test_client()
+        page = client.get("/login")
+        client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                    "csrf_token": csrf_from(page.text)})
+        token = csrf_from(client.get(f"/experiments/{number}").text)
+        response = client.post(f"/experiments/{number}/comments", data={"csrf_token": token, "body": "**Lite**"})
+        assert response.status_code in (200, 303), response.text
+        assert taken and all(taken), taken
+    finally:
+        with lite.app_context():
+            db.session.remove()
+            db.engine.dispose()
 
