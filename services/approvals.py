@@ -23,6 +23,7 @@ from services.dispatch.spec import as_pods, without_git_env
 from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.redact import redact
 from services.records import get_by_id
+from services.unlocked import outside_transaction
 
 AUTO_APPROVE_NOTE = "Auto-approved follow-up plan (experiment.auto_approve_plan=true)."
 AUTO_APPROVE_EVENT = "experiment.auto_approve_plan=true — skipping owner gate"
@@ -61,25 +62,56 @@ def not_a_plan_message(parsed: plans.ParsedPlan, source: str) -> str:
     return message + " To ask clarifying questions instead: POST /api/experiments/<id>/questions."
 
 
-def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: str,
-                agent_run_id=None) -> Submission:
-    """Store a plan version; if valid, open an approval request. The caller commits.
+@dataclass(frozen=True)
+class PreparedPlan:
+    """A plan checked, redacted, parsed and rendered, ready to store: no database needed."""
 
-    Raises Unprocessable(not_a_plan) for a questions-only text (nothing stored).
-    An invalid spec is stored with its problems and opens no request.
+    markdown: str
+    parsed: plans.ParsedPlan
+    plan_json: dict
+
+
+def prepare_plan(experiment: Experiment, markdown, *, source: str = "agent") -> PreparedPlan:
+    """Check, redact, parse and render a plan for `experiment`, writing nothing (`source`:
+    who writes it, for the wording of a refusal).
+
+    The render (every section's markdown through the sanitizer) runs with no transaction
+    open (services.unlocked): on SQLite an open one holds the write lock. Raises as
+    submit_plan does for an empty, oversized or questions-only text.
     """
-    if source not in registry.PLAN_SOURCES:
-        raise ValidationError(f"Unknown plan source {source!r}.", field="source")
     if not isinstance(markdown, str) or not markdown.strip():
         raise ValidationError("The plan is empty.", field="markdown")
     limit = current_app.config["MARKDOWN_MAX"]
     if len(markdown.encode()) > limit:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
+    # Read what the parse needs first: ending the transaction expires loaded rows.
+    kind, account, allowed = experiment.kind, experiment.runpod_account, pod_secrets.allowlist()
+    return outside_transaction(prepare_plan_text, markdown, kind, account, allowed, source)
+
+
+def prepare_plan_text(markdown: str, kind: str, account: str | None, allowed: list[str],
+                      source: str = "agent") -> PreparedPlan:
+    """prepare_plan's work, a pure function of its arguments; called directly only for
+    Sagan's own text (the demo's plan), where no outside text renders under the lock."""
     markdown = plans.redact_plan(markdown)
-    parsed = plans.parse(markdown, kind=experiment.kind, account=experiment.runpod_account,
-                         allowed_secrets=pod_secrets.allowlist())
+    parsed = plans.parse(markdown, kind=kind, account=account, allowed_secrets=allowed)
     if not parsed.is_plan:
         raise Unprocessable(not_a_plan_message(parsed, source), code="not_a_plan")
+    return PreparedPlan(markdown, parsed, plans.render_html(parsed.data))
+
+
+def submit_plan(experiment: Experiment, markdown: str | PreparedPlan, actor: Actor, *, source: str,
+                agent_run_id=None) -> Submission:
+    """Store a plan version; if valid, open an approval request. The caller commits.
+
+    `markdown` is the plan's text, or a PreparedPlan (prepare_plan) made before the caller
+    opened a transaction. Raises Unprocessable(not_a_plan) for a questions-only text
+    (nothing stored). An invalid spec is stored with its problems and opens no request.
+    """
+    if source not in registry.PLAN_SOURCES:
+        raise ValidationError(f"Unknown plan source {source!r}.", field="source")
+    prepared = markdown if isinstance(markdown, PreparedPlan) else prepare_plan(experiment, markdown, source=source)
+    markdown, parsed = prepared.markdown, prepared.parsed
     if experiment.terminal:
         raise Conflict(f"#{experiment.number} is {experiment.status}; reopen it before planning.",
                        code="experiment_finished")
@@ -94,7 +126,7 @@ def submit_plan(experiment: Experiment, markdown: str, actor: Actor, *, source: 
         accounts = costs.accounts_of(pods, experiment.runpod_account)
         estimate = costs.estimate(pods, costs.owner_gpu_prices(), local=not costs.is_paid(accounts)).as_json()
         estimate["accounts"] = sorted(accounts)
-    plan_json = plans.render_html(parsed.data)
+    plan_json = prepared.plan_json
     plan_version = PlanVersion(
         id=uuid.uuid4(), experiment_id=experiment.id, version=version, markdown=markdown,
         plan_json=plan_json, problems=parsed.problems, estimate=estimate, source=source,

@@ -45,6 +45,7 @@ from services.clock import utcnow
 from services.errors import TooLarge, ValidationError
 from services.redact import redact, redact_json_text
 from services.sanitize import check_nesting, sanitize_result_html
+from services.unlocked import release_reads
 
 log = logging.getLogger(__name__)
 
@@ -269,17 +270,22 @@ def store(*, experiment_id, pod_id, name: str, content_type: str, content: bytes
     if markup:
         check_nesting(content.decode("utf-8", errors="replace"))  # linear: a hostile document is a 400 now
     deferred = (is_text and len(content) > INLINE_REDACT_BYTES) or (markup and len(content) > INLINE_SANITIZE_BYTES)
+    figure_markup = None
+    if not deferred:
+        # Redacting and sanitizing are pure work on the upload: done before the first write,
+        # with the request's read-only transaction ended first (SQLite's write lock is not
+        # held meanwhile; services.unlocked). Inside a caller's savepoint it stays open.
+        release_reads()
+        if is_text:
+            content = _redacted(content_type, content, name)
+        figure_markup = sanitize_result_html(content.decode("utf-8", errors="replace")) if markup else None
     artifact, replaced_size = _claim_row(experiment_id, pod_id, name, content_type)
     artifact.content_type = content_type
     artifact.status_note = _figure_note(content_type, len(content))
     if deferred:
         artifact.content, artifact.pending_content, artifact.status = b"", content, "processing"
-        figure_markup = None
     else:
-        if is_text:
-            content = _redacted(content_type, content, name)
         artifact.content, artifact.pending_content, artifact.status = content, None, "ready"
-        figure_markup = sanitize_result_html(content.decode("utf-8", errors="replace")) if markup else None
     artifact.size, artifact.sha256 = len(content), hashlib.sha256(content).hexdigest()
     db.session.flush()
     _keep_figure(artifact, markup, figure_markup)

@@ -5,6 +5,7 @@ import secrets
 import uuid
 
 import sqlalchemy as sa
+from sqlalchemy.orm.attributes import set_committed_value
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
@@ -169,7 +170,9 @@ def verify_token(secret: str) -> ApiToken | None:
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
         db.session.execute(sa.update(ApiToken).where(ApiToken.id == token.id).values(last_used_at=now))
         db.session.commit()
-        token.last_used_at = now
+        # Known to be stored: set without marking the row changed, so the request's
+        # transaction has still written nothing (services.unlocked ends it to render).
+        set_committed_value(token, "last_used_at", now)
     return token
 
 

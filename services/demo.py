@@ -14,7 +14,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, metrics, registry, runs
+from services import approvals, experiments, lifecycle, metrics, pod_secrets, registry, runs
 from services.actors import Actor
 from services.clock import utcnow
 from services.dispatch.provisioner import PROVISIONER
@@ -139,7 +139,10 @@ def walk_to(experiment: Experiment, target: str) -> None:
                 note = "Demo: moved for the tour."
         if status == "plan_pending":
             # A real plan and its approval request, as the planner's would be.
-            approvals.submit_plan(experiment, DEMO_PLAN, DEMO_AGENT, source="agent")
+            # The demo's own plan, rendered in this seeding transaction (it has written already).
+            plan = approvals.prepare_plan_text(DEMO_PLAN, experiment.kind, experiment.runpod_account,
+                                               pod_secrets.allowlist())
+            approvals.submit_plan(experiment, plan, DEMO_AGENT, source="agent")
         elif status == "approved" and experiment.status in ("plan_pending", "awaiting_approval"):
             approval = approvals.take_for_demo(experiment, DEMO_OWNER)
             lifecycle.transition(experiment, status, DEMO_OWNER, note="Demo: plan approved for the tour.",

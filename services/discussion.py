@@ -22,6 +22,7 @@ from services.errors import Conflict, Forbidden, ValidationError
 from services.redact import redact
 from services.sanitize import render_markdown
 from services.records import get_by_id
+from services.unlocked import outside_transaction
 
 ENTITY_KINDS = ("experiment", "run")
 COMMENT_MAX = 20_000
@@ -80,6 +81,27 @@ def clean_body(body) -> str:
     return redact(body)
 
 
+@dataclass(frozen=True)
+class PreparedComment:
+    """A comment's checked, redacted text and its rendered HTML: no database needed."""
+
+    body: str
+    html: str
+
+
+def prepare_body(body) -> PreparedComment:
+    """Check, redact and render a comment, with no transaction open (services.unlocked: on
+    SQLite an open one holds the write lock while the markdown renders)."""
+    if isinstance(body, PreparedComment):
+        return body
+    return outside_transaction(_prepare_body, body)
+
+
+def _prepare_body(body) -> PreparedComment:
+    body = clean_body(body)
+    return PreparedComment(body, render_markdown(body))
+
+
 def experiment_of(entity_kind: str, entity) -> Experiment | None:
     if entity_kind == "experiment":
         return entity
@@ -99,9 +121,10 @@ def post_comment(entity_kind: str, entity, body, actor: Actor) -> Posted:
     enqueues `posted.run` (if any)."""
     if entity_kind not in ENTITY_KINDS:
         raise ValidationError("Comments go on experiments and runs.", field="entity_kind")
-    body = clean_body(body)
+    prepared = prepare_body(body)
+    body = prepared.body
     comment = Comment(id=uuid.uuid4(), entity_kind=entity_kind, entity_id=entity.id, author_kind="owner",
-                      author_name=(actor.label or "Owner")[:120], body_md=body, body_html=render_markdown(body))
+                      author_name=(actor.label or "Owner")[:120], body_md=body, body_html=prepared.html)
     db.session.add(comment)
     experiment = experiment_of(entity_kind, entity)
     if experiment is not None:
@@ -157,10 +180,10 @@ def edit_comment(comment: Comment, body, actor: Actor) -> Comment:
     """The owner edits one of their own comments (Claude's stay as written)."""
     if comment.author_kind != "owner" or actor.kind != "owner":
         raise Forbidden("You can edit only your own comments.", code="not_your_comment")
-    body = clean_body(body)
-    if body != comment.body_md:
-        comment.body_md = body
-        comment.body_html = render_markdown(body)
+    prepared = prepare_body(body)
+    if prepared.body != comment.body_md:
+        comment.body_md = prepared.body
+        comment.body_html = prepared.html
         comment.edited_at = utcnow()
     return comment
 
@@ -181,8 +204,10 @@ def entity_for(comment: Comment):
 
 def post_agent_reply(run: AgentRun, body: str, experiment: Experiment | None) -> Comment:
     """Claude's reply, in the thread whose question started `run` (else the experiment's);
-    checked and redacted like any comment."""
-    body = clean_body(body)
+    checked and redacted like any comment. `body` may be prepared (prepare_body) before the
+    caller's transaction opened."""
+    prepared = prepare_body(body)
+    body = prepared.body
     asked_by = [run.id] + ([run.parent_run_id] if run.parent_run_id else [])
     question = db.session.scalar(sa.select(Comment).where(Comment.qa_run_id.in_(asked_by))
                                  .order_by(Comment.created_at.desc()).limit(1))
@@ -193,7 +218,7 @@ def post_agent_reply(run: AgentRun, body: str, experiment: Experiment | None) ->
     else:
         raise ValidationError("This run has no discussion to answer in.")
     comment = Comment(id=uuid.uuid4(), entity_kind=entity_kind, entity_id=entity_id, author_kind="agent",
-                      author_name="Claude", body_md=body, body_html=render_markdown(body), agent_run_id=run.id)
+                      author_name="Claude", body_md=body, body_html=prepared.html, agent_run_id=run.id)
     db.session.add(comment)
     if experiment is not None:
         events.record(experiment, "comment", Actor("agent", str(run.id), run.agent), note=body[:300],

@@ -34,6 +34,7 @@ from services.redact import redact
 from services.result_lint import LintReport, confidence_of, lint, title_without_confidence, tldr_items, tldr_label
 from services.sanitize import local_name, parse_fragment, sanitize_result_html, text_of
 from services.records import get_by_id
+from services.unlocked import outside_transaction
 
 PROMOTION_TARGETS = tuple(registry.PROMOTION_TARGETS)
 FIGURE_MAX_BYTES = 2 * 1024 * 1024
@@ -131,22 +132,47 @@ def version_count(experiment: Experiment) -> int:
                              .where(CleanResultVersion.experiment_id == experiment.id)) or 0
 
 
-def save_clean_result(experiment: Experiment, html: str | None, actor: Actor, *,
-                      title: str | None = None) -> Saved:
-    """Sanitize and store a clean-result body and/or title as a new version; lint it.
+@dataclass(frozen=True)
+class PreparedResult:
+    """A clean result's sanitized body, its title and their lint, ready to store."""
 
-    `html=None` keeps the current body (a title-only change). Saving what is already
-    stored changes nothing and makes no version. The caller commits.
+    body: str
+    title: str
+    report: LintReport
+
+
+def prepare_result(experiment: Experiment, html: str | None, title: str | None = None) -> PreparedResult:
+    """Sanitize and lint a clean-result body and/or title, writing nothing.
+
+    The sanitizing and the lint (each a parse of up to BODY_MAX bytes) run with no
+    transaction open (services.unlocked: on SQLite an open one holds the write lock).
+    `html=None` keeps the current body (a title-only change).
     """
     if html is None and title is None:
         raise ValidationError("Send the clean result's html, its title, or both.", field="html")
-    body = clean_body(html) if html is not None else experiment.body
-    if not body:
-        raise ValidationError("There is no clean result yet; send its html first.", field="html")
     new_title = experiment.title
     if title is not None:
         new_title = clean_fields({"title": title}, partial=True)["title"]
-    report = lint(new_title, body)
+    return outside_transaction(_prepare_result, html, experiment.body, new_title)
+
+
+def _prepare_result(html: str | None, current_body: str | None, title: str) -> PreparedResult:
+    body = clean_body(html) if html is not None else current_body
+    if not body:
+        raise ValidationError("There is no clean result yet; send its html first.", field="html")
+    return PreparedResult(body, title, lint(title, body))
+
+
+def save_clean_result(experiment: Experiment, html: str | None | PreparedResult, actor: Actor, *,
+                      title: str | None = None) -> Saved:
+    """Sanitize and store a clean-result body and/or title as a new version; lint it.
+
+    `html=None` keeps the current body (a title-only change); a PreparedResult
+    (prepare_result) was sanitized before the caller's transaction opened. Saving what is
+    already stored changes nothing and makes no version. The caller commits.
+    """
+    prepared = html if isinstance(html, PreparedResult) else prepare_result(experiment, html, title)
+    body, new_title, report = prepared.body, prepared.title, prepared.report
     count = version_count(experiment)
     if body == experiment.body and new_title == experiment.title and count:
         return Saved(count, False, report)
@@ -215,10 +241,16 @@ def store_draft(experiment: Experiment, html: str, title: str | None = None) -> 
     The preview is shown in a frame loaded from its own URL (not srcdoc): a srcdoc frame
     inherits the page's CSP, which allows only the styles the page was rendered with.
     """
-    body = clean_body(html)
+    title = title if title is not None else experiment.title
+    body, report = outside_transaction(lambda: _sanitized_and_linted(html, title))
     key = secrets.token_urlsafe(12)
     redis_store.connection().set(_draft_key(experiment, key), body.encode(), ex=DRAFT_TTL_SECONDS)
-    return key, body, lint(title if title is not None else experiment.title, body)
+    return key, body, report
+
+
+def _sanitized_and_linted(html: str, title: str | None) -> tuple[str, LintReport]:
+    body = clean_body(html)
+    return body, lint(title, body)
 
 
 def load_draft(experiment: Experiment, key: str) -> str:
@@ -455,7 +487,8 @@ def attach_markup(experiment: Experiment, kind: str, markup: str, actor: Actor, 
     if not isinstance(markup, str) or not markup.strip():
         raise ValidationError("The figure is empty.", field="content")
     _check_size(markup, "figure")
-    clean = sanitize_result_html(redact(re.sub(r"<\?xml[^>]*\?>|<!DOCTYPE[^>]*>", "", markup, flags=re.I)))
+    clean = outside_transaction(lambda: sanitize_result_html(
+        redact(re.sub(r"<\?xml[^>]*\?>|<!DOCTYPE[^>]*>", "", markup, flags=re.I))))
     if kind == "svg" and "<svg" not in clean:
         raise ValidationError("Nothing of the SVG is left after sanitizing (only a subset of SVG is allowed).",
                               field="content")

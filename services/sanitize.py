@@ -27,15 +27,17 @@ from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
 import bleach
-import markdown as markdown_lib
 import tinycss2
 from bleach import html5lib_shim
 from bleach._vendor.html5lib.constants import namespaces as HTML5_NAMESPACES
+from bleach._vendor.html5lib import constants as html5lib_constants
 from bleach._vendor.html5lib.constants import voidElements
+from bleach._vendor.html5lib.constants import _ReparseException as ReparseException
 from bleach._vendor.html5lib.treewalkers.base import TreeWalker
-from bleach.linkifier import LinkifyFilter
+from bleach.linkifier import TLDS, LinkifyFilter
 from bleach.sanitizer import BleachSanitizerFilter
 
+from services import markdown_bounds
 from services.errors import ValidationError
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -127,8 +129,18 @@ EXPERIMENT_HREF = re.compile(r"/experiments/([1-9][0-9]{0,8})")
 EXPERIMENT_REF_CLASS = "experiment-ref"
 _NO_REF_INSIDE = frozenset({"a", "pre", "code", "style", "kbd", "samp"})
 LINK_REL = "noopener noreferrer nofollow"
-
-_MARKDOWN_EXTENSIONS = ["extra", "sane_lists", "nl2br"]
+# What the dashboard policy turns into a link in text: an address written with its scheme
+# or `www.` (see _only_written_urls), with bleach's domain rule (a known top-level domain).
+# bleach's own pattern may start at every position of a run of `(` or of `a-a-a…` and scan
+# to the run's end from each, quadratic (8,000 `(` took 4 s); this one starts only at the
+# first `(` of a run, or at a scheme or `www.` that does not continue a word, so each
+# character is scanned from a bounded number of starts.
+LINKIFY_URL = re.compile(
+    r"(?:(?<!\()\(+|(?<![\w@.(/:-]))"
+    r"(?:https?://(?:(?:\w+:)?\w+@)?|www\.)"
+    r"(?:[\w-]+\.)+(?:" + "|".join(TLDS) + r")(?::[0-9]+)?(?!\.\w)\b"
+    r"(?:[/?][^\s{}|\\^`<>\"]*)?",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -168,23 +180,14 @@ def sanitize_result_html(html: str | None) -> str:
 
 
 def render_markdown(text: str | None) -> str:
-    """Markdown (tables, fenced code, lists) to sanitized HTML."""
+    """Markdown (tables, fenced code, lists) to sanitized HTML, in time linear in the text
+    (services.markdown_bounds says how each slow shape is kept linear)."""
     if not text:
         return ""
     check_markdown_nesting(text)
-    html = markdown_lib.markdown(_defuse_slow_blocks(text), extensions=_MARKDOWN_EXTENSIONS,
-                                 output_format="html")
-    return sanitize_html(html)
+    return sanitize_html(markdown_bounds.render(text))
 
 
-# Python-Markdown's inline patterns rescan a paragraph once per match, and its link
-# pattern looks for the closing bracket from every `[`: 2,000 `[` in one paragraph took
-# 3 s, 30,000 never finished. A paragraph past these limits is shown as a code block
-# (verbatim, no inline markup), which no legitimate plan or comment needs.
-MARKDOWN_BLOCK_MAX_CHARS = 20_000
-MARKDOWN_BLOCK_MAX_BRACKETS = 256
-_BLOCK_SPLIT = re.compile(r"(\n[ \t]*\n)")
-# Block prefixes that nest: quotes and list items (`> - 1. `), at the start of a line.
 _MARKDOWN_NESTERS = re.compile(r"[ \t]*(?:>|[-*+][ \t]+|\d{1,9}[.)][ \t]+)")
 
 
@@ -199,15 +202,6 @@ def check_markdown_nesting(text: str) -> None:
             if depth > MAX_NESTING_DEPTH:
                 raise MarkupTooDeep(f"The text nests quotes or lists more than {MAX_NESTING_DEPTH} levels "
                                     "deep; flatten it.", field="markdown")
-
-
-def _defuse_slow_blocks(text: str) -> str:
-    parts = _BLOCK_SPLIT.split(text)
-    for index in range(0, len(parts), 2):
-        block = parts[index]
-        if len(block) > MARKDOWN_BLOCK_MAX_CHARS or block.count("[") > MARKDOWN_BLOCK_MAX_BRACKETS:
-            parts[index] = "\n".join("    " + line for line in block.split("\n"))
-    return "".join(parts)
 
 
 def parse_fragment(html: str) -> ElementTree.Element:
@@ -417,8 +411,60 @@ def check_nesting(html: str | None) -> None:
 _CLEANER_SHELL = bleach.Cleaner()  # only for its html5lib serializer
 # Parses every tag (tags=None): the allowlist is applied to the tree, not by the tokenizer,
 # which would otherwise turn unknown tags into escaped text before we could drop them.
-_PARSER = html5lib_shim.BleachHTMLParser(tags=None, strip=True, consume_entities=False,
-                                         namespaceHTMLElements=False)
+_CHARACTERS = html5lib_constants.tokenTypes["Characters"]
+_SPACE = html5lib_constants.tokenTypes["SpaceCharacters"]
+
+
+class _MergingTokenizer(html5lib_shim.BleachHTMLTokenizer):
+    """bleach's tokenizer, handing the parser each run of text as one token.
+
+    The tree builder appends each text token to its element's text (`text += data`), so
+    text arriving in many small tokens is quadratic: 50,000 `&lt;` took 3 s of copying.
+    Adjacent tokens of one kind are always joined; spaces and other text are joined in the
+    body phase only, where the parser treats them alike (in tables and column groups it
+    does not). Text never changes the tokenizer's state, so holding it back until the
+    next tag changes nothing the parser decides.
+    """
+
+    def __iter__(self):
+        pending: list[str] = []
+        kind = None
+        for token in super().__iter__():
+            token_type = token["type"]
+            if token_type in (_CHARACTERS, _SPACE):
+                if pending and (token_type == kind or self.parser.phase is self.parser.phases["inBody"]):
+                    pending.append(token["data"])
+                    if token_type == _CHARACTERS:
+                        kind = _CHARACTERS
+                    continue
+                if pending:
+                    yield {"type": kind, "data": "".join(pending)}
+                pending, kind = [token["data"]], token_type
+                continue
+            if pending:
+                yield {"type": kind, "data": "".join(pending)}
+                pending = []
+            yield token
+        if pending:
+            yield {"type": kind, "data": "".join(pending)}
+
+
+class _LinearParser(html5lib_shim.BleachHTMLParser):
+    """bleach's parser with the merging tokenizer."""
+
+    def _parse(self, stream, innerHTML=False, container="div", scripting=True, **kwargs):
+        self.innerHTMLMode, self.container, self.scripting = innerHTML, container, scripting
+        self.tokenizer = _MergingTokenizer(stream=stream, consume_entities=self.consume_entities,
+                                           parser=self, **kwargs)
+        self.reset()
+        try:
+            self.mainLoop()
+        except ReparseException:
+            self.reset()
+            self.mainLoop()
+
+
+_PARSER = _LinearParser(tags=None, strip=True, consume_entities=False, namespaceHTMLElements=False)
 
 
 def _clean(html: str | None, policy: Policy) -> str:
@@ -435,7 +481,8 @@ def _clean(html: str | None, policy: Policy) -> str:
         strip_disallowed_tags=True, strip_html_comments=True,
     )
     if policy.linkify:
-        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"])
+        source = LinkifyFilter(source, callbacks=[_only_written_urls, _set_rel], skip_tags=["pre", "code"],
+                               url_re=LINKIFY_URL)
     source = _ExperimentRefs(source)
     source = _LinkAttributes(source, new_tab=policy.new_tab_links)
     out = _CLEANER_SHELL.serializer.render(source)

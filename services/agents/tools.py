@@ -139,13 +139,15 @@ def ask_questions(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 @tool("submit_plan", "Submit plan markdown (11 sections, checklist, optional runpod-spec block).",
-      {"markdown": {"type": "string", "maxLength": 200_000}}, ["markdown"])
+      {"markdown": {"type": "string", "maxLength": 200_000}}, ["markdown"], own_transaction=True)
 def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
     # The pages the model cited while researching stay with the plan, as a Sources list.
     markdown = web_tools.with_markdown_sources(data["markdown"], web_tools.sources(ctx.run.conversation))
-    submission = approvals.submit_plan(experiment, markdown, ctx.actor, source="agent",
-                                       agent_run_id=ctx.run.id)
+    prepared = approvals.prepare_plan(experiment, _rendering_unlocked(markdown))
+    with db.session.begin_nested():  # a refused plan leaves nothing half-written
+        submission = approvals.submit_plan(experiment, prepared, ctx.actor, source="agent",
+                                           agent_run_id=ctx.run.id)
     ctx.run.plan_md = submission.plan_version.markdown
     ctx.run.plan_json = submission.plan_version.plan_json
     if not submission.valid:
@@ -164,12 +166,14 @@ def submit_plan(ctx: ToolContext, data: dict) -> ToolResult:
 @tool("write_clean_result", "Write the experiment's clean result (self-contained HTML); optional title. Embed a "
                             "figure artifact with <img src=\"artifact:NAME\">.",
       {"html": {"type": "string", "maxLength": 200_000}, "title": {"type": "string", "maxLength": 300}},
-      ["html"])
+      ["html"], own_transaction=True)
 def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
     experiment = ctx.need_experiment()
     body = web_tools.with_html_sources(data["html"], web_tools.sources(ctx.run.conversation))
-    saved = results.save_clean_result(experiment, embed_artifacts(experiment, body), ctx.actor,
-                                      title=data.get("title"))
+    body = _rendering_unlocked(embed_artifacts(experiment, body))
+    prepared = results.prepare_result(experiment, body, data.get("title"))
+    with db.session.begin_nested():  # a refused result leaves nothing half-written
+        saved = results.save_clean_result(experiment, prepared, ctx.actor)
     lint = saved.report.summary()
     if not saved.changed:
         return ToolResult(f"Nothing changed (still version {saved.version}). {lint}")
@@ -177,12 +181,14 @@ def write_clean_result(ctx: ToolContext, data: dict) -> ToolResult:
 
 
 @tool("add_comment", "Post a comment (markdown) in the discussion you were asked in, labelled as Claude.",
-      {"body": {"type": "string", "maxLength": 20_000}}, ["body"])
+      {"body": {"type": "string", "maxLength": 20_000}}, ["body"], own_transaction=True)
 def add_comment(ctx: ToolContext, data: dict) -> ToolResult:
     body = discussion.clean_body(data["body"])
     if looks_like_leaked_instructions(body, _prompt_of(ctx.run.agent)):
         raise ValidationError("That text reads like instructions rather than a comment; write only the answer.")
-    discussion.post_agent_reply(ctx.run, body, ctx.experiment)
+    prepared = discussion.prepare_body(_rendering_unlocked(body))
+    with db.session.begin_nested():  # a refused reply leaves nothing half-written
+        discussion.post_agent_reply(ctx.run, prepared, ctx.experiment)
     return ToolResult("Comment posted.")
 
 
@@ -288,3 +294,11 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
     return ToolResult(f"Started {definition.name} as run {child.short_id}; waiting for it to finish.",
                       park={"children": [str(child.id)]}, enqueue=[child.id])
 
+
+def _rendering_unlocked(text: str) -> str:
+    """`text`, once the turn's earlier writes (the previous tool's result event) are
+    committed: the render that follows runs with no transaction open, so SQLite's write
+    lock is not held while the text renders (services.unlocked). These tools run without
+    the toolbox's savepoint, and open their own after the render."""
+    db.session.commit()
+    return text
