@@ -2,6 +2,9 @@
 box with one press, the owner writes over each guidance line, and the plan reaches approval."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from services import plans
@@ -28,6 +31,10 @@ def test_a_plan_from_the_template_reaches_approval_on_a_phone(app, browser_sessi
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Put the template in the box").click()
     assert box.input_value().startswith("## Goal\n" + plans.GUIDANCE["goal"])
+    shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
+    if shots:  # docs/screenshots/README.md
+        page.locator(".plan-template").scroll_into_view_if_needed()
+        page.screenshot(path=str(Path(shots) / "plan-template-phone-light.png"))
     written = box.input_value()
     for field, line in plans.GUIDANCE.items():
         written = written.replace(line, "- [ ] Ten papers are enough" if field == "approval_checklist"
