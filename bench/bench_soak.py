@@ -231,6 +231,7 @@ class Record:
         self.accepted_metrics: list[tuple[str, int]] = []
         self.accepted_artifacts: list[str] = []
         self.loop_lag_ms: list[float] = []
+        self.error_times: list[dict] = []
         self.by_second: dict[int, list[float]] = {}  # second of the run → wall ms of its answers
         self.start = time.monotonic()
 
@@ -250,6 +251,8 @@ class Record:
     def error(self, page: str, what: str) -> None:
         counts = self.errors.setdefault(page, {})
         counts[what] = counts.get(what, 0) + 1
+        if len(self.error_times) < 200:
+            self.error_times.append({"at_s": round(time.monotonic() - self.start, 1), "page": page, "error": what})
 
 
 async def post(client, record: Record, kind: str, url: str, *, token: str, body: bytes, content_type: str,
@@ -504,9 +507,11 @@ def job_outcomes(record: Record, redis_url: str, drain_seconds: float) -> dict:
             "failed_notes": notes, "drain_seconds": drained_in}
 
 
-def stall(times: list[float], start: float, end: float) -> float:
+def stall(times: list[float], start: float, end: float) -> dict:
+    """The longest stretch without a successful response: its length and when it began."""
     moments = [start, *sorted(times), end]
-    return round(max(b - a for a, b in zip(moments, moments[1:])), 2)
+    length, began = max((b - a, a) for a, b in zip(moments, moments[1:]))
+    return {"seconds": round(length, 2), "from_s": round(began - start, 1)}
 
 
 def percentiles(values: list[float]) -> dict:
@@ -542,7 +547,8 @@ def main() -> None:
         # The pods are simulated: no backend to watch (the watcher would find no such pods
         # and stop them); the scheduler's other sweeps, artifacts' included, run as usual.
         env = harness.server_env(workdir, SAGAN_POD_WATCH_SECONDS="86400")
-        with harness.Server(SAGAN_POD_WATCH_SECONDS="86400") as server:
+        server_log = workdir / "web.log"
+        with harness.Server(log_path=server_log, SAGAN_POD_WATCH_SECONDS="86400") as server:
             workers = Workers(env, workdir)
             workers.start()
             load_before = harness.machine()["load_average"]
@@ -572,6 +578,9 @@ def main() -> None:
         "faults": fault_record["events"], "worker_exits_unasked": workers.exits, "requests_served": served, "pages": pages, "posts": posts,
         "posts_lost": lost, "jobs": jobs, "worst_stall_s": worst, "owner_worst_stall_s": owner_worst,
         "client_loop_lag_ms": percentiles(record.loop_lag_ms), "timeline_10s": timeline(record, start),
+        "errors_at": record.error_times, "server_log_tail": server_log.read_text(errors="replace")[-6000:],
+        "worker_log_tails": {path.name: path.read_text(errors="replace")[-1500:]
+                             for path in sorted(workdir.glob("worker-*.log")) if path.stat().st_size},
         "meets_budget": lost_total == 0 and jobs["lost"] == 0,
     }
     # The accepted keys make the document long and say nothing a reader needs.
@@ -589,7 +598,8 @@ def main() -> None:
                  lost_total == 0))
     rows.append(("jobs lost", f"{jobs['lost']} of {jobs['enqueued']}",
                  f"must be 0; {jobs['by_status']}", jobs["lost"] == 0))
-    rows.append(("worst stall (any / owner)", f"{worst} / {owner_worst} s", "(no budget)", None))
+    rows.append(("worst stall (any / owner)", f"{worst['seconds']} / {owner_worst['seconds']} s",
+                 f"from {worst['from_s']} s / {owner_worst['from_s']} s", None))
     lag = percentiles(record.loop_lag_ms)
     rows.append(("the client's own lag p50 / p99 / max", f"{lag.get('p50')} / {lag.get('p99')} / {lag.get('max')} ms",
                  "(its share of the wall times)", None))
