@@ -192,7 +192,7 @@ def sample(client, path: str, count: int, *, headers: dict | None = None, expect
     """`count` sequential requests: server time (from the bench header) and queries per request."""
     for _ in range(warmup):
         client.get(path, headers=headers)
-    server_ms, wall_ms, queries, size = [], [], set(), 0
+    server_ms, cpu_ms, wall_ms, queries, size = [], [], [], set(), 0
     for _ in range(count):
         start = time.perf_counter()
         response = client.get(path, headers=headers)
@@ -200,9 +200,11 @@ def sample(client, path: str, count: int, *, headers: dict | None = None, expect
         if response.status_code != expect:
             raise SystemExit(f"GET {path} answered {response.status_code}, expected {expect}")
         server_ms.append(float(response.headers["X-Bench-Server-Ms"]))
+        cpu_ms.append(float(response.headers["X-Bench-Cpu-Ms"]))
         queries.add(int(response.headers["X-Bench-Queries"]))
         size = len(response.content)
     return {"requests": count, "server_p50_ms": pct(server_ms, 50), "server_p95_ms": pct(server_ms, 95),
+            "server_cpu_p50_ms": pct(cpu_ms, 50), "server_cpu_p95_ms": pct(cpu_ms, 95),
             "wall_p50_ms": pct(wall_ms, 50), "queries": sorted(queries), "bytes": size}
 
 
