@@ -24,7 +24,7 @@ What it reports (one JSON document on stdout, a table on stderr):
   (ready, or failed with its reason) nor visibly waiting (`processing` with its job queued,
   started or scheduled in Redis): must be 0;
 - the **worst stall**: the longest stretch of the run without one successful response (any
-  client), and the owner's alone.
+  client), and the slowest answer the owner waited for.
 
 Run: .venv/bin/python bench/bench_soak.py [--minutes 10] [--pods 200] [--experiments 2000]
 Needs PostgreSQL (BENCH_DATABASE_URL, dropped and created anew) and `redis-server` on the
@@ -62,6 +62,7 @@ RETRYABLE = {408, 425, 429}
 POLL_SECONDS = 5.0
 CHART_SECONDS = 10.0
 LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
+OWNER_PAGES = ("board", "board poll", "experiment page", "experiment poll", "chart data", "approvals", "approval page")
 
 
 # --- the deployment ----------------------------------------------------------------------------
@@ -224,7 +225,6 @@ class Record:
         self.server_ms: dict[str, list[float]] = {}
         self.errors: dict[str, dict[str, int]] = {}
         self.ok_at: list[float] = []
-        self.owner_ok_at: list[float] = []
         self.posts = {kind: {"accepted": 0, "refused": 0, "gave_up": 0, "retries": 0, "refusals": {}}
                       for kind in ("progress", "metrics", "artifact")}
         self.accepted_progress: list[tuple[str, int]] = []
@@ -236,7 +236,7 @@ class Record:
         self.start = time.monotonic()
         self.cpu_seconds = 0.0  # the client's own CPU (all its processes)
 
-    def answer(self, page: str, started: float, response, *, owner: bool = False) -> None:
+    def answer(self, page: str, started: float, response) -> None:
         now = time.monotonic()
         self.timings.setdefault(page, []).append((now - started) * 1000)
         self.by_second.setdefault(int(now - self.start), []).append((now - started) * 1000)
@@ -244,8 +244,6 @@ class Record:
             self.server_ms.setdefault(page, []).append(float(response.headers["X-Bench-Server-Ms"]))
         if response.status_code < 400:
             self.ok_at.append(now)
-            if owner:
-                self.owner_ok_at.append(now)
         else:
             self.error(page, str(response.status_code))
 
@@ -377,7 +375,7 @@ async def owner_client(base_url: str, record: Record, end: float, data: dict) ->
             except Exception as exc:  # noqa: BLE001 - a browser shows an error and the owner reloads
                 record.error(page, exc.__class__.__name__)
                 return None
-            record.answer(page, started, response, owner=True)
+            record.answer(page, started, response)
             return response
 
         turn = 0
@@ -559,7 +557,7 @@ def job_outcomes(record: Record, redis_url: str, drain_seconds: float) -> dict:
 
 def stall(times: list[float], start: float, end: float) -> dict:
     """The longest stretch without a successful response: its length and when it began."""
-    moments = [start, *sorted(times), end]
+    moments = [start, *sorted(t for t in times if start <= t <= end), end]
     length, began = max((b - a, a) for a, b in zip(moments, moments[1:]))
     return {"seconds": round(length, 2), "from_s": round(began - start, 1)}
 
@@ -619,7 +617,10 @@ def main() -> None:
     posts = record.posts
     lost_total = lost["progress"] + lost["metrics"]
     worst = stall(record.ok_at, start, end)
-    owner_worst = stall(record.owner_ok_at, start, end)
+    # The owner's requests are seconds apart by design (the polls' cadence): their gaps say
+    # nothing; the slowest answer the owner waited for does.
+    owner_slowest = max((v for page, values in record.timings.items() if page in OWNER_PAGES for v in values),
+                        default=0.0)
     result = {
         "bench": "soak", "server": harness.server_label(), "database": "postgresql",
         "machine": harness.machine(), "load_average_at_start": load_before, "load_average_at_end": load_after,
@@ -627,7 +628,7 @@ def main() -> None:
         "cadence_seconds": {"progress": args.progress_seconds, "metrics": args.metrics_seconds,
                             "points_per_batch": STEPS_PER_BATCH * len(METRIC_NAMES)},
         "faults": fault_record["events"], "worker_exits_unasked": workers.exits, "requests_served": served, "pages": pages, "posts": posts,
-        "posts_lost": lost, "jobs": jobs, "worst_stall_s": worst, "owner_worst_stall_s": owner_worst,
+        "posts_lost": lost, "jobs": jobs, "worst_stall_s": worst, "owner_slowest_answer_ms": round(owner_slowest, 1),
         "client_loop_lag_ms": percentiles(record.loop_lag_ms), "client_processes": args.client_processes,
         "client_cpu_seconds": round(record.cpu_seconds, 1), "timeline_10s": timeline(record, start),
         "errors_at": record.error_times, "server_log_tail": server_log.read_text(errors="replace")[-6000:],
@@ -650,8 +651,8 @@ def main() -> None:
                  lost_total == 0))
     rows.append(("jobs lost", f"{jobs['lost']} of {jobs['enqueued']}",
                  f"must be 0; {jobs['by_status']}", jobs["lost"] == 0))
-    rows.append(("worst stall (any / owner)", f"{worst['seconds']} / {owner_worst['seconds']} s",
-                 f"from {worst['from_s']} s / {owner_worst['from_s']} s", None))
+    rows.append(("worst stall: no successful answer for", f"{worst['seconds']} s", f"from {worst['from_s']} s", None))
+    rows.append(("the owner's slowest answer", f"{owner_slowest / 1000:.2f} s", "", None))
     lag = percentiles(record.loop_lag_ms)
     rows.append(("the client's own lag p50 / p99 / max", f"{lag.get('p50')} / {lag.get('p99')} / {lag.get('max')} ms",
                  f"its CPU {record.cpu_seconds:.0f} s in {args.client_processes + 1} processes", None))
