@@ -85,12 +85,13 @@ def _card_menus(move_url_pattern: str, csrf: str):
 class CardBodies:
     """Rendered card bodies (templates/board/_card.html's `card_body`), kept across requests
     in this process and keyed by everything a body shows: the card's row, its pods' progress,
-    its spend, its age as written, the detail link's pattern — and the macro itself, so a
-    template reloaded in development renders afresh (its code object is new; the macro object is new
-    on every render, as the board imports it "with context"). Rendering ~1,000 cards was most of the
-    board's time at 10,000 experiments; between two loads of the board few cards change, so
-    most are a dictionary lookup. A card with a refused move on it is never kept (it shows
-    what the owner typed), nor is the menu (it holds the session's CSRF token).
+    its spend, its age as written, its menu's data-moves, the detail link's pattern — and the
+    macro's code, so a template reloaded in development renders afresh (the macro object
+    itself is new on every render: the board imports it "with context"). Rendering ~1,000
+    cards was most of the board's time at 10,000 experiments; between two loads of the board
+    few cards change, so most are a dictionary lookup. A card with a refused move on it is
+    never kept (it shows what the owner typed), nor is the menu (it holds the session's CSRF
+    token).
 
     At most MAX_ENTRIES bodies (a few KB each); past it the whole store is dropped and
     refilled by the next board."""
@@ -105,9 +106,9 @@ class CardBodies:
 
     def body(self, card_body, experiment, facts: "CardFacts", menu: CardMenu, detail_url_pattern: str) -> str:
         spent = facts.spent
-        key = (card_body._func.__code__, experiment[1:6], experiment[7:], tuple(experiment.tags), facts.live,
-               None if spent is None else tuple(vars(spent).values()), facts.age, menu.data_moves,
-               detail_url_pattern)
+        # The card's row whole (its tags are a tuple: services/experiments.py::_card_tags).
+        key = (card_body._func.__code__, experiment, facts.live, None if spent is None else tuple(vars(spent).values()),
+               facts.age, menu.data_moves, detail_url_pattern)
         bodies = self._bodies
         body = bodies.get(key)
         if body is None:
