@@ -26,7 +26,7 @@ What it reports (one JSON document on stdout, a table on stderr):
 - the **worst stall**: the longest stretch of the run without one successful response (any
   client), and the slowest answer the owner waited for.
 
-Run: .venv/bin/python bench/bench_soak.py [--minutes 10] [--pods 200] [--experiments 2000]
+Run: .venv/bin/python bench/bench_soak.py [--minutes 10] [--pods 200] [--experiments 2000] [--client-processes 4]
 Needs PostgreSQL (BENCH_DATABASE_URL, dropped and created anew) and `redis-server` on the
 PATH (the bench starts its own on a free port: restarting the shared one would hit others).
 """
