@@ -77,6 +77,8 @@ def main() -> None:
         ("poll queries, 10 vs. {:,} events".format(args.events),
          f"{small_timing['queries']} vs. {timing['queries']}", f"same, ≤ {BUDGET_QUERIES}", constant),
         ("hello server p50", f"{hello_timing['server_p50_ms']} ms", "(yardstick)", None),
+        ("poll vs hello, server CPU p50", f"{timing['server_cpu_p50_ms']} vs {hello_timing['server_cpu_p50_ms']} ms",
+         "(what each costs)", None),
         ("poll requests/s", f"{polled['requests_per_second']:,.0f}", "≥ half of hello", rate_ok),
         ("hello requests/s", f"{hello['requests_per_second']:,.0f}", f"ratio {ratio:.2f}", None),
     ])

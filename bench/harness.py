@@ -125,23 +125,30 @@ def server_label(workers: int = WORKERS, threads: int = THREADS) -> str:
 class Server:
     """Sagan's web server on the bench app; `url`, `pid` and `worker_pids()`."""
 
-    def __init__(self, workers: int = WORKERS, **env):
+    def __init__(self, workers: int = WORKERS, log_path: Path | None = None, **env):
         self.workers = workers
         self.env = env
+        # A long run (the soak) sends the server's log to a file: a pipe nobody reads fills
+        # up, and the server's threads then block writing to it.
+        self.log_path = log_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = Path(tempfile.mkdtemp(prefix="sagan-bench-"))
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "Server":
+        log = open(self.log_path, "wb") if self.log_path else subprocess.PIPE
         self.process = subprocess.Popen(
             web_server(self.port, self.workers),
             cwd=ROOT, env=server_env(self.workdir, **self.env), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, start_new_session=True)
+            stderr=log, start_new_session=True)
+        if self.log_path:
+            log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise SystemExit("the web server exited at start:\n" + self.process.stderr.read().decode()[-3000:])
+                output = self.log_path.read_bytes() if self.log_path else self.process.stderr.read()
+                raise SystemExit("the web server exited at start:\n" + output.decode()[-3000:])
             try:
                 urllib.request.urlopen(f"{self.url}/bench/hello", timeout=1)
                 break
@@ -186,7 +193,7 @@ def sample(client, path: str, count: int, *, headers: dict | None = None, expect
     """`count` sequential requests: server time (from the bench header) and queries per request."""
     for _ in range(warmup):
         client.get(path, headers=headers)
-    server_ms, wall_ms, queries, size = [], [], set(), 0
+    server_ms, cpu_ms, wall_ms, queries, size = [], [], [], set(), 0
     for _ in range(count):
         start = time.perf_counter()
         response = client.get(path, headers=headers)
@@ -194,9 +201,11 @@ def sample(client, path: str, count: int, *, headers: dict | None = None, expect
         if response.status_code != expect:
             raise SystemExit(f"GET {path} answered {response.status_code}, expected {expect}")
         server_ms.append(float(response.headers["X-Bench-Server-Ms"]))
+        cpu_ms.append(float(response.headers["X-Bench-Cpu-Ms"]))
         queries.add(int(response.headers["X-Bench-Queries"]))
         size = len(response.content)
     return {"requests": count, "server_p50_ms": pct(server_ms, 50), "server_p95_ms": pct(server_ms, 95),
+            "server_cpu_p50_ms": pct(cpu_ms, 50), "server_cpu_p95_ms": pct(cpu_ms, 95),
             "wall_p50_ms": pct(wall_ms, 50), "queries": sorted(queries), "bytes": size}
 
 

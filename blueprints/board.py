@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask_wtf.csrf import generate_csrf
 from markupsafe import Markup
 
 from blueprints import access
@@ -35,33 +36,115 @@ class CardRefusal:
 
 @dataclass(frozen=True)
 class CardMenu:
-    """The "Move to…" menu of the cards of one status (and status before a block) on one
-    board: the moves, the card's data-moves attribute, and the menu rendered once with
-    CARD_SLOT where each card's number goes (half the board's render time was this menu,
-    card by card)."""
+    """The "Move to…" menu of the cards of one status (with the status before a block, and
+    the kind: some moves are for some kinds only) on one board: the moves, the card's
+    data-moves attribute, and the menu rendered with CARD_SLOT where each card's number goes
+    (half the board's render time was this menu, card by card)."""
     moves: list
     data_moves: Markup
-    details: Markup | None  # None: no moves from this status
+    details: str | None  # None: no moves from this status
 
     def for_card(self, number: int) -> Markup:
         return Markup(self.details.replace(CARD_SLOT, str(number)))
 
 
-def _card_menus(move_url_pattern: str):
+# Menus as rendered, kept across requests in this process: (macro code, status, status before a
+# block, kind, move URL pattern) → (moves, data-moves, details with CSRF_SLOT for the session's
+# token). A few dozen entries at most: the statuses times the kinds times the boards' filters.
+_MENUS: dict = {}
+MAX_MENUS = 2_000
+
+
+def _card_menus(move_url_pattern: str, csrf: str):
     """`card_menu(experiment, move_data, move_details)` for the board's template: the card's
-    CardMenu, made with the template's two macros the first time its status is seen."""
+    CardMenu, rendered by the template's two macros the first time this process sees its
+    status (and kind, and filters), then with this request's CSRF token put in its slot."""
     menus: dict = {}
 
     def card_menu(experiment, move_data, move_details) -> CardMenu:
-        status_key = (experiment.status, experiment.status_before_block)
+        status_key = (experiment.status, experiment.status_before_block, experiment.kind)
         menu = menus.get(status_key)
         if menu is None:
-            moves = board_moves.options(experiment, "owner")
-            details = move_details(moves, CARD_SLOT, experiment.status, move_url_pattern) if moves else None
-            menu = menus[status_key] = CardMenu(moves, move_data(moves), details)
+            key = (move_details._func.__code__, *status_key, move_url_pattern)
+            kept = _MENUS.get(key)
+            if kept is None:
+                moves = board_moves.options(experiment, "owner")
+                details = (str(move_details(moves, CARD_SLOT, experiment.status, move_url_pattern, csrf=CSRF_SLOT))
+                           if moves else None)
+                if len(_MENUS) >= MAX_MENUS:
+                    _MENUS.clear()
+                kept = _MENUS[key] = (moves, move_data(moves), details)
+            moves, data_moves, details = kept
+            menu = menus[status_key] = CardMenu(moves, data_moves,
+                                                details.replace(CSRF_SLOT, csrf) if details else None)
         return menu
 
     return card_menu
+
+
+class CardBodies:
+    """Rendered card bodies (templates/board/_card.html's `card_body`), kept across requests
+    in this process and keyed by everything a body shows: the card's row, its pods' progress,
+    its spend, its age as written, its menu's data-moves, the detail link's pattern — and the
+    macro's code, so a template reloaded in development renders afresh (the macro object
+    itself is new on every render: the board imports it "with context"). Rendering ~1,000
+    cards was most of the board's time at 10,000 experiments; between two loads of the board
+    few cards change, so most are a dictionary lookup. A card with a refused move on it is
+    never kept (it shows what the owner typed), nor is the menu (it holds the session's CSRF
+    token).
+
+    At most MAX_ENTRIES bodies (a few KB each); past it the whole store is dropped and
+    refilled by the next board."""
+
+    MAX_ENTRIES = 4_000
+
+    def __init__(self):
+        self._bodies: dict = {}
+
+    def clear(self) -> None:
+        self._bodies = {}
+
+    def body(self, card_body, experiment, facts: "CardFacts", menu: CardMenu, detail_url_pattern: str) -> str:
+        spent = facts.spent
+        # The card's row whole (its tags are a tuple: services/experiments.py::_card_tags).
+        # Also what the card shows from elsewhere: idle paid GPUs (their repr: the flag's
+        # words and price), and whether agents run (the turn is read as the owner's without).
+        key = (card_body._func.__code__, experiment, facts.live, None if spent is None else tuple(vars(spent).values()),
+               facts.age, repr(facts.idle), bool(current_app.config.get("ANTHROPIC_API_KEY")), menu.data_moves,
+               detail_url_pattern)
+        bodies = self._bodies
+        body = bodies.get(key)
+        if body is None:
+            body = str(card_body(experiment, facts, menu))
+            if len(bodies) >= self.MAX_ENTRIES:
+                bodies = self._bodies = {}
+            bodies[key] = body
+        return body
+
+
+CARD_BODIES = CardBodies()
+
+
+def _board_cards(card_facts: dict, card_menu, detail_url_pattern: str):
+    """`board_cards(cards, card, card_body, move_data, move_details)` for the board's
+    template: a column's cards as one piece of HTML — each card's kept body, its menu with
+    its number, the article's end; a card with a refusal by the whole `card` macro."""
+
+    def board_cards(cards, card, card_body, move_data, move_details) -> Markup:
+        parts = []
+        for experiment in cards:
+            facts = card_facts[experiment.id]
+            if facts.refusal is not None:
+                parts.append(str(card(experiment)))
+                continue
+            menu = card_menu(experiment, move_data, move_details)
+            parts.append(CARD_BODIES.body(card_body, experiment, facts, menu, detail_url_pattern))
+            if menu.details is not None:
+                parts.append(menu.details.replace(CARD_SLOT, str(experiment.number)))
+            parts.append("\n</article>")
+        return Markup("".join(parts))
+
+    return board_cards
 
 
 class CardFacts(NamedTuple):
@@ -99,6 +182,8 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
     # and their paid pods whose GPUs idle, in two at most.
     facts = _card_facts(cards, board_progress(with_pods), cost_ledger.ledgers_for(cards, with_estimates=False),
                         card_errors or {}, system_metrics.idle_by_experiment(with_pods))
+    card_menu = _card_menus(move_url_pattern, generate_csrf())
+    detail_url_pattern = _url_with_slot("experiments.detail")
     return {
         "columns": columns,
         "card_facts": facts,
@@ -107,16 +192,19 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "kinds": registry.EXPERIMENT_KINDS,
         "version": experiments.board_version(),
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
-        "card_menu": _card_menus(move_url_pattern),
+        "card_menu": card_menu,
+        "board_cards": _board_cards(facts, card_menu, detail_url_pattern),
         "card_slot": CARD_SLOT,
-        "detail_url_pattern": _url_with_slot("experiments.detail"),
+        "detail_url_pattern": detail_url_pattern,
     }
 
 
 # Where a card's number goes in a part rendered once for all the cards of a status
 # (templates/board/_card.html): a NUL, which nothing else in the rendered HTML can hold —
-# escaped text never has one, and a URL carries one as %00.
+# escaped text never has one, and a URL carries one as %00. Likewise where the session's CSRF
+# token goes in a menu kept across requests (the menu holds no text from outside).
 CARD_SLOT = "\x00"
+CSRF_SLOT = "\x01"
 
 
 def _url_with_slot(endpoint: str, **args) -> str:

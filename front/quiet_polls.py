@@ -11,6 +11,8 @@ inside the trusted-proxy fix, answers exactly that case with one query and nothi
 2. the session cookie is verified as Flask verifies it (the app's own signing serializer,
    the same max age) and names a user as Flask-Login keeps it (`_user_id` =
    `<id>:<session version>`, and under session protection the same client identifier);
+   what a cookie verified once says is kept by its exact text (`QuietPolls._verified`),
+   its age and the client identifier checked again on every poll;
 3. one query (services/lean_reads.py) reads the answer and, beside it, that user's
    session version; only if the versions match — the rule `services.auth.load_user`
    applies — and nothing changed does the layer answer, with the security headers every
@@ -28,6 +30,7 @@ reads the database.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from hashlib import sha512
 
@@ -48,6 +51,8 @@ AFTER_ONLY = re.compile(r"after=([0-9]{1,18})")
 RUN_STATE_KEY = "sagan.quiet_polls.run_state"
 # The routes this layer answers for, and the rule they must keep (checked at start-up).
 ROUTES = {"/experiments/<int:number>/live": "experiments.live", "/runs/<run_id>/events": "runs.events"}
+# Verified session cookies kept at once (a few hundred bytes each); past it, all are dropped.
+MAX_CLAIMS = 1_000
 
 
 class QuietPolls:
@@ -59,6 +64,7 @@ class QuietPolls:
         self._check_routes()
         self.security = [("Content-Security-Policy", security_headers.CONTENT_SECURITY_POLICY),
                          *security_headers.HEADERS.items()]
+        self._claims: dict[str, tuple] = {}  # session cookie → its verified claim (`_verified`)
 
     def __call__(self, environ, start_response):
         if environ.get("REQUEST_METHOD") == "GET":
@@ -128,31 +134,54 @@ class QuietPolls:
         if not isinstance(interface, SecureCookieSessionInterface):
             return None
         cookie = parse_cookie(environ.get("HTTP_COOKIE", "")).get(app.config["SESSION_COOKIE_NAME"])
-        serializer = interface.get_signing_serializer(app) if cookie else None
-        if serializer is None:
-            return None
-        try:  # what SecureCookieSessionInterface.open_session does
-            data = serializer.loads(cookie, max_age=int(app.permanent_session_lifetime.total_seconds()))
-        except BadSignature:
-            return None
-        if not isinstance(data, dict) or data.get("_permanent") or "_remember" in data \
-                or app.config.get("REMEMBER_COOKIE_REFRESH_EACH_REQUEST"):
-            return None  # Flask or Flask-Login would write a cookie on this request: their path
-        user_ref = data.get("_user_id")
-        if not isinstance(user_ref, str):
-            return None  # no session login (perhaps a remember-me cookie): Flask-Login's path
+        if not cookie or app.config.get("REMEMBER_COOKIE_REFRESH_EACH_REQUEST"):
+            return None  # no session; or Flask-Login would write a cookie on this request: its path
+        max_age = int(app.permanent_session_lifetime.total_seconds())
+        claim = self._claims.get(cookie)
+        if claim is None:
+            claim = self._verified(cookie, max_age)
+            if claim is None:
+                return None
+        user_id, version, identifier, signed_at = claim
+        if time.time() - signed_at > max_age:
+            return None  # expired since it was verified: Flask's path refuses it
         manager = app.login_manager
         protection = app.config.get("SESSION_PROTECTION", manager.session_protection)
         if protection in ("basic", "strong"):
             # On a different identifier Flask-Login changes the session (or ends it): its path.
             if manager._session_identifier_generator is not flask_login.utils._create_identifier \
-                    or data.get("_id") != client_identifier(environ):
+                    or identifier != client_identifier(environ):
                 return None
+        return user_id, version
+
+    def _verified(self, cookie: str, max_age: int) -> tuple | None:
+        """The claim a session cookie makes, verified as Flask verifies it (the signature,
+        the age), kept by the cookie's exact text: a browser polling every few seconds sends
+        the same cookie each time, and checking its signature and decoding it was a third of
+        the poll's CPU. Only what the cookie itself says is kept; the age, the client
+        identifier and (in the query) the session version are checked on every poll."""
+        app = self.app
+        serializer = app.session_interface.get_signing_serializer(app)
+        if serializer is None:
+            return None
+        try:  # what SecureCookieSessionInterface.open_session does
+            data, signed = serializer.loads(cookie, max_age=max_age, return_timestamp=True)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict) or data.get("_permanent") or "_remember" in data:
+            return None  # Flask or Flask-Login would write a cookie on this request: their path
+        user_ref = data.get("_user_id")
+        if not isinstance(user_ref, str):
+            return None  # no session login (perhaps a remember-me cookie): Flask-Login's path
         raw_id, _, version = user_ref.partition(":")
         try:
-            return uuid.UUID(raw_id), version
+            claim = (uuid.UUID(raw_id), version, data.get("_id"), signed.timestamp())
         except ValueError:
             return None
+        if len(self._claims) >= MAX_CLAIMS:
+            self._claims = {}
+        self._claims[cookie] = claim
+        return claim
 
     def _check_routes(self) -> None:
         """The paths above must still be these endpoints under the `owner` rule: a moved or

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import uuid
 from collections import namedtuple
 from dataclasses import dataclass, field
@@ -375,7 +376,24 @@ def _has_tag(tag: str):
 # cards (22 columns, identity map, change tracking) was a fifth of the board's time.
 _CARD_FIELDS = ("id", "number", "title", "status", "kind", "priority", "tags", "status_before_block",
                 "last_event_at", "created_at")
-CARD_COLUMNS = tuple(getattr(Experiment, name) for name in _CARD_FIELDS)
+# The tags come as their JSON text and are decoded through `_card_tags`: a board has a
+# handful of distinct tag lists, and psycopg decoding each row's JSON was about a tenth of the
+# board's time at 10,000 experiments (923 cards).
+CARD_COLUMNS = tuple(sa.cast(Experiment.tags, sa.Text).label("tags") if name == "tags" else getattr(Experiment, name)
+                     for name in _CARD_FIELDS)
+_TAGS_AT = _CARD_FIELDS.index("tags")
+
+
+@functools.lru_cache(maxsize=1024)
+def _card_tags(text: str | None) -> tuple:
+    """A card's tags from their JSON text, as a tuple (shared between cards: never changed)."""
+    return tuple(json.loads(text)) if text else ()
+
+
+def _card(row) -> "BoardCard":
+    fields = list(row)
+    fields[_TAGS_AT] = _card_tags(fields[_TAGS_AT])
+    return BoardCard._make(fields)
 
 
 class BoardCard(StatusFacts, namedtuple("_CardRow", _CARD_FIELDS)):
@@ -397,7 +415,7 @@ def board(filters: BoardFilters) -> list[BoardColumn]:
     active = _apply_filters(sa.select(*CARD_COLUMNS).where(
         Experiment.status.not_in(registry.TERMINAL_STATUSES)), filters).order_by(*order)
     for row in db.session.execute(active):
-        card = BoardCard._make(row)
+        card = _card(row)
         columns[card.status_info.column].cards.append(card)
 
     limit = current_app.config["BOARD_DONE_LIMIT"]
@@ -418,7 +436,7 @@ def board(filters: BoardFilters) -> list[BoardColumn]:
     width = len(_CARD_FIELDS)
     total_at = {key: width + i for i, key in enumerate(finished_columns)}  # where each column's total sits
     for row in db.session.execute(finished):
-        card = BoardCard._make(row[:width])
+        card = _card(row[:width])
         key = card.status_info.column
         column = columns[key]
         column.cards.append(card)

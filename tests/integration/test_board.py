@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from models import Experiment, db
 from services import clock, registry
+from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.pages import card_classes, cards, columns, text, your_turn_count
 from tests.integration.queries import counting_queries
 
@@ -300,3 +301,80 @@ def test_the_column_index_comes_once_on_the_page_and_out_of_band_with_a_poll(cli
     index = fragment.split('id="board-index"', 1)[1].split("</nav>", 1)[0]
     assert 'hx-swap-oob="true"' in re.search(r'<nav id="board-index"[^>]*>', fragment).group(0)
     assert re.search(r'href="#column-ideas"[^>]*>Ideas <span class="count">1</span>', index)
+
+
+# --- cards kept across boards (blueprints/board.py::CardBodies and the kept menus) -----------
+
+def _fresh_board(client) -> str:
+    """The board rendered with nothing kept from earlier requests."""
+    from blueprints import board
+    board.CARD_BODIES.clear()
+    board._MENUS.clear()
+    return client.get("/").text
+
+
+def test_a_board_of_kept_cards_is_the_board_rendered_afresh(client, owner, make_experiment):
+    """Is the board put together from cards kept by earlier requests the same HTML as the
+    board rendered with nothing kept?"""
+    for status in ("proposed", "plan_pending", "running", "blocked", "implementing"):
+        make_experiment(f"Kept card at {status}", status=status, tags=["probes"], priority="high")
+    fresh = _fresh_board(client)
+    kept = client.get("/").text
+    # The CSRF token is signed with the time: two requests a second apart carry two tokens.
+    token = re.compile(r'(name="csrf_token" value=")[^"]+"|("X-CSRFToken": ")[^"]+"')
+    assert token.sub(r"\1\2TOKEN\"", kept) == token.sub(r"\1\2TOKEN\"", fresh)
+    assert len(cards(kept)) == 5
+
+
+def test_a_kept_card_shows_a_change_to_anything_it_shows(app, client, owner, make_experiment, make_live_pod):
+    """When a card's title, tags, priority or pods' progress change, or its age passes into
+    the next unit, does the next board show it, though the card was kept?"""
+    number = make_experiment("Before the change", tags=["optim"])
+    pod = make_live_pod("A pod's card")
+    client.get("/")  # both cards kept
+    with app.app_context():
+        db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(
+            title="After the change", tags=["sae"], priority="urgent",
+            last_event_at=clock.utcnow() - timedelta(days=3)))
+        db.session.commit()
+    response = client.post("/api/progress", json={"progressPct": 42, "message": "epoch 4 of 10", "seq": 1},
+                           headers={"Authorization": f"Bearer {pod.secret}"})
+    assert response.status_code == 200, response.text
+    shown = cards(client.get("/"))
+    assert "After the change" in shown[number] and "Before the change" not in shown[number]
+    assert ">sae<" in shown[number] and ">optim<" not in shown[number]
+    assert "priority-urgent" in shown[number]
+    assert "3d ago" in shown[number]
+    assert "42%" in shown[pod.number] and "epoch 4 of 10" in shown[pod.number]
+
+
+def test_each_session_gets_its_own_csrf_token_in_kept_menus(app, client, owner, make_experiment):
+    """Menus are rendered once per process and kept: does each browser's board still carry
+    that browser's own CSRF token in every card's menu, and does a move with it work?"""
+    make_experiment("Menu card one")
+    number = make_experiment("Menu card two")
+    first = client.get("/").text
+    other = app.test_client()
+    page = other.get("/login")
+    other.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                               "csrf_token": csrf_from(page.text)})
+    second = other.get("/").text
+    tokens_first = set(re.findall(r'name="csrf_token" value="([^"]+)"', first))
+    tokens_second = set(re.findall(r'name="csrf_token" value="([^"]+)"', second))
+    assert len(tokens_first) == 1 and len(tokens_second) == 1 and tokens_first != tokens_second
+    assert "\x01" not in first and "\x01" not in second
+    moved = other.post(f"/board/move/{number}", data={"to": "planning", "expected": "proposed",
+                                                      "csrf_token": tokens_second.pop()})
+    assert moved.status_code == 303
+    with app.app_context():
+        assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number)) == "planning"
+
+
+def test_a_kept_card_follows_the_model_key_and_an_idle_flag(app, client, owner, make_experiment, monkeypatch):
+    """A card kept by an earlier board: does it say Sagan's turn once a model key is set (and
+    the owner's without), rather than what it said when it was kept?"""
+    number = make_experiment("Kept turn", status="proposed")
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "")
+    assert "write the plan (agents are off)" in cards(client.get("/"))[number]
+    monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
+    assert "Sagan turn: clarify scope" in cards(client.get("/"))[number]

@@ -285,3 +285,19 @@ def test_a_poll_whose_read_fails_answers_503_not_500(app, client, owner, make_ex
     monkeypatch.setattr(lean_reads._Connections, "take", refused)
     for response in (_experiment_poll(client, number, version), _run_poll(client, run_id, 0)):
         assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+
+
+def test_a_kept_session_cookie_past_its_age_is_refused(app, client, owner, make_experiment, monkeypatch):
+    """The quiet layer keeps what a session cookie it verified says, to skip the signature
+    check on the next polls: once the cookie is older than the session lifetime, is its next
+    poll (either page's) still refused, as Flask refuses it?"""
+    from datetime import timedelta
+    number = make_experiment(status="clarifying")
+    run_id = _make_run(app, number)
+    version = _version(client, number)
+    assert _experiment_poll(client, number, version).status_code == 304  # verified and kept
+    assert _run_poll(client, run_id, 0).status_code == 204
+    monkeypatch.setattr(app, "permanent_session_lifetime", timedelta(seconds=-1))
+    assert _refused(_experiment_poll(client, number, version))
+    assert _refused(_run_poll(client, run_id, 0))
+
