@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -84,7 +85,13 @@ def test_the_sampler_reads_nvidia_smi_and_the_machine(gpu_machine, tmp_path):
     disk, and read `[N/A]` as no value?"""
     helper = _helper()
     gpu_machine("12, 2048, 8192", "40, [N/A], 8192")
-    values, _cpu = helper.system_sample(str(tmp_path), helper._cpu_times())
+    # CPU use is the share of /proc/stat's jiffies spent busy since the previous reading: let
+    # at least one tick pass (10 ms), or a fast sample has no interval to divide by.
+    previous = helper._cpu_times()
+    deadline = time.monotonic() + 5
+    while helper._cpu_times()[1] == previous[1] and time.monotonic() < deadline:
+        time.sleep(0.005)
+    values, _cpu = helper.system_sample(str(tmp_path), previous)
     assert values["sys/gpus"] == 2 and values["sys/gpu_util [%]"] == 40.0
     assert values["sys/gpu_mem_used [GiB]"] == 2.0 and values["sys/gpu_mem [%]"] == 25.0  # of the GPU that reports both
     assert 0 < values["sys/ram [%]"] <= 100 and 0 < values["sys/disk [%]"] <= 100 and "sys/cpu [%]" in values
