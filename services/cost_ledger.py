@@ -34,6 +34,7 @@ class Ledger:
     estimate_usd: float | None = None  # the latest plan's GPU estimate (None: none, or unknown prices)
     estimate_known_usd: float | None = None  # what the estimate's known prices add up to
     estimate_unpriced: tuple = ()     # GPUs the estimate had no price for
+    estimate_local: bool = False      # the estimate's pods all run on this machine: nothing to bill
 
     @property
     def total_usd(self) -> float:
@@ -163,6 +164,7 @@ def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -
             ledger.estimate_usd = estimate.get("total_usd")
             ledger.estimate_known_usd = estimate.get("known_usd")
             ledger.estimate_unpriced = tuple(estimate.get("unknown_prices") or ())
+            ledger.estimate_local = estimate.get("accounts") == ["local"]
     return {i: ledgers.get(i, Ledger()) for i in ids}
 
 

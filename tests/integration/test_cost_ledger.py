@@ -177,3 +177,24 @@ def test_a_card_says_nothing_of_money_when_nothing_costs_any(app, owner, client,
     assert "card-spend" not in card(free) and "$0.00" not in card(free)
     spend = re.search(r'<span class="card-spend"[^>]*>(.*?)</span>', card(partly)).group(1)
     assert spend == "$0.12"  # no " · $0.00/h" for the local pod
+
+
+def test_compare_says_a_local_plan_bills_nothing_rather_than_zero_dollars(app, owner, client, make_experiment):
+    """Does the compare view's GPU estimate for a plan whose pods all run on this machine read
+    "no charge (local pods)", and a priced RunPod plan its dollars?"""
+    local, paid = make_experiment("Local plan"), make_experiment("Paid plan")
+    with app.app_context():
+        for number, estimate in ((local, {"total_usd": 0.0, "known_usd": 0.0, "unknown_prices": [],
+                                          "accounts": ["local"]}),
+                                 (paid, {"total_usd": 4.2, "known_usd": 4.2, "unknown_prices": [],
+                                         "accounts": ["team"]})):
+            experiment = _experiment(number)
+            db.session.add(PlanVersion(experiment_id=experiment.id, version=_next_version(experiment), markdown="p",
+                                       source="agent", estimate=estimate))
+        db.session.commit()
+    page = client.get(f"/experiments/compare?e={local}&e={paid}").get_data(as_text=True)
+    rows = {number: page.split(f">#{number}</a>", 1)[1].split("</tr>", 1)[0] for number in (local, paid)}
+    # The cells after the status: what was spent, then the GPU estimate.
+    estimate = {number: re.findall(r'<td class="num nowrap">(.*?)</td>', row, re.S)[1] for number, row in rows.items()}
+    assert "no charge (local pods)" in estimate[local] and "$" not in estimate[local]
+    assert "$4.20" in estimate[paid] and "no charge" not in estimate[paid]
