@@ -18,6 +18,7 @@ from services import events, lifecycle, markers, plans, pod_secrets, questions, 
 from services.actors import Actor
 from services.agents.orchestration import begin_orchestrator
 from services.clock import utcnow
+from services.dispatch import pod_accounts
 from services.dispatch import costs
 from services.dispatch.spec import as_pods, without_git_env
 from services.errors import Conflict, TooLarge, Unprocessable, ValidationError
@@ -194,7 +195,7 @@ def _auto_approvable(experiment: Experiment, plan_json: dict, estimate: dict | N
     """SPEC §4.5: flag on, not a blocker, a known estimate under the limit."""
     if not experiment.auto_approve_plan or plan_json.get("is_blocker"):
         return False
-    if experiment.runpod_account == "local" and experiment.kind == "experiment" and plan_json.get("spec"):
+    if pod_accounts.on_this_host(experiment.runpod_account) and experiment.kind == "experiment" and plan_json.get("spec"):
         return False  # an auto-approved plan never dispatches to the local backend (SPEC §6.9)
     limit = float(settings.get("auto_approve_max_usd") or 0)
     total = (estimate or {}).get("total_usd") if plan_json.get("spec") else 0.0

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, db
 from services import records, spend
+from services.dispatch import pod_accounts
 
 
 @dataclass
@@ -164,7 +165,8 @@ def ledgers_for(experiments: list[Experiment], *, with_estimates: bool = True) -
             ledger.estimate_usd = estimate.get("total_usd")
             ledger.estimate_known_usd = estimate.get("known_usd")
             ledger.estimate_unpriced = tuple(estimate.get("unknown_prices") or ())
-            ledger.estimate_local = estimate.get("accounts") == ["local"]
+            ledger.estimate_local = bool(estimate.get("accounts")) and not any(
+                pod_accounts.bills(name) for name in estimate["accounts"])
     return {i: ledgers.get(i, Ledger()) for i in ids}
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from models import Artifact, Pod, db
+from services.dispatch import pod_accounts
 from services.dispatch.backends import BackendError, LogLine, backend_for
 from services.errors import ValidationError
 from services.redact import redact
@@ -114,7 +115,7 @@ def read_pod_logs(pod: Pod, *, tail: int | None = None, since: str | None = None
         except BackendError as exc:
             lines, provider_note = None, f"The provider's log could not be read ({exc.reason}: {exc.message})."
         if lines is not None:
-            source = "local" if pod.account == "local" else "runpod"
+            source = pod_accounts.log_source(pod.account)
             note = None
             if since and source == "local":
                 note = "A local pod's log has no time per line, so since cannot narrow it: this is the tail."

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from models import Experiment, MetricBatch, MetricChunk, MetricSeries, Pod, db
 from services import records
 from services.clock import utcnow
+from services.dispatch import pod_accounts
 
 PREFIX = "sys/"
 GPU_UTIL = "sys/gpu_util [%]"   # the busiest GPU's utilisation: under the line, every GPU idles
@@ -54,7 +55,7 @@ class IdleGpu:
 def _watched(pod) -> bool:
     """A pod whose idle GPUs cost money: on RunPod (local pods bill nothing), and its script
     still running (exited pods wait in keep-alive, idle by design)."""
-    return pod.account != "local" and pod.status == "running" and pod.exit_code is None
+    return pod_accounts.bills(pod.account) and pod.status == "running" and pod.exit_code is None
 
 
 def idle_gpus(pods, now: datetime | None = None) -> dict[uuid.UUID, IdleGpu]:
@@ -105,7 +106,7 @@ def idle_by_experiment(experiment_ids) -> dict[uuid.UUID, list[IdleGpu]]:
     if not ids:
         return {}
     pods = db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, ids), Pod.status == "running",
-                                                   Pod.account != "local")).all()
+                                                   Pod.account.not_in(pod_accounts.FREE))).all()
     out: dict = {}
     for idle in idle_gpus(pods).values():
         out.setdefault(idle.experiment_id, []).append(idle)
@@ -114,7 +115,7 @@ def idle_by_experiment(experiment_ids) -> dict[uuid.UUID, list[IdleGpu]]:
 
 def idle_everywhere() -> list[tuple]:
     """(experiment, IdleGpu) for every running paid pod idling now, for the owner's queue."""
-    pods = db.session.scalars(sa.select(Pod).where(Pod.status == "running", Pod.account != "local")).all()
+    pods = db.session.scalars(sa.select(Pod).where(Pod.status == "running", Pod.account.not_in(pod_accounts.FREE))).all()
     idle = idle_gpus(pods)
     if not idle:
         return []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services import settings
+from services.dispatch import pod_accounts
 from services.dispatch import spec as specs
 from services.errors import ValidationError
 
@@ -31,7 +32,7 @@ def accounts_of(pods: list[dict], account: str) -> set[str]:
 
 def is_paid(accounts: set[str]) -> bool:
     """Does any of these accounts bill (everything but the local backend)?"""
-    return any(a != "local" for a in accounts)
+    return any(pod_accounts.bills(a) for a in accounts)
 
 
 def gpu_prices(overrides: dict | None = None) -> dict[str, float | None]:

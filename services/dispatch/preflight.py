@@ -33,7 +33,7 @@ from typing import Callable
 
 from models import Experiment
 from services import pod_secrets, settings, spend, workspaces
-from services.dispatch import costs
+from services.dispatch import costs, pod_accounts
 from services.errors import SaganError
 
 CHECKS = ("commit", "entry_script", "gpu_prices", "secrets", "estimate")
@@ -305,7 +305,7 @@ def _price_check(pods: list[dict], account: str, prices: dict, candidates) -> Ch
     unknown: dict[str, list[str]] = {}
     for index, pod in enumerate(pods):
         for candidate in candidates(pod, account, prices):
-            if candidate.account != "local" and prices.get(candidate.gpu.short) is None:
+            if pod_accounts.bills(candidate.account) and prices.get(candidate.gpu.short) is None:
                 unknown.setdefault(candidate.gpu.short, [])
                 name = pod.get("name") or f"pod {index}"
                 if name not in unknown[candidate.gpu.short]:
@@ -335,7 +335,7 @@ def _secret_check(pods: list[dict]) -> Check:
 
 
 def _estimate_check(experiment: Experiment, pods: list[dict], account: str, prices: dict) -> Check:
-    local = account == "local" and not costs.is_paid(costs.accounts_of(pods, account))
+    local = not pod_accounts.bills(account) and not costs.is_paid(costs.accounts_of(pods, account))
     estimate = costs.estimate(pods, prices, local=local)
     if estimate.total_usd is None:
         return Check("estimate", False, f"the estimate is incomplete ({', '.join(estimate.unknown_prices)} without a "

@@ -26,7 +26,7 @@ from services import (approvals, events, jobs, lifecycle, markers, pod_secrets, 
                       runs, settings, spend, ssh_keys)
 from services.actors import Actor
 from services.clock import utcnow
-from services.dispatch import costs
+from services.dispatch import costs, pod_accounts
 from services.dispatch import spec as specs
 from services.dispatch import preflight, tokens, verify
 from services.dispatch.backends import BackendError, PodRequest, backend_for
@@ -139,7 +139,7 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
         raise Conflict(f"#{experiment.number} is a {experiment.kind}: its result is a write-up and nothing is "
                        "dispatched. Move it to clean_result_drafting when the work is done.", code="pod_free")
     approved_spec(experiment)
-    if experiment.runpod_account == "local" and actor.kind != "owner" and experiment.auto_approve_plan:
+    if pod_accounts.on_this_host(experiment.runpod_account) and actor.kind != "owner" and experiment.auto_approve_plan:
         raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")
     gate = _gate_reason(experiment)
     if gate:
@@ -559,7 +559,7 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
     that may have made the pod anyway, the lookup by name. Returns (Pod, None) or (None, error)."""
     name = f"sagan-{experiment.number}-{run.id.hex[:8]}-{index}-{attempt}"
     token, token_hash = tokens.new_token()
-    local = candidate.account == "local"
+    local = pod_accounts.on_this_host(candidate.account)
     pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, run_index=index,
               attempt=attempt, account=candidate.account, name=name, gpu_type_id=candidate.gpu.provider_id,
               gpu_count=candidate.gpu_count, cloud_type=candidate.cloud, status="deploying",

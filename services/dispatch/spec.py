@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from services import pod_secrets, registry
+from services.dispatch import pod_accounts
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def without_git_env(spec) -> list[dict]:
 
 def pod_noun(account: str | None) -> str:
     """What a person calls the pod in a note: a local pod is a process on this machine, not RunPod's."""
-    return "Local pod" if account == "local" else "RunPod pod"
+    return pod_accounts.pod_label(account)
 
 
 def _int_field(pod: dict, name: str, where: str, problems: list[str], *, minimum: int,

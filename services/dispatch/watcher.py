@@ -16,6 +16,7 @@ from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
 from services import events, lifecycle, recovery, redis_store, registry, runs, settings, spend
 from services.actors import Actor
 from services.clock import utcnow
+from services.dispatch import pod_accounts
 from services.errors import Conflict
 from services.dispatch import verify
 from services.dispatch.backends import BackendError, backend_for
@@ -176,7 +177,7 @@ def _missing(pod: Pod, now, listings: _AccountListings) -> None:
     pod.metadata_ = meta
     if not vanish_proven(checks, now):
         return
-    if pod.account != "local" and listings.looks_unscoped(pod.account):
+    if not pod_accounts.on_this_host(pod.account) and listings.looks_unscoped(pod.account):
         return _empty_listing_incident(pod, now)
     _vanished(pod, now)
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 from flask import current_app
 
 from config import INSTANCE_DIR, Config
+from services.dispatch import pod_accounts
 from services.dispatch.backends.base import ACCOUNTS, BackendError, PodBackend
 from services.dispatch.backends.local import LocalBackend
 from services.dispatch.backends.runpod import RunPodBackend
@@ -48,10 +49,13 @@ def _runpod_backend(pid: int, account: str, api_key: str, url: str, team_id: str
 
 
 def backend_for(account: str, config=None) -> PodBackend:
-    """The backend serving `account` ("team", "personal" or "local"), configured from `config`
-    (default: the current app's config, else the environment)."""
+    """The backend serving `account` (its entry in services/dispatch/pod_accounts.py names it),
+    configured from `config` (default: the current app's config, else the environment)."""
     config = _current_config() if config is None else config
-    if account in ("team", "personal"):
+    entry = pod_accounts.get(account)
+    if entry is None:
+        raise BackendError("spec_invalid", f"Unknown pod account {account!r}; known: {', '.join(ACCOUNTS)}.")
+    if entry.backend == "runpod":
         key_name = "RUNPOD_API_KEY_TEAM" if account == "team" else "RUNPOD_API_KEY_PERSONAL"
         api_key = _setting(config, key_name, "") or ""
         if not api_key.strip():
@@ -66,7 +70,7 @@ def backend_for(account: str, config=None) -> PodBackend:
             float(_setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
             int(_setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
         )
-    if account == "local":
+    if entry.backend == "local":
         if not local_pods_allowed(config):
             raise BackendError("spec_invalid", "The local pod backend is off on this server: it runs "
                                                "pod commands on the Sagan host. Set SAGAN_LOCAL_PODS=1 "
