@@ -5,16 +5,17 @@ import logging
 
 from flask import Flask
 
+from blueprints import register_blueprints
 from config import INSTANCE_DIR, Config
 from extensions import csrf, htmx, login_manager, migrate
-from blueprints import register_blueprints
 from front import lean_ingest, quiet_polls
 from front.gate import RequestGate
 from models import db
-from services.agents import model_api, toolbox
-from services.instance_security import refuse_open_redis
-from services.trusted_proxies import TrustedProxyFix, parse as parse_trusted_proxies
-
+from services.agents import toolbox
+from services.claude import model_api
+from services.core.instance_security import refuse_open_redis
+from services.core.trusted_proxies import TrustedProxyFix
+from services.core.trusted_proxies import parse as parse_trusted_proxies
 
 
 def create_app(config: Config | type | None = None) -> Flask:
@@ -32,7 +33,7 @@ def create_app(config: Config | type | None = None) -> Flask:
     # CSRF is checked by the access layer, which knows when a request carries a bearer
     # token instead of a session (blueprints/access.py); every other state change is checked.
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
-    # The client's address, not the reverse proxy's, for rate limits (services/trusted_proxies.py).
+    # The client's address, not the reverse proxy's, for rate limits (services/core/trusted_proxies.py).
     parse_trusted_proxies(app.config.get("SAGAN_TRUSTED_PROXIES") or "")  # a typo stops start-up, loudly
     # Local pods beside a Redis anyone can write to: refused, not warned about (docs/security.md).
     refuse_open_redis(app.config)
@@ -46,7 +47,7 @@ def create_app(config: Config | type | None = None) -> Flask:
     login_manager.init_app(app)
     login_manager.session_protection = "basic"
 
-    from services.auth import load_user
+    from services.core.auth import load_user
     login_manager.user_loader(load_user)
 
     register_blueprints(app)
@@ -63,7 +64,7 @@ def create_app(config: Config | type | None = None) -> Flask:
     import cli
     cli.register(app)
 
-    from services import side_effects
+    from services.pipeline import side_effects
     side_effects.install()
 
     if not app.testing:

@@ -19,8 +19,8 @@ import_cli = AppGroup("import", help="Import experiments from other systems.")
 @click.option("--name", "display_name", default="")
 def create_owner(email: str, password: str, display_name: str) -> None:
     """Create an owner account."""
-    from services.auth import create_owner as create
-    from services.errors import ValidationError
+    from services.core.auth import create_owner as create
+    from services.core.errors import ValidationError
     try:
         user = create(email, password, display_name)
     except ValidationError as exc:
@@ -32,7 +32,7 @@ def create_owner(email: str, password: str, display_name: str) -> None:
 @users_cli.command("ensure-owner")
 def ensure_owner() -> None:
     """Create the first owner if none exists (from SAGAN_OWNER_EMAIL/PASSWORD, or generated)."""
-    from services.auth import ensure_owner_from_env
+    from services.core.auth import ensure_owner_from_env
     created = ensure_owner_from_env()
     if created is None:
         click.echo("An owner account already exists.")
@@ -50,8 +50,8 @@ def ensure_owner() -> None:
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
 def set_password(email: str, password: str) -> None:
     """Change an owner's password (ends their sessions)."""
-    from services.auth import set_password as change
-    from services.errors import SaganError
+    from services.core.auth import set_password as change
+    from services.core.errors import SaganError
     try:
         change(email, password)
     except SaganError as exc:
@@ -65,8 +65,8 @@ def set_password(email: str, password: str) -> None:
 @click.option("--scopes", default="read", show_default=True, help="Comma-separated: read,write,dispatch,promote")
 def create_token(name: str, scopes: str) -> None:
     """Create an API token and print its secret once."""
-    from services.auth import create_token as create
-    from services.errors import ValidationError
+    from services.core.auth import create_token as create
+    from services.core.errors import ValidationError
     try:
         token, secret = create(name, scopes)
     except ValidationError as exc:
@@ -83,7 +83,7 @@ def create_token(name: str, scopes: str) -> None:
 @click.option("--seed", type=int, default=7, show_default=True)
 def demo_load(scale: int | None, seed: int) -> None:
     """Load demo experiments in many statuses so the board looks alive."""
-    from services import demo
+    from services.pipeline import demo
     if scale is None:
         count = demo.load_curated()
     else:
@@ -97,8 +97,8 @@ def import_old_sagan(files: tuple[str, ...]) -> None:
     """Import experiment `view` documents exported from the old system's API."""
     import json
 
-    from services.errors import ValidationError
-    from services.importer import ImportReport, import_document
+    from services.core.errors import ValidationError
+    from services.planning.importer import ImportReport, import_document
     total = ImportReport()
     for path in files:
         try:
@@ -123,7 +123,8 @@ def demo_journey() -> None:
     """Create the "Demo journey" experiment that `make demo` walks through (once), and the tiny
     research repository its scripted code agents work on when this host can sandbox them —
     then also the second journey, whose crashed pods go back to the implementer."""
-    from services import demo, demo_repo
+    from services.code import demo_repo
+    from services.pipeline import demo
     number = demo.ensure_journey_experiment()
     stage = demo_repo.ensure()
     db.session.commit()

@@ -1,9 +1,9 @@
 """Every setting in one place, read from the environment.
 
 Durations are seconds unless the name says otherwise; code reads the time through
-services.clock, so tests shorten nothing here — they move the clock instead.
+services.core.clock, so tests shorten nothing here — they move the clock instead.
 Owner-editable values (prices, caps, webhook) start from these defaults and can be
-overridden in the Setting table through services.settings.
+overridden in the Setting table through services.core.settings.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class Config:
     # Requests that run the app's code at once in a web worker; the web server sets it to its
     # threads (serve.py). 0: no limit (tests, the CLI).
     WEB_APP_SLOTS = 0
-    # Reverse proxies whose X-Forwarded-For / -Proto are believed (services/trusted_proxies.py).
+    # Reverse proxies whose X-Forwarded-For / -Proto are believed (services/core/trusted_proxies.py).
     SAGAN_TRUSTED_PROXIES = os.environ.get("SAGAN_TRUSTED_PROXIES", "")
 
     # --- owner account -------------------------------------------------------------
@@ -211,7 +211,7 @@ class Config:
     SAGAN_WORKSPACE_LOCK_WAIT_SECONDS = _env_int("SAGAN_WORKSPACE_LOCK_WAIT_SECONDS", 60)
     SAGAN_SANDBOX_USER = os.environ.get("SAGAN_SANDBOX_USER", "sagan-sandbox")
     # Accounts <SAGAN_SANDBOX_USER>-1…N that analysis sandboxes take one each while they run,
-    # so each has a process limit of its own (services/sandbox.py, "Accounts").
+    # so each has a process limit of its own (services/code/sandbox.py, "Accounts").
     SAGAN_SANDBOX_ACCOUNTS = _env_int("SAGAN_SANDBOX_ACCOUNTS", 8)
     SAGAN_SANDBOX_TIMEOUT_SECONDS = _env_int("SAGAN_SANDBOX_TIMEOUT_SECONDS", 600)
     SAGAN_SANDBOX_CPU_SECONDS = _env_int("SAGAN_SANDBOX_CPU_SECONDS", 600)

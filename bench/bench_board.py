@@ -27,7 +27,8 @@ def main() -> None:
     import sqlalchemy as sa
 
     from models import Experiment, db
-    from services import demo, registry
+    from services.core import registry
+    from services.pipeline import demo
 
     results, rows = [], []
     loaded = 0

@@ -23,8 +23,10 @@ BUDGET_QUERIES = 2
 def seed_experiment(app, events: int) -> int:
     """A running experiment with a plan, an approval, `events` timeline events and a run."""
     from models import db
-    from services import demo, events as event_log, experiments
-    from services.actors import Actor
+    from services.core import events as event_log
+    from services.core.actors import Actor
+    from services.pipeline import demo
+    from services.workflow import experiments
 
     with app.app_context():
         experiment = experiments.create_experiment({"title": "Experiment poll bench"}, Actor("owner", None, "bench"))

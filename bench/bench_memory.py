@@ -30,7 +30,7 @@ AGENT_RUNS = 4
 
 
 def web_rss(app) -> dict:
-    from services import demo
+    from services.pipeline import demo
     with app.app_context():
         demo.load_scale(2_000)
     run_id, _ = harness.seed_run(app, 10_000)
@@ -49,8 +49,8 @@ def worker_rss(app) -> dict:
     import psutil
 
     from models import db
-    from services import experiments, jobs, runs
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import experiments, jobs, runs
     from tests.fakes.anthropic_server import FakeAnthropic, reply, slow, text, tool_use
 
     with FakeAnthropic() as fake:

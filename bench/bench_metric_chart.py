@@ -28,8 +28,8 @@ def seed(app, points: int, pods: int, title: str) -> int:
     import sqlalchemy as sa
 
     from models import AgentRun, Pod, db
-    from services import experiments
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import experiments
 
     with app.app_context():
         experiment = experiments.create_experiment({"title": title}, Actor("owner"))

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services import plans  # noqa: E402
+from services.planning import plans  # noqa: E402
 
 
 def main() -> None:

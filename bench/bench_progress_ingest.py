@@ -59,9 +59,9 @@ end
 def prepare(pods: int) -> list[str]:
     """A fresh schema (harness.fresh_database) and `pods` running pods with tokens; returns the tokens."""
     from models import AgentRun, Pod, db
-    from services import experiments
-    from services.actors import Actor
+    from services.core.actors import Actor
     from services.dispatch import tokens as pod_tokens
+    from services.workflow import experiments
 
     app = harness.fresh_database()
     secrets_ = []

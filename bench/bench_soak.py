@@ -181,9 +181,10 @@ def seed(app, args) -> dict:
     import sqlalchemy as sa
 
     from models import AgentRun, ApprovalRequest, Pod, db
-    from services import demo, experiments
-    from services.actors import Actor
+    from services.core.actors import Actor
     from services.dispatch import tokens as pod_tokens
+    from services.pipeline import demo
+    from services.workflow import experiments
 
     harness.create_owner(app)
     with app.app_context():
@@ -520,7 +521,7 @@ def job_outcomes(record: Record, redis_url: str, drain_seconds: float) -> dict:
     from rq.job import Job
 
     sys.path.insert(0, str(ROOT))
-    from services.artifacts import job_id
+    from services.dispatch.artifacts import job_id
 
     engine = sa.create_engine(harness.DB_URL)
     ids = record.accepted_artifacts

@@ -86,7 +86,7 @@ def vacuum_analyze(*tables: str) -> None:
 
 def create_owner(app) -> None:
     from models import db
-    from services.auth import create_owner as make
+    from services.core.auth import create_owner as make
     with app.app_context():
         make(OWNER_EMAIL, OWNER_PASSWORD)
         db.session.commit()
@@ -317,9 +317,9 @@ def seed_run(app, events: int, *, status: str = "running") -> tuple[str, int]:
     import sqlalchemy as sa
 
     from models import AgentRun, RunEvent, db
-    from services import experiments
-    from services.actors import Actor
-    from services.clock import utcnow
+    from services.core.actors import Actor
+    from services.core.clock import utcnow
+    from services.workflow import experiments
 
     kinds = ("assistant_text", "tool_call", "tool_result", "pod_progress")
     with app.app_context():

@@ -18,8 +18,9 @@ from flask import Response, request, session
 from markupsafe import Markup, escape
 
 from models import db
-from services import lifecycle, once
-from services.errors import SaganError, ValidationError
+from services.core import once
+from services.core.errors import SaganError, ValidationError
+from services.workflow import lifecycle
 
 Effects = Iterable[lifecycle.SideEffect] | None
 _STASH_SESSION_KEY = "sagan_stash"

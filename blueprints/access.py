@@ -31,10 +31,10 @@ from flask_wtf.csrf import CSRFError
 from blueprints.errors import error_response, wants_json, with_message
 from extensions import csrf
 from front import headers
-from services import auth as auth_service
-from services import redis_store
-from services.actors import Actor
-from services.clock import utcnow
+from services.core import auth as auth_service
+from services.core import redis_store
+from services.core.actors import Actor
+from services.core.clock import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _refuse_oversized_body() -> None:
         request.max_content_length = current_app.config[setting]
     limit = request.max_content_length
     if limit is not None and request.content_length is not None and request.content_length > limit:
-        from services.errors import TooLarge
+        from services.core.errors import TooLarge
         raise TooLarge(f"The request is too large: {request.content_length:,} bytes; the limit here is {limit:,}.")
 
 

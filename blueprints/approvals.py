@@ -7,7 +7,7 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import render
 from models import Experiment, PlanVersion, db
-from services import approvals
+from services.planning import approvals
 
 bp = Blueprint("approvals", __name__)
 

@@ -8,8 +8,8 @@ from flask_login import current_user, login_user, logout_user
 
 from blueprints import access
 from blueprints._actions import perform
-from services import auth as auth_service
-from services.errors import RateLimited, ValidationError
+from services.core import auth as auth_service
+from services.core.errors import RateLimited, ValidationError
 
 bp = Blueprint("auth", __name__)
 

@@ -12,10 +12,13 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from blueprints.filters import age
-from services import board_moves, cost_ledger, experiments, registry, system_metrics
-from services.clock import utcnow
+from services.core import registry
+from services.core.clock import utcnow
+from services.core.errors import SaganError
+from services.dispatch import cost_ledger, system_metrics
 from services.dispatch.view import board_progress
-from services.errors import SaganError
+from services.planning import board_moves
+from services.workflow import experiments
 
 bp = Blueprint("board", __name__)
 _STASH = "board"
@@ -106,7 +109,7 @@ class CardBodies:
 
     def body(self, card_body, experiment, facts: "CardFacts", menu: CardMenu, detail_url_pattern: str) -> str:
         spent = facts.spent
-        # The card's row whole (its tags are a tuple: services/experiments.py::_card_tags).
+        # The card's row whole (its tags are a tuple: services/workflow/experiments.py::_card_tags).
         # Also what the card shows from elsewhere: idle paid GPUs (their repr: the flag's
         # words and price), and whether agents run (the turn is read as the owner's without).
         key = (card_body._func.__code__, experiment, facts.live, None if spent is None else tuple(vars(spent).values()),

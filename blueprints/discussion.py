@@ -11,8 +11,9 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from blueprints import access
 from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page
-from services import discussion, experiments, jobs, runs
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.planning import discussion
+from services.workflow import experiments, jobs, runs
 
 bp = Blueprint("discussion", __name__)
 

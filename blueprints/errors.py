@@ -17,7 +17,7 @@ from flask import Flask, current_app, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from models import db
-from services.errors import SaganError
+from services.core.errors import SaganError
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,12 @@ from flask import current_app, redirect, request, url_for
 
 from blueprints import _actions, experiment_panels
 from models import Experiment
-from services import approvals, events, experiments, lifecycle, markers, questions, registry, results, stages
-from services.errors import SaganError
-from services.plans import template as plan_template
+from services.core import events, registry
+from services.core.errors import SaganError
+from services.planning import approvals, questions
+from services.planning.plans import template as plan_template
+from services.results import results
+from services.workflow import experiments, lifecycle, markers, stages
 
 # The forms of the page, by the key of their refusal in `errors` (and the section they sit in).
 FORM_SECTIONS = {"status": "status", "override": "status", "edit": "record", "plan": "plan",

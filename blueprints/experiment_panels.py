@@ -2,7 +2,7 @@
 whose rows it shows (what the live poll's fingerprint watches), and — for a panel the page
 lists rather than places — its template.
 
-The fingerprint is built from these declarations and nothing else (services/experiments.py's
+The fingerprint is built from these declarations and nothing else (services/workflow/experiments.py's
 `watch_page`), so a panel whose tables are declared here refreshes on the live page when they
 change, and a panel cannot be added that the poll forgets. Panels the page places by hand
 (templates/experiments/_live.html has the layout) leave `template` empty; a panel with a
@@ -15,11 +15,25 @@ from typing import Callable
 
 import sqlalchemy as sa
 
-from models import (AgentRun, ApprovalRequest, Artifact, CleanResultVersion, CodeCommit, Comment, Experiment,
-                    Figure, PlanVersion, Pod)
-from services import code_view, cost_ledger, experiments, follow_ups, metrics, results
+from models import (
+    AgentRun,
+    ApprovalRequest,
+    Artifact,
+    CleanResultVersion,
+    CodeCommit,
+    Comment,
+    Experiment,
+    Figure,
+    PlanVersion,
+    Pod,
+)
+from services.code import code_view
+from services.dispatch import cost_ledger, metrics
 from services.dispatch import view as pod_view
-from services.experiments import PageWatch
+from services.planning import follow_ups
+from services.results import results
+from services.workflow import experiments
+from services.workflow.experiments import PageWatch
 
 _child = sa.orm.aliased(Experiment)
 

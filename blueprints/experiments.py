@@ -6,10 +6,19 @@ from flask import Blueprint, current_app, make_response, redirect, render_templa
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
-from blueprints.experiment_page import (ExperimentPage, PageError, back, form_choices, page_form, refuse,
-                                        timeline_filters)
-from services import approvals, events, experiments, lifecycle, questions, registry
-from services.errors import NotFound
+from blueprints.experiment_page import (
+    ExperimentPage,
+    PageError,
+    back,
+    form_choices,
+    page_form,
+    refuse,
+    timeline_filters,
+)
+from services.core import events, registry
+from services.core.errors import NotFound
+from services.planning import approvals, questions
+from services.workflow import experiments, lifecycle
 
 bp = Blueprint("experiments", __name__)
 

@@ -7,8 +7,9 @@ from flask import Flask, current_app
 from flask_login import current_user
 from markupsafe import Markup
 
-from services import cost_ledger, events, registry
-from services.clock import utcnow
+from services.core import events, registry
+from services.core.clock import utcnow
+from services.dispatch import cost_ledger
 
 
 def age(moment: datetime | None, now: datetime | None = None) -> str:
@@ -27,7 +28,7 @@ def column_of(status: str) -> str:
 
 
 def sanitized(html: str | None) -> Markup:
-    """Mark HTML safe that services.sanitize produced when it was stored (the `*_html` fields).
+    """Mark HTML safe that services.core.sanitize produced when it was stored (the `*_html` fields).
 
     The only way a template shows markup; never use it on anything else.
     """
@@ -45,13 +46,13 @@ def money(value) -> str:
 
 
 def usd(value: float) -> str:
-    """A known amount: services/cost_ledger.py's words for it."""
+    """A known amount: services/dispatch/cost_ledger.py's words for it."""
     return cost_ledger.usd(value)
 
 
 def metric_value(value: float | None) -> str:
     """A metric as a person reads it: four significant digits, no exponent for everyday sizes;
-    None is a value that was not finite (NaN, ±Infinity: services/metrics.py)."""
+    None is a value that was not finite (NaN, ±Infinity: services/dispatch/metrics.py)."""
     if value is None:
         return "not finite"
     if value == 0 or 1e-3 <= abs(value) < 1e6:
@@ -117,7 +118,7 @@ def init_app(app: Flask) -> None:
             # Lazy: only pages that render the header pay for the query.
             if not current_user.is_authenticated:
                 return 0
-            from services.experiments import owner_turn_count
+            from services.workflow.experiments import owner_turn_count
             return owner_turn_count()
         def fleet_incident():
             if not current_user.is_authenticated:

@@ -6,8 +6,8 @@ from flask import Blueprint, current_app
 
 from blueprints import access
 from models import db
-from services import redis_store
-from services.jobs import ARTIFACTS
+from services.core import redis_store
+from services.workflow.jobs import ARTIFACTS
 
 bp = Blueprint("health", __name__)
 

@@ -1,13 +1,13 @@
 """Form fields and query arguments with a NUL character answer 400.
 
 PostgreSQL text cannot hold NUL, so one in a title or a filter used to reach the database
-and answer 500. JSON bodies get the same check (and more) in services.input_shape.
+and answer 500. JSON bodies get the same check (and more) in services.core.input_shape.
 """
 from __future__ import annotations
 
 from flask import Flask, request
 
-from services.input_shape import check_text
+from services.core.input_shape import check_text
 
 
 def refuse_invalid_text() -> None:

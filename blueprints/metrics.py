@@ -5,7 +5,8 @@ from flask import Blueprint, jsonify, render_template, request
 
 from blueprints import access
 from blueprints._htmx import unless_unchanged
-from services import cost_ledger, experiments, metrics
+from services.dispatch import cost_ledger, metrics
+from services.workflow import experiments
 
 bp = Blueprint("metrics", __name__)
 

@@ -8,10 +8,11 @@ from blueprints import access
 from blueprints._actions import perform
 from blueprints._htmx import render
 from models import Artifact, FleetIncident, Pod, db
-from services import experiments, input_shape, pod_logs
-from services.dispatch import provisioner, watcher
-from services.errors import Conflict, SaganError
-from services.records import get_by_id
+from services.core import input_shape
+from services.core.errors import Conflict, SaganError
+from services.core.records import get_by_id
+from services.dispatch import pod_logs, provisioner, watcher
+from services.workflow import experiments
 
 bp = Blueprint("pods", __name__)
 

@@ -11,10 +11,10 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from blueprints import access
 from blueprints._actions import perform
-from services import artifacts, input_shape, metrics, run_config
-from services.dispatch import progress, watcher
+from services.core import input_shape
+from services.core.errors import LengthRequired, SaganError, ValidationError
+from services.dispatch import artifacts, metrics, progress, run_config, watcher
 from services.dispatch import tokens as pod_tokens
-from services.errors import LengthRequired, SaganError, ValidationError
 
 bp = Blueprint("progress", __name__, url_prefix="/api")
 
@@ -105,7 +105,7 @@ def post_metrics():
 @access.pod
 def post_metrics_config():
     """The settings the training script runs with (seed, condition…), merged into the pod's
-    configuration so charts can group runs by them (services/run_config.py)."""
+    configuration so charts can group runs by them (services/dispatch/run_config.py)."""
     config = run_config.parse(input_shape.parse_json(request.get_data()))
     return {"ok": True, "config": run_config.record(g.pod.id, config)}
 

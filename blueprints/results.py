@@ -1,18 +1,20 @@
 """The clean result on the experiment page: editor with live preview, versions, figures,
-promotion and follow-ups (SPEC §8.1–8.4, §8.6). Views are thin; services.results does the work."""
+promotion and follow-ups (SPEC §8.1–8.4, §8.6). Views are thin; services.results.results does the work."""
 from __future__ import annotations
 
 from flask import Blueprint, make_response, render_template, request, url_for
 from markupsafe import Markup
 
 from blueprints import access
-from front import security_headers
 from blueprints._actions import perform, stash_for
 from blueprints._htmx import fragment_or_page
 from blueprints.experiment_page import back, page_form, refuse
-from services import experiments, follow_ups, results
-from services.errors import NotFound, SaganError, ValidationError
-from services.sanitize import css_hashes
+from front import security_headers
+from services.core.errors import NotFound, SaganError, ValidationError
+from services.core.sanitize import css_hashes
+from services.planning import follow_ups
+from services.results import results
+from services.workflow import experiments
 
 bp = Blueprint("results", __name__)
 

@@ -19,10 +19,11 @@ from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page, render
 from front import quiet_polls
 from models import AgentRun, Experiment, db
-from services import experiments, registry
-from services import runs as run_service
-from services.errors import NotFound, ValidationError
-from services.recovery import split_recovery_request
+from services.core import registry
+from services.core.errors import NotFound, ValidationError
+from services.dispatch.recovery import split_recovery_request
+from services.workflow import experiments
+from services.workflow import runs as run_service
 
 bp = Blueprint("runs", __name__)
 

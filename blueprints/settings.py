@@ -6,11 +6,13 @@ from flask import Blueprint, abort, current_app, make_response, redirect, render
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
-from services import experiments, pod_secrets, settings, shares, ssh_keys
 from services.agents import web_tools
-from services.dispatch import accounts, costs
+from services.core import settings
+from services.core.errors import ValidationError
+from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
-from services.errors import ValidationError
+from services.results import shares
+from services.workflow import experiments
 
 bp = Blueprint("settings", __name__)
 _SHARE_STASH = "share-links"

@@ -12,9 +12,12 @@ from flask.sessions import SecureCookieSessionInterface
 
 from blueprints import access
 from blueprints.metrics import chart_json
-from services import discussion, metrics, results, sanitize, shares
-from services.errors import RateLimited
-from services.result_lint import confidence_of, title_without_confidence
+from services.core import sanitize
+from services.core.errors import RateLimited
+from services.dispatch import metrics
+from services.planning import discussion
+from services.results.result_lint import confidence_of, title_without_confidence
+from services.results import results, shares
 
 bp = Blueprint("share", __name__, url_prefix="/s")
 

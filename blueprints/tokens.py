@@ -7,8 +7,8 @@ from flask_login import current_user
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
-from services import auth as auth_service
-from services import registry
+from services.core import auth as auth_service
+from services.core import registry
 
 bp = Blueprint("tokens", __name__)
 

@@ -16,7 +16,7 @@ answers exactly the common case, the quiet polls' precedent (front/quiet_polls.p
    `progress.parse_progress`, which also redacts), and is an ordinary post: no exit code,
    not a bootstrap milestone (those need `watcher.after_progress`);
 3. the same statement the view runs, compiled once and run on the lean autocommit
-   connection (services/lean_reads.py), finds a pod with that valid token.
+   connection (services/core/lean_reads.py), finds a pod with that valid token.
 
 Then it answers what the view answers — the same JSON, the same headers, the security
 headers — and nothing else ran. Anything else passes to Flask untouched, the body put
@@ -35,11 +35,11 @@ from flask import Flask
 
 from blueprints import access
 from front import headers, security_headers
-from services import input_shape, lean_reads
+from services.core import input_shape, lean_reads
+from services.core.clock import utcnow
+from services.core.errors import SaganError
 from services.dispatch import progress
 from services.dispatch import tokens as pod_tokens
-from services.clock import utcnow
-from services.errors import SaganError
 
 PATH = "/api/progress"
 ENDPOINT = "progress.post_progress"

@@ -13,8 +13,8 @@ inside the trusted-proxy fix, answers exactly that case with one query and nothi
    `<id>:<session version>`, and under session protection the same client identifier);
    what a cookie verified once says is kept by its exact text (`QuietPolls._verified`),
    its age and the client identifier checked again on every poll;
-3. one query (services/lean_reads.py) reads the answer and, beside it, that user's
-   session version; only if the versions match — the rule `services.auth.load_user`
+3. one query (services/core/lean_reads.py) reads the answer and, beside it, that user's
+   session version; only if the versions match — the rule `services.core.auth.load_user`
    applies — and nothing changed does the layer answer, with the security headers every
    response carries.
 
@@ -41,9 +41,9 @@ from flask.sessions import SecureCookieSessionInterface
 from itsdangerous import BadSignature
 from werkzeug.http import parse_cookie
 
-
 from front import headers, security_headers
-from services import experiments, registry, runs
+from services.core import registry
+from services.workflow import experiments, runs
 
 EXPERIMENT_LIVE = re.compile(r"/experiments/([0-9]{1,9})/live")
 RUN_EVENTS = re.compile(r"/runs/([0-9a-fA-F-]{32,36})/events")

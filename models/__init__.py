@@ -14,7 +14,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, registry
 
-from services.clock import utcnow
+from services.core.clock import utcnow
 
 # Stable constraint names so Alembic migrations can address them on every backend.
 NAMING_CONVENTION = {
@@ -40,7 +40,7 @@ class UTCDateTime(sa.TypeDecorator):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime given; use services.clock.utcnow()")
+            raise ValueError("naive datetime given; use services.core.clock.utcnow()")
         return value.astimezone(timezone.utc)
 
     def process_result_value(self, value, dialect):
@@ -83,14 +83,14 @@ def one_of(column: str, values) -> sa.CheckConstraint:
     return sa.CheckConstraint(f"{column} IN ({quoted})", name=column)
 
 
-from models.user import User, ApiToken  # noqa: E402,F401
-from models.experiment import Experiment, Counter  # noqa: E402,F401
-from models.event import WorkflowEvent, RunEvent  # noqa: E402,F401
-from models.approval import PlanVersion, ApprovalRequest  # noqa: E402,F401
-from models.run import AgentRun  # noqa: E402,F401
-from models.pod import Pod, Artifact, ArtifactUsage, FleetIncident, PodProgressPost  # noqa: E402,F401
-from models.result import Figure, CleanResultVersion, Comment, PromotedResult  # noqa: E402,F401
-from models.share import ShareLink  # noqa: E402,F401
-from models.setting import Setting  # noqa: E402,F401
+from models.approval import ApprovalRequest, PlanVersion  # noqa: E402,F401
 from models.code import CodeCommit  # noqa: E402,F401
+from models.event import RunEvent, WorkflowEvent  # noqa: E402,F401
+from models.experiment import Counter, Experiment  # noqa: E402,F401
 from models.metric import MetricBatch, MetricChunk, MetricSeries  # noqa: E402,F401
+from models.pod import Artifact, ArtifactUsage, FleetIncident, Pod, PodProgressPost  # noqa: E402,F401
+from models.result import CleanResultVersion, Comment, Figure, PromotedResult  # noqa: E402,F401
+from models.run import AgentRun  # noqa: E402,F401
+from models.setting import Setting  # noqa: E402,F401
+from models.share import ShareLink  # noqa: E402,F401
+from models.user import ApiToken, User  # noqa: E402,F401

@@ -8,12 +8,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
-from services import registry
+from services.core import registry
 
 
 class StatusFacts:
     """What follows from an experiment's status and kind alone: shared by the model and by
-    the board's plain card rows (services/experiments.py::BoardCard)."""
+    the board's plain card rows (services/workflow/experiments.py::BoardCard)."""
     __slots__ = ()
 
     @property

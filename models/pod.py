@@ -8,8 +8,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, validates
 
 from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
-from services import registry
-from services.clock import utcnow
+from services.core import registry
+from services.core.clock import utcnow
 
 
 class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
@@ -123,7 +123,7 @@ class ArtifactUsage(db.Model):
     """What one pod, or one experiment in all (its pods, analyses and figure uploads), has
     stored as artifacts: the counters the upload budgets are checked against. Each upload
     adds to both rows with a conditional update in its own transaction, so two uploads
-    racing at a budget cannot both pass it (services/artifacts.py)."""
+    racing at a budget cannot both pass it (services/dispatch/artifacts.py)."""
 
     __tablename__ = "artifact_usage"
     __table_args__ = (one_of("scope", registry.ARTIFACT_USAGE_SCOPES),)

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
-from services import registry
+from services.core import registry
 
 
 class Figure(UUIDPrimaryKey, TimestampMixin, db.Model):
@@ -39,7 +39,7 @@ class CleanResultVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
 
 class PromotedResult(UUIDPrimaryKey, TimestampMixin, db.Model):
     """What the experiment's latest promotion froze: the title, body and figures that share
-    links show, whatever is saved later, until the next promotion (services/results.py)."""
+    links show, whatever is saved later, until the next promotion (services/results/results.py)."""
 
     __tablename__ = "promoted_results"
     __table_args__ = (one_of("promoted_to", registry.PROMOTION_TARGETS),)

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models import TimestampMixin, UUIDPrimaryKey, db, one_of
-from services import registry
+from services.core import registry
 
 
 class ShareLink(UUIDPrimaryKey, TimestampMixin, db.Model):

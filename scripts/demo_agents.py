@@ -14,14 +14,14 @@ It answers through the test suite's faithful fake of the Messages API
 replies, thinking blocks with signatures that must come back unchanged, narration between
 tool calls inside the thinking, prompt-cache usage, and 400s for anything the API refuses.
 
-With `code_stage` on (`make demo` turns it on when services.demo_repo could set up its tiny
+With `code_stage` on (`make demo` turns it on when services.code.demo_repo could set up its tiny
 research repository), the planner reads the probe (`repo_read_file`) and earlier
 experiments before it writes the pods' command, the orchestrator drives the code loop
 with `code_step`: the implementer fixes the repository's bug, the code reviewer asks for
 one targeted fix in round 1, both reviewers pass round 2, Sagan runs the tests in the
 sandbox, and the pod-provisioner dispatches two local pods that run that commit. The
 analyzer lists the uploads and draws the figure of the clean result with `run_analysis`
-from the two pods' metrics. In the second demo experiment (services.demo.SHORT_RUN_TITLE)
+from the two pods' metrics. In the second demo experiment (services.pipeline.demo.SHORT_RUN_TITLE)
 the pods run a two-epoch probe that crashes at the reviewed commit: the orchestrator reads
 the crashed pod's log and sends the traceback back to the implementer
 (`send_crash_to_code`), whose fix is reviewed, tested and dispatched again. Without the
@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from services import demo_repo  # noqa: E402
-from services.demo import SHORT_RUN_TITLE  # noqa: E402
+from services.code import demo_repo  # noqa: E402
+from services.pipeline.demo import SHORT_RUN_TITLE  # noqa: E402
 from tests.fakes import anthropic_server  # noqa: E402
 
 MODEL = "demo-scripted"
@@ -340,7 +340,7 @@ def _last_update(messages) -> str:
 
 @lru_cache(maxsize=1)
 def _agents_by_prompt() -> dict[str, str]:
-    from services.agents import loader
+    from services.claude import loader
     return {loader.get(name).prompt: name for name in loader.names()}
 
 

@@ -44,6 +44,7 @@ PYTHON = sys.executable
 sys.path.insert(0, str(ROOT))
 
 import serve  # noqa: E402 - from the project's root, put on the path above
+
 DEMO_KEY = "demo-scripted-agents"  # marks the scripted demo; never a real key
 TRUTHY = {"1", "true", "yes", "on"}
 
@@ -190,7 +191,7 @@ class Stack:
         # The database, secret key and Redis files are Sagan's alone; local pods pass through.
         if str(ROOT) not in sys.path:
             sys.path.append(str(ROOT))  # this script runs from scripts/; services/ is beside it
-        from services.instance_security import make_instance_private
+        from services.core.instance_security import make_instance_private
         make_instance_private(self.instance)
         # Not echoed here: the banner shows these lines once, with the URL (a generated password
         # is printed once, as the README promises).
@@ -232,7 +233,7 @@ class Stack:
         sys.path.insert(0, str(ROOT / "scripts"))
         from demo_agents import MODEL, DemoAgents
         self.demo_agents = DemoAgents().start()
-        # The demo's research repository is a local path (services/demo_repo.py); real ones are https/ssh.
+        # The demo's research repository is a local path (services/code/demo_repo.py); real ones are https/ssh.
         env.update({"ANTHROPIC_API_KEY": DEMO_KEY, "ANTHROPIC_BASE_URL": self.demo_agents.url,
                     "SAGAN_AGENT_MODEL": MODEL, "SAGAN_DEMO_AGENTS": "1", "SAGAN_SCHEDULER_TICK_SECONDS": "3",
                     "SAGAN_ALLOW_LOCAL_REPO": "1"})
@@ -254,7 +255,7 @@ class Stack:
 
         url = os.environ.get("REDIS_URL", "")
         if url and os.environ.get("SAGAN_LOCAL_PODS", "1").strip().lower() in TRUTHY:
-            from services.instance_security import open_redis_problem  # the project's root is on sys.path
+            from services.core.instance_security import open_redis_problem  # the project's root is on sys.path
             problem = open_redis_problem(url)
             if problem:
                 raise StartError(problem)

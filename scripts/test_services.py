@@ -190,7 +190,7 @@ def ensure_chromium() -> None:
 
 
 def ensure_bubblewrap() -> None:
-    """bwrap sandboxes agent-written code and tests (services/sandbox.py); prlimit limits them."""
+    """bwrap sandboxes agent-written code and tests (services/code/sandbox.py); prlimit limits them."""
     if shutil.which("bwrap") and shutil.which("prlimit"):
         return
     if os.geteuid() == 0 and shutil.which("apt-get"):

@@ -21,7 +21,7 @@ from app import create_app  # noqa: E402
 from blueprints import access  # noqa: E402
 from config import TestConfig  # noqa: E402
 from models import db  # noqa: E402
-from services import clock  # noqa: E402
+from services.core import clock  # noqa: E402
 
 OWNER_EMAIL = "owner@example.com"
 OWNER_PASSWORD = "correct-horse-battery"
@@ -84,7 +84,8 @@ def _fast_password_hashing():
     """Cheap argon2id parameters for the suite: the production cost (~0.1 s per hash or
     verify) would dominate every test that logs in. Hashes keep the same format."""
     from argon2 import PasswordHasher
-    from services import auth as auth_service
+
+    from services.core import auth as auth_service
     cheap = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(auth_service, "_hasher", cheap)
@@ -139,7 +140,7 @@ class AuthActions:
         self._client = client
 
     def create_owner(self, email: str = OWNER_EMAIL, password: str = OWNER_PASSWORD):
-        from services.auth import create_owner
+        from services.core.auth import create_owner
         with self._app.app_context():
             user = create_owner(email, password)
             db.session.commit()
@@ -189,7 +190,7 @@ def htmx_client(app, owner):
 def api_client(app):
     """Factory: a client that sends `Authorization: Bearer <token>` with the given scopes."""
     def make(scopes="read,write", name="test token"):
-        from services.auth import create_token
+        from services.core.auth import create_token
         with app.app_context():
             token, secret = create_token(name, scopes)
             token_id = token.id
@@ -206,8 +207,9 @@ def api_client(app):
 def make_experiment(app):
     """Factory: create an experiment through the service, optionally walked to a status."""
     def make(title="A test experiment", status=None, **fields):
-        from services import demo, experiments
-        from services.actors import Actor
+        from services.core.actors import Actor
+        from services.pipeline import demo
+        from services.workflow import experiments
         with app.app_context():
             experiment = experiments.create_experiment({"title": title, **fields}, Actor("owner", None, "t"))
             if status:
@@ -236,7 +238,8 @@ def worker(app):
     """Run queued jobs in-process, in burst mode, with RQ's SimpleWorker (STYLE §17)."""
     from rq import SimpleWorker
 
-    from services import jobs, redis_store
+    from services.core import redis_store
+    from services.workflow import jobs
     from workers.runtime import AppContextJob, set_app
     set_app(app)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from services import sanitize
+from services.core import sanitize
 
 EVIL = "evil.example"
 

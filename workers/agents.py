@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
-from services import redis_store
+from services.core import redis_store
 
 STOP_KEY = "sagan:worker-stopping:{name}"
 

@@ -2,7 +2,7 @@
 processes of its own, so an agent job never waits behind it: workers/launcher.py)."""
 from __future__ import annotations
 
-from services import artifacts
+from services.dispatch import artifacts
 
 
 def process(artifact_id: str, digest: str) -> str:

@@ -13,8 +13,8 @@ import argparse
 import logging
 import sys
 
-from services import redis_store
-from services.instance_security import local_queue_warnings, open_redis_problem
+from services.core import redis_store
+from services.core.instance_security import local_queue_warnings, open_redis_problem
 from workers import queues
 from workers.runtime import SaganWorker, set_app
 from workers.scheduler import Scheduler

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 def deliver(experiment_id: str) -> int:
     """Post the owner-turn webhook for one experiment."""
-    from services import notify
+    from services.workflow import notify
     return notify.deliver(experiment_id)

@@ -1,12 +1,24 @@
-"""The worker side of the queues: names and limits come from services.jobs (the one place
+"""The worker side of the queues: names and limits come from services.workflow.jobs (the one place
 that decides where a job runs and for how long); this adds Sagan's job class."""
 from __future__ import annotations
 
 from rq import Queue
 
-from services import redis_store
-from services.jobs import (AGENTS, ALL_QUEUES, ARTIFACTS, DEFAULT, DISPATCH, FAILURE_TTL,  # noqa: F401
-                           LOCAL, RESULT_TTL, SERIALIZER, SHARED_QUEUES, job_timeout, put)
+from services.core import redis_store
+from services.workflow.jobs import (  # noqa: F401
+    AGENTS,
+    ALL_QUEUES,
+    ARTIFACTS,
+    DEFAULT,
+    DISPATCH,
+    FAILURE_TTL,
+    LOCAL,
+    RESULT_TTL,
+    SERIALIZER,
+    SHARED_QUEUES,
+    job_timeout,
+    put,
+)
 
 
 def get_queue(name: str) -> Queue:

@@ -2,8 +2,8 @@
 
 Whoever can write to Redis can put a job on a queue. So a job is read as JSON (never
 unpickled: that alone would run a writer's code), its function must be one of
-services.jobs.JOB_FUNCTIONS (checked before the name is imported), it must carry Sagan's
-signature of its function, arguments and id (an HMAC under SECRET_KEY, services.jobs.put),
+services.workflow.jobs.JOB_FUNCTIONS (checked before the name is imported), it must carry Sagan's
+signature of its function, arguments and id (an HMAC under SECRET_KEY, services.workflow.jobs.put),
 and it may carry no callbacks (RQ would import and call those by name too). Anything else
 fails without running.
 
@@ -29,9 +29,9 @@ from rq import Worker
 from rq.job import Job
 from sqlalchemy.orm import configure_mappers
 
+from services.workflow import jobs
+from services.workflow.jobs import AGENTS, LOCAL
 from workers.fork_guard import guard as fork_guard
-from services import jobs
-from services.jobs import AGENTS, LOCAL
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class AppContextJob(Job):
     def perform(self):
         if self.func_name not in jobs.JOB_FUNCTIONS or self.instance is not None:
             raise ForeignJob(f"Refused job {self.id}: {self.func_name!r} is not one of Sagan's job functions "
-                             "(services/jobs.py), so it was not run.")
+                             "(services/workflow/jobs.py), so it was not run.")
         secret = (current_app if has_app_context() else job_app()).config["SECRET_KEY"]
         expected = jobs.signature(self.func_name, self.args, self.id, secret)
         given = (self.meta or {}).get("signature")

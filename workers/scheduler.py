@@ -16,7 +16,7 @@ import uuid
 from flask import Flask
 
 from models import db
-from services import redis_store
+from services.core import redis_store
 from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,10 @@ def tick(app: Flask) -> None:
 
     Each part is independent; one failing is logged and the others still run.
     """
-    from services import artifacts, follow_ups, parking, sweeps
-    from services.dispatch import watcher
+    from services.dispatch import artifacts, watcher
+    from services.pipeline import sweeps
+    from services.planning import follow_ups
+    from services.workflow import parking
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile):
         try:

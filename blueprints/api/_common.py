@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from flask import Blueprint, request
 
-from services import input_shape
-from services.errors import ValidationError
+from services.core import input_shape
+from services.core.errors import ValidationError
 
 _HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
 

@@ -5,8 +5,9 @@ from blueprints import access
 from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, body_fields, iso
 from models import ApprovalRequest, PlanVersion
-from services import approvals, experiments, questions
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.planning import approvals, questions
+from services.workflow import experiments
 
 routes = Routes()
 

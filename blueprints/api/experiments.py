@@ -9,7 +9,8 @@ from blueprints.api._common import Routes, body_fields, id_text, int_arg
 from blueprints.api.approvals import approval_json
 from blueprints.api.workflow import event_page
 from models import Experiment
-from services import approvals, experiments
+from services.planning import approvals
+from services.workflow import experiments
 
 routes = Routes()
 
@@ -78,7 +79,7 @@ def get_experiment_by_number(number: int):
 @routes.patch("/experiments/<ref>")
 @access.api("write")
 def patch_experiment(ref: str):
-    """Patch fields; `status` (+ `note`) goes through transition() (services.experiments.patch)."""
+    """Patch fields; `status` (+ `note`) goes through transition() (services.workflow.experiments.patch)."""
     experiment = experiments.get_experiment(ref)
     effects = experiments.patch(experiment, body_fields(experiments.PATCHABLE), access.actor())
     commit_then_run(effects)

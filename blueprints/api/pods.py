@@ -8,9 +8,9 @@ from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, id_text, iso
 from blueprints.pods import artifact_download
 from models import Artifact, Pod, db
-from services import artifacts, experiments, spend, ssh_keys
-from services.dispatch import provisioner, watcher
-from services.records import get_by_id
+from services.core.records import get_by_id
+from services.dispatch import artifacts, provisioner, spend, ssh_keys, watcher
+from services.workflow import experiments
 
 routes = Routes()
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from blueprints import access
 from blueprints.api._common import Routes
-from services import registry
+from services.core import registry
 
 routes = Routes()
 

@@ -7,8 +7,9 @@ from blueprints import access
 from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, body_fields
 from blueprints.api.experiments import experiment_summary
-from services import experiments, results
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.results import results
+from services.workflow import experiments
 
 routes = Routes()
 

@@ -7,8 +7,8 @@ from blueprints import access
 from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, id_text, int_arg, iso
 from models import AgentRun, RunEvent
-from services import experiments, runs
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.workflow import experiments, runs
 
 routes = Routes()
 

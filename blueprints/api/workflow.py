@@ -7,7 +7,8 @@ from blueprints import access
 from blueprints._actions import commit_then_run
 from blueprints.api._common import Routes, body_fields, int_arg
 from models import Experiment
-from services import events, experiments, markers
+from services.core import events
+from services.workflow import experiments, markers
 
 routes = Routes()
 

@@ -5,8 +5,8 @@ Revises:
 Create Date: 2026-11-29
 
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
@@ -17,7 +17,7 @@ depends_on = None
 
 
 def upgrade():
-    # Built from the models; CHECK constraints carry the registry of services/registry.py.
+    # Built from the models; CHECK constraints carry the registry of services/core/registry.py.
     op.create_table('agent_runs',
     sa.Column('kind', sa.String(length=16), nullable=False),
     sa.Column('agent', sa.String(length=80), nullable=False),
@@ -396,7 +396,7 @@ def upgrade():
 
 
 def downgrade():
-    # Built from the models; CHECK constraints carry the registry of services/registry.py.
+    # Built from the models; CHECK constraints carry the registry of services/core/registry.py.
     with op.batch_alter_table('figures', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_figures_experiment_id'))
 

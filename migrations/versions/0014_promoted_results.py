@@ -6,7 +6,7 @@ Revises: 0013_pod_ended_at
 Create Date: 2026-12-02
 
 `promoted_results` keeps, per experiment, the title, body and figures its latest promotion
-froze (services/results.py::record_promotion); share links read only this. Results promoted
+froze (services/results/results.py::record_promotion); share links read only this. Results promoted
 before this revision get the copy they have now — what their links showed until now — at
 the time of their latest `epm:promoted` marker (else their last update).
 

@@ -1,4 +1,6 @@
-"""LLM agents: definitions (agents/*.md, read by loader.py), the tool loop (loop.py), and the
-tools they may call: toolbox.py is the registry (every tool by name, and `call`), toolkit.py
-what a tool is made of, and the tools themselves live beside their domain (tools.py for the
-workflow, code_tools, repo_tools, research_tools, analysis, implementation's `code_step`)."""
+"""What the agents can do: the tool loop (loop.py) and the tools they may call. toolbox.py is
+the registry (every tool by name, and `call`), toolkit.py what a tool is made of; the tools
+live by domain (tools.py for the workflow, code_tools, repo_tools, research_tools, analysis,
+web_tools, implementation's `code_step`). The tools reach into every domain below.
+
+May import: core, code, claude, workflow, dispatch, results, planning."""

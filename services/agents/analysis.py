@@ -1,6 +1,6 @@
 """`run_analysis(code)`: Python over the experiment's artifacts, in the sandbox.
 
-One call = one bubblewrap sandbox (services.sandbox) that sees, besides /usr:
+One call = one bubblewrap sandbox (services.code.sandbox) that sees, besides /usr:
 
     /analysis-env   the analysis environment, read-only: a virtualenv of /usr/bin/python3
                     with numpy, pandas, scipy and matplotlib (scripts/analysis_env.py,
@@ -34,13 +34,15 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, Pod, db
-from services import artifacts, runs, sandbox
 from services.agents.file_tool_rules import clip_middle
 from services.agents.research_tools import IMAGE_MAX_BYTES, MODEL_IMAGE_TYPES
 from services.agents.toolkit import ToolContext, ToolResult, tool
+from services.code import sandbox
+from services.core.errors import SaganError, ValidationError
+from services.core.redact import redact
+from services.dispatch import artifacts
 from services.dispatch.progress import ALLOWED_TYPES, artifact_type, clean_artifact_name
-from services.errors import SaganError, ValidationError
-from services.redact import redact
+from services.workflow import runs
 
 ENV_MOUNT = "/analysis-env"
 ARTIFACTS_MOUNT = "/artifacts"
@@ -168,7 +170,7 @@ def split_trailer(output: str) -> tuple[str, dict | None]:
 
 def _store(experiment, run, call_id: str, files: list[dict]) -> tuple[list[Artifact], list[str]]:
     """The output files as artifacts of the experiment, within its budgets; notes on files
-    that were skipped. Large ones are left `processing` (services/artifacts.py)."""
+    that were skipped. Large ones are left `processing` (services/dispatch/artifacts.py)."""
     stored, skipped = [], []
     limit = current_app.config["ARTIFACT_MAX_BYTES"]
     for item in files:

@@ -1,19 +1,19 @@
 """Code tools for code-writing agents (SPEC §5.7): files, search, commands and git in the
 experiment's own worktree, and nowhere else.
 
-Every call takes the worktree's lock (services.workspaces.locked) for its whole duration,
+Every call takes the worktree's lock (services.code.workspaces.locked) for its whole duration,
 so two agents never write one worktree at once. Paths are relative to the repository
 root; absolute paths, `..`, anything under `.git` and symbolic links that lead out of the
 worktree are refused before any file is touched; and since code running as the sandbox
 user may swap a folder for a link at any moment, files are then opened, read, written and
-handed over link by link without following any (services/worktree_io.py), so what was
+handed over link by link without following any (services/code/worktree_io.py), so what was
 checked is what is touched. Only regular files are read. Commands run only in the sandbox
-(services.sandbox): the repository's configured test and lint commands, or one program
+(services.code.sandbox): the repository's configured test and lint commands, or one program
 from SAGAN_SANDBOX_COMMANDS, without a shell. Agents that cannot write files (reviewers)
 get the worktree read-only inside the sandbox too.
 
 An agent whose definition lists any of these tools (loader.CODE_TOOLS) runs on the `local`
-queue, the host that has the worktrees (services.jobs.job_for).
+queue, the host that has the worktrees (services.workflow.jobs.job_for).
 """
 from __future__ import annotations
 
@@ -27,14 +27,15 @@ from pathlib import Path, PurePosixPath
 from flask import current_app
 
 from models import CodeCommit, db
-from services import events, sandbox, settings, workspaces, worktree_io
-from services.agents import loader
 from services.agents.code_state import current_round
 from services.agents.file_tool_rules import PathRefused, clip_middle, numbered_lines, path_parts
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.clock import utcnow
-from services.errors import Conflict, Forbidden, SaganError, ValidationError
-from services.redact import redact
+from services.claude import loader
+from services.code import sandbox, workspaces, worktree_io
+from services.core import events, settings
+from services.core.clock import utcnow
+from services.core.errors import Conflict, Forbidden, SaganError, ValidationError
+from services.core.redact import redact
 
 WRITE_TOOLS = ("write_file", "apply_patch", "git_commit")  # an agent with any of these may change code
 OUTPUT_SHOWN = 60_000        # characters of command output or diff an agent sees per call
@@ -182,7 +183,7 @@ def read_file(ctx: ToolContext, data: dict) -> ToolResult:
 # The search runs in a child process of Sagan's own interpreter so a pathological regex
 # (catastrophic backtracking holds the GIL) can be stopped by a timeout. It reads only
 # regular files, reached link by link without following any (the same walk as
-# services/worktree_io.py, restated because this script cannot import Sagan): a FIFO would
+# services/code/worktree_io.py, restated because this script cannot import Sagan): a FIFO would
 # block the open until someone writes to it, and a device (/dev/zero) never ends.
 _SEARCH_SCRIPT = r"""
 import fnmatch, os, re, stat, sys

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from services.errors import ValidationError
+from services.core.errors import ValidationError
 
 
 class PathRefused(ValidationError):

@@ -33,14 +33,18 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, WorkflowEvent, db
-from services import events, jobs, lifecycle, markers, pod_logs, recovery, registry, runs, sandbox, settings, workspaces
-from services.actors import Actor
-from services.agents import code_tools, loader
+from services.agents import code_tools
 from services.agents.code_state import CodeState, current_round, cycle_of, latest_commit, read_state, review_of
 from services.agents.code_tools import require_tool
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.errors import SaganError, ValidationError
-from services.parking import Heartbeat, wake_parent_if_ready
+from services.claude import loader
+from services.code import sandbox, workspaces
+from services.core import events, registry, settings
+from services.core.actors import Actor
+from services.core.errors import SaganError, ValidationError
+from services.dispatch import pod_logs, recovery
+from services.workflow import jobs, lifecycle, markers, runs
+from services.workflow.parking import Heartbeat, wake_parent_if_ready
 
 IMPLEMENTER = "experiment-implementer"
 REVIEWERS = {"code-reviewer": "epm:code-review", "code-plan-reviewer": "epm:code-review-codex"}
@@ -128,7 +132,7 @@ def _attempts_exhausted(step: Step, state: CodeState, agent: str, marker: str) -
     return True
 
 
-# --- requests for the sub-agents ---------------------------------------------------------------------
+# --- requests for the sub-agents ------------------------------------------------------------------
 
 def _findings(state: CodeState, experiment: Experiment) -> str:
     """What the previous round asked for: reviewers' fixes, the reconciler's decision, or failing tests."""
@@ -554,7 +558,7 @@ def _testing(step: Step, state: CodeState, experiment: Experiment) -> bool:
     return False
 
 
-# --- splicing ---------------------------------------------------------------------------------------
+# --- splicing -------------------------------------------------------------------------------------
 
 def splice(experiment: Experiment, branch: str, sha: str) -> None:
     """Put the tested branch and commit on the experiment and into every pod's env (SPEC §5.7).
@@ -577,7 +581,7 @@ def splice(experiment: Experiment, branch: str, sha: str) -> None:
     experiment.pod_spec = spliced if isinstance(spec, list) else spliced[0]
 
 
-# --- the test step (no model; runs on the `local` queue) -----------------------------------------------
+# --- the test step (no model; runs on the `local` queue) ------------------------------------------
 
 def run_test_step(run_id) -> str:
     """Run the repository's test and lint commands in the sandbox, push, post epm:test-verdict."""
@@ -671,7 +675,7 @@ def _test_and_push(run: AgentRun, experiment: Experiment) -> tuple[dict, str]:
             f"The test step could not run: {exc.message}"
 
 
-# --- queues, hooks ---------------------------------------------------------------------------------------
+# --- queues, hooks --------------------------------------------------------------------------------
 
 def enqueue_workspace_removal(experiment_id) -> str:
     return jobs.enqueue_unique(jobs.LOCAL, "workers.code.remove_workspace", str(experiment_id),

@@ -19,17 +19,20 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, ApprovalRequest, Experiment, RunEvent, WorkflowEvent, db
-from services import jobs, lifecycle, recovery, registry, runs
-from services.actors import Actor
-from services.agents import loader, model_api, toolbox, web_tools
-from services.agents.orchestration import agents_enabled, start_queued_planning
+from services.agents import toolbox, web_tools
 from services.agents.toolkit import ToolContext, ToolResult
-from services.clock import utcnow
+from services.claude import loader, model_api
+from services.core import registry
+from services.core.actors import Actor
+from services.core.clock import utcnow
+from services.core.errors import SaganError
+from services.core.redact import redact
+from services.dispatch import recovery
 from services.dispatch.pods import pods_of
-from services.errors import SaganError
-from services.parking import Heartbeat, ready_to_wake, wake_parent_if_ready
-from services.parking import merge as merge_parks
-from services.redact import redact
+from services.workflow import jobs, lifecycle, runs
+from services.workflow.orchestration import agents_enabled, start_queued_planning
+from services.workflow.parking import Heartbeat, ready_to_wake, wake_parent_if_ready
+from services.workflow.parking import merge as merge_parks
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 analyzer, orchestrator, reconciler): list, read and search files, and read the history.
 
 They read **git objects at a revision** of Sagan's bare clone of the research repository
-(services.workspaces.mirror_for_reading) — never a working tree. So nothing can be
+(services.code.workspaces.mirror_for_reading) — never a working tree. So nothing can be
 written, there is no directory to escape, and a symbolic link is a blob holding its target:
 it is shown as a link and never followed. The revision is the experiment's branch once it
 has one (the implementer's commits, pushed or not), else the repository's default branch;
@@ -23,11 +23,11 @@ import re
 from pathlib import PurePosixPath
 
 from models import db
-from services import workspaces
 from services.agents.file_tool_rules import PathRefused, clip_middle, numbered_lines, path_parts
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.errors import ValidationError
-from services.redact import redact
+from services.code import workspaces
+from services.core.errors import ValidationError
+from services.core.redact import redact
 
 REPO_TOOLS = ("repo_list_files", "repo_read_file", "repo_search", "git_log", "git_show")
 OUTPUT_SHOWN = 60_000

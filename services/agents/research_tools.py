@@ -3,7 +3,7 @@ earlier experiments (`search_experiments`, `read_experiment`) and the run's own
 experiment's artifacts (`list_artifacts`, `read_artifact`).
 
 Other experiments are read-only and read by number; agents cite them as `#<number>`,
-which the sanitizer turns into links (services.sanitize). Artifacts are only ever the
+which the sanitizer turns into links (services.core.sanitize). Artifacts are only ever the
 run's own experiment's: an id or name of another experiment's artifact is "no such
 artifact here", never its content.
 
@@ -23,11 +23,12 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, CleanResultVersion, Experiment, Pod, PodProgressPost, db
-from services import artifacts, registry
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.errors import Conflict, NotFound, ValidationError
-from services.redact import redact
-from services.sanitize import parse_fragment, text_of
+from services.core import registry
+from services.core.errors import Conflict, NotFound, ValidationError
+from services.core.redact import redact
+from services.core.sanitize import parse_fragment, text_of
+from services.dispatch import artifacts
 
 SEARCH_LIMIT = 50
 LIST_MAX = 500
@@ -230,7 +231,7 @@ def read_artifact(ctx: ToolContext, data: dict) -> ToolResult:
     return ToolResult(f"{header}: binary; not shown.")
 
 
-# --- figures in clean results ------------------------------------------------------------------------
+# --- figures in clean results ---------------------------------------------------------------------
 
 _ARTIFACT_SRC = re.compile(r"""src\s*=\s*(["'])artifact:([^"']{1,500})\1""")
 EMBEDDABLE = ("image/png", "image/jpeg", "image/svg+xml")

@@ -11,10 +11,10 @@ from inspect import isfunction
 from types import ModuleType
 
 from models import db
-from services.agents import (analysis, code_tools, implementation, loader, repo_tools, research_tools, tools,
-                             web_tools)
+from services.agents import analysis, code_tools, implementation, repo_tools, research_tools, tools, web_tools
 from services.agents.toolkit import RESULT_MAX, Tool, ToolContext, ToolResult, validate_input
-from services.errors import SaganError, ValidationError
+from services.claude import loader
+from services.core.errors import SaganError, ValidationError
 
 TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from models import AgentRun, Experiment
-from services.actors import Actor
-from services.errors import ValidationError
-from services.redact import redact
+from services.core.actors import Actor
+from services.core.errors import ValidationError
+from services.core.redact import redact
 
 RESULT_MAX = 64 * 1024
 

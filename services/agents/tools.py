@@ -15,14 +15,17 @@ import re
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, Pod, WorkflowEvent, db
-from services import (approvals, completion_audit, discussion, events, follow_ups, lifecycle, markers, pod_logs,
-                      questions, registry, result_lint, results, runs)
-from services.agents import loader, web_tools
+from services.agents import web_tools
 from services.agents.research_tools import embed_artifacts
 from services.agents.toolkit import ToolContext, ToolResult, tool
-from services.dispatch import provisioner
+from services.claude import loader
+from services.core import events, registry
+from services.core.errors import SaganError, ValidationError
+from services.dispatch import pod_logs, provisioner
 from services.dispatch.provisioner import live_dispatch, stop_pod
-from services.errors import SaganError, ValidationError
+from services.planning import approvals, discussion, follow_ups, questions
+from services.results import completion_audit, result_lint, results
+from services.workflow import lifecycle, markers, runs
 
 
 def _json(data) -> str:
@@ -298,7 +301,7 @@ def spawn_agent(ctx: ToolContext, data: dict) -> ToolResult:
 def _rendering_unlocked(text: str) -> str:
     """`text`, once the turn's earlier writes (the previous tool's result event) are
     committed: the render that follows runs with no transaction open, so SQLite's write
-    lock is not held while the text renders (services.unlocked). These tools run without
+    lock is not held while the text renders (services.core.unlocked). These tools run without
     the toolbox's savepoint, and open their own after the render."""
     db.session.commit()
     return text

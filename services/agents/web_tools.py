@@ -34,9 +34,10 @@ from urllib.parse import urlsplit
 
 from flask import current_app
 
-from services import plans, settings
-from services.agents import model_catalog
-from services.errors import ValidationError
+from services.claude import model_catalog
+from services.core import settings
+from services.core.errors import ValidationError
+from services.planning import plans
 
 SEARCH = "web_search"
 FETCH = "web_fetch"
@@ -122,17 +123,6 @@ def request_tools(names) -> list[dict]:
     if not enabled():
         return []
     return [definition(name) for name in names if name in TOOL_TYPES]
-
-
-def searches_of(usage) -> int:
-    """The web searches one call ran (the API bills each; failed ones are not counted)."""
-    server = getattr(usage, "server_tool_use", None)
-    return int(getattr(server, "web_search_requests", None) or 0)
-
-
-def search_cost(usage) -> float:
-    """USD of the web searches one call made."""
-    return searches_of(usage) * WEB_SEARCH_USD
 
 
 # --- cited sources ----------------------------------------------------------------------------

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services import settings
+from services.core import settings
+from services.core.errors import ValidationError
 from services.dispatch import pod_accounts
 from services.dispatch import spec as specs
-from services.errors import ValidationError
 
 STORAGE_USD_PER_GB_MONTH = 0.10
 HOURS_PER_MONTH = 730.0

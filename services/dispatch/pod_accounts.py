@@ -5,7 +5,7 @@ live pod's log is read, whether they have SSH and volumes, and how a person call
 Code that behaves differently per account asks this table (`bills`, `on_this_host`, …)
 instead of comparing names, so a new provider is one backend module
 (services/dispatch/backends/), one entry here and its tests. The names are also the values
-`runpod_account` may take (services/registry.py's RUNPOD_ACCOUNTS, checked equal by a test).
+`runpod_account` may take (services/core/registry.py's RUNPOD_ACCOUNTS, checked equal by a test).
 """
 from __future__ import annotations
 

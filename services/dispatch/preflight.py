@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Callable
 
 from models import Experiment
-from services import pod_secrets, settings, spend, workspaces
-from services.dispatch import costs, pod_accounts
-from services.errors import SaganError
+from services.code import workspaces
+from services.core import settings
+from services.core.errors import SaganError
+from services.dispatch import costs, pod_accounts, pod_secrets, spend
 
 CHECKS = ("commit", "entry_script", "gpu_prices", "secrets", "estimate")
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}

@@ -18,12 +18,13 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Artifact, Experiment, Pod, PodProgressPost, WorkflowEvent, db
-from services import artifacts, lean_reads, runs
-from services.dispatch import tokens
-from services.clock import utcnow
-from services.errors import TooLarge, ValidationError
-from services.metrics import NotANumber, metric_number
-from services.redact import redact
+from services.core import lean_reads
+from services.core.clock import utcnow
+from services.core.errors import TooLarge, ValidationError
+from services.core.redact import redact
+from services.dispatch import artifacts, tokens
+from services.dispatch.metrics import NotANumber, metric_number
+from services.workflow import runs
 
 MESSAGE_MAX = 2_000
 METRICS_MAX = 50
@@ -171,7 +172,7 @@ _PG_RECORD_BY_TOKEN = sa.text(_PG_RECORD_TEMPLATE.format(pod_row=tokens.VALID_PO
 
 # Runs one statement and answers its first row as a tuple (None for no row): how the write
 # reaches PostgreSQL. `autocommit_connection` by default; the lean ingest layer passes its
-# own (services/lean_reads.py: compiled once, on this process's kept connection).
+# own (services/core/lean_reads.py: compiled once, on this process's kept connection).
 Connection = Callable[[sa.Executable, dict], "tuple | None"]
 
 
@@ -316,7 +317,7 @@ def artifact_type(name: str, declared: str | None) -> str:
 
 def store_artifact(pod: Pod, name: str, content: bytes, declared_type: str | None) -> Artifact:
     """Store (or replace) one file a pod uploaded, within the per-file cap and the pod's and
-    its experiment's budgets (services/artifacts.py); queue its processing after the commit."""
+    its experiment's budgets (services/dispatch/artifacts.py); queue its processing after the commit."""
     name = clean_artifact_name(name)
     content_type = artifact_type(name, declared_type)
     limit = current_app.config["ARTIFACT_MAX_BYTES"]

@@ -22,16 +22,27 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services import (approvals, events, jobs, lifecycle, markers, pod_secrets, recovery, registry, run_config,
-                      runs, settings, spend, ssh_keys)
-from services.actors import Actor
-from services.clock import utcnow
-from services.dispatch import costs, pod_accounts
+from services.core import events, registry, settings
+from services.core.actors import Actor
+from services.core.clock import utcnow
+from services.core.errors import Conflict
+from services.dispatch import (
+    costs,
+    pod_accounts,
+    pod_secrets,
+    preflight,
+    recovery,
+    run_config,
+    spend,
+    ssh_keys,
+    tokens,
+    verify,
+)
 from services.dispatch import spec as specs
-from services.dispatch import preflight, tokens, verify
 from services.dispatch.backends import BackendError, PodRequest, backend_for
-from services.errors import Conflict
-from services.parking import Heartbeat, wake_parent_if_ready
+from services.dispatch.terms import approved_terms
+from services.workflow import jobs, lifecycle, markers, runs
+from services.workflow.parking import Heartbeat, wake_parent_if_ready
 
 MAX_CANDIDATES = 25
 GIT_ENV = specs.GIT_ENV
@@ -106,7 +117,7 @@ def candidates(pod: dict, account: str, prices: dict | None = None) -> list[Cand
 
 def approved_spec(experiment: Experiment):
     """The spec of the approved plan version; refuses a spec or account changed after approval."""
-    terms = approvals.approved_terms(experiment)
+    terms = approved_terms(experiment)
     if terms is None:
         raise Conflict(f"#{experiment.number} has no approved runpod-spec to dispatch; approve a plan with one.",
                        code="no_approved_spec")
@@ -171,7 +182,7 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
 
 
 def _gate_reason(experiment: Experiment) -> str | None:
-    terms = approvals.approved_terms(experiment)
+    terms = approved_terms(experiment)
     if terms is not None and experiment.cost_cap_usd is None \
             and costs.is_paid(costs.accounts_of(specs.as_pods(terms.spec) or [], terms.account)):
         return (f"Dispatch paused: the approved plan's cost is unknown and it may run on a paid account "
@@ -354,7 +365,7 @@ def _preflight(run: AgentRun, experiment: Experiment, pods_spec: list[dict], pri
     """The preflight checks (services.dispatch.preflight), before any pod is created: recorded
     on the run and the timeline; a failure blocks the experiment with one line per failed
     check (the owner's turn) and fails the dispatch. None when it passed."""
-    account = approvals.approved_terms(experiment).account
+    account = approved_terms(experiment).account
     db.session.commit()  # no transaction is held while the research repository is fetched
     report = preflight.run(experiment, pods_spec, account, prices, candidates)
     actor = Actor.system("preflight")
@@ -514,7 +525,7 @@ def _provision_one(run: AgentRun, experiment: Experiment, index: int, pod_spec: 
     returns (Pod, None) or (None, (reason, message))."""
     # The approved account, not the experiment's current one (launch refused a change, but
     # the saga runs later).
-    options = candidates(pod_spec, approvals.approved_terms(experiment).account, prices)
+    options = candidates(pod_spec, approved_terms(experiment).account, prices)
     wanted = options[0]
     last = ("provider_capacity", "no candidate was tried")
     refusals: list[BackendError] = []
@@ -750,7 +761,7 @@ def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
     return [p for p in earlier if p.status != "stopped"]
 
 
-# --- after-move hooks (services/side_effects.py) -------------------------------------------------
+# --- after-move hooks (services/pipeline/side_effects.py) -----------------------------------------
 
 def on_stop_active_work(experiment_id, actor, metadata):
     """Archiving or cancelling an experiment cancels its active runs."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services import pod_secrets, registry
-from services.dispatch import pod_accounts
+from services.core import registry
+from services.dispatch import pod_accounts, pod_secrets
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import Pod, db
-from services import registry
-from services.clock import utcnow
-from services.token_hash import digest
+from services.core import registry
+from services.core.clock import utcnow
+from services.core.token_hash import digest
 
 PREFIX = "spt_"
 ENDED = tuple(sorted(registry.POD_ENDED_STATUSES))
@@ -43,7 +43,7 @@ def ended_after(now: datetime) -> datetime:
 
 
 # The validity rule in SQL, for the ingest statements that look the token up themselves
-# (services/dispatch/progress.py, services/metrics.py): the same rule as pod_for_digest.
+# (services/dispatch/progress.py, services/dispatch/metrics.py): the same rule as pod_for_digest.
 # An ended status without ended_at (a row nothing stamped) is refused, not trusted.
 VALID_POD_SQL = f"""
   SELECT id, name, experiment_id, agent_run_id, run_index FROM pods

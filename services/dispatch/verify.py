@@ -10,10 +10,10 @@ import fnmatch
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, Experiment, db
-from services import lifecycle, markers
-from services.actors import Actor
+from services.core.actors import Actor
+from services.core.errors import SaganError
 from services.dispatch import spec as specs
-from services.errors import SaganError
+from services.workflow import lifecycle, markers
 
 ARTIFACT_ROOTS = ("/workspace/sagan-artifacts/", "/workspace/")
 REMOTE = specs.REMOTE_ARTIFACTS

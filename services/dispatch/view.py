@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from markupsafe import Markup
 
 from models import AgentRun, Artifact, Experiment, Figure, Pod, PodProgressPost, db
-from services import artifacts, records, spend, ssh_keys, system_metrics
-from services.dispatch import provisioner, watcher
+from services.core import records
+from services.dispatch import artifacts, provisioner, spend, ssh_keys, system_metrics, watcher
 
 CHART_POINTS = 60
 

@@ -13,17 +13,17 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services import events, lifecycle, recovery, redis_store, registry, runs, settings, spend
-from services.actors import Actor
-from services.clock import utcnow
-from services.dispatch import pod_accounts
-from services.errors import Conflict
-from services.dispatch import verify
+from services.core import events, redis_store, registry, settings
+from services.core.actors import Actor
+from services.core.clock import utcnow
+from services.core.errors import Conflict
+from services.dispatch import pod_accounts, recovery, spend, verify
 from services.dispatch.backends import BackendError, backend_for
 from services.dispatch.pods import pods_of
 from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_at_provider, stop_pod
 from services.dispatch.spec import pod_noun
-from services.parking import wake_parent_if_ready
+from services.workflow import lifecycle, runs
+from services.workflow.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
 SYSTEM = Actor.system("pod watcher")
@@ -445,7 +445,7 @@ def _fail_dispatch(run: AgentRun, experiment: Experiment, reason: str, message: 
     fail_dispatch(run, reason, message, block_note=block_note)
 
 
-# --- immediate reactions to a progress post ----------------------------------------------------------
+# --- immediate reactions to a progress post -------------------------------------------------------
 
 def after_progress(pod_id, post) -> None:
     """A post arrived: a non-zero exit wakes the orchestrator now; repeated bootstraps are a crash loop."""
@@ -485,7 +485,7 @@ def _last_stderr(pod: Pod) -> str:
     return message.split("err:", 1)[-1].strip()[:1200] or "(no stderr reported)"
 
 
-# --- caps and orphans ----------------------------------------------------------------------------------
+# --- caps and orphans -----------------------------------------------------------------------------
 
 def _enforce_caps(now) -> None:
     """Experiment caps (default 1.5 × estimate) and the optional daily cap stop pods (SPEC §6.8)."""

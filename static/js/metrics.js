@@ -1,5 +1,5 @@
 // Metric charts: each `[data-metric-chart]` figure lists its data sources (the chart data
-// route of one or more experiments, services/metrics.py::chart_data) and is drawn with uPlot
+// route of one or more experiments, services/dispatch/metrics.py::chart_data) and is drawn with uPlot
 // (static/vendor). One line per run (pod) — seeds overlaid —, the min–max band of each
 // downsampled bucket behind it, or, with a "Group by" key chosen (a run's configuration:
 // seed, condition…), each group's mean with its spread and its runs faint behind, exponential smoothing chosen per panel, values on hover in

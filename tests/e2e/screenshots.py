@@ -37,8 +37,9 @@ def _results_demo(number_of: dict) -> tuple[str, int]:
     """The realistic clean result on the promoted and the awaiting experiments, a comment
     thread, and a share link for all promoted results; returns (token, shared number)."""
     from models import Experiment, db
-    from services import discussion, results, shares
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.planning import discussion
+    from services.results import results, shares
     html = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()
     owner = Actor("owner", None, "Owner")
     for status in ("awaiting_promotion", "shared"):
@@ -66,7 +67,7 @@ def _metrics_demo(numbers: list[int]) -> None:
     import uuid
 
     from models import AgentRun, Experiment, Pod, db
-    from services import metrics
+    from services.dispatch import metrics
     for rank, number in enumerate(numbers):
         experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number))
         db.session.add(AgentRun(id=uuid.uuid4(), kind="apply", agent="code-writer", request="r", status="completed",
@@ -113,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     from app import create_app
     from config import TestConfig
     from models import Experiment, db
-    from services import approvals, demo
-    from services.actors import Actor
-    from services.auth import create_owner, create_token, revoke_token
+    from services.core.actors import Actor
+    from services.core.auth import create_owner, create_token, revoke_token
+    from services.pipeline import demo
+    from services.planning import approvals
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
 

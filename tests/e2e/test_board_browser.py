@@ -107,8 +107,8 @@ def test_open_move_menu_holds_the_poll_back(browser_session, owner_account, make
     card.get_by_label(f"Note for #{mine}").fill("half-typed reason")
 
     from models import db
-    from services import experiments, lifecycle
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import experiments, lifecycle
     with app.app_context():
         lifecycle.transition(experiments.get_experiment(other), "clarifying", Actor("owner", None, "t"))
         db.session.commit()
@@ -140,8 +140,8 @@ def test_hidden_tab_stops_polling_and_catches_up_when_shown(browser_session, own
     polls.clear()
 
     from models import db
-    from services import experiments, lifecycle
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import experiments, lifecycle
     with app.app_context():
         lifecycle.transition(experiments.get_experiment(number), "clarifying", Actor("owner", None, "t"))
         db.session.commit()
@@ -170,8 +170,9 @@ def submit_fixture_plan(app, number: int) -> str:
     from pathlib import Path
 
     from models import db
-    from services import approvals, experiments
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.planning import approvals
+    from services.workflow import experiments
     plan = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
     with app.app_context():
         submission = approvals.submit_plan(experiments.get_experiment(number), plan,
@@ -268,7 +269,7 @@ def test_the_board_at_1280_reads_every_column_through_its_index(browser_session,
     itself and not the page, does the index name all eleven columns with their counts, and does
     a press on the last one bring that column into view?"""
     from models import db
-    from services import demo
+    from services.pipeline import demo
     with app.app_context():
         demo.load_curated()
         db.session.commit()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from models import db
-from services import events, experiments, questions
-from services.actors import Actor
+from services.core import events
+from services.core.actors import Actor
+from services.planning import questions
+from services.workflow import experiments
 
 pytestmark = pytest.mark.browser
 

@@ -66,7 +66,7 @@ def test_server_error_during_polls_shows_one_toast(browser_session, owner_accoun
     make_experiment("Board during an outage")
     session = browser_session()
     page = open_board(session)
-    from services import experiments
+    from services.workflow import experiments
 
     def broken_version():
         raise RuntimeError("database went away (test)")

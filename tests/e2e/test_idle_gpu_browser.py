@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from models import Pod, db
-from services import clock, experiments, runs
+from services.core import clock
 from services.dispatch import tokens
+from services.workflow import experiments, runs
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 from tests.integration.test_idle_gpus import _helper, _paid, _sample, _stand_in
 

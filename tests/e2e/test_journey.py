@@ -22,9 +22,9 @@ import sqlalchemy as sa
 
 from config import TestConfig
 from models import AgentRun, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
-from services import demo_repo
-from tests.integration.code_fixtures import git
+from services.code import demo_repo
 from tests.e2e.actions import PHONE, move_card, open_board
+from tests.integration.code_fixtures import git
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -187,7 +187,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
     _wait_for(app, number, {"shared", "completed"})
 
     with app.app_context():
-        from services import shares
+        from services.results import shares
         experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
         assert experiment.status == "shared", experiment.status
         _, token = shares.create_link(scope="experiment", experiment=experiment, label="mentor")
@@ -270,8 +270,8 @@ def test_rejected_plan_is_revised_then_approved(app, client, owner_account, jour
     owner_account.login()
     csrf = owner_account.csrf()
     with app.app_context():
-        from services import experiments
-        from services.actors import Actor
+        from services.core.actors import Actor
+        from services.workflow import experiments
         experiment = experiments.create_experiment({"title": "Reject me first", "runpod_account": "local"},
                                                    Actor("owner"))
         db.session.commit()
@@ -310,8 +310,8 @@ def test_without_the_sandbox_the_demo_runs_the_plans_script(app, client, owner_a
     owner_account.login()
     csrf = owner_account.csrf()
     with app.app_context():
-        from services import experiments
-        from services.actors import Actor
+        from services.core.actors import Actor
+        from services.workflow import experiments
         experiment = experiments.create_experiment({"title": "No sandbox here", "runpod_account": "local"},
                                                    Actor("owner"))
         db.session.commit()

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import approvals, experiments, results, shares
-from services.actors import Actor
+from services.core.actors import Actor
+from services.planning import approvals
+from services.results import results, shares
+from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 from tests.e2e.pixels import background_and_ink, contrast, encode_png, luminance
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services import plans
+from services.planning import plans
 from tests.e2e.actions import PHONE, assert_clean
 
 pytestmark = pytest.mark.browser

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from models import Pod, db
-from services import experiments, settings, ssh_keys
+from services.core import settings
+from services.dispatch import ssh_keys
+from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 from tests.unit.test_ssh_keys import ED25519
 

@@ -15,9 +15,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from models import db
-from services import experiments, results, shares
-from services.actors import Actor
-from services.sanitize import sanitize_result_html
+from services.core.actors import Actor
+from services.core.sanitize import sanitize_result_html
+from services.results import results, shares
+from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 from tests.hostile_html import HOSTILE
 

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, db
-from services import demo
+from services.pipeline import demo
 from tests.e2e.actions import DESKTOP, assert_clean
 
 pytestmark = pytest.mark.browser

@@ -1,6 +1,6 @@
 """A run's page in a real browser: events stream in by polling and stop when the run ends.
 
-The test appends events through services.runs while the page is open, as a worker would,
+The test appends events through services.workflow.runs while the page is open, as a worker would,
 and watches the page's requests to `/runs/<id>/events`: quiet polls are answered 204 and
 polling carries on; once the run has ended the last answer has no poll element and the
 page asks nothing more.

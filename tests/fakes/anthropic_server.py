@@ -8,7 +8,7 @@ thinking", "Adaptive thinking", "Handling stop reasons", "Prompt caching", "Stre
 messages", the API's "Getting started" and "Versions" pages, and the installed SDK,
 anthropic 2.14.0):
 
-- Each model behaves as its row of services.agents.model_catalog says — the one table of
+- Each model behaves as its row of services.claude.model_catalog says — the one table of
   models, prices and limits that the agent loop reads too, each value with the published
   page it came from. The fake refuses what that row says the model refuses: adaptive
   thinking on Claude Haiku 4.5 (400 "adaptive thinking is not supported on this model"),
@@ -125,7 +125,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from services.agents import model_catalog
+from services.claude import model_catalog
 
 _ids = itertools.count(1)
 

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import experiments, runs, settings, system_users
 from services.agents import toolbox, toolkit
+from services.code import system_users
+from services.core import settings
+from services.workflow import experiments, runs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "research_repo"
 TEST_COMMAND = "python3 -m unittest -v"
@@ -75,7 +77,7 @@ def research_repo(app, monkeypatch):
     git("clone", "--quiet", "--bare", str(src), str(origin))
     pod_user = system_users.ensure_user(app.config["SAGAN_LOCAL_POD_USER"])  # None unless root
     if pod_user is not None:
-        # Owned by the local pods' user, as services/demo_repo.py does for the demo.
+        # Owned by the local pods' user, as services/code/demo_repo.py does for the demo.
         for folder, dirs, files in os.walk(origin):
             for name in [folder] + [os.path.join(folder, n) for n in dirs + files]:
                 os.chown(name, pod_user.pw_uid, pod_user.pw_gid)

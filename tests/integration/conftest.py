@@ -16,11 +16,11 @@ import pytest
 from werkzeug.serving import make_server
 
 import serve
-
 from models import Pod, db
-from services import approvals, experiments, lifecycle, runs
-from services.actors import Actor
+from services.core.actors import Actor
 from services.dispatch import tokens
+from services.planning import approvals
+from services.workflow import experiments, lifecycle, runs
 from tests.processes import stop_process_group
 from tests.slow_clients import free_port
 from workers import fork_guard

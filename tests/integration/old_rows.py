@@ -24,7 +24,7 @@ _EXPERIMENTS = sa.table(
 
 def old_experiment(number: int, title: str, *, status: str = "proposed", body: str | None = None) -> uuid.UUID:
     """Insert experiment #`number` as an old schema holds it; its id."""
-    from services.clock import utcnow
+    from services.core.clock import utcnow
     experiment_id, now = uuid.uuid4(), utcnow()
     db.session.execute(sa.insert(_EXPERIMENTS).values(
         id=experiment_id, number=number, title=title, status=status, kind="experiment", priority="normal",

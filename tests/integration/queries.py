@@ -10,7 +10,7 @@ import sqlalchemy as sa
 @contextmanager
 def counting_queries():
     """The SQL statements run while the block runs, on every engine: the quiet polls read on
-    a connection of their own (services/lean_reads.py), which must be counted too."""
+    a connection of their own (services/core/lean_reads.py), which must be counted too."""
     statements: list[str] = []
 
     def record(_conn, _cursor, statement, *_args):

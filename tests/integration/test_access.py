@@ -11,7 +11,7 @@ from werkzeug.routing import IntegerConverter, UUIDConverter
 
 import config as sagan_config
 from app import create_app
-from services import clock
+from services.core import clock
 
 SAMPLE_UUID = uuid.UUID("00000000-0000-4000-8000-000000000001")
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -186,7 +186,7 @@ def _all_routes(app):
 def _share_token(app) -> str:
     """A live link to all promoted results."""
     from models import db
-    from services import shares
+    from services.results import shares
     with app.app_context():
         _link, token = shares.create_link(scope="all_promoted")
         db.session.commit()
@@ -286,7 +286,7 @@ def test_every_state_changing_route_refuses_a_session_request_without_csrf(app, 
     assert _row_counts(app) == before
 
 
-# --- repeated bad bearer tokens are rate limited ---------------------------------------------------
+# --- repeated bad bearer tokens are rate limited --------------------------------------------------
 
 def test_repeated_bad_bearer_tokens_from_one_address_get_429(app, api_client):
     """After SAGAN_BEARER_MAX_FAILURES unknown tokens in a window, that address gets 429 with a

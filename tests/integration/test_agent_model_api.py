@@ -10,11 +10,10 @@ import sqlalchemy as sa
 from blueprints.api.runs import run_json
 from blueprints.runs import run_cost
 from models import AgentRun, RunEvent, WorkflowEvent, db
-from services import experiments
-from services.actors import Actor
-from services.agents import model_api, orchestration
-from tests.fakes.anthropic_server import (context_exceeded, overloaded, paused, refusal, reply, text,
-                                          tool_use)
+from services.claude import model_api
+from services.core.actors import Actor
+from services.workflow import experiments, orchestration
+from tests.fakes.anthropic_server import context_exceeded, overloaded, paused, refusal, reply, text, tool_use
 from tests.integration.test_agent_runs import PLAN
 
 SONNET = model_api.MODELS["claude-sonnet-5-5"].price

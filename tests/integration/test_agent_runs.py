@@ -9,9 +9,12 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, RunEvent, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, parking, recovery, runs, sweeps
-from services.actors import Actor
-from services.agents import orchestration
+from services.core import clock
+from services.core.actors import Actor
+from services.dispatch import recovery
+from services.pipeline import sweeps
+from services.planning import approvals
+from services.workflow import experiments, lifecycle, orchestration, parking, runs
 from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 PLAN = open(__import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "plans" /
@@ -113,7 +116,7 @@ def test_orchestrator_parks_for_a_sub_agent_and_is_woken(app, fake_anthropic, wo
                                  scope_id=experiment.id)
         db.session.commit()
         parent_id = parent.id
-        from services import jobs
+        from services.workflow import jobs
         jobs.enqueue_run(parent_id)
     fake_anthropic.script(
         reply(tool_use("spawn_agent", {"agent": "analyzer", "request": "Interpret the results."})),
@@ -159,7 +162,7 @@ def test_launch_pods_without_an_approved_spec_is_an_error_result(app, fake_anthr
                               scope_id=experiment.id)
         db.session.commit()
         run_id = run.id
-        from services import jobs
+        from services.workflow import jobs
         jobs.enqueue_run(run_id)
     fake_anthropic.script(reply(tool_use("launch_pods", {})), reply(text("Blocked: nothing approved to launch.")))
     worker()
@@ -296,7 +299,8 @@ def test_stale_running_run_is_lost_and_recovered_once(app, make_experiment):
 
 def test_reconciler_requeues_queued_runs_after_redis_flush(app, make_experiment):
     """A queued run whose job vanished (Redis flushed) is enqueued again."""
-    from services import jobs, redis_store
+    from services.core import redis_store
+    from services.workflow import jobs
     number = make_experiment("Flushed", status="planning")
     with app.app_context():
         run = runs.create_run(kind="plan", agent="experiment-planner", request="Plan.",
@@ -372,7 +376,7 @@ def test_a_missing_agent_definition_fails_the_run_once(app, fake_anthropic, work
                               scope_id=experiments.get_experiment(number).id)
         db.session.commit()
         run_id = run.id
-        from services import jobs
+        from services.workflow import jobs
         jobs.enqueue_run(run_id)
     worker()
     with app.app_context():
@@ -397,7 +401,7 @@ def test_a_tool_outside_the_agents_list_is_refused(app, fake_anthropic, worker, 
 
 def test_resolving_a_gate_restarts_the_orchestrator(app, make_experiment):
     """gate_pending → approved (the owner raised the cap) starts the orchestrator again."""
-    from services import lifecycle
+    from services.workflow import lifecycle
     number = make_experiment("Gated", status="approved")
     app.config["ANTHROPIC_API_KEY"] = "sk-ant-test-0000000000000000"
     try:

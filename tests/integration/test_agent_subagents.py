@@ -9,9 +9,9 @@ from collections import deque
 import sqlalchemy as sa
 
 from models import AgentRun, RunEvent, WorkflowEvent, db
-from services import experiments, jobs, runs
-from services.actors import Actor
-from services.agents import loader
+from services.claude import loader
+from services.core.actors import Actor
+from services.workflow import experiments, jobs, runs
 from tests.fakes.anthropic_server import refusal, reply, system_text, text, tool_use
 
 ORCHESTRATOR, ANALYZER, CRITIC = "experiment-orchestrator", "analyzer", "interpretation-critic"

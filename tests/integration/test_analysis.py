@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import Artifact, Figure, Pod, db
-from services import sandbox
 from services.agents import toolbox, toolkit
+from services.code import sandbox
 from services.dispatch import progress
 from tests.integration.code_fixtures import tool_context
 from tests.integration.test_research_tools import add_pod
@@ -55,7 +55,7 @@ def run(ctx, code: str, **extra) -> toolkit.ToolResult:
 
 
 def _artifacts(number: int) -> list[Artifact]:
-    from services import experiments
+    from services.workflow import experiments
     experiment = experiments.get_experiment(number)
     return list(db.session.scalars(sa.select(Artifact).where(Artifact.experiment_id == experiment.id)
                                    .order_by(Artifact.name)))

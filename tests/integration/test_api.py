@@ -6,7 +6,8 @@ import json
 import sqlalchemy as sa
 
 from models import Experiment, WorkflowEvent, db
-from services import experiments, registry
+from services.core import registry
+from services.workflow import experiments
 
 
 def _count_events(app, number, **where):

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from blueprints.api._common import api_name, snake_name
 from models import Artifact, Experiment, Pod, WorkflowEvent, db
-from services import experiments, markers
+from services.workflow import experiments, markers
 from tests.integration.test_run_pages import add_events, make_run
 
 PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()

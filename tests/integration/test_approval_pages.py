@@ -8,8 +8,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, db
-from services import approvals, experiments
-from services.actors import Actor
+from services.core.actors import Actor
+from services.planning import approvals
+from services.workflow import experiments
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 

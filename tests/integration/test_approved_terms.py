@@ -11,10 +11,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Experiment, db
-from services import approvals, experiments, lifecycle
-from services.actors import Actor
+from services.core.actors import Actor
+from services.core.errors import Conflict
 from services.dispatch import provisioner
-from services.errors import Conflict
+from services.planning import approvals
+from services.workflow import experiments, lifecycle
 from tests.integration.test_dispatch import OWNER, plan_with, pod_spec, runpod  # noqa: F401
 
 BIG = pod_spec(gpu="H100", gpuCount=8, estimatedMinutes=600)
@@ -141,7 +142,7 @@ def test_an_unknown_cost_plan_on_a_paid_account_waits_for_the_owners_cap(app, ru
         assert run is None
         experiment = experiments.get_experiment(number)
         assert experiment.status == "gate_pending" and experiment.turn.startswith("Owner turn")
-        from services import events
+        from services.core import events
         last = events.timeline(experiment, limit=5).events
         assert any("Set a cost cap" in (e.note or "") for e in last)
     assert runpod.requests_to("POST") == []

@@ -17,10 +17,11 @@ import sqlalchemy as sa
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from models import Artifact, ArtifactUsage, Pod, db
-from services import artifacts, experiments, results
-from services.actors import Actor
-from services.dispatch import tokens
-from services.errors import TooLarge
+from services.core.actors import Actor
+from services.core.errors import TooLarge
+from services.dispatch import artifacts, tokens
+from services.results import results
+from services.workflow import experiments
 from tests.integration.test_hardening_sqlite import lite  # noqa: F401
 from tests.integration.test_progress_ingest import upload
 from tests.integration.test_research_tools import png

@@ -10,8 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import Pod, db
-from services import artifacts, redis_store
-from services.clock import utcnow
+from services.core import redis_store
+from services.core.clock import utcnow
+from services.dispatch import artifacts
 from tests.integration.databases import scratch_postgres_url
 from tests.integration.old_rows import old_experiment
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app

@@ -17,11 +17,20 @@ from rq import Worker
 from rq.job import Job
 
 from models import Artifact, ArtifactUsage, Figure, db
-from services import artifacts, clock, jobs, redis_store
+from services.core import clock, redis_store
+from services.dispatch import artifacts
+from services.workflow import jobs
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.test_progress_ingest import upload
-from tests.integration.test_worker_faults import (ROOT, kill_tree, model_env, queued_plan_run, start_worker,
-                                                  wait_until, worker_env)
+from tests.integration.test_worker_faults import (
+    ROOT,
+    kill_tree,
+    model_env,
+    queued_plan_run,
+    start_worker,
+    wait_until,
+    worker_env,
+)
 from workers import queues, runtime
 
 _spec = importlib.util.spec_from_file_location("run_embedded", ROOT / "scripts" / "run_embedded.py")

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, db
-from services import clock, registry
+from services.core import clock, registry
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.pages import card_classes, cards, columns, text, your_turn_count
 from tests.integration.queries import counting_queries

@@ -7,7 +7,7 @@ import re
 import sqlalchemy as sa
 
 from models import WorkflowEvent, db
-from services import experiments
+from services.workflow import experiments
 from tests.integration.pages import cards, text
 
 

@@ -5,8 +5,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import WorkflowEvent, db
-from services import board_moves, experiments, lifecycle
-from services.actors import Actor
+from services.core.actors import Actor
+from services.planning import board_moves
+from services.workflow import experiments, lifecycle
 
 OWNER = Actor("owner", "o", "Owner")
 
@@ -89,7 +90,7 @@ def test_reusing_an_approved_plan_records_intent_without_moving(app_ctx, make_ex
 def test_stopping_moves_need_the_owners_note(app_ctx, make_experiment, target):
     """Do blocked/archived/cancelled refuse without a note and keep the owner's note with it?"""
     experiment = _at(make_experiment, "implementing")
-    from services.errors import ValidationError
+    from services.core.errors import ValidationError
     with pytest.raises(ValidationError):
         board_moves.move(experiment, target, OWNER)
     board_moves.move(experiment, target, OWNER, note="GPU budget is gone")
@@ -131,7 +132,7 @@ def test_a_board_promotion_meets_the_lint_check(app_ctx, make_experiment):
     passes is promoted with its epm:promoted marker."""
     from pathlib import Path
 
-    from services import results
+    from services.results import results
     experiment = _at(make_experiment, "awaiting_promotion")
     experiment.body = "<p>Just a sentence, no TL;DR, no figure.</p>"
     db.session.commit()

@@ -9,8 +9,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import CleanResultVersion, Experiment, Figure, WorkflowEvent, db
-from services import experiments, lifecycle, results
-from services.actors import Actor
+from services.core.actors import Actor
+from services.results import results
+from services.workflow import experiments, lifecycle
 from tests.conftest import csrf_from
 
 HTML = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()

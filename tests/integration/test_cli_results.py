@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services import experiments
+from services.workflow import experiments
 
 CLI = Path(__file__).resolve().parents[2] / "scripts" / "sagan_state.py"
 HTML = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html"
@@ -53,8 +53,8 @@ def test_promote_needs_the_promote_scope_and_confirms_lint(app, run_cli, make_ex
     run_cli("clean-result", str(number), "--file", "-", stdin="<p>Just a paragraph.</p>")
     with app.app_context():
         from models import db
-        from services import lifecycle
-        from services.actors import Actor
+        from services.core.actors import Actor
+        from services.workflow import lifecycle
         lifecycle.transition(experiments.get_experiment(number), "awaiting_promotion", Actor("agent"))
         db.session.commit()
     no_scope = run_cli("promote", str(number))

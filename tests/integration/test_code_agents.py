@@ -18,10 +18,13 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, CodeCommit, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, jobs, lifecycle, markers, settings
-from services.actors import Actor
-from services.agents import code_state, implementation, loader
+from services.agents import code_state, implementation
+from services.claude import loader
+from services.core import settings
+from services.core.actors import Actor
 from services.dispatch import watcher
+from services.planning import approvals
+from services.workflow import experiments, jobs, lifecycle, markers
 from tests.fakes.anthropic_server import error, reply, system_text, text, tool_use
 from tests.integration.code_fixtures import TEST_COMMAND, call, git, research_repo, tool_context  # noqa: F401
 from tests.integration.test_local_dispatch import plan
@@ -253,7 +256,7 @@ def test_implementer_fixes_reviewers_iterate_tests_pass_and_the_pod_runs_that_co
     assert "needs targeted fix" in html  # the review rounds table
 
 
-# --- restored pickup: an orchestrator that starts mid-way continues ---------------------------------------
+# --- restored pickup: an orchestrator that starts mid-way continues -------------------------------
 
 ORCHESTRATOR = Actor("agent", "earlier-orchestrator", "experiment-orchestrator")
 
@@ -406,7 +409,7 @@ def test_failing_tests_send_the_implementer_a_next_round_with_the_output(app, re
         test_step = _children(ctx.run.id)[0]
         assert test_step.agent == "code-tests" and test_step.provider == "sagan"
         test_step_id = test_step.id
-        from services import jobs
+        from services.workflow import jobs
         jobs.enqueue_run(test_step_id)
     worker()
     with app.app_context():
@@ -481,7 +484,7 @@ def test_an_implementer_round_without_a_commit_is_asked_again_then_blocks(app, r
         _move(experiment, "code_reviewing", 1)
         _reviewed(experiment, "code-reviewer", 1, "needs_targeted_fix", "add a test")
         _reviewed(experiment, "code-plan-reviewer", 1, "pass")
-        from services import runs
+        from services.workflow import runs
         for attempt in (1, 2):
             ctx = tool_context(number, agent="experiment-orchestrator")
             result = call(ctx, "code_step")

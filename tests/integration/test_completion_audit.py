@@ -1,4 +1,4 @@
-"""The completion audit (services/completion_audit.py) before awaiting_promotion: an orchestrator
+"""The completion audit (services/results/completion_audit.py) before awaiting_promotion: an orchestrator
 whose clean result quotes a number no artifact holds is kept in Sagan's turn with the
 finding, then handed to the owner; a result whose numbers round from the artifacts and the
 analysis output passes; failed pods must be explained; an API client gets the findings as a
@@ -12,9 +12,10 @@ import uuid
 import sqlalchemy as sa
 
 from models import Pod, RunEvent, WorkflowEvent, db
-from services import completion_audit, experiments, jobs, results, runs
-from services.actors import Actor
+from services.core.actors import Actor
 from services.dispatch import progress
+from services.results import completion_audit, results
+from services.workflow import experiments, jobs, runs
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 AGENT = Actor("agent", None, "analyzer")

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, Pod, db
-from services import cost_ledger
+from services.dispatch import cost_ledger
 
 
 def _experiment(number) -> Experiment:

@@ -18,15 +18,28 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, CodeCommit, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, parking, recovery, runs
-from services.actors import Actor
 from services.agents import code_state, implementation
-from services.dispatch import watcher
+from services.core.actors import Actor
+from services.dispatch import recovery, watcher
+from services.planning import approvals
+from services.workflow import experiments, lifecycle, parking, runs
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.code_fixtures import TEST_COMMAND, call, research_repo, tool_context  # noqa: F401
-from tests.integration.test_code_agents import (FIXED_STATS, Agents, _children, _commit_row, _first_user_text,
-                                                _marker, _move, _notes, _review, _reviewed, _tool, _tool_results,
-                                                local_pods)  # noqa: F401
+from tests.integration.test_code_agents import (
+    FIXED_STATS,
+    Agents,
+    _children,
+    _commit_row,
+    _first_user_text,
+    _marker,
+    _move,
+    _notes,
+    _review,
+    _reviewed,
+    _tool,
+    _tool_results,
+    local_pods,  # noqa: F401
+)
 from tests.integration.test_local_dispatch import plan
 
 SYSTEM = Actor.system()
@@ -213,7 +226,7 @@ def test_an_infra_task_that_passes_its_tests_drafts_instead_of_dispatching(app, 
         assert refused.is_error and refused.content.startswith("pod_free:")
 
 
-# --- the whole way round: a real pod crashes, the implementer fixes it, a real pod runs the fix ------------
+# --- the whole way round: a real pod crashes, the implementer fixes it, a real pod runs the fix ---
 
 # Round 1's run.py reads the values the plan passes in $VALUES, and trips over the plan's
 # trailing comma on the pod: float("") raises, with a traceback in the research code.

@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApiToken, Experiment, db
-from services import experiments
+from services.workflow import experiments
 
 RELOAD = "Reload the page and try again."
 

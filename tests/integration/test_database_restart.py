@@ -145,8 +145,9 @@ def test_web_and_worker_survive_a_database_restart(tmp_path):
 
         from app import create_app
         from models import db
-        from services import auth, experiments, jobs, runs
-        from services.actors import Actor
+        from services.core import auth
+        from services.core.actors import Actor
+        from services.workflow import experiments, jobs, runs
         app = create_app(RestartConfig)
         with app.app_context():
             flask_migrate.upgrade(directory=str(ROOT / "migrations"))

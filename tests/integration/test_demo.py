@@ -4,7 +4,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Experiment, WorkflowEvent, db
-from services import lifecycle
+from services.workflow import lifecycle
 
 
 def _experiments(app) -> list[Experiment]:
@@ -105,8 +105,9 @@ def test_demo_experiments_past_dispatch_have_pods_with_progress_that_nothing_act
     ones a stopped pod at 100 %, the crashed one its exit; a watcher pass and the run sweeps
     leave these records as they are (no vanish, no block, no recovery)."""
     from models import AgentRun, Pod
-    from services import parking, sweeps
     from services.dispatch import watcher
+    from services.pipeline import sweeps
+    from services.workflow import parking
     runner.invoke(args=["demo", "load"])
     with app.app_context():
         by_status = {e.status: e for e in db.session.scalars(sa.select(Experiment))}

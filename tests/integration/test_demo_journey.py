@@ -1,4 +1,4 @@
-"""`make demo`'s journey: the tiny research repository (services/demo_repo.py) and the
+"""`make demo`'s journey: the tiny research repository (services/code/demo_repo.py) and the
 scripted agents' decisions (scripts/demo_agents.py). The whole journey through a worker,
 the sandbox, local pods and a browser is tests/e2e/test_journey.py."""
 from __future__ import annotations
@@ -16,13 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, demo, demo_repo, experiments, lifecycle, parking, plans, questions, settings
-from services.actors import Actor
+from services.code import demo_repo
+from services.core import settings
+from services.core.actors import Actor
 from services.dispatch import watcher
+from services.pipeline import demo
+from services.planning import approvals, plans, questions
+from services.workflow import experiments, lifecycle, parking
 from tests.integration.code_fixtures import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -171,7 +174,7 @@ def test_another_configured_repository_is_left_alone(app_ctx, demo_dirs):
 
 def test_without_bubblewrap_the_code_stage_is_off(app_ctx, demo_dirs, monkeypatch):
     """Without bwrap, is the stage off with what to install, and no repository made or configured?"""
-    from services import sandbox
+    from services.code import sandbox
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     stage = demo_repo.ensure()
     assert not stage.on
@@ -214,7 +217,7 @@ def test_demo_journey_command_says_whether_code_runs(app, runner, demo_dirs):
 
 def test_without_the_code_stage_there_is_no_crash_and_fix_experiment(app, runner, demo_dirs, monkeypatch):
     """Its crash can only go back to an implementer when the code-writing stage runs."""
-    from services import sandbox
+    from services.code import sandbox
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     result = runner.invoke(args=["demo", "journey"])
     assert result.exit_code == 0, result.output
@@ -247,10 +250,10 @@ def test_the_probe_parses_epochs_and_a_short_run_crashes_until_fixed(demo_dirs, 
     assert refused.returncode == 2 and "invalid int value: 'two'" in refused.stderr
 
 
-# --- the scripted agents ---------------------------------------------------------------------------
+# --- the scripted agents --------------------------------------------------------------------------
 
 def _prompt(name: str) -> str:
-    from services.agents import loader
+    from services.claude import loader
     return loader.get(name).prompt
 
 
@@ -536,7 +539,7 @@ def test_an_unknown_system_prompt_gets_a_plain_answer(app_ctx):
     assert _tool_calls(answer) == [] and "no script" in answer["content"][0]["text"]
 
 
-# --- the second demo experiment, end to end ------------------------------------------------------------
+# --- the second demo experiment, end to end -------------------------------------------------------
 
 def _runs_tool_calls(agent: str, experiment_id) -> list[tuple[str, bool]]:
     """(tool, is_error) of every tool result of `agent`'s runs on the experiment, in order."""
@@ -685,7 +688,7 @@ def _experiment_notes(experiment_id) -> list[str]:
         WorkflowEvent.entity_id == experiment_id).order_by(WorkflowEvent.created_at)) if n]
 
 
-# --- the demo's survey: the pod-free path ---------------------------------------------------------------
+# --- the demo's survey: the pod-free path ---------------------------------------------------------
 
 def test_the_survey_planner_asks_survey_questions_and_plans_no_pods(app_ctx):
     """Does the demo planner, briefed on a survey, ask about papers and years (not seeds and

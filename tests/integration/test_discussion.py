@@ -7,7 +7,7 @@ import re
 import sqlalchemy as sa
 
 from models import AgentRun, Comment, WorkflowEvent, db
-from services import experiments, runs
+from services.workflow import experiments, runs
 from tests.conftest import csrf_from
 from tests.fakes.anthropic_server import error, reply, text, tool_use
 

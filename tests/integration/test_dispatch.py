@@ -11,10 +11,11 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, FleetIncident, Pod, RunEvent, WorkflowEvent, db
-from services import clock, experiments, parking, pod_logs, recovery
-from services.actors import Actor
-from services.dispatch import provisioner, watcher
-from services.errors import Conflict
+from services.core import clock
+from services.core.actors import Actor
+from services.core.errors import Conflict
+from services.dispatch import pod_logs, provisioner, recovery, watcher
+from services.workflow import experiments, parking
 from tests.fakes.runpod_server import FakeRunPod
 
 OWNER = Actor("owner", "owner-1", "Owner")
@@ -242,7 +243,7 @@ def test_non_zero_exit_wakes_the_orchestrator_at_once(app, runpod, approved, cli
     """One pod posts exitCode 1: the dispatch fails pod_exit_nonzero and the waiting parent is woken."""
     number = approved([pod_spec("a"), pod_spec("b")])
     with app.app_context():
-        from services import runs
+        from services.workflow import runs
         experiment = experiments.get_experiment(number)
         parent = runs.create_run(kind="apply", agent="experiment-orchestrator", request="Go.",
                                  scope_id=experiment.id, status="waiting")

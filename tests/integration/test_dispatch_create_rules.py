@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import AgentRun, Pod, RunEvent, db
-from services import experiments
+from services.workflow import experiments
 from tests.integration import test_dispatch as base
 from tests.integration.test_dispatch import A100, H100, dispatch, pod_spec, run_events
 

@@ -13,8 +13,9 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import AgentRun, FleetIncident, Pod, db
-from services import clock, experiments, redis_store, runs
+from services.core import clock, redis_store
 from services.dispatch import provisioner, watcher
+from services.workflow import experiments, runs
 from tests.integration import test_dispatch as base
 from tests.integration.test_dispatch import H100, dispatch, notes, pod_spec, run_events
 

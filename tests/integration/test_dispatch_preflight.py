@@ -11,11 +11,13 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, RunEvent, WorkflowEvent, db
-from services import experiments, pod_secrets, settings
+from services.core import settings
+from services.dispatch import pod_secrets
 from services.dispatch.preflight import Entry, entry_points
+from services.workflow import experiments
+from tests.fakes.git_http_server import HTTP_BACKEND, GitHttpServer
 from tests.integration import code_fixtures
 from tests.integration import test_dispatch as base
-from tests.fakes.git_http_server import HTTP_BACKEND, GitHttpServer
 from tests.integration.code_fixtures import git
 from tests.integration.test_dispatch import dispatch, pod_spec
 from tests.integration.test_local_research_repo import make_repo

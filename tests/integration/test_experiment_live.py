@@ -11,9 +11,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import Experiment, Pod, db
-from services import approvals, clock, events, experiments, importer, questions, results, runs
-from services.actors import Actor
 from services.agents import implementation
+from services.core import clock, events
+from services.core.actors import Actor
+from services.planning import approvals, importer, questions
+from services.results import results
+from services.workflow import experiments, runs
 from tests.integration.pages import text
 from tests.integration.queries import counting_queries
 
@@ -269,7 +272,7 @@ def test_the_spliced_branch_and_commit_raise_no_spec_alarm(app, client, owner, m
     assert '+    "gpuCount": 4' in diff and "SAGAN_GIT_COMMIT" not in diff
 
 
-# --- the plan as a checklist ------------------------------------------------------------------------
+# --- the plan as a checklist ----------------------------------------------------------------------
 
 def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(app, client, owner, make_experiment):
     """Does the plan's checklist section show the owner's ticks (from the approval; the planner's

@@ -10,8 +10,11 @@ import pytest
 import sqlalchemy as sa
 
 from models import WorkflowEvent, db
-from services import approvals, clock, events, experiments, questions, results
-from services.actors import Actor
+from services.core import clock, events
+from services.core.actors import Actor
+from services.planning import approvals, questions
+from services.results import results
+from services.workflow import experiments
 from tests.integration.pages import older_events_link, text, timeline_notes
 
 SYSTEM = Actor("system", None, "test")
@@ -294,7 +297,7 @@ def test_edit_with_bad_input_shows_a_message_and_changes_nothing(app, client, ow
     assert _snapshot(app, number) == before
 
 
-# --- the owner's turn first, the question kept ------------------------------------------------------
+# --- the owner's turn first, the question kept ----------------------------------------------------
 
 def _owner_action(html: str) -> str | None:
     found = re.search(r'<section class="owner-action.*?</section>', html, re.S)

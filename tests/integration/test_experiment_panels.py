@@ -13,8 +13,9 @@ import sqlalchemy as sa
 from blueprints import experiment_panels
 from blueprints.experiment_panels import Panel
 from models import PromotedResult, db
-from services import clock, experiments
-from services.experiments import PageWatch
+from services.core import clock
+from services.workflow import experiments
+from services.workflow.experiments import PageWatch
 
 TEMPLATE = ('<section class="panel" id="promoted-copies"><h2>Promoted copies</h2>'
             '<p id="copy-count">{{ promoted_copies }} promoted</p></section>')

@@ -6,8 +6,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import Experiment, PlanVersion, db
-from services import approvals, experiments, questions
-from services.actors import Actor
+from services.core.actors import Actor
+from services.planning import approvals, questions
+from services.workflow import experiments
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from services import clock
+from services.core import clock
 from tests.integration.pages import table_numbers, text
 
 

@@ -1,6 +1,6 @@
 """The fake Messages API refuses what the real one refuses (Sonnet 5.5 migration guide, read
 2026-12-01; "Troubleshooting thinking", the API's getting-started and versions pages and the
-model table of services.agents.model_catalog, read 2026-12-02), through the real SDK over
+model table of services.claude.model_catalog, read 2026-12-02), through the real SDK over
 HTTP, so the agent tests cannot pass against a friendlier API than production's."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 import anthropic
 import pytest
 
-from services.agents import model_catalog
+from services.claude import model_catalog
 from tests.fakes.anthropic_server import FakeAnthropic, cited, reply, text, tool_use, web_fetch, web_search
 
 MODEL = "claude-sonnet-5-5"
@@ -143,7 +143,7 @@ def test_streaming_speaks_the_event_format(fake):
     assert message.usage.output_tokens > 0
 
 
-# --- web search and web fetch (server tools) -------------------------------------------------------
+# --- web search and web fetch (server tools) ------------------------------------------------------
 
 SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
 FETCH_TOOL = {"type": "web_fetch_20250910", "name": "web_fetch"}
@@ -238,7 +238,7 @@ def test_a_script_that_searches_without_the_tool_is_a_loud_error(fake):
     assert "offers no web_search tool" in caught.value.body["error"]["message"]
 
 
-# --- headers and models ------------------------------------------------------------------------------
+# --- headers and models ---------------------------------------------------------------------------
 
 def _post(fake, headers: dict) -> tuple[int, dict]:
     """A raw Messages call with exactly these headers (the SDK always adds its own)."""

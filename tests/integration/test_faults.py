@@ -19,13 +19,13 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
-from services import approvals, experiments
-from services.actors import Actor
-from services.clock import utcnow
+from services.core.actors import Actor
+from services.core.clock import utcnow
+from services.planning import approvals
+from services.workflow import experiments
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.queries import counting_queries
 from tests.integration.test_approval_pages import PLANS
-
 
 # --- progress: duplicates and out-of-order seq ---------------------------------------------
 
@@ -80,7 +80,7 @@ def test_thousand_progress_posts_with_duplicates_out_of_order_are_each_stored_on
 
 def test_an_older_post_arriving_late_updates_the_heartbeat_not_the_progress(app, client, make_live_pod):
     """seq 5 then a late seq 3: the pod still shows seq 5's progress, but was heard from."""
-    from services import clock
+    from services.core import clock
     live = make_live_pod("Late post", tag="y")
     pod_id, secret = live.id, live.secret
     headers = {"Authorization": f"Bearer {secret}"}

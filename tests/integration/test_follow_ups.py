@@ -8,10 +8,12 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, WorkflowEvent, db
-from services import clock, experiments, follow_ups, lifecycle, runs
-from services.actors import Actor
 from services.agents import toolbox, toolkit
-from services.errors import Forbidden
+from services.core import clock
+from services.core.actors import Actor
+from services.core.errors import Forbidden
+from services.planning import follow_ups
+from services.workflow import experiments, lifecycle, runs
 from tests.conftest import csrf_from
 from tests.fakes.anthropic_server import reply, text, tool_use
 
@@ -84,7 +86,7 @@ def test_only_the_owner_may_auto_approve_a_follow_up(app, make_experiment):
         assert db.session.scalar(sa.select(sa.func.count(Experiment.id))) == 1
 
 
-# --- asking Claude for follow-ups: followups_running and back ----------------------------------------
+# --- asking Claude for follow-ups: followups_running and back -------------------------------------
 
 def _ask_for_follow_ups(client, number: int, expected: str = "awaiting_promotion"):
     page = client.get(f"/experiments/{number}")

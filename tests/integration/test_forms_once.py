@@ -12,9 +12,11 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApiToken, Experiment, PlanVersion, ShareLink, WorkflowEvent, db
-from services import approvals, board_moves, experiments, lifecycle, results
-from services.actors import Actor
-from services.errors import Conflict
+from services.core.actors import Actor
+from services.core.errors import Conflict
+from services.planning import approvals, board_moves
+from services.results import results
+from services.workflow import experiments, lifecycle
 from tests.conftest import csrf_from
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
@@ -153,7 +155,7 @@ def test_a_refused_move_redirects_and_a_reload_shows_the_page_as_it_is(app, clie
     assert "cannot move from proposed to running" not in client.get(refused.headers["Location"]).text
 
 
-# --- approving needs a plan ------------------------------------------------------------------------
+# --- approving needs a plan -----------------------------------------------------------------------
 
 def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, make_planless_pending):
     """Board → "Move to… approved" on a plan_pending card without a plan: refused with the reason,
@@ -201,7 +203,7 @@ def test_a_plan_with_its_request_is_approved_from_the_board(app, app_ctx, make_e
 def test_the_demo_has_no_approval_card_without_a_plan(app, app_ctx):
     """Does every curated experiment at plan_pending have a pending request with a plan?"""
     from models import ApprovalRequest
-    from services import demo
+    from services.pipeline import demo
     demo.load_curated()
     pending = list(db.session.scalars(sa.select(Experiment).where(
         Experiment.status.in_(("plan_pending", "awaiting_approval")))))

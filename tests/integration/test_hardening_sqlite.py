@@ -9,11 +9,12 @@ import flask_migrate
 import pytest
 
 from models import Setting, db
-from services import approvals, experiments, lifecycle, pod_secrets
-from services.actors import Actor
-from services.auth import create_owner, create_token
-from services.dispatch import provisioner
-from services.errors import Conflict
+from services.core.actors import Actor
+from services.core.auth import create_owner, create_token
+from services.core.errors import Conflict
+from services.dispatch import pod_secrets, provisioner
+from services.planning import approvals
+from services.workflow import experiments, lifecycle
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.test_dispatch import OWNER, plan_with, pod_spec
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app

@@ -23,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import MetricSeries, Pod, db
-from services import clock, system_metrics
+from services.core import clock
+from services.dispatch import system_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "--query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits"

@@ -7,7 +7,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import experiments
+from services.workflow import experiments
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old-sagan" / "experiment-812.json"
 
@@ -53,7 +53,7 @@ def test_numbers_continue_after_imported(app, runner):
     """Does the next new experiment get #813 after importing #812?"""
     runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
     with app.app_context():
-        from services.actors import Actor
+        from services.core.actors import Actor
         created = experiments.create_experiment({"title": "after import"}, Actor("owner"))
         db.session.commit()
         assert created.number == 813

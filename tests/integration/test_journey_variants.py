@@ -16,10 +16,13 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Pod, WorkflowEvent, db
-from services import approvals, clock, experiments, lifecycle, parking, system_users
-from services.actors import Actor
+from services.code import system_users
+from services.core import clock
+from services.core.actors import Actor
 from services.dispatch import watcher
 from services.dispatch.backends import local_network
+from services.planning import approvals
+from services.workflow import experiments, lifecycle, parking
 from tests.fakes.anthropic_server import reply, text
 from tests.integration.test_code_agents import Agents, _tool
 

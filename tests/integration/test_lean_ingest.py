@@ -13,7 +13,7 @@ from werkzeug.test import Client
 
 from front import lean_ingest
 from models import Pod, PodProgressPost, db
-from services import redis_store
+from services.core import redis_store
 from tests.integration.queries import counting_queries
 
 SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options")

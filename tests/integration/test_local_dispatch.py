@@ -14,9 +14,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import Artifact, Pod, PodProgressPost, WorkflowEvent, db
-from services import experiments
-from services.actors import Actor
+from services.core.actors import Actor
 from services.dispatch import provisioner, watcher
+from services.workflow import experiments
 
 SCRIPT = (
     "import json, os, urllib.request; d = os.environ['SAGAN_ARTIFACT_DIR']; os.makedirs(d, exist_ok=True); "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from services import system_users
+from services.code import system_users
 from services.dispatch.backends import BackendError, PodRequest
 from services.dispatch.backends.local import LocalBackend
 from tests.fakes.pod_receiver import PodReceiver

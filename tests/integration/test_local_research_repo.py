@@ -17,9 +17,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, Pod, PodProgressPost, WorkflowEvent, db
-from services import experiments, settings
-from services.actors import Actor
+from services.core import settings
+from services.core.actors import Actor
 from services.dispatch import provisioner, watcher
+from services.workflow import experiments
 from tests.fakes.git_http_server import HTTP_BACKEND, GitHttpServer
 from tests.integration.test_local_dispatch import plan
 

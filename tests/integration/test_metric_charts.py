@@ -10,9 +10,12 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, Pod, db
-from services import clock, demo, metrics, results, runs, shares
-from services.actors import Actor
-
+from services.core import clock
+from services.core.actors import Actor
+from services.dispatch import metrics
+from services.pipeline import demo
+from services.results import results, shares
+from services.workflow import runs
 
 OWNER = Actor("owner", None, "Owner")
 

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 import config as sagan_config
 from app import create_app
 from models import Pod, db
-from services import experiments, metrics
+from services.dispatch import metrics
+from services.workflow import experiments
 from tests.integration.databases import scratch_postgres_url
 from tests.integration.old_rows import old_experiment
 

@@ -19,9 +19,11 @@ from app import create_app
 from blueprints import access
 from config import TestConfig
 from models import Experiment, MetricSeries, Pod, PodProgressPost, db
-from services import demo, experiments, metrics, results, runs, shares
-from services.actors import Actor
-from services.dispatch import tokens
+from services.core.actors import Actor
+from services.dispatch import metrics, tokens
+from services.pipeline import demo
+from services.results import results, shares
+from services.workflow import experiments, runs
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app
 
@@ -285,7 +287,7 @@ def test_sqlite_extreme_values_chart_as_strict_json_for_owner_and_mentor(lite):
     """On SQLite the largest doubles summed to Infinity, which went out as a bare `Infinity`
     (not JSON) to the owner's chart and the mentor's; now both answer strict JSON, and the
     pages render."""
-    from services.auth import create_owner
+    from services.core.auth import create_owner
     with lite.app_context():
         create_owner(OWNER_EMAIL, OWNER_PASSWORD)
         number, pods = _experiment_with_pods("Attacked on SQLite")

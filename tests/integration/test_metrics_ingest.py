@@ -15,8 +15,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import Experiment, MetricChunk, MetricSeries, Pod, db
-from services import clock, metrics, runs
-from services.dispatch import tokens
+from services.core import clock
+from services.dispatch import metrics, tokens
+from services.workflow import runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import sagan_metrics  # noqa: E402
@@ -311,8 +312,9 @@ def test_the_portable_path_on_sqlite_stores_once_and_charts(tmp_path):
 
     import config as sagan_config
     from app import create_app
-    from services import experiments, metrics
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.dispatch import metrics
+    from services.workflow import experiments
 
     class LiteConfig(sagan_config.TestConfig):
         SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"

@@ -9,10 +9,10 @@ import flask_migrate
 import pytest
 import sqlalchemy as sa
 
-from app import create_app
 import config as sagan_config
+from app import create_app
 from models import db
-from services import registry
+from services.core import registry
 from tests.integration.databases import scratch_postgres_url
 
 MIGRATIONS = str(Path(__file__).resolve().parents[2] / "migrations")

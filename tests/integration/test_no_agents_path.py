@@ -8,7 +8,7 @@ import re
 import sqlalchemy as sa
 
 from models import ApprovalRequest, db
-from services import plans
+from services.planning import plans
 from tests.integration.pages import text
 
 

@@ -8,8 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from models import db
-from services import experiments, lifecycle, settings
-from services.actors import Actor
+from services.core import settings
+from services.core.actors import Actor
+from services.workflow import experiments, lifecycle
 
 
 @pytest.fixture
@@ -75,7 +76,8 @@ def test_failing_webhook_never_blocks_the_move_and_is_retried(app, receiver, wor
     """A 500 from the webhook leaves the move committed and schedules a retry."""
     from rq.registry import ScheduledJobRegistry
 
-    from services import jobs, redis_store
+    from services.core import redis_store
+    from services.workflow import jobs
     _set_webhook(app, receiver.url)
     receiver.statuses.extend([500])
     number = make_experiment("Stuck", status="running")

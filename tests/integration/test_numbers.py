@@ -8,8 +8,8 @@ import uuid
 import sqlalchemy as sa
 
 from models import Experiment, db
-from services import experiments
-from services.actors import Actor
+from services.core.actors import Actor
+from services.workflow import experiments
 
 OWNER = Actor("owner", None, "test owner")
 

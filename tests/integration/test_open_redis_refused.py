@@ -10,7 +10,7 @@ import pytest
 
 from app import create_app
 from config import TestConfig
-from services.instance_security import UnsafeConfiguration, open_redis_problem
+from services.core.instance_security import UnsafeConfiguration, open_redis_problem
 
 _spec = importlib.util.spec_from_file_location("run_embedded", Path(__file__).resolve().parents[2] / "scripts"
                                                / "run_embedded.py")

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import notify, outbound, settings
+from services.core import outbound, settings
+from services.workflow import notify
 from tests.integration.code_fixtures import call, tool_context
 
 PUBLIC = "93.184.216.34"
@@ -213,7 +214,7 @@ def test_webhook_host_rebound_to_loopback_is_refused_at_delivery(app, client, ow
         answers["hooks.rebind.test"] = ["127.0.0.1"]  # the rebinding answer
         number = make_experiment("Rebinding", status="plan_pending")
         with app.app_context():
-            from services import experiments
+            from services.workflow import experiments
             experiment = experiments.get_experiment(number)
             with pytest.raises(outbound.OutboundRefused, match="non-public address"):
                 notify.deliver(experiment.id)
@@ -233,7 +234,7 @@ def test_webhook_host_rebound_to_shared_address_space_is_refused_at_delivery(app
         db.session.commit()
     number = make_experiment("Shared space", status="plan_pending")
     with app.app_context():
-        from services import experiments
+        from services.workflow import experiments
         with pytest.raises(outbound.OutboundRefused, match=r"non-public address \(100\.64\.0\.1\)"):
             notify.deliver(experiments.get_experiment(number).id)
     assert asked == ["hooks.cgnat.test"]
@@ -272,7 +273,7 @@ def test_delivery_resolves_once_and_connects_to_that_address(app, fake_dns, rece
         db.session.commit()
     number = make_experiment("Pinned", status="plan_pending")
     with app.app_context():
-        from services import experiments
+        from services.workflow import experiments
         assert notify.deliver(experiments.get_experiment(number).id) == 200
     assert asked == ["hooks.pinned.test"]
     assert receiver.received[0]["host"] == f"hooks.pinned.test:{receiver.server_port}"

@@ -7,9 +7,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import approvals, experiments
-from services.actors import Actor
-from services.errors import ValidationError
+from services.core.actors import Actor
+from services.core.errors import ValidationError
+from services.planning import approvals
+from services.workflow import experiments
 
 PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()
@@ -312,7 +313,7 @@ def test_questions_and_answers(app, api_client, make_experiment):
         {"key": "base-model", "text": "Which base model?"}, {"key": "budget", "text": "What budget?"}]})
     assert response.status_code == 201
     with app.app_context():
-        from services import questions
+        from services.planning import questions
         experiment = experiments.get_experiment(number)
         assert experiment.status == "awaiting_clarifications"
         assert [q["key"] for q in questions.open_questions(experiment)] == ["base-model", "budget"]

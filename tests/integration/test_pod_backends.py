@@ -806,7 +806,7 @@ def test_a_refused_token_is_not_retried(tmp_path, receiver):
     assert "spt_wrong_token_0000" not in result.stderr + result.stdout
 
 
-# Sagan's 413 for an upload past a budget (services/artifacts.over_budget), as the app answers it.
+# Sagan's 413 for an upload past a budget (services/dispatch/artifacts.over_budget), as the app answers it.
 BUDGET_REFUSAL = {
     "error": "artifact_budget", "budget": "pod_bytes", "limit": 1000, "used": 900, "size": 500,
     "message": "big.txt would take this pod's artifacts past their budget of 1,000 bytes "

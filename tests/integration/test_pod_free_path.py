@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Pod, RunEvent, WorkflowEvent, db
-from services import approvals, experiments, lifecycle
-from services.actors import Actor
-from services.errors import Conflict
+from services.core.actors import Actor
+from services.core.errors import Conflict
+from services.planning import approvals
+from services.workflow import experiments, lifecycle
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 SURVEY_PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "survey_no_pods.md").read_text()

@@ -10,9 +10,9 @@ import time
 import uuid
 
 from models import Artifact, Pod, db
-from services import experiments, pod_logs
-from services.dispatch import progress
+from services.dispatch import pod_logs, progress
 from services.dispatch.backends.runpod import LOG_IDLE_SECONDS
+from services.workflow import experiments
 from tests.integration.code_fixtures import call, tool_context
 
 SECRET_LINE = "export KEY=sk-ant-api03-LEAKEDLEAKEDLEAKED0000"

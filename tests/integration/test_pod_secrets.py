@@ -14,8 +14,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Setting, WorkflowEvent, db
-from services import approvals, experiments, lifecycle, pod_secrets
-from services.actors import Actor
+from services.core.actors import Actor
+from services.dispatch import pod_secrets
+from services.planning import approvals
+from services.workflow import experiments, lifecycle
 from tests.conftest import csrf_from
 from tests.integration.test_dispatch import OWNER, dispatch, plan_with, pod_spec, runpod  # noqa: F401
 

@@ -22,13 +22,14 @@ import sqlalchemy as sa
 import config as sagan_config
 from app import create_app
 from models import Experiment, Pod, db
-from services import clock, experiments, runs
-from services.actors import Actor
+from services.core import clock
+from services.core.actors import Actor
 from services.dispatch import tokens, watcher
+from services.workflow import experiments, runs
 from tests.integration import test_dispatch as base
+from tests.integration.databases import scratch_postgres_url
 from tests.integration.test_dispatch import pod_spec
 from tests.integration.test_dispatch_money import pods_of, running_dispatch
-from tests.integration.databases import scratch_postgres_url
 from tests.integration.test_lean_ingest import flask_only
 
 runpod = base.runpod

@@ -1,5 +1,5 @@
 """The two live polls' "nothing changed" is answered before Flask, with the session checked
-in the answer's own one query (front/quiet_polls.py, services/lean_reads.py;
+in the answer's own one query (front/quiet_polls.py, services/core/lean_reads.py;
 docs/performance.md): what that must never weaken.
 
 A logout, "sign out everywhere" or a password change refuses the very next poll; a stale
@@ -16,8 +16,9 @@ from flask_login.utils import _create_identifier
 
 from front import quiet_polls
 from models import User, db
-from services import auth as auth_service
-from services import experiments, lean_reads, runs
+from services.core import auth as auth_service
+from services.core import lean_reads
+from services.workflow import experiments, runs
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.queries import counting_queries
 

@@ -10,8 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Artifact, Pod, PodProgressPost, RunEvent, WorkflowEvent, db
-from services import clock, runs
+from services.core import clock
 from services.dispatch import tokens
+from services.workflow import runs
 
 
 @pytest.fixture
@@ -267,8 +268,8 @@ def test_on_sqlite_the_pod_token_is_checked_and_posts_stored_over_http(tmp_path)
     import config as sagan_config
     from app import create_app
     from models import MetricChunk
-    from services import experiments
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import experiments
 
     class LiteConfig(sagan_config.TestConfig):
         SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"

@@ -11,8 +11,10 @@ import flask_migrate
 import sqlalchemy as sa
 
 from models import Figure, MetricSeries, Pod, db
-from services import experiments, metrics, results, shares
-from services.actors import Actor
+from services.core.actors import Actor
+from services.dispatch import metrics
+from services.results import results, shares
+from services.workflow import experiments
 from tests.integration.old_rows import old_experiment
 from tests.integration.test_metric_chunks_migration import MIGRATIONS, _scratch_app, scratch_url  # noqa: F401
 

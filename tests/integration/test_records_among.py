@@ -6,8 +6,9 @@ import uuid
 import sqlalchemy as sa
 
 from models import Experiment, db
-from services import experiments, records
-from services.actors import Actor
+from services.core import records
+from services.core.actors import Actor
+from services.workflow import experiments
 
 
 def test_among_finds_exactly_the_given_ids_with_one_parameter(app):

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import sqlalchemy as sa
 
-import pytest
-
 from models import Artifact, PlanVersion, db
-from services import experiments
-from services.redact import REDACTED
+from services.core.redact import REDACTED
+from services.workflow import experiments
 from tests.integration.test_dispatch import plan_with, pod_spec
 from tests.integration.test_lean_ingest import flask_only
 from tests.integration.test_progress_ingest import pod, post, upload  # noqa: F401

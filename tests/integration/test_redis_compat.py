@@ -7,7 +7,7 @@ import logging
 import pytest
 import redis as redis_lib
 
-from services import redis_store
+from services.core import redis_store
 
 
 @pytest.fixture(params=["embedded-redis-6", "redis-7-server"])

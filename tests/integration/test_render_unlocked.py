@@ -16,9 +16,10 @@ import flask_migrate
 import pytest
 
 from models import Comment, db
-from services import experiments, runs, sanitize
-from services.actors import Actor
-from services.auth import create_owner
+from services.core import sanitize
+from services.core.actors import Actor
+from services.core.auth import create_owner
+from services.workflow import experiments, runs
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.code_fixtures import call, tool_context
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from models import db
-from services import settings
+from services.core import settings
 from tests.integration.code_fixtures import call, git, research_repo, tool_context  # noqa: F401
 
 TRAIN_PY = '''"""Train the model."""
@@ -47,7 +47,7 @@ def repo(app, research_repo, monkeypatch):  # noqa: F811
     push_files(research_repo, {"src/train.py": TRAIN_PY, "configs/base.yaml": "lr: 0.01\n"},
                symlinks={"passwd": "/etc/passwd", "up": "../../outside"}, message="Add the training script")
     # Every call fetches, so the test sees what it just pushed.
-    monkeypatch.setattr("services.workspaces.MIRROR_FETCH_INTERVAL", 1)
+    monkeypatch.setattr("services.code.workspaces.MIRROR_FETCH_INTERVAL", 1)
     return research_repo
 
 
@@ -99,7 +99,7 @@ def test_tools_read_the_experiments_branch_once_it_has_one(app, repo, make_exper
 
 
 def test_the_branch_set_on_the_experiment_comes_first(app, repo, make_experiment):
-    from services import experiments
+    from services.workflow import experiments
     with app.app_context():
         number, ctx = _ctx(app, make_experiment)
         push_files(repo, {"owner.txt": "the owner's branch\n"}, branch="owner-fix", message="Owner's fix")

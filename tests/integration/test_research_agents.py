@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import RunEvent, db
-from services import experiments, jobs, results, runs
-from services.actors import Actor
-from services.agents import orchestration
+from services.core.actors import Actor
 from services.dispatch import progress
+from services.results import results
+from services.workflow import experiments, jobs, orchestration, runs
 from tests.fakes.anthropic_server import reply, text, tool_use
 from tests.integration.code_fixtures import research_repo  # noqa: F401
 from tests.integration.test_research_tools import add_pod, png

@@ -13,11 +13,12 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Artifact, Experiment, Pod, PodProgressPost, db
-from services import experiments, results, runs
-from services.actors import Actor
-from services.clock import utcnow
-from services.dispatch import progress
 from services.agents import toolbox, toolkit
+from services.core.actors import Actor
+from services.core.clock import utcnow
+from services.dispatch import progress
+from services.results import results
+from services.workflow import experiments, runs
 from tests.integration.code_fixtures import call, tool_context
 
 AGENT = Actor("agent", None, "analyzer")

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, Pod, db
-from services import metrics, run_config, runs
-from services.dispatch import tokens
+from services.dispatch import metrics, run_config, tokens
+from services.workflow import runs
 
 
 def _experiment(number) -> Experiment:
@@ -172,7 +172,7 @@ def test_a_priced_spend_reads_as_a_sentence_against_the_estimate(app, owner, cli
 def test_the_demos_screens_carry_seeds_to_group_by(app, owner, client):
     """Do the curated demo's two finished screens each draw six runs — three seeds under two
     conditions — whose configurations give each seed four runs across both?"""
-    from services import demo
+    from services.pipeline import demo
     with app.app_context():
         demo.load_curated()
         numbers = list(db.session.scalars(sa.select(Experiment.number).where(

@@ -1,5 +1,5 @@
 """Run pages (SPEC §5.3, §9.3): `/runs`, `/runs/<id>`, the live events poll, Cancel, and the
-runs section of the experiment page. Runs and events are made through services.runs."""
+runs section of the experiment page. Runs and events are made through services.workflow.runs."""
 from __future__ import annotations
 
 import re
@@ -10,9 +10,11 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, RunEvent, WorkflowEvent, db
-from services import clock, experiments, recovery
-from services import runs as run_service
-from services.clock import utcnow
+from services.core import clock
+from services.core.clock import utcnow
+from services.dispatch import recovery
+from services.workflow import experiments
+from services.workflow import runs as run_service
 from tests.integration.pages import text
 from tests.integration.queries import counting_queries
 
@@ -24,7 +26,7 @@ ORCHESTRATOR_REQUEST = "Drive the approved experiment to a clean result."
 def make_run(app, number: int | None = None, *, status: str = "running", kind: str = "apply",
              agent: str = "experiment-orchestrator", request: str = ORCHESTRATOR_REQUEST,
              events: list | int = 0, **fields) -> str:
-    """A run through services.runs (scoped to experiment `number`), with events; its id."""
+    """A run through services.workflow.runs (scoped to experiment `number`), with events; its id."""
     with app.app_context():
         scope_id = experiments.get_experiment(number).id if number is not None else None
         run = run_service.create_run(kind=kind, agent=agent, request=request, scope_id=scope_id,

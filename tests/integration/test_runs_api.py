@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from services import clock
+from services.core import clock
 from tests.integration.test_run_pages import add_events, make_run, run_row
 
 CLI = Path(__file__).resolve().parents[2] / "scripts" / "sagan_state.py"
 
 
 def _experiment_status(app, number):
-    from services import experiments
+    from services.workflow import experiments
     with app.app_context():
         return experiments.get_experiment(number).status
 

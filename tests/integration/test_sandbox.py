@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 from models import CodeCommit, WorkflowEvent, db
-from services import experiments, sandbox, workspaces
+from services.code import sandbox, workspaces
+from services.workflow import experiments
 from tests.integration.code_fixtures import call, git, research_repo, tool_context  # noqa: F401
 
 # Without bubblewrap the code tools refuse to run anything; `make test` installs it. Under CI
@@ -342,7 +343,7 @@ def test_without_bubblewrap_commands_refuse_and_say_what_to_install(implementer,
     assert "apt-get install bubblewrap" in result.content
 
 
-# --- git --------------------------------------------------------------------------------------------
+# --- git ------------------------------------------------------------------------------------------
 
 def test_push_with_force_is_refused_and_nothing_is_pushed(implementer, research_repo):  # noqa: F811
     """Is a forced push refused with the reason, leaving the remote untouched?"""
@@ -395,7 +396,7 @@ def test_git_diff_shows_the_branch_change(implementer):
     assert "+    return 42" in result.content
 
 
-# --- the worktree ----------------------------------------------------------------------------------------
+# --- the worktree ---------------------------------------------------------------------------------
 
 def test_one_agent_at_a_time_per_worktree(implementer, app, monkeypatch):
     """While another call holds the worktree, does a second one give up with a clear error?"""
@@ -417,8 +418,8 @@ def test_worktree_continues_the_pushed_branch_and_is_removed_when_closed(impleme
     path = research_repo.worktree(experiment.number)
     assert workspaces.remove(experiment) and not path.exists()
     assert call(implementer, "read_file", path="a.txt").content.endswith("1| a")
-    from services import lifecycle
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.workflow import lifecycle
     effects = lifecycle.transition(experiments.get_experiment(experiment.number), "archived",
                                    Actor("owner", None, "Owner"), note="done with it")
     db.session.commit()

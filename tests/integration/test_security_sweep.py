@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models import Pod, db
-from services import experiments, runs
 from services.dispatch import tokens
+from services.workflow import experiments, runs
 
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -206,7 +206,7 @@ def test_an_artifact_over_its_own_cap_is_413(app, client, make_live_pod, monkeyp
     assert refused.status_code == 413 and refused.get_json()["error"] == "too_large"
 
 
-# --- secrets never shown or stored -------------------------------------------------------------------
+# --- secrets never shown or stored ----------------------------------------------------------------
 
 SECRETS = {
     "SECRET_KEY": "flask-secret-5f1e9c3a7b2d4e60",
@@ -245,8 +245,9 @@ def test_configured_secrets_never_appear_in_pages_api_events_logs_or_health(
     """Load the demo with secrets in the environment, feed them in through every door (an
     experiment's text, a progress post, an agent's tool result, a comment), then read every
     page, the API, /healthz, the logs and the whole database: no secret value anywhere."""
-    from services import demo, discussion
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.pipeline import demo
+    from services.planning import discussion
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
         if name in app.config:

@@ -1,7 +1,7 @@
 """The settings page: GPU prices and the auto-approve limit drive estimates."""
 from __future__ import annotations
 
-from services import settings
+from services.core import settings
 from services.dispatch import costs
 
 
@@ -105,7 +105,7 @@ def test_daily_cap_setting(app, client, owner):
 
 def test_owner_sets_branch_and_commit_on_the_record(app, client, owner, make_experiment):
     """The code pods run can be set on the experiment page (SPEC §5.7); spaces are refused."""
-    from services import experiments
+    from services.workflow import experiments
     number = make_experiment("Code")
     csrf = owner.csrf()
     bad = client.post(f"/experiments/{number}/edit", data={"title": "Code", "git_commit": "abc def", "csrf_token": csrf},
@@ -120,8 +120,9 @@ def test_owner_sets_branch_and_commit_on_the_record(app, client, owner, make_exp
 
 def test_results_page_lists_clean_results(app, client, owner, make_experiment):
     """/results lists experiments with a clean result, with its confidence; empty state otherwise."""
-    from services import experiments, results
-    from services.actors import Actor
+    from services.core.actors import Actor
+    from services.results import results
+    from services.workflow import experiments
     assert "No clean results yet" in client.get("/results").text
     number = make_experiment("Seeds agree (LOW confidence)")
     with app.app_context():

@@ -10,9 +10,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from models import ShareLink, WorkflowEvent, db
-from services import clock, discussion, experiments, lifecycle, results, shares
-from services.actors import Actor
-from services.token_hash import digest as token_digest
+from services.core import clock
+from services.core.actors import Actor
+from services.core.token_hash import digest as token_digest
+from services.planning import discussion
+from services.results import results, shares
+from services.workflow import experiments, lifecycle
 from tests.conftest import csrf_from
 
 HTML = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()

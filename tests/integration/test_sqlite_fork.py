@@ -24,11 +24,13 @@ from rq.registry import FailedJobRegistry
 import config as sagan_config
 from app import create_app
 from models import AgentRun, Setting, db
-from services import redis_store, runs, sweeps
-from services.jobs import SERIALIZER
-from services.actors import Actor
+from services.core import redis_store
+from services.core.actors import Actor
 from services.dispatch import provisioner, watcher
-from services.experiments import create_experiment
+from services.pipeline import sweeps
+from services.workflow import runs
+from services.workflow.experiments import create_experiment
+from services.workflow.jobs import SERIALIZER
 from tests.conftest import ROOT
 from workers import queues, runtime, scheduler
 

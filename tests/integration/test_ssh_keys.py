@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
-from services import settings, ssh_keys
-from services.dispatch import watcher
+from services.core import settings
+from services.dispatch import ssh_keys, watcher
 from tests.integration import test_dispatch as base
 from tests.integration.test_dispatch import dispatch, pod_spec
 from tests.unit.test_ssh_keys import ED25519, PRIVATE_BODY, RSA_1024, RSA_2048

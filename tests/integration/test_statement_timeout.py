@@ -13,7 +13,7 @@ from app import create_app
 from blueprints import access
 from config import TestConfig
 from models import db
-from services import lean_reads
+from services.core import lean_reads
 
 SLEEP = sa.text("SELECT pg_sleep(5)")
 

@@ -7,7 +7,7 @@ import re
 import sqlalchemy as sa
 
 from models import ApiToken, db
-from services import registry
+from services.core import registry
 
 
 def _token_rows(app) -> list[ApiToken]:

@@ -1,4 +1,4 @@
-"""`services.lifecycle.transition`: the one writer of experiment statuses (SPEC §2.3)."""
+"""`services.workflow.lifecycle.transition`: the one writer of experiment statuses (SPEC §2.3)."""
 from __future__ import annotations
 
 import threading
@@ -7,9 +7,9 @@ import pytest
 import sqlalchemy as sa
 
 from models import WorkflowEvent, db
-from services import experiments, lifecycle
-from services.actors import Actor
-from services.errors import Conflict, Forbidden, ValidationError
+from services.core.actors import Actor
+from services.core.errors import Conflict, Forbidden, ValidationError
+from services.workflow import experiments, lifecycle
 
 OWNER = Actor("owner", "owner-1", "the owner")
 AGENT = Actor("agent", "run-1", "planner")

@@ -13,7 +13,7 @@ from werkzeug.wrappers import Request
 
 from app import create_app
 from config import TestConfig
-from services.trusted_proxies import TrustedProxyFix
+from services.core.trusted_proxies import TrustedProxyFix
 from tests.conftest import OWNER_PASSWORD, csrf_from
 
 NGINX = "127.0.0.1"

@@ -10,13 +10,15 @@ import pytest
 import sqlalchemy as sa
 
 from models import AgentRun, ApprovalRequest, Pod, RunEvent, Setting, db
-from services import approvals, experiments, lifecycle, settings
-from services.actors import Actor
-from services.agents import model_api, orchestration, web_tools
-from services.errors import ValidationError
-from services.sanitize import render_markdown
-from tests.fakes.anthropic_server import (cited, reply, text, tool_use, web_fetch, web_search,
-                                          web_search_failing)
+from services.agents import web_tools
+from services.claude import model_api
+from services.core import settings
+from services.core.actors import Actor
+from services.core.errors import ValidationError
+from services.core.sanitize import render_markdown
+from services.planning import approvals
+from services.workflow import experiments, lifecycle, orchestration
+from tests.fakes.anthropic_server import cited, reply, text, tool_use, web_fetch, web_search, web_search_failing
 from tests.integration.test_agent_runs import PLAN
 
 SURVEY_PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "survey_no_pods.md").read_text()
@@ -288,7 +290,7 @@ def test_too_many_domains_refused(app_ctx):
     assert "At most 100" in caught.value.message
 
 
-# --- sources and cost, directly ---------------------------------------------------------------------
+# --- sources and cost, directly -------------------------------------------------------------------
 
 def test_sources_keep_only_http_urls_and_escape_titles(app_ctx):
     """Only http(s) citations become sources; titles cannot inject markup in either format."""
@@ -335,7 +337,7 @@ def test_settings_page_title_is_plain_and_the_sessions_panel_is_in_the_body(clie
 
 def test_a_sources_section_is_shown_but_not_counted_among_the_plan_sections(app_ctx):
     """The 11 sections stay the 11: Sources is optional, never 'missing', never counted."""
-    from services import plans
+    from services.planning import plans
     before = plans.parse(PLAN, kind="experiment", account="personal")
     with_sources = plans.parse(web_tools.with_markdown_sources(PLAN, [web_tools.Source(
         "https://arxiv.org/abs/1", "A paper", "a quote")]), kind="experiment", account="personal")

@@ -14,7 +14,9 @@ import sqlalchemy as sa
 
 from config import TestConfig
 from models import AgentRun, RunEvent, db
-from services import clock, experiments, jobs, runs, sweeps
+from services.core import clock
+from services.pipeline import sweeps
+from services.workflow import experiments, jobs, runs
 from tests.fakes.anthropic_server import reply, slow, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,9 +153,9 @@ def test_warm_shutdown_parks_the_run_for_another_worker(app, fake_anthropic, wor
 def _approved_dispatch(app, make_approved, specs: list[dict], title: str) -> tuple[int, object]:
     """An experiment at `implementing` with an approved two-pod spec, and its dispatch launched
     (the run queued, its job enqueued); returns (number, run id)."""
-    from services import lifecycle
-    from services.actors import Actor
+    from services.core.actors import Actor
     from services.dispatch import provisioner
+    from services.workflow import lifecycle
     from tests.integration.test_dispatch import plan_with
     owner = Actor("owner", "owner-1", "Owner")
     number = make_approved(plan_with(specs), title=title, owner=owner)
@@ -269,7 +271,7 @@ def test_redis_flush_loses_no_queued_agent_run_or_dispatch(app, fake_anthropic, 
         _number, dispatch_id = _approved_dispatch(app, make_approved, [pod_spec("a")], "Queued dispatch")
     plan_id = queued_plan_run(app, planned)
     with app.app_context():
-        from services import redis_store
+        from services.core import redis_store
         redis_store.connection().flushdb()  # the test Redis database only
         outcome = sweeps.reconcile_runs()
         assert sorted(outcome["requeued"]) == sorted([plan_id, dispatch_id])

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from rq import Queue, SimpleWorker
 
 from models import db
-from services import jobs, redis_store
+from services.core import redis_store
+from services.workflow import jobs
 from workers import queues, runtime, scheduler
 from workers.launcher import build_worker, parse_args, queue_names
 
@@ -29,7 +30,7 @@ def backend_pid() -> int:
 
 
 # The test's own jobs, allowed beside Sagan's for these tests only.
-TEST_JOBS = {"services.auth.owner_exists", "tests.integration.test_workers.backend_pid",
+TEST_JOBS = {"services.core.auth.owner_exists", "tests.integration.test_workers.backend_pid",
              "tests.integration.test_workers.take_the_probe_lock"}
 
 
@@ -52,7 +53,7 @@ def test_each_queue_enqueues_with_its_configured_timeout(app_ctx, app):
                 "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_LOCAL"],
                 "artifacts": app.config["JOB_TIMEOUT_ARTIFACTS"]}
     for name, timeout in expected.items():
-        job = queues.enqueue(name, "services.auth.owner_exists")
+        job = queues.enqueue(name, "services.core.auth.owner_exists")
         assert (job.origin, job.timeout, job.failure_ttl) == (name, timeout, queues.FAILURE_TTL)
     with pytest.raises(ValueError, match="Unknown queue 'gpu'"):
         queues.get_queue("gpu")
@@ -62,7 +63,7 @@ def test_job_runs_inside_an_app_context(app, job_app, auth):
     """Does a job that needs the database work when the worker has no app context of its own?"""
     auth.create_owner()
     with app.app_context():
-        job = queues.enqueue("default", "services.auth.owner_exists")
+        job = queues.enqueue("default", "services.core.auth.owner_exists")
         connection = redis_store.connection()
     worker = SimpleWorker([queues.DEFAULT], connection=connection, job_class=runtime.AppContextJob)
     worker.work(burst=True)
@@ -251,10 +252,10 @@ def test_a_job_without_sagans_signature_is_refused_even_naming_sagans_function(a
     carrying a signature for other arguments): is it refused without running, while a job Sagan
     signed runs?"""
     with app.app_context():
-        unsigned = queues.get_queue(queues.DEFAULT).enqueue("services.auth.owner_exists")
-        signed = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
+        unsigned = queues.get_queue(queues.DEFAULT).enqueue("services.core.auth.owner_exists")
+        signed = queues.enqueue(queues.DEFAULT, "services.core.auth.owner_exists")
         borrowed = queues.get_queue(queues.DEFAULT).enqueue(
-            "services.auth.owner_exists", args=("other",), meta={"signature": signed.meta["signature"]})
+            "services.core.auth.owner_exists", args=("other",), meta={"signature": signed.meta["signature"]})
     run_one_job(app, queues.DEFAULT)
     with app.app_context():
         assert signed.get_status(refresh=True) == "finished"
@@ -270,7 +271,7 @@ def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
     with app.app_context():
         plain = Queue(queues.DEFAULT, connection=redis_store.connection())  # RQ's default serializer: pickle
         job = plain.enqueue("workers.notify.deliver", Loot(marker))
-        after = queues.enqueue(queues.DEFAULT, "services.auth.owner_exists")
+        after = queues.enqueue(queues.DEFAULT, "services.core.auth.owner_exists")
     run_one_job(app, queues.DEFAULT)
     assert not marker.exists()
     with app.app_context():

@@ -8,9 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services import experiments, lifecycle, registry
-from services.actors import Actor
-from services.errors import Conflict, Forbidden, ValidationError
+from services.core import registry
+from services.core.actors import Actor
+from services.core.errors import Conflict, Forbidden, ValidationError
+from services.workflow import experiments, lifecycle
 
 OWNER = Actor("owner", "owner-1", "Owner")
 AGENT = Actor("agent", "run-1", "planner")
@@ -35,7 +36,7 @@ def _new(title="Workflow test") -> Experiment:
 
 def _approval_of(experiment: Experiment) -> dict:
     """Approving carries its approval request (the transition guard): a plan version
-    and its request, as services.approvals would have stored them."""
+    and its request, as services.planning.approvals would have stored them."""
     version = PlanVersion(id=uuid.uuid4(), experiment_id=experiment.id, version=1, markdown="## Goal",
                           plan_json={}, problems=[], source="agent")
     db.session.add(version)

@@ -4,9 +4,10 @@ import types
 
 import pytest
 
-from services.agents import code_tools, loader, toolbox
+from services.agents import code_tools, toolbox
 from services.agents.toolkit import ToolResult, tool
-from services.errors import ValidationError
+from services.claude import loader
+from services.core.errors import ValidationError
 
 
 @pytest.mark.parametrize("name", loader.names())

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from services.agents import loader
 from services.agents.toolbox import TOOLS
+from services.claude import loader
 
 WORD_LIMIT = 450  # about two minutes of reading
 

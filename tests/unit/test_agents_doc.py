@@ -2,7 +2,8 @@
 import re
 from pathlib import Path
 
-from services.agents import loader, toolbox
+from services.agents import toolbox
+from services.claude import loader
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 

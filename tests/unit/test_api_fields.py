@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from blueprints.api._common import api_name, fields_of, snake_name
-from services.errors import ValidationError
+from services.core.errors import ValidationError
 
 
 @pytest.mark.parametrize("emitted, service", [

@@ -1,11 +1,11 @@
-"""Experiment field cleaning (services.experiments.clean_fields), with the limits passed in: no
+"""Experiment field cleaning (services.workflow.experiments.clean_fields), with the limits passed in: no
 app and no database."""
 from __future__ import annotations
 
 import pytest
 
-from services.errors import ValidationError
-from services.experiments import EDITABLE_FIELDS, FIELD_CLEANERS, clean_fields
+from services.core.errors import ValidationError
+from services.workflow.experiments import EDITABLE_FIELDS, FIELD_CLEANERS, clean_fields
 
 LIMITS = {"TITLE_MAX": 20, "HYPOTHESIS_MAX": 30, "TAG_MAX_CHARS": 8, "TAGS_MAX": 3}
 

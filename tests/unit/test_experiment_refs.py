@@ -1,7 +1,12 @@
 """`#<number>` in plans, comments and clean results links to that experiment,
 through the one sanitizer; share pages relink or unlink them for mentors."""
-from services.sanitize import (experiment_refs, relink_experiment_refs, render_markdown, sanitize_html,
-                               sanitize_result_html)
+from services.core.sanitize import (
+    experiment_refs,
+    relink_experiment_refs,
+    render_markdown,
+    sanitize_html,
+    sanitize_result_html,
+)
 
 
 def test_markdown_links_references_but_not_code_urls_or_words():

@@ -6,7 +6,7 @@ import pytest
 
 from services.agents.file_tool_rules import PathRefused, clip_middle, numbered_lines, path_parts
 from services.agents.repo_tools import clean_path
-from services.errors import ValidationError
+from services.core.errors import ValidationError
 
 
 @pytest.mark.parametrize("raw, reason", [

@@ -158,8 +158,8 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 def test_the_graph_sees_real_imports():
     """Does the reader find known edges (so an empty result means no cycle, not a broken scan)?"""
     graph = import_graph()
-    assert {"models", "services.registry", "services.records"} <= graph["services.runs"]
-    assert {"services.dispatch.spec", "services.dispatch"} <= graph["services.spend"]  # and the package above
+    assert {"models", "services.core.registry", "services.core.records"} <= graph["services.workflow.runs"]
+    assert {"services.dispatch.spec", "services.dispatch"} <= graph["services.planning.approvals"]  # and the package above
 
 
 def test_imports_inside_functions_are_edges_of_the_full_graph(tmp_path):
@@ -167,17 +167,19 @@ def test_imports_inside_functions_are_edges_of_the_full_graph(tmp_path):
     full graph add the imports inside functions?"""
     source = tmp_path / "sample.py"
     source.write_text(
-        "from services import runs\n"
+        "from services.workflow import runs\n"
         "try:\n    from services.dispatch import spec\nexcept ImportError:\n    spec = None\n"
-        "class Holder:\n    from services import jobs\n"
-        "def later():\n    from services import lifecycle\n")
-    modules = {name: source for name in ("services", "services.runs", "services.dispatch",
-                                         "services.dispatch.spec", "services.jobs", "services.lifecycle")}
+        "class Holder:\n    from services.workflow import jobs\n"
+        "def later():\n    from services.workflow import lifecycle\n")
+    modules = {name: source for name in ("services", "services.workflow", "services.workflow.runs", "services.dispatch",
+                                         "services.dispatch.spec", "services.workflow.jobs",
+                                         "services.workflow.lifecycle")}
     # `services` itself is not an edge: it is the package around the module, already running.
-    assert imports_of("services.sample", source, modules) == {
-        "services.runs", "services.dispatch", "services.dispatch.spec", "services.jobs"}
-    assert imports_of("services.sample", source, modules, inside_functions=True) == {
-        "services.runs", "services.dispatch", "services.dispatch.spec", "services.jobs", "services.lifecycle"}
+    at_import = {"services.workflow", "services.workflow.runs", "services.dispatch", "services.dispatch.spec",
+                 "services.workflow.jobs"}
+    assert imports_of("services.sample", source, modules) == at_import
+    assert imports_of("services.sample", source, modules, inside_functions=True) == at_import | {
+        "services.workflow.lifecycle"}
 
 
 def test_cycle_finder_reports_a_cycle_and_ignores_a_chain():

@@ -1,12 +1,12 @@
-"""How an old-Sagan document maps to our rows (services.importer), without a database."""
+"""How an old-Sagan document maps to our rows (services.planning.importer), without a database."""
 from __future__ import annotations
 
 import uuid
 
 import pytest
 
-from services import importer
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.planning import importer
 
 EXP_ID = uuid.UUID("5b0c5c2e-6f0c-4b5e-9a53-0f5d2f4b7d11")
 

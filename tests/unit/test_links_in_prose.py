@@ -1,10 +1,10 @@
-"""Links in agent and owner prose (services.sanitize.render_markdown): what was written as an
+"""Links in agent and owner prose (services.core.sanitize.render_markdown): what was written as an
 address becomes a link; a file name that happens to end in a country domain does not."""
 from __future__ import annotations
 
 import pytest
 
-from services.sanitize import render_markdown
+from services.core.sanitize import render_markdown
 
 
 @pytest.mark.parametrize("name", ["probe.py", "train.sh", "README.md", "config.yml", "stats.ai"])

@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from services.markdown_bounds import BLOCK_MAX_LINES, RENDER_MAX_BLOCKS, RENDER_MAX_CHARS
-from services.sanitize import render_markdown, sanitize_html
+from services.core.markdown_bounds import BLOCK_MAX_LINES, RENDER_MAX_BLOCKS, RENDER_MAX_CHARS
+from services.core.sanitize import render_markdown, sanitize_html
 
 SMALL, LARGE = 10_000, 40_000
 # Four times the text may take at most this many times as long: half of quadratic's sixteen.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from flask import Flask
 
-from services.agents import model_api
+from services.claude import model_api
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The one table of models (services.agents.model_catalog) holds the published numbers, as read
+"""The one table of models (services.claude.model_catalog) holds the published numbers, as read
 on 2026-12-02 from platform.claude.com (pricing page, model pages, the English Sonnet 5.5
 migration guide, "Troubleshooting thinking", "Prompt caching"). These tests pin each value
 to its published figure: a change to the table is a deliberate re-read of those pages."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.agents import model_catalog
-from services.agents.model_catalog import Price
+from services.claude import model_catalog
+from services.claude.model_catalog import Price
 
 # (model, input, output, 5-minute cache write, cache read) in USD per million tokens.
 PUBLISHED_PRICES = [

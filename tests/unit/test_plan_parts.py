@@ -1,7 +1,7 @@
-"""The plan parser's steps (services.plans): sections, checklist and textboxes, no database."""
+"""The plan parser's steps (services.planning.plans): sections, checklist and textboxes, no database."""
 from __future__ import annotations
 
-from services import plans
+from services.planning import plans
 
 
 def test_sections_start_at_known_headings_outside_code_fences():

@@ -1,6 +1,6 @@
 """The table of pod accounts (services/dispatch/pod_accounts.py): the names the registry
 accepts, and what each declares — asked by billing, logs, approval and dispatch."""
-from services import registry
+from services.core import registry
 from services.dispatch import pod_accounts
 
 

@@ -152,14 +152,14 @@ def test_pod_environment_is_an_allowlist_plus_the_request_env(tmp_path):
 ])
 def test_a_local_queue_host_is_warned_about_a_database_without_a_password(database_url, warned):
     """Does a worker serving `local` say when PostgreSQL takes no password?"""
-    from services.instance_security import local_queue_warnings
+    from services.core.instance_security import local_queue_warnings
     warnings = local_queue_warnings(database_url)
     assert bool(warnings) == warned and all("PostgreSQL should require" in text for text in warnings)
 
 
 def test_instance_files_are_made_private_and_the_folder_only_passable(tmp_path):
     """The database, its WAL and the secret key become 0600; the folder 0711 (pass through, no listing)."""
-    from services.instance_security import make_instance_private
+    from services.core.instance_security import make_instance_private
     for name in ("sagan.db", "sagan.db-wal", "secret_key", "notes.txt"):
         (tmp_path / name).write_text("x")
         (tmp_path / name).chmod(0o644)

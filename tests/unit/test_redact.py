@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.redact import REDACTED, redact, redact_data
+from services.core.redact import REDACTED, redact, redact_data
 
 
 @pytest.mark.parametrize("secret", [
@@ -181,7 +181,7 @@ def test_redact_json_text_parses_first_and_keeps_unchanged_text():
     nothing in it is secret?"""
     import json
 
-    from services.redact import redact_json_text
+    from services.core.redact import redact_json_text
     clean = '{"a":  1, "cmd": "echo \\"$X\\""}'
     assert redact_json_text(clean) == clean
     dirty = '{"env": {"GITHUB_TOKEN": "ghp_' + "x" * 36 + '"}, "n": 2}'
@@ -195,7 +195,7 @@ def test_redact_plan_keeps_the_spec_parseable():
     spec still valid JSON, and a plan without secrets come out unchanged?"""
     import json
 
-    from services.plans import _split_spec, redact_plan
+    from services.planning.plans import _split_spec, redact_plan
     plan = ("# Goal\nTrain it.\n\n```runpod-spec\n"
             '{"gpuType": "H100", "env": {"WANDB_API_KEY": "wandb-abcdef0123456789"},'
             ' "dockerArgs": "curl -H \\"authorization: Bearer $SAGAN_POD_PROGRESS_TOKEN\\" $U"}\n'

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services import registry
+from services.core import registry
 
 # SPEC §2.1, copied by hand from the table so a drift in the registry shows up here.
 SPEC_TURNS = {

@@ -1,5 +1,5 @@
 """The timeline's marker groups: every marker in exactly one group, each group in words."""
-from services import registry
+from services.core import registry
 
 
 def test_every_marker_is_in_exactly_one_group():

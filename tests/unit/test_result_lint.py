@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from services.result_lint import confidence_of, lint, title_without_confidence
-from services.sanitize import sanitize_result_html
+from services.core.sanitize import sanitize_result_html
+from services.results.result_lint import confidence_of, lint, title_without_confidence
 
 GOOD = sanitize_result_html((Path(__file__).resolve().parents[1] / "fixtures" / "results" /
                              "clean_result.html").read_text())

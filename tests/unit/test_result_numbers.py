@@ -1,11 +1,11 @@
 """How the completion audit reads a TL;DR's numbers and finds them in the evidence
-(services.result_numbers): read as a person writes them, matched as a person rounds."""
+(services.results.result_numbers): read as a person writes them, matched as a person rounds."""
 from __future__ import annotations
 
 import pytest
 
-from services.result_numbers import Evidence, claims, text_without_code
-from services.sanitize import parse_fragment
+from services.core.sanitize import parse_fragment
+from services.results.result_numbers import Evidence, claims, text_without_code
 
 
 def shown(text: str) -> list[str]:

@@ -1,7 +1,7 @@
-"""A run's configuration read from its pod spec's env (services/run_config.py)."""
+"""A run's configuration read from its pod spec's env (services/dispatch/run_config.py)."""
 from __future__ import annotations
 
-from services import run_config
+from services.dispatch import run_config
 
 
 def test_the_spec_env_becomes_the_runs_configuration():

@@ -1,11 +1,11 @@
-"""services.runs.as_tree: an experiment's runs as orchestrator → the runs it started → theirs."""
+"""services.workflow.runs.as_tree: an experiment's runs as orchestrator → the runs it started → theirs."""
 from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
 
 from models import AgentRun
-from services.runs import as_tree
+from services.workflow.runs import as_tree
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 

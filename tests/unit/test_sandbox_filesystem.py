@@ -1,12 +1,12 @@
 """The read-only system both bubblewrap sandboxes build from one function
-(services.sandbox.system_filesystem): the code sandbox and local pods. Pure argv checks;
+(services.code.sandbox.system_filesystem): the code sandbox and local pods. Pure argv checks;
 that the sandboxes really confine is proven in tests/integration/test_sandbox.py and
 test_local_pod_sandbox.py."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from services import sandbox
+from services.code import sandbox
 from services.dispatch.backends import local_sandbox
 
 FS = sandbox.system_filesystem(("hosts", "ssl"), passwd_fd=7, group_fd=8)

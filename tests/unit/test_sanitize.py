@@ -1,7 +1,7 @@
 """The one sanitizing pipeline: hostile markup comes out inert, ordinary markdown intact."""
 import pytest
 
-from services.sanitize import render_markdown, sanitize_html
+from services.core.sanitize import render_markdown, sanitize_html
 
 HOSTILE = [
     '<script>alert(1)</script>',

@@ -10,8 +10,14 @@ import time
 
 import pytest
 
-from services.sanitize import (MAX_NESTING_DEPTH, MarkupTooDeep, nesting_depth, render_markdown,
-                               sanitize_html, sanitize_result_html)
+from services.core.sanitize import (
+    MAX_NESTING_DEPTH,
+    MarkupTooDeep,
+    nesting_depth,
+    render_markdown,
+    sanitize_html,
+    sanitize_result_html,
+)
 
 HOSTILE_200KB = {
     "30k nested divs": "<div>" * 30_000 + "x" * 50_000,

@@ -4,8 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from services.sanitize import (DASHBOARD, css_hashes, filter_css, filter_declarations, sanitize_html,
-                               sanitize_result_html)
+from services.core.sanitize import (
+    DASHBOARD,
+    css_hashes,
+    filter_css,
+    filter_declarations,
+    sanitize_html,
+    sanitize_result_html,
+)
 from tests.hostile_html import HOSTILE, inert_problems
 
 REALISTIC = (Path(__file__).resolve().parents[1] / "fixtures" / "results" / "clean_result.html").read_text()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from services.sanitize import sanitize_html, sanitize_result_html
+from services.core.sanitize import sanitize_html, sanitize_result_html
 
 CHART = """<svg xmlns="http://www.w3.org/2000/svg" width="288pt" height="180pt" viewBox="0 0 288 180">
  <path d="M 0 180 L 288 180 L 288 0 L 0 0 z" style="fill: #ffffff"/>

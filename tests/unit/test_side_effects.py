@@ -1,11 +1,12 @@
-"""The one table of after-move actions (services/side_effects.py), checked without a database."""
+"""The one table of after-move actions (services/pipeline/side_effects.py), checked without a database."""
 from __future__ import annotations
 
 import inspect
 
 import pytest
 
-from services import lifecycle, side_effects
+from services.pipeline import side_effects
+from services.workflow import lifecycle
 
 
 def test_every_side_effect_in_the_transition_table_has_a_handler():

@@ -1,4 +1,4 @@
-"""The owner's SSH public keys (services/ssh_keys.py): each key checked down to its wire format,
+"""The owner's SSH public keys (services/dispatch/ssh_keys.py): each key checked down to its wire format,
 private keys refused without being repeated, and the pod card's ssh command built from parts
 that are plain names. The keys below were made with `ssh-keygen` for these tests (public halves
 only; their fingerprints are what `ssh-keygen -l` printed)."""
@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from services import ssh_keys
-from services.errors import ValidationError
+from services.core.errors import ValidationError
+from services.dispatch import ssh_keys
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIQSzszplkRyoTdDN09KihOHa404FAuCSQGvxSny391l owner@laptop"
 ECDSA_256 = ("ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBI2VLko9oD/ZNVImko7EHMQY8tgLxgS"

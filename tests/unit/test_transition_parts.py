@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from models import Experiment
-from services import lifecycle
-from services.actors import Actor
-from services.errors import Conflict, Forbidden, ValidationError
+from services.core.actors import Actor
+from services.core.errors import Conflict, Forbidden, ValidationError
+from services.workflow import lifecycle
 
 OWNER, AGENT, TOKEN = Actor("owner", "1", "owner"), Actor("agent", "2", "planner"), Actor("token", "3", "ci")
 

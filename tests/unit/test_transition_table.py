@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from models import Experiment
-from services import lifecycle, registry
+from services.core import registry
+from services.workflow import lifecycle
 
 
 def moves(status: str, role: str, before_block: str | None = None) -> set[str]:

@@ -1,9 +1,9 @@
-"""Which X-Forwarded-For entry is the client (services/trusted_proxies.py), without an app."""
+"""Which X-Forwarded-For entry is the client (services/core/trusted_proxies.py), without an app."""
 from __future__ import annotations
 
 import pytest
 
-from services.trusted_proxies import parse, trusted_hops
+from services.core.trusted_proxies import parse, trusted_hops
 
 PROXIES = parse("127.0.0.1, ::1, 10.1.0.0/16")
 

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from services.input_shape import BLANK_GRAPHIC_CHARACTERS, has_visible_text
+from services.core.input_shape import BLANK_GRAPHIC_CHARACTERS, has_visible_text
 
 
 @pytest.mark.parametrize("text", ["", None, " \t\n", "\u200b\u200c\u200d\u2060\ufeff", "\u00ad", "\u2800",

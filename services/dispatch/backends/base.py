@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from services import registry
+from services.core import registry
 
 PROVIDER_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
 ACCOUNTS = tuple(registry.RUNPOD_ACCOUNTS)

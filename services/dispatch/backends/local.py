@@ -44,10 +44,10 @@ from pathlib import Path
 
 import psutil
 
-from services import system_users
+from services.code import system_users
+from services.core.redact import SECRET_ENV_SUFFIXES
 from services.dispatch.backends import local_network, local_sandbox
 from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
-from services.redact import SECRET_ENV_SUFFIXES
 
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "scripts" / "pod_bootstrap.sh"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")

@@ -27,7 +27,7 @@ import os
 import shutil
 from pathlib import Path
 
-from services import sandbox as code_sandbox
+from services.code import sandbox as code_sandbox
 
 WORKSPACE = "/workspace"
 STATE = "/run/sagan-state"

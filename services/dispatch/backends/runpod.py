@@ -29,8 +29,8 @@ from typing import Callable
 import httpx
 
 from config import VERSION
+from services.core.redact import redact
 from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
-from services.redact import redact
 
 # RunPod's capacity wording varies by API and release; these all mean "try elsewhere".
 _CAPACITY = re.compile(

@@ -1,0 +1,97 @@
+"""Actual spend: cost per hour × uptime, summed per pod, run and experiment (SPEC §6.8)."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from models import Pod, db
+from services.core import records
+from services.core.clock import utcnow
+from services.dispatch import costs, pod_accounts
+from services.dispatch import spec as specs
+
+# What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
+_POD_SPEND = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0) * Pod.uptime_seconds / 3600.0
+
+
+def experiment_spend(experiment_id) -> float:
+    """USD spent by the experiment's pods so far (zero before any pod ran)."""
+    total = db.session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.experiment_id == experiment_id))
+    return float(total or 0)
+
+
+def spend_by_experiment(experiment_ids) -> dict:
+    """Experiment id → USD spent by its pods, for many experiments in one query."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0))
+                              .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
+    return {experiment_id: float(total or 0) for experiment_id, total in rows}
+
+
+def unpriced_spend_by_experiment(experiment_ids) -> dict:
+    """Experiment id → USD of its RunPod pods whose price is unknown, counted at a stand-in rate.
+
+    A pod whose provider reported no price (and the owner set none) is shown as "price
+    unknown", but for a cap check unknown must never count as $0: it counts at the owner's
+    or the catalogue's rate for its GPU, or, if that is unknown too, at the dearest rate
+    known for any GPU. One query for all experiments."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    prices = costs.owner_gpu_prices()
+    dearest = max((p for p in prices.values() if p), default=0.0)
+    rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
+        Pod.experiment_id.in_(ids), Pod.account.not_in(pod_accounts.FREE), Pod.cost_per_hr.is_(None),
+        Pod.adjusted_cost_per_hr.is_(None), Pod.uptime_seconds > 0))
+    totals: dict = {}
+    for experiment_id, gpu_id, count, uptime in rows:
+        gpu = specs.find_gpu(gpu_id)
+        rate = (prices.get(gpu.short) if gpu else None) or dearest
+        totals[experiment_id] = totals.get(experiment_id, 0.0) + rate * max(count or 1, 1) * uptime / 3600.0
+    return totals
+
+
+def spend_today() -> float:
+    """USD spent today (UTC) across all experiments, for the optional daily cap.
+
+    Approximated from pods active today: cost per hour × uptime of pods started since midnight.
+    """
+    midnight = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+    total = db.session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(_POD_SPEND), 0)).where(Pod.last_started_at >= midnight))
+    return float(total or 0)
+
+
+def price_unknown(pod) -> bool:
+    """A RunPod pod whose price nobody told us (the provider reported none, the owner set none):
+    its spend is unknown, not $0. Local pods are free."""
+    return pod_accounts.bills(pod.account) and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
+
+
+def pods_spend(pods) -> float:
+    return sum(float(p.adjusted_cost_per_hr or p.cost_per_hr or 0) * (p.uptime_seconds or 0) / 3600.0 for p in pods)
+
+
+def gpu_by_experiment(experiment_ids) -> dict:
+    """Experiment id → (USD spent, USD per hour of the pods running now, pods that ran at an
+    unknown rate, pods running now, of which at an unknown rate, pods in all, of which local),
+    for many experiments in one query (the cost ledger).
+    Local pods run on the Sagan host and bill nothing: they have no rate, and need none."""
+    ids = list(experiment_ids)
+    if not ids:
+        return {}
+    rate = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr)
+    running = Pod.status == "running"
+    unpriced = sa.and_(rate.is_(None), Pod.account.not_in(pod_accounts.FREE))
+    rows = db.session.execute(
+        sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0),
+                  sa.func.coalesce(sa.func.sum(sa.case((running, rate), else_=0)), 0),
+                  sa.func.count().filter(unpriced, sa.or_(running, Pod.uptime_seconds > 0)),
+                  sa.func.count().filter(running), sa.func.count().filter(unpriced, running),
+                  sa.func.count(), sa.func.count().filter(Pod.account.in_(pod_accounts.FREE)))
+        .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
+    return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced), int(pods),
+                            int(local))
+            for experiment_id, spent, burn, unpriced_count, live, live_unpriced, pods, local in rows}
