@@ -89,6 +89,7 @@ from models.event import RunEvent, WorkflowEvent  # noqa: E402,F401
 from models.experiment import Counter, Experiment  # noqa: E402,F401
 from models.metric import MetricBatch, MetricChunk, MetricSeries  # noqa: E402,F401
 from models.pod import Artifact, ArtifactUsage, FleetIncident, Pod, PodProgressPost  # noqa: E402,F401
+from models.research import Belief, BeliefProposal, BeliefVersion, Project, ProjectNarrative, RecordLink  # noqa: E402,F401,E501
 from models.result import CleanResultVersion, Comment, Figure, PromotedResult  # noqa: E402,F401
 from models.run import AgentRun  # noqa: E402,F401
 from models.setting import Setting  # noqa: E402,F401

@@ -83,7 +83,9 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
     parent_experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="SET NULL"), index=True)
     runpod_account: Mapped[str] = mapped_column(sa.String(16), default="local")
-    project_id: Mapped[uuid.UUID | None]  # projects come later (SPEC §1)
+    # No foreign key: projects are archived, never deleted, and adding one on SQLite would
+    # rebuild the experiments table; the services check the project exists.
+    project_id: Mapped[uuid.UUID | None] = mapped_column(index=True)
     cost_cap_usd: Mapped[float | None] = mapped_column(sa.Numeric(12, 2, asdecimal=False))
     git_branch: Mapped[str | None] = mapped_column(sa.String(255))
     git_commit: Mapped[str | None] = mapped_column(sa.String(64))

@@ -217,6 +217,23 @@ ARTIFACT_USAGE_SCOPES = ["pod", "experiment"]
 FIGURE_KINDS = ["image", "html_artifact", "svg"]
 COMMENT_AUTHOR_KINDS = ["owner", "agent"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
+# --- The research record (SPEC §11) ----------------------------------------------
+
+PROJECT_STATUSES = ["active", "paused", "completed", "archived"]
+NARRATIVE_STATUSES = ["draft", "published", "archived"]
+BELIEF_STATUSES = ["draft", "active", "supported", "weakened", "falsified", "retracted", "archived"]
+CONFIDENCES = ["LOW", "MODERATE", "HIGH"]
+# A proposed belief update waits for the owner; accepting (as proposed or edited) makes a
+# version, and a newer proposal or a newer version supersedes a pending one.
+BELIEF_PROPOSAL_STATUSES = ["pending", "accepted", "rejected", "superseded"]
+# The records a typed link may join (records that arrive with later work are listed already
+# so a link's kind never needs a migration when they land).
+RECORD_KINDS = ["project", "belief", "experiment", "run", "clean_result", "todo", "literature", "narrative",
+                "daily_log", "weekly_review"]
+LINK_KINDS = ["supports", "contradicts", "tests", "produces_evidence_for", "derives_from", "cites", "answers",
+              "blocks", "duplicates", "method", "baseline", "background", "threat", "inspiration", "parent",
+              "child", "sibling"]
+
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]
