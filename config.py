@@ -121,6 +121,7 @@ class Config:
     EVENT_BODY_MAX = 64 * 1024
     TIMELINE_PAGE_SIZE = 50
     BOARD_DONE_LIMIT = _env_int("SAGAN_BOARD_DONE_LIMIT", 30)
+    BOARD_ACTIVE_LIMIT = _env_int("SAGAN_BOARD_ACTIVE_LIMIT", 30)
 
     # --- live updates (SPEC §9.3) --------------------------------------------------
     POLL_RUN_SECONDS = _env_int("SAGAN_POLL_RUN_SECONDS", 2)

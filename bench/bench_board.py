@@ -2,8 +2,8 @@
 at 100, 2,000 and 10,000 experiments (about 10% active: 200 active cards at 2,000),
 the web server as deployed (serve.py) on PostgreSQL. Also the polled columns fragment, and its 304 when nothing changed.
 
-Budget: at 2,000 experiments (200 active) p50 under 50 ms; a constant number of queries
-whatever the number of cards.
+Budget: at 2,000 experiments (200 active) p50 under 50 ms, at 10,000 (about 900 active) under
+60 ms; a constant number of queries whatever the number of cards.
 Prints one JSON document on stdout and a short table on stderr.
 
 Run: .venv/bin/python bench/bench_board.py [--requests 40]
@@ -15,7 +15,7 @@ import argparse
 import harness
 
 SCALES = (100, 2_000, 10_000)
-BUDGET_MS = 50
+BUDGET_MS = {2_000: 50, 10_000: 60}  # p50 server time by scale
 
 
 def main() -> None:
@@ -51,19 +51,21 @@ def main() -> None:
                                        headers={"If-None-Match": etag}, expect=304)
             results.append({"experiments": scale, "active": active, "board": board, "columns": columns,
                             "columns_unchanged_304": unchanged})
-            ok = board["server_p50_ms"] < BUDGET_MS if scale == 2_000 else None
+            budget = BUDGET_MS.get(scale)
+            ok = board["server_p50_ms"] < budget if budget else None
             rows.append((f"board at {scale:,} ({active} active) p50 / p95 (CPU p50)",
                          f"{board['server_p50_ms']} / {board['server_p95_ms']} ms ({board['server_cpu_p50_ms']})",
-                         f"p50 < {BUDGET_MS} ms at 2,000" if scale == 2_000 else "(no budget)", ok))
+                         f"p50 < {budget} ms at {scale:,}" if budget else "(no budget)", ok))
         client.close()
     query_counts = sorted({q for r in results for q in r["board"]["queries"]})
     constant = len(query_counts) == 1
     rows.append(("board SQL queries per render", ", ".join(map(str, query_counts)), "constant", constant))
-    at_2000 = next(r for r in results if r["experiments"] == 2_000)
+    within = all(r["board"]["server_p50_ms"] < BUDGET_MS[r["experiments"]]
+                 for r in results if r["experiments"] in BUDGET_MS)
     harness.report({"bench": "board", "server": harness.server_label(), "database": "postgresql",
-                    "scales": results, "budget_p50_ms_at_2000": BUDGET_MS,
+                    "scales": results, "budget_p50_ms": {f"{k}": v for k, v in BUDGET_MS.items()},
                     "queries_constant": constant, "queries": query_counts,
-                    "meets_budget": at_2000["board"]["server_p50_ms"] < BUDGET_MS and constant}, rows)
+                    "meets_budget": within and constant}, rows)
 
 
 if __name__ == "__main__":

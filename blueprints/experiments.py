@@ -32,8 +32,10 @@ EDIT_FIELDS = FORM_FIELDS + ("git_branch", "git_commit")
 def index():
     """All experiments as a sortable, filterable table."""
     page, state = experiments.table(request.args)
+    every_column = {key: value for key, value in state.items() if value and key != "column"}
     return render("experiments/index.html", "experiments/_table.html", page=page, state=state,
-                  statuses=registry.STATUS_NAMES, **form_choices())
+                  statuses=registry.STATUS_NAMES, column_titles=dict(registry.BOARD_COLUMNS),
+                  every_column=every_column, **form_choices())
 
 
 @bp.route("/experiments/new", methods=["GET", "POST"])

@@ -66,6 +66,7 @@ BOARD_COLUMNS: list[tuple[str, str]] = [
     ("done", "Done"),
     ("closed", "Archived / cancelled / failed"),
 ]
+BOARD_COLUMN_KEYS = frozenset(key for key, _title in BOARD_COLUMNS)
 COLLAPSED_COLUMNS = frozenset({"closed"})
 
 _S = Status

@@ -406,8 +406,11 @@ class BoardCard(StatusFacts, namedtuple("_CardRow", _CARD_FIELDS)):
 def board(filters: BoardFilters) -> list[BoardColumn]:
     """Board columns with their cards, in two queries whatever the number of cards.
 
-    Active experiments are all shown; finished ones only the most recent few per
-    column (the table view has the rest), so the board stays fast at 10,000 rows.
+    Each column shows its first few cards — active ones by priority, then the most recently
+    moved; finished ones the most recent — and counts the rest, which the table view lists
+    (`table(column=…)`). A person reads a column of thirty cards, not three hundred, and
+    rendering every active card made the board's cost follow the active count: 100–118 ms
+    at 10,000 experiments with 923 active.
     """
     columns = {key: BoardColumn(key, title, key in registry.COLLAPSED_COLUMNS)
                for key, title in registry.BOARD_COLUMNS}
@@ -415,9 +418,14 @@ def board(filters: BoardFilters) -> list[BoardColumn]:
         sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()
     active = _apply_filters(sa.select(*CARD_COLUMNS).where(
         Experiment.status.not_in(registry.TERMINAL_STATUSES)), filters).order_by(*order)
+    active_limit = current_app.config["BOARD_ACTIVE_LIMIT"]
+    column_of = {status.name: status.column for status in registry.STATUSES}
     for row in db.session.execute(active):
-        card = _card(row)
-        columns[card.status_info.column].cards.append(card)
+        column = columns[column_of[row.status]]
+        if len(column.cards) < active_limit:
+            column.cards.append(_card(row))
+        else:
+            column.more += 1  # counted, not built: the rows past the limit are only a number
 
     limit = current_app.config["BOARD_DONE_LIMIT"]
     finished_columns = _finished_columns()
@@ -524,9 +532,14 @@ def table(args, *, per_page: int = 50) -> tuple[TablePage, dict]:
         page = max(1, int(args.get("page", 1)))
     except ValueError:
         page = 1
+    board_column = args.get("column", "")
+    if board_column not in registry.BOARD_COLUMN_KEYS:
+        board_column = ""
     query = _apply_filters(sa.select(Experiment), filters)
     if status:
         query = query.where(Experiment.status == status)
+    if board_column:
+        query = query.where(Experiment.status.in_(registry.statuses_in_column(board_column)))
     if priority:
         query = query.where(Experiment.priority == priority)
     total = db.session.scalar(sa.select(sa.func.count()).select_from(query.subquery())) or 0
@@ -536,7 +549,8 @@ def table(args, *, per_page: int = 50) -> tuple[TablePage, dict]:
     # Past the end shows the last page; an absurd ?page= must not overflow the OFFSET.
     page = min(page, pages)
     rows = list(db.session.scalars(query.limit(per_page).offset((page - 1) * per_page)))
-    state = {**filters.as_args(), "status": status, "priority": priority, "sort": sort, "dir": direction}
+    state = {**filters.as_args(), "status": status, "priority": priority, "sort": sort, "dir": direction,
+             "column": board_column}
     return TablePage(rows, total, page, pages), state
 
 

@@ -232,6 +232,36 @@ def test_done_columns_show_the_latest_few_and_link_to_the_rest(app, client, owne
 
 
 
+def test_an_active_column_shows_its_first_few_and_the_table_lists_the_rest(app, client, owner, make_experiment,
+                                                                             monkeypatch):
+    """Past the limit, does an active column show the urgent card and the newest ones, say how
+    many more there are, and link to the table filtered to exactly that column?"""
+    monkeypatch.setitem(app.config, "BOARD_ACTIVE_LIMIT", 3)
+    ideas = [make_experiment(f"Idea {i}") for i in range(5)]
+    urgent = make_experiment("Idea, urgent", priority="urgent")
+    running = make_experiment("Already running", status="running", kind="experiment")
+    page = client.get("/")
+    placed = dict(columns(page))
+    assert placed["ideas"][0] == urgent and len(placed["ideas"]) == 3
+    assert set(placed["ideas"][1:]) == set(ideas[-2:])  # then the most recently moved
+    assert placed["running"] == [running]  # another column keeps its own count
+    link = re.search(r'href="([^"]*column=ideas[^"]*)"[^>]*>3 more in the table', page.text)
+    assert link, "the column links to the table of its own statuses"
+    table = client.get(link.group(1).replace("&amp;", "&"))
+    listed = set(int(n) for n in re.findall(r'href="/experiments/(\d+)"', table.text))
+    assert listed == set(ideas) | {urgent}
+    assert "In the board’s" in text(table) or "In the board's" in text(table)
+    assert "Ideas" in text(table)
+
+
+def test_the_table_ignores_an_unknown_board_column(client, owner, make_experiment):
+    """Does ?column= with a name that is not a board column list everything, not fail?"""
+    numbers = [make_experiment("One"), make_experiment("Two", status="running", kind="experiment")]
+    page = client.get("/experiments?column=nonsense")
+    assert page.status_code == 200
+    assert set(int(n) for n in re.findall(r'href="/experiments/(\d+)"', page.text)) >= set(numbers)
+
+
 def test_each_finished_column_has_its_own_newest_few_and_count_under_a_filter(app, client, owner, make_experiment,
                                                                               monkeypatch):
     """Done and Closed each show their own newest cards and their own "N more", counted
