@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
+
+import redis
 
 from services.core import redis_store
 from services.core.instance_security import local_queue_warnings, open_redis_problem
@@ -20,6 +23,10 @@ from workers.runtime import SaganWorker, set_app
 from workers.scheduler import Scheduler
 
 log = logging.getLogger("workers.launcher")
+
+# Waiting for Redis: the first retry after a second, doubling to at most half a minute.
+REDIS_RETRY_FIRST_SECONDS = 1.0
+REDIS_RETRY_MAX_SECONDS = 30.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +70,24 @@ def build_worker(worker_queues: list, app, name: str | None = None, **options) -
     return SaganWorker(worker_queues, connection=connection, name=name, **options)
 
 
+def wait_for_redis(connection, url: str, *, sleep=time.sleep) -> None:
+    """Return once Redis answers, saying at each try that it does not yet.
+
+    A worker that starts before Redis (a host booting, Redis restarting) waits for it instead
+    of exiting: exiting left the queues unserved until a supervisor noticed, and under
+    `make run` nothing restarts a worker. Each wait is logged, so a wrong REDIS_URL is seen.
+    """
+    delay = REDIS_RETRY_FIRST_SECONDS
+    while True:
+        try:
+            connection.ping()
+            return
+        except redis.exceptions.ConnectionError as exc:
+            log.warning("Redis at %s does not answer (%s); trying again in %.0f s", url, exc, delay)
+            sleep(delay)
+            delay = min(delay * 2, REDIS_RETRY_MAX_SECONDS)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from app import create_app
@@ -72,12 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(args.log_level.upper())
     with app.app_context():
         names = queue_names(args, app.config)
-        try:
-            connection = redis_store.connection()
-            connection.ping()
-        except Exception as exc:  # noqa: BLE001 - say what is wrong and stop
-            log.error("Cannot reach Redis at %s: %s", app.config.get("REDIS_URL") or "(REDIS_URL unset)", exc)
-            return 2
+        wait_for_redis(redis_store.connection(), app.config.get("REDIS_URL") or "(REDIS_URL unset)")
         worker_queues = [queues.get_queue(name) for name in names]
         if queues.LOCAL in names:
             # Also when --local serves the queue while SAGAN_LOCAL_PODS is off (create_app checked only that).

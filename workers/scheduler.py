@@ -13,6 +13,7 @@ import socket
 import threading
 import uuid
 
+import redis
 from flask import Flask
 
 from models import db
@@ -106,6 +107,11 @@ class Scheduler:
                     finally:
                         db.session.remove()
             return True
+        except redis.exceptions.ConnectionError as exc:
+            # Redis away (restarting, the host booting): said in one line, not a traceback a
+            # tick, and the next tick tries again.
+            log.warning("scheduler tick skipped: Redis does not answer (%s)", exc)
+            return False
         except Exception:  # noqa: BLE001 - one bad tick must not end the loop
             log.exception("scheduler tick failed")
             return False
