@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import logging
 
+import sqlalchemy as sa
 from flask import Flask
 
+import cli
 from blueprints import register_blueprints
 from config import INSTANCE_DIR, Config
 from extensions import csrf, htmx, login_manager, migrate
@@ -13,9 +15,11 @@ from front.gate import RequestGate
 from models import db
 from services.agents import toolbox
 from services.claude import model_api
+from services.core.auth import load_user
 from services.core.instance_security import refuse_open_redis
 from services.core.trusted_proxies import TrustedProxyFix
 from services.core.trusted_proxies import parse as parse_trusted_proxies
+from services.pipeline import side_effects
 
 
 def create_app(config: Config | type | None = None) -> Flask:
@@ -47,7 +51,6 @@ def create_app(config: Config | type | None = None) -> Flask:
     login_manager.init_app(app)
     login_manager.session_protection = "basic"
 
-    from services.core.auth import load_user
     login_manager.user_loader(load_user)
 
     register_blueprints(app)
@@ -61,10 +64,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     app.wsgi_app = RequestGate.from_config(app.wsgi_app, app.config)
     app.wsgi_app = TrustedProxyFix(app.wsgi_app, app.config)
 
-    import cli
     cli.register(app)
 
-    from services.pipeline import side_effects
     side_effects.install()
 
     if not app.testing:
@@ -92,8 +93,6 @@ def _configure_sqlite(app: Flask) -> None:
     """SQLite (embedded default): WAL so the web and the worker can write at once."""
     if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         return
-    import sqlalchemy as sa
-
     with app.app_context():
         @sa.event.listens_for(db.engine, "connect")
         def _pragmas(dbapi_connection, _record):

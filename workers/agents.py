@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rq import get_current_job
 
+from services.agents.loop import execute
 from services.core import redis_store
 
 STOP_KEY = "sagan:worker-stopping:{name}"
@@ -18,5 +19,4 @@ def _worker_stopping() -> bool:
 
 def run_agent(run_id: str) -> str:
     """Run or resume one agent run until it ends, parks, or the worker stops."""
-    from services.agents.loop import execute
     return execute(run_id, should_stop=_worker_stopping).status

@@ -16,8 +16,10 @@ import time
 
 import redis
 
+from app import create_app
 from services.core import redis_store
 from services.core.instance_security import local_queue_warnings, open_redis_problem
+from services.dispatch.accounts import check_runpod_accounts
 from workers import queues
 from workers.runtime import SaganWorker, set_app
 from workers.scheduler import Scheduler
@@ -90,8 +92,6 @@ def wait_for_redis(connection, url: str, *, sleep=time.sleep) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from app import create_app
-
     app = create_app()
     set_app(app)
     logging.getLogger().setLevel(args.log_level.upper())
@@ -108,7 +108,6 @@ def main(argv: list[str] | None = None) -> int:
             for warning in local_queue_warnings(app.config.get("SQLALCHEMY_DATABASE_URI") or ""):
                 log.warning(warning)
         if "dispatch" in names:
-            from services.dispatch.accounts import check_runpod_accounts
             check_runpod_accounts(app.config)  # one list call per account: the scope, said at start-up
     worker = build_worker(worker_queues, app, name=args.name)
 

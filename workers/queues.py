@@ -19,11 +19,11 @@ from services.workflow.jobs import (  # noqa: F401
     job_timeout,
     put,
 )
+from workers.runtime import AppContextJob
 
 
 def get_queue(name: str) -> Queue:
     """The RQ queue `name` on the app's Redis, with its timeout and Sagan's job class."""
-    from workers.runtime import AppContextJob
     return Queue(name, connection=redis_store.connection(), default_timeout=job_timeout(name),
                  job_class=AppContextJob, serializer=SERIALIZER)
 

@@ -29,8 +29,11 @@ from rq import Worker
 from rq.job import Job
 from sqlalchemy.orm import configure_mappers
 
+from app import create_app
+from models import db
 from services.workflow import jobs
 from services.workflow.jobs import AGENTS, LOCAL
+from workers.agents import STOP_KEY
 from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,6 @@ def job_app() -> Flask:
     """The app jobs run in; built from the environment on first use."""
     global _app
     if _app is None:
-        from app import create_app
         _app = create_app()
     return _app
 
@@ -100,7 +102,6 @@ class AppContextJob(Job):
         if has_app_context():
             # In-process runs (tests' SimpleWorker) already stand inside the right app.
             return super().perform()
-        from models import db
         with job_app().app_context():
             try:
                 return super().perform()
@@ -110,7 +111,6 @@ class AppContextJob(Job):
 
 def forget_inherited_connections(app: Flask) -> None:
     """After fork: abandon the parent's pooled DB connections so the child opens its own."""
-    from models import db
     with app.app_context():
         for engine in db.engines.values():
             engine.dispose(close=False)
@@ -159,7 +159,6 @@ class SaganWorker(Worker):
         """Warm shutdown: tell the running agent loop (in the work horse) to park its run
         after the current step, so another worker picks it up (SPEC §7)."""
         try:
-            from workers.agents import STOP_KEY
             self.connection.set(STOP_KEY.format(name=self.name), "1", ex=3600)
         except Exception:  # noqa: BLE001 - never let signalling stop the shutdown itself
             log.exception("could not flag the shutdown for the running job")

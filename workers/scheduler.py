@@ -18,6 +18,10 @@ from flask import Flask
 
 from models import db
 from services.core import redis_store
+from services.dispatch import artifacts, watcher
+from services.pipeline import sweeps
+from services.planning import follow_ups
+from services.workflow import parking
 from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
@@ -45,10 +49,6 @@ def tick(app: Flask) -> None:
 
     Each part is independent; one failing is logged and the others still run.
     """
-    from services.dispatch import artifacts, watcher
-    from services.pipeline import sweeps
-    from services.planning import follow_ups
-    from services.workflow import parking
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile):
         try:
@@ -64,7 +64,6 @@ ORPHAN_SWEEP_SECONDS = 600
 
 def _orphan_sweep_now_and_then() -> None:
     """The orphan sweep lists every account's pods: every ten minutes is plenty."""
-    from services.dispatch import watcher
     if redis_store.connection().set(ORPHAN_SWEEP_KEY, "1", nx=True, ex=ORPHAN_SWEEP_SECONDS):
         watcher.orphan_sweep()
 
