@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, db
-from services.core import records
-from services.dispatch import pod_accounts, spend
+from services.core import pod_accounts, records
+from services.dispatch import spend
 
 
 @dataclass

@@ -1,12 +1,15 @@
-"""The table of pod accounts (services/dispatch/pod_accounts.py): the names the registry
-accepts, and what each declares — asked by billing, logs, approval and dispatch."""
-from services.core import registry
-from services.dispatch import pod_accounts
+"""The table of pod accounts (services/core/pod_accounts.py): the accounts a pod may run on,
+and what each declares — asked by billing, logs, approval and dispatch."""
+from services.core import pod_accounts
+from services.dispatch.backends import base
+from services.dispatch.backends.factory import _load_backend_modules
 
 
-def test_the_table_holds_exactly_the_accounts_the_registry_accepts():
-    """Is every account a plan may name in the table, and nothing else?"""
-    assert sorted(pod_accounts.ACCOUNTS) == sorted(registry.RUNPOD_ACCOUNTS)
+def test_every_account_names_a_registered_backend():
+    """Does each entry's backend exist under that name (the factory finds it through the table)?"""
+    _load_backend_modules()
+    assert {account.backend for account in pod_accounts.ACCOUNTS.values()} <= set(base.BUILDERS)
+    assert pod_accounts.names() == ("team", "personal", "local")
 
 
 def test_what_each_account_declares():
@@ -15,7 +18,7 @@ def test_what_each_account_declares():
     assert pod_accounts.on_this_host("local") and not pod_accounts.on_this_host("team")
     assert pod_accounts.log_source("local") == "local" and pod_accounts.log_source("team") == "runpod"
     assert pod_accounts.pod_label("local") == "Local pod" and pod_accounts.pod_label("personal") == "RunPod pod"
-    assert pod_accounts.FREE == ("local",)
+    assert pod_accounts.free() == ("local",) == pod_accounts.on_host()
 
 
 def test_an_account_the_table_does_not_know_is_taken_to_bill():
