@@ -593,6 +593,7 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
             host_urls=[url for url in [settings.get("research_repo_url") or ""] if url])
         if not local:
             _check_request_size(request)
+        if pod_accounts.get(candidate.account).has_ssh:
             # The keys startSsh hands this pod are the account's now: the card says whether it has any.
             pod.metadata_ = {**pod.metadata_, "ssh_keys": ssh_keys.keys_on_account(backend)}
         made = backend.create(request)
