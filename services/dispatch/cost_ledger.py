@@ -74,7 +74,7 @@ class Ledger:
             parts.append(f"{runs} agent run{'' if runs == 1 else 's'} used a model without a price")
         if self.gpu_unpriced:
             pods = self.gpu_unpriced
-            parts.append(f"{pods} RunPod pod{'' if pods == 1 else 's'} ran without a known hourly rate")
+            parts.append(f"{pods} pod{'' if pods == 1 else 's'} on a billing account ran without a known hourly rate")
         return "; ".join(parts)
 
     @property

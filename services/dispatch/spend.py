@@ -31,7 +31,7 @@ def spend_by_experiment(experiment_ids) -> dict:
 
 
 def unpriced_spend_by_experiment(experiment_ids) -> dict:
-    """Experiment id → USD of its RunPod pods whose price is unknown, counted at a stand-in rate.
+    """Experiment id → USD of its billing pods whose price is unknown, counted at a stand-in rate.
 
     A pod whose provider reported no price (and the owner set none) is shown as "price
     unknown", but for a cap check unknown must never count as $0: it counts at the owner's
@@ -65,7 +65,7 @@ def spend_today() -> float:
 
 
 def price_unknown(pod) -> bool:
-    """A RunPod pod whose price nobody told us (the provider reported none, the owner set none):
+    """A pod on an account that bills whose price nobody told us (the provider reported none, the owner set none):
     its spend is unknown, not $0. Local pods are free."""
     return pod_accounts.bills(pod.account) and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
 

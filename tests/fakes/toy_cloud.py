@@ -16,6 +16,9 @@ RunPod's published API reference v2, as read 2026-12-02 (tests/fakes/runpod_serv
 - a listing lags: a new pod is absent from `list_by_name` and `list_all` for
   `listing_lag` seconds (get by id finds it at once);
 - `no_capacity(gpu_id)` — creates for that GPU are refused as `provider_capacity`;
+- `fail_after_create()` — the next create makes the pod, then fails as `provider_error` (an
+  upstream error after the pod exists, as RunPod's 5xx may be: look it up by name, once the
+  listing has caught up, before creating another);
 - `exit_pod(pod_id, code)` — the container ends: EXITED, no longer billed (rate 0), its
   exit code reported (like the local backend; RunPod reports none);
 - stop is idempotent: stopping a stopped pod answers it as it is, never an error; a stopped
@@ -72,6 +75,7 @@ class ToyCloud:
         self.pods: dict[str, ToyPod] = {}
         self.calls: list[tuple[str, str]] = []   # (call, pod id or name)
         self._full: set[str] = set()
+        self._fail_after_create = 0
         self._ids = itertools.count(1)
 
     # --- what a test does ---------------------------------------------------------
@@ -83,6 +87,9 @@ class ToyCloud:
 
     def no_capacity(self, gpu_id: str) -> None:
         self._full.add(gpu_id)
+
+    def fail_after_create(self, times: int = 1) -> None:
+        self._fail_after_create += times
 
     def exit_pod(self, pod_id: str, code: int = 0) -> None:
         pod = self.pods[pod_id]
@@ -128,6 +135,9 @@ class ToyCloudBackend:
         pod = ToyPod(id=f"toy-{next(self.cloud._ids):04d}", name=request.name, gpu_id=request.gpu_id,
                      gpu_count=request.gpu_count, created_at=self.cloud.now, env=dict(request.env))
         self.cloud.pods[pod.id] = pod
+        if self.cloud._fail_after_create:
+            self.cloud._fail_after_create -= 1
+            raise BackendError("provider_error", "Toy Cloud answered 502 Bad Gateway.", status=502)
         return self.cloud.view(pod)
 
     def get(self, pod_id: str) -> ProviderPod | None:

@@ -172,3 +172,17 @@ def test_a_full_gpu_moves_to_the_next_candidate_on_toy_cloud(app, toycloud, appr
         assert [(p.gpu_type_id, p.status) for p in pods] == [
             ("NVIDIA A100-SXM4-80GB", "failed"), ("NVIDIA H100 80GB HBM3", "deploying")]
         assert experiments.get_experiment(number).status == "queued"
+
+
+def test_a_pod_made_before_an_upstream_error_is_found_after_the_listing_lag(app, toycloud, approved):
+    """Toy Cloud made the pod and then failed the call: does the provisioner wait out the
+    listing lag, find the pod by its name and keep it, rather than create a second?"""
+    toycloud.fail_after_create()
+    number = approved(pod_spec(), account="toycloud")
+    run_id = dispatch(app, number)
+    assert toycloud.count("create") == 1 and len(toycloud.pods) == 1
+    assert toycloud.now >= toycloud.listing_lag  # it waited for the listing before looking
+    with app.app_context():
+        pod = _pod(run_id)
+        # The wait outlasted its boot: it is adopted as the provider lists it, running.
+        assert pod.provider_pod_id == next(iter(toycloud.pods)) and pod.status == "running"
