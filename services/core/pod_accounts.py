@@ -37,15 +37,18 @@ class PodAccount:
     settings: Mapping[str, str] = field(default_factory=dict)
 
 
+# What a pod on any RunPod account is; the two accounts differ only in their settings.
+_RUNPOD_POD = dict(backend="runpod", bills_money=True, on_this_host=False, log_source="runpod",
+                  log_words="RunPod's log stream", log_labelled=True, log_timed=True, has_ssh=True,
+                  has_volumes=True, pod_label="RunPod pod")
+
 ACCOUNTS: dict[str, PodAccount] = {
-    "team": PodAccount("team", "runpod", bills_money=True, on_this_host=False, log_source="runpod",
-                       log_words="RunPod's log stream", log_labelled=True, log_timed=True, has_ssh=True, has_volumes=True, pod_label="RunPod pod",
+    "team": PodAccount("team", **_RUNPOD_POD,
                        settings={"api_key": "RUNPOD_API_KEY_TEAM", "team_id": "RUNPOD_TEAM_ID"}),
-    "personal": PodAccount("personal", "runpod", bills_money=True, on_this_host=False, log_source="runpod",
-                           log_words="RunPod's log stream", log_labelled=True, log_timed=True, has_ssh=True, has_volumes=True, pod_label="RunPod pod",
-                           settings={"api_key": "RUNPOD_API_KEY_PERSONAL"}),
-    "local": PodAccount("local", "local", bills_money=False, on_this_host=True, log_source="local",
-                        log_words="the local pod's output.log", log_labelled=False, log_timed=False, has_ssh=False, has_volumes=False, pod_label="Local pod"),
+    "personal": PodAccount("personal", **_RUNPOD_POD, settings={"api_key": "RUNPOD_API_KEY_PERSONAL"}),
+    "local": PodAccount("local", backend="local", bills_money=False, on_this_host=True, log_source="local",
+                        log_words="the local pod's output.log", log_labelled=False, log_timed=False,
+                        has_ssh=False, has_volumes=False, pod_label="Local pod"),
 }
 
 

@@ -65,8 +65,8 @@ def spend_today() -> float:
 
 
 def price_unknown(pod) -> bool:
-    """A pod on an account that bills whose price nobody told us (the provider reported none, the owner set none):
-    its spend is unknown, not $0. Local pods are free."""
+    """A pod on an account that bills whose price nobody told us (the provider reported none,
+    the owner set none): its spend is unknown, not $0. Local pods are free."""
     return pod_accounts.bills(pod.account) and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
 
 
