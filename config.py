@@ -110,7 +110,9 @@ class Config:
 
     # --- experiments ---------------------------------------------------------------
     SAGAN_FIRST_EXPERIMENT_NUMBER = _env_int("SAGAN_FIRST_EXPERIMENT_NUMBER", 1)
-    SAGAN_DEFAULT_RUNPOD_ACCOUNT = os.environ.get("SAGAN_DEFAULT_RUNPOD_ACCOUNT", "local")
+    # The account new experiments get; the setting's old name still works.
+    SAGAN_DEFAULT_POD_ACCOUNT = (os.environ.get("SAGAN_DEFAULT_POD_ACCOUNT")
+                                 or os.environ.get("SAGAN_DEFAULT_RUNPOD_ACCOUNT") or "local")
     TITLE_MAX = 300
     HYPOTHESIS_MAX = 50_000
     BODY_MAX = 200_000

@@ -7,7 +7,7 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services.agents import web_tools
-from services.core import settings
+from services.core import pod_accounts, settings
 from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
@@ -37,7 +37,7 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            web_enabled=web_tools.enabled(), web_domains=web_tools.allowed_domains(),
                            web_error=web_error, web_form=web_form,
                            ssh_accounts=[(account, bool((current_app.config.get(key) or "").strip()))
-                                         for account, key in accounts.KEYS.items()],
+                                         for account, key in accounts.keys().items()],
                            ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {})
 
 
@@ -151,7 +151,7 @@ def ssh_keys_of(account: str):
     """Register the owner's SSH public keys on a RunPod account (and keep them); a bad key, a
     private key or RunPod refusing re-renders with the reason and changes nothing. A private
     key is never shown again, not even back in its own form."""
-    if account not in ssh_keys.ACCOUNTS:
+    if account not in pod_accounts.with_ssh():
         abort(404)
     raw = request.form.get("keys", "")
     typed = "" if ssh_keys.looks_private(raw) else raw

@@ -54,7 +54,7 @@ class ApprovalRequest(UUIDPrimaryKey, TimestampMixin, db.Model):
     # The terms the owner approves: the account the plan was estimated for,
     # fixed when the request opens, and the cost cap, fixed when it is approved. Dispatch
     # uses these; changing either needs a new plan and a new approval.
-    runpod_account: Mapped[str | None] = mapped_column(sa.String(16))
+    pod_account: Mapped[str | None] = mapped_column(sa.String(16))
     cost_cap_usd: Mapped[float | None] = mapped_column(sa.Numeric(12, 2, asdecimal=False))
     requested_by: Mapped[str | None] = mapped_column(sa.String(64))
     resolved_by: Mapped[str | None] = mapped_column(sa.String(64))

@@ -45,7 +45,6 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
         one_of("kind", registry.EXPERIMENT_KINDS),
         one_of("priority", registry.PRIORITIES),
         one_of("assignee_kind", registry.ASSIGNEE_KINDS),
-        one_of("runpod_account", registry.RUNPOD_ACCOUNTS),
         sa.CheckConstraint(
             "compute_size IS NULL OR compute_size IN ("
             + ", ".join(f"'{c}'" for c in registry.COMPUTE_SIZES) + ")",
@@ -82,7 +81,7 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
     proposed_by_agent: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     parent_experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="SET NULL"), index=True)
-    runpod_account: Mapped[str] = mapped_column(sa.String(16), default="local")
+    pod_account: Mapped[str] = mapped_column(sa.String(16), default="local")
     # No foreign key: projects are archived, never deleted, and adding one on SQLite would
     # rebuild the experiments table; the services check the project exists.
     project_id: Mapped[uuid.UUID | None] = mapped_column(index=True)

@@ -47,7 +47,7 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     approval_required: Mapped[bool] = mapped_column(default=False)
     approved_by: Mapped[str | None] = mapped_column(sa.String(64))
     approved_at: Mapped[datetime | None]
-    runpod_account: Mapped[str | None] = mapped_column(sa.String(16))
+    pod_account: Mapped[str | None] = mapped_column(sa.String(16))
     last_error: Mapped[str | None] = mapped_column(sa.Text)
     failure_reason: Mapped[str | None] = mapped_column(sa.String(32))
     input_tokens: Mapped[int] = mapped_column(sa.BigInteger, default=0)

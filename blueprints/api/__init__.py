@@ -3,7 +3,8 @@
 Auth per route (blueprints.access): a bearer token with the listed scope, or the owner's
 session (with CSRF). The actor is always the credential's. Errors are
 `{"error": code, "message": sentence}` with the status codes of SPEC §9.2. Answers are
-camelCase; a body may spell each field camelCase or snake_case (`_common.fields_of`).
+camelCase; a body may spell each field camelCase or snake_case (`_common.fields_of`), and a
+renamed field's old name for now (answered with a `Deprecation` header and a warning).
 
     registries     GET /statuses, /markers
     experiments    /experiments: list, create, read, patch
@@ -18,8 +19,10 @@ from __future__ import annotations
 from flask import Blueprint
 
 from blueprints.api import approvals, experiments, pods, registries, results, runs, workflow
+from blueprints.api._common import deprecation_notice
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+bp.after_request(deprecation_notice)
 
 for resource in (registries, experiments, workflow, approvals, runs, pods, results):
     resource.routes.register_on(bp)

@@ -26,7 +26,8 @@ def experiment_json(e: Experiment) -> dict:
         "computeSize": e.compute_size, "assigneeKind": e.assignee_kind,
         "hasCleanResult": e.has_clean_result, "autoApprovePlan": e.auto_approve_plan,
         "parentExperimentId": id_text(e.parent_experiment_id),
-        "runpodAccount": e.runpod_account, "costCapUsd": e.cost_cap_usd,
+        "podAccount": e.pod_account, "costCapUsd": e.cost_cap_usd,
+        "runpodAccount": e.pod_account,  # the old name, deprecated: clients read podAccount
         "gitBranch": e.git_branch, "gitCommit": e.git_commit,
         "statusBeforeBlock": e.status_before_block, "planMd": e.plan_md, "planJson": e.plan_json,
         "podSpec": e.pod_spec, "body": e.body,

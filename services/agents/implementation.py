@@ -101,7 +101,7 @@ class Step:
             return live[0]
         model = None if provider else loader.model_for(loader.get(agent))
         child = runs.create_run(kind=self.ctx.run.kind, agent=agent, request=request, scope_id=experiment.id,
-                                parent_run_id=self.ctx.run.id, model=model, runpod_account=experiment.runpod_account)
+                                parent_run_id=self.ctx.run.id, model=model, pod_account=experiment.pod_account)
         if provider:
             child.provider = provider
         self.waiting_on.append(child)

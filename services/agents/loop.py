@@ -75,7 +75,7 @@ def build_brief(run: AgentRun, experiment: Experiment | None) -> str:
     if experiment is not None:
         parts.append(f"# Experiment #{experiment.number}: {experiment.title}\n"
                      f"Status: {experiment.status} ({experiment.turn}). Kind: {experiment.kind}. "
-                     f"Priority: {experiment.priority}. Account: {experiment.runpod_account}.")
+                     f"Priority: {experiment.priority}. Account: {experiment.pod_account}.")
         if experiment.hypothesis:
             parts.append(f"## Hypothesis\n{experiment.hypothesis}")
         if experiment.git_branch or experiment.git_commit:

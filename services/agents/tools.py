@@ -45,7 +45,7 @@ def get_experiment(ctx: ToolContext, data: dict) -> ToolResult:
     record = {
         "number": e.number, "title": e.title, "status": e.status, "turn": e.turn, "kind": e.kind,
         "priority": e.priority, "tags": e.tags, "hypothesis": e.hypothesis, "gitBranch": e.git_branch,
-        "gitCommit": e.git_commit, "runpodAccount": e.runpod_account, "hasPlan": bool(e.plan_md),
+        "gitCommit": e.git_commit, "podAccount": e.pod_account, "hasPlan": bool(e.plan_md),
         "hasCleanResult": e.has_clean_result, "parentExperimentId": str(e.parent_experiment_id or "") or None,
     }
     if e.has_clean_result and e.body:

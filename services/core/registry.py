@@ -128,7 +128,6 @@ COMPUTE_SIZES = ["none", "small", "medium", "large"]
 PRIORITIES = ["low", "normal", "high", "urgent"]
 PRIORITY_RANK = {p: i for i, p in enumerate(PRIORITIES)}
 ASSIGNEE_KINDS = ["agent", "human"]
-RUNPOD_ACCOUNTS = ["team", "personal", "local"]
 
 # --- Events -----------------------------------------------------------------------
 

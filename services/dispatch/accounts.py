@@ -10,10 +10,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from services.core import pod_accounts
 from services.dispatch.backends import BackendError, backend_for
 
 log = logging.getLogger(__name__)
-KEYS = {"team": "RUNPOD_API_KEY_TEAM", "personal": "RUNPOD_API_KEY_PERSONAL"}
+
+
+def keys() -> dict[str, str]:
+    """Account → the setting holding its API key, for every account whose backend takes one
+    (the pod-accounts table names it)."""
+    return {name: account.settings["api_key"] for name, account in pod_accounts.ACCOUNTS.items()
+            if "api_key" in account.settings}
 
 
 @dataclass
@@ -26,22 +33,23 @@ class AccountCheck:
 def scoping(config, account: str) -> str:
     """How the account is scoped: its key, and the team header if one is configured."""
     header = (config.get("RUNPOD_TEAM_HEADER") or "").strip()
-    team_id = config.get("RUNPOD_TEAM_ID") or ""
-    if account == "team" and header and team_id:
-        return f"{KEYS[account]} with header {header}: {team_id}"
-    return f"{KEYS[account]} only (the key's own scope; no team header)"
+    team_id_setting = pod_accounts.get(account).settings.get("team_id")
+    team_id = (config.get(team_id_setting) or "") if team_id_setting else ""
+    if header and team_id:
+        return f"{keys()[account]} with header {header}: {team_id}"
+    return f"{keys()[account]} only (the key's own scope; no team header)"
 
 
 def scopes(config) -> list[tuple[str, str]]:
     """(account, how it is scoped) for the Settings page; "not configured" without a key."""
     return [(account, scoping(config, account) if (config.get(key) or "").strip() else f"not configured ({key} unset)")
-            for account, key in KEYS.items()]
+            for account, key in keys().items()]
 
 
 def check_runpod_accounts(config) -> list[AccountCheck]:
     """One list call per RunPod account with a key; logged, and returned for the caller."""
     results = []
-    for account, key in KEYS.items():
+    for account, key in keys().items():
         if not (config.get(key) or "").strip():
             continue
         try:

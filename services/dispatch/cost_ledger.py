@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from models import AgentRun, Experiment, PlanVersion, db
-from services.core import records
-from services.dispatch import pod_accounts, spend
+from services.core import pod_accounts, records
+from services.dispatch import spend
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Ledger:
             parts.append(f"{runs} agent run{'' if runs == 1 else 's'} used a model without a price")
         if self.gpu_unpriced:
             pods = self.gpu_unpriced
-            parts.append(f"{pods} RunPod pod{'' if pods == 1 else 's'} ran without a known hourly rate")
+            parts.append(f"{pods} pod{'' if pods == 1 else 's'} on a billing account ran without a known hourly rate")
         return "; ".join(parts)
 
     @property

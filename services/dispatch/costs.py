@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.core import settings
+from services.core import pod_accounts, settings
 from services.core.errors import ValidationError
-from services.dispatch import pod_accounts
 from services.dispatch import spec as specs
 
 STORAGE_USD_PER_GB_MONTH = 0.10

@@ -17,9 +17,9 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from models import Artifact, Pod, db
+from services.core import pod_accounts
 from services.core.errors import ValidationError
 from services.core.redact import redact
-from services.dispatch import pod_accounts
 from services.dispatch.backends import BackendError, LogLine, backend_for
 
 DEFAULT_TAIL = 200
@@ -31,21 +31,23 @@ ARTIFACT_PREFIX = "sagan-logs/"
 @dataclass
 class PodLog:
     pod: Pod
-    source: str              # "runpod" | "local" | "artifact" | "none"
+    source: str              # the account's log source (pod_accounts), "artifact" or "none"
     text: str
     lines: int
     truncated: bool = False
     note: str | None = None  # what the reader should know (since ignored, nothing found…)
     last_ts: str | None = None  # pass as `since` to read only what came after
+    words: str | None = None    # where the provider's lines came from, as its account says it
+    labelled: bool = False      # each line says its source: [container] or [system]
 
     @property
     def source_words(self) -> str:
-        return _SOURCE_WORDS[self.source]
+        return self.words or _SOURCE_WORDS[self.source]
 
     def render(self) -> str:
         """The log with a header line saying where it came from, for a model to read."""
         head = f"Log of pod {self.pod.name} ({self.pod.status}) from {self.source_words}: {self.lines} line(s)"
-        if self.source == "runpod":
+        if self.labelled:
             head += ", [container] output and the host's [system] lines"
         if self.truncated:
             head += f", cut to the last {MAX_BYTES:,} bytes"
@@ -58,8 +60,8 @@ class PodLog:
         return "\n".join(parts)
 
 
-_SOURCE_WORDS = {"runpod": "RunPod's log stream", "local": "the local pod's output.log",
-                 "artifact": "the log the pod uploaded (its last 1 MB)", "none": "nowhere"}
+# Where a log came from when no provider had it; a provider's own words are its account's.
+_SOURCE_WORDS = {"artifact": "the log the pod uploaded (its last 1 MB)", "none": "nowhere"}
 
 
 def parse_since(since: str | None) -> str | None:
@@ -114,12 +116,14 @@ def read_pod_logs(pod: Pod, *, tail: int | None = None, since: str | None = None
             lines = backend_for(pod.account).logs(pod.provider_pod_id, tail=tail, since=since)
         except BackendError as exc:
             lines, provider_note = None, f"The provider's log could not be read ({exc.reason}: {exc.message})."
-        if lines is not None:
-            source = pod_accounts.log_source(pod.account)
+        account = pod_accounts.get(pod.account)
+        if lines is not None and account is not None:
             note = None
-            if since and source == "local":
-                note = "A local pod's log has no time per line, so since cannot narrow it: this is the tail."
-            return _finish(pod, source, lines, note)
+            if since and not account.log_timed:
+                note = (f"A {account.pod_label.lower()}'s log has no time per line, so since cannot narrow it: "
+                        "this is the tail.")
+            return _finish(pod, account.log_source, lines, note, words=account.log_words,
+                           labelled=account.log_labelled)
     artifact = _log_artifact(pod)
     if artifact is not None and not artifact.readable:
         why = ("is still being redacted; read it again in a minute" if artifact.status == "processing"
@@ -144,8 +148,8 @@ def _log_artifact(pod: Pod) -> Artifact | None:
         Artifact.pod_id == pod.id, Artifact.name == f"{ARTIFACT_PREFIX}{pod.name}.log").limit(1))
 
 
-def _finish(pod: Pod, source: str, lines: list[LogLine], note: str | None) -> PodLog:
-    labelled = source == "runpod"  # only RunPod's stream mixes sources
+def _finish(pod: Pod, source: str, lines: list[LogLine], note: str | None, *, words: str | None = None,
+            labelled: bool = False) -> PodLog:
     stamped = [" ".join(part for part in (entry.ts, f"[{entry.source}]" if labelled else None, entry.line)
                         if part is not None) for entry in lines]
     if labelled and lines and all(entry.source == "system" for entry in lines):
@@ -156,4 +160,4 @@ def _finish(pod: Pod, source: str, lines: list[LogLine], note: str | None) -> Po
     if truncated:
         text = text.encode()[-MAX_BYTES:].decode("utf-8", "ignore").split("\n", 1)[-1]
     last_ts = next((entry.ts for entry in reversed(lines) if entry.ts), None)
-    return PodLog(pod, source, text, len(lines), truncated, note, last_ts)
+    return PodLog(pod, source, text, len(lines), truncated, note, last_ts, words, labelled)

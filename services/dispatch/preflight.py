@@ -33,9 +33,9 @@ from typing import Callable
 
 from models import Experiment
 from services.code import workspaces
-from services.core import settings
+from services.core import pod_accounts, settings
 from services.core.errors import SaganError
-from services.dispatch import costs, pod_accounts, pod_secrets, spend
+from services.dispatch import costs, pod_secrets, spend
 
 CHECKS = ("commit", "entry_script", "gpu_prices", "secrets", "estimate")
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}

@@ -22,13 +22,12 @@ from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
-from services.core import events, registry, settings
+from services.core import events, pod_accounts, registry, settings
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.dispatch import (
     costs,
-    pod_accounts,
     pod_secrets,
     preflight,
     recovery,
@@ -122,8 +121,8 @@ def approved_spec(experiment: Experiment):
         raise Conflict(f"#{experiment.number} has no approved runpod-spec to dispatch; approve a plan with one.",
                        code="no_approved_spec")
     approved = terms.spec
-    if experiment.runpod_account != terms.account:
-        raise Conflict(f"#{experiment.number}'s RunPod account is {experiment.runpod_account} but its plan was "
+    if experiment.pod_account != terms.account:
+        raise Conflict(f"#{experiment.number}'s pod account is {experiment.pod_account} but its plan was "
                        f"approved for {terms.account}; an account change needs a new plan and approval.",
                        code="account_changed")
     if specs.without_git_env(experiment.pod_spec) != specs.without_git_env(approved):
@@ -150,7 +149,7 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
         raise Conflict(f"#{experiment.number} is a {experiment.kind}: its result is a write-up and nothing is "
                        "dispatched. Move it to clean_result_drafting when the work is done.", code="pod_free")
     approved_spec(experiment)
-    if pod_accounts.on_this_host(experiment.runpod_account) and actor.kind != "owner" and experiment.auto_approve_plan:
+    if pod_accounts.on_this_host(experiment.pod_account) and actor.kind != "owner" and experiment.auto_approve_plan:
         raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")
     gate = _gate_reason(experiment)
     if gate:
@@ -166,7 +165,7 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
         with db.session.begin_nested():
             run = runs.create_run(kind="experiment", agent=PROVISIONER, scope_id=experiment.id,
                                   request=f"Dispatch the approved spec of #{experiment.number}.",
-                                  parent_run_id=parent_run_id, runpod_account=experiment.runpod_account)
+                                  parent_run_id=parent_run_id, pod_account=experiment.pod_account)
             run.provider = "sagan"
     except IntegrityError:
         existing = live_dispatch(experiment.id)
@@ -594,6 +593,7 @@ def _create_once(run: AgentRun, experiment: Experiment, index: int, pod_spec: di
             host_urls=[url for url in [settings.get("research_repo_url") or ""] if url])
         if not local:
             _check_request_size(request)
+        if pod_accounts.get(candidate.account).has_ssh:
             # The keys startSsh hands this pod are the account's now: the card says whether it has any.
             pod.metadata_ = {**pod.metadata_, "ssh_keys": ssh_keys.keys_on_account(backend)}
         made = backend.create(request)

@@ -203,7 +203,7 @@ def fail(run: AgentRun, reason: str, message: str, *, block_note: str | None = N
         follow = runs.create_run(
             kind=run.kind, agent=run.agent, request=recovery_request(run), scope_id=run.scope_id,
             scope_kind=run.scope_kind, resumes_run_id=run.id, model=run.model,
-            runpod_account=run.runpod_account, status="waiting",
+            pod_account=run.pod_account, status="waiting",
             wake_at=utcnow() + timedelta(minutes=decision.delay_minutes))
         follow.waiting_for = {"until": follow.wake_at.isoformat(), "why": "recovery back-off"}
         if reason == "worker_lost" and run.conversation:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from services.core import registry
-from services.dispatch import pod_accounts, pod_secrets
+from services.core import pod_accounts, registry
+from services.dispatch import pod_secrets
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,6 @@ KNOWN_FIELDS = {
     "env", "dockerArgs", "image", "config", "substitution_policy", "consolidation",
     "keepAliveMinutes", "bootstrapSilenceMinutes", "secrets",
 }
-ACCOUNTS = [a for a in registry.RUNPOD_ACCOUNTS]
 SECRET_NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -146,7 +145,7 @@ MIN_VOLUME_GB = 10
 def validate(spec, account: str | None = None, allowed_secrets: list[str] | None = None) -> SpecCheck:
     """Check a parsed spec; returns the pods, every problem, and unknown fields.
 
-    `account` is the experiment's RunPod account, which the policy must allow;
+    `account` is the experiment's pod account, which the policy must allow;
     `allowed_secrets`, when given, the pod-secret allowlist every `secrets` name must be on.
     """
     pods = as_pods(spec)
@@ -411,7 +410,7 @@ def cloud_type_policy_problems(sub, owner: PolicyOwner, path: str) -> list[str]:
 
 
 def account_policy_problems(sub, owner: PolicyOwner, path: str) -> list[str]:
-    return choice_policy_problems(sub, path, "account", ACCOUNTS, owner.account)
+    return choice_policy_problems(sub, path, "account", pod_accounts.names(), owner.account)
 
 
 def data_center_policy_problems(dc, owner: PolicyOwner, path: str) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Pod, db
-from services.core import records
+from services.core import pod_accounts, records
 from services.core.clock import utcnow
-from services.dispatch import costs, pod_accounts
+from services.dispatch import costs
 from services.dispatch import spec as specs
 
 # What one pod has cost so far: the owner's adjusted rate if set, else the provider's, × uptime.
@@ -31,7 +31,7 @@ def spend_by_experiment(experiment_ids) -> dict:
 
 
 def unpriced_spend_by_experiment(experiment_ids) -> dict:
-    """Experiment id → USD of its RunPod pods whose price is unknown, counted at a stand-in rate.
+    """Experiment id → USD of its billing pods whose price is unknown, counted at a stand-in rate.
 
     A pod whose provider reported no price (and the owner set none) is shown as "price
     unknown", but for a cap check unknown must never count as $0: it counts at the owner's
@@ -43,7 +43,7 @@ def unpriced_spend_by_experiment(experiment_ids) -> dict:
     prices = costs.owner_gpu_prices()
     dearest = max((p for p in prices.values() if p), default=0.0)
     rows = db.session.execute(sa.select(Pod.experiment_id, Pod.gpu_type_id, Pod.gpu_count, Pod.uptime_seconds).where(
-        Pod.experiment_id.in_(ids), Pod.account.not_in(pod_accounts.FREE), Pod.cost_per_hr.is_(None),
+        Pod.experiment_id.in_(ids), Pod.account.not_in(pod_accounts.free()), Pod.cost_per_hr.is_(None),
         Pod.adjusted_cost_per_hr.is_(None), Pod.uptime_seconds > 0))
     totals: dict = {}
     for experiment_id, gpu_id, count, uptime in rows:
@@ -65,8 +65,8 @@ def spend_today() -> float:
 
 
 def price_unknown(pod) -> bool:
-    """A RunPod pod whose price nobody told us (the provider reported none, the owner set none):
-    its spend is unknown, not $0. Local pods are free."""
+    """A pod on an account that bills whose price nobody told us (the provider reported none,
+    the owner set none): its spend is unknown, not $0. Local pods are free."""
     return pod_accounts.bills(pod.account) and pod.cost_per_hr is None and pod.adjusted_cost_per_hr is None
 
 
@@ -84,13 +84,13 @@ def gpu_by_experiment(experiment_ids) -> dict:
         return {}
     rate = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr)
     running = Pod.status == "running"
-    unpriced = sa.and_(rate.is_(None), Pod.account.not_in(pod_accounts.FREE))
+    unpriced = sa.and_(rate.is_(None), Pod.account.not_in(pod_accounts.free()))
     rows = db.session.execute(
         sa.select(Pod.experiment_id, sa.func.coalesce(sa.func.sum(_POD_SPEND), 0),
                   sa.func.coalesce(sa.func.sum(sa.case((running, rate), else_=0)), 0),
                   sa.func.count().filter(unpriced, sa.or_(running, Pod.uptime_seconds > 0)),
                   sa.func.count().filter(running), sa.func.count().filter(unpriced, running),
-                  sa.func.count(), sa.func.count().filter(Pod.account.in_(pod_accounts.FREE)))
+                  sa.func.count(), sa.func.count().filter(Pod.account.in_(pod_accounts.free())))
         .where(records.among(Pod.experiment_id, ids)).group_by(Pod.experiment_id))
     return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced), int(pods),
                             int(local))

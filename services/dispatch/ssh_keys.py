@@ -24,12 +24,11 @@ import struct
 from dataclasses import dataclass
 
 from models import Pod
-from services.core import settings
+from services.core import pod_accounts, settings
 from services.core.clock import utcnow
 from services.core.errors import ValidationError
 from services.dispatch.backends import BackendError, backend_for
 
-ACCOUNTS = ("team", "personal")
 SETTING = "runpod_ssh_keys"   # {account: {"keys": [...], "registered_at": iso}}
 MAX_KEYS = 10
 MAX_LINE = 8192               # an RSA key of 16,384 bits is about 2,800 characters
@@ -186,7 +185,7 @@ def views() -> dict[str, list[PublicKey]]:
     """Each RunPod account's registered keys, parsed (for fingerprints on the Settings page); a
     stored line that no longer reads as a key (the row edited by hand) is left out, not a 500."""
     found: dict[str, list[PublicKey]] = {}
-    for account in ACCOUNTS:
+    for account in pod_accounts.with_ssh():
         found[account] = []
         for line in registered(account):
             try:
@@ -199,8 +198,9 @@ def views() -> dict[str, list[PublicKey]]:
 def update(account: str, text: str) -> list[PublicKey]:
     """Register the owner's keys for `account` at RunPod, keeping keys registered outside
     Sagan; store them once RunPod holds them. A bad key, or RunPod refusing, changes nothing."""
-    if account not in ACCOUNTS:
-        raise ValidationError(f"SSH keys are registered on a RunPod account (team or personal), not {account[:20]!r}.",
+    if account not in pod_accounts.with_ssh():
+        raise ValidationError(f"SSH keys are registered on an account whose pods have SSH "
+                              f"({', '.join(pod_accounts.with_ssh())}), not {account[:20]!r}.",
                               field="account")
     keys = parse_keys(text)
     wanted = [key.line for key in keys]
@@ -248,7 +248,7 @@ class SshLine:
 def line_for(pod: Pod) -> SshLine | None:
     """What the pod card says about SSH; None for a pod that has no SSH (a local pod). A pod
     whose account held no key when it was created has no SSH access, whatever its address."""
-    if pod.account not in ACCOUNTS:
+    if pod.account not in pod_accounts.with_ssh():
         return None
     if (pod.metadata_ or {}).get("ssh_keys") == 0:
         if registered(pod.account):

@@ -19,9 +19,8 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from models import Experiment, MetricBatch, MetricChunk, MetricSeries, Pod, db
-from services.core import records
+from services.core import pod_accounts, records
 from services.core.clock import utcnow
-from services.dispatch import pod_accounts
 
 PREFIX = "sys/"
 GPU_UTIL = "sys/gpu_util [%]"   # the busiest GPU's utilisation: under the line, every GPU idles
@@ -106,7 +105,7 @@ def idle_by_experiment(experiment_ids) -> dict[uuid.UUID, list[IdleGpu]]:
     if not ids:
         return {}
     pods = db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, ids), Pod.status == "running",
-                                                   Pod.account.not_in(pod_accounts.FREE))).all()
+                                                   Pod.account.not_in(pod_accounts.free()))).all()
     out: dict = {}
     for idle in idle_gpus(pods).values():
         out.setdefault(idle.experiment_id, []).append(idle)
@@ -115,7 +114,7 @@ def idle_by_experiment(experiment_ids) -> dict[uuid.UUID, list[IdleGpu]]:
 
 def idle_everywhere() -> list[tuple]:
     """(experiment, IdleGpu) for every running paid pod idling now, for the owner's queue."""
-    pods = db.session.scalars(sa.select(Pod).where(Pod.status == "running", Pod.account.not_in(pod_accounts.FREE))).all()
+    pods = db.session.scalars(sa.select(Pod).where(Pod.status == "running", Pod.account.not_in(pod_accounts.free()))).all()
     idle = idle_gpus(pods)
     if not idle:
         return []

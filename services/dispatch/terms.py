@@ -30,5 +30,5 @@ def approved_terms(experiment: Experiment) -> ApprovedTerms | None:
     spec = (version.plan_json or {}).get("spec") if version else None
     if spec is None:
         return None
-    return ApprovedTerms(approval, version, spec, approval.runpod_account or experiment.runpod_account,
+    return ApprovedTerms(approval, version, spec, approval.pod_account or experiment.pod_account,
                          approval.cost_cap_usd)

@@ -13,11 +13,11 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
-from services.core import events, redis_store, registry, settings
+from services.core import events, pod_accounts, redis_store, registry, settings
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict
-from services.dispatch import pod_accounts, recovery, spend, verify
+from services.dispatch import recovery, spend, verify
 from services.dispatch.backends import BackendError, backend_for
 from services.dispatch.pods import pods_of
 from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_at_provider, stop_pod
@@ -428,7 +428,7 @@ def _dispatch_finished(run: AgentRun, experiment: Experiment) -> None:
     runs.set_status(run, "completed")
     runs.append_event(run.id, "completed", f"All {len(pods_of(run.id))} pod(s) exited 0.")
     if experiment.status == "queued":
-        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.runpod_account)} is running.",
+        lifecycle.transition(experiment, "running", SYSTEM, note=f"{pod_noun(experiment.pod_account)} is running.",
                              metadata={"run_id": str(run.id)})
     if experiment.status == "running":
         lifecycle.transition(experiment, "uploading", SYSTEM, note="All pods finished; collecting artifacts.")
@@ -522,7 +522,7 @@ def _enforce_caps(now) -> None:
 def orphan_sweep() -> list[str]:
     """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan)."""
     stopped = []
-    for account in registry.RUNPOD_ACCOUNTS:
+    for account in pod_accounts.names():
         try:
             backend = backend_for(account)
             listed = backend.list_all("sagan-")

@@ -14,7 +14,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
-from services.core import registry
+from services.core import pod_accounts, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.dispatch import metrics, pod_secrets
@@ -143,7 +143,7 @@ def walk_to(experiment: Experiment, target: str) -> None:
         if status == "plan_pending":
             # A real plan and its approval request, as the planner's would be.
             # The demo's own plan, rendered in this seeding transaction (it has written already).
-            plan = approvals.prepare_plan_text(DEMO_PLAN, experiment.kind, experiment.runpod_account,
+            plan = approvals.prepare_plan_text(DEMO_PLAN, experiment.kind, experiment.pod_account,
                                                pod_secrets.allowlist())
             approvals.submit_plan(experiment, plan, DEMO_AGENT, source="agent")
         elif status == "approved" and experiment.status in ("plan_pending", "awaiting_approval"):
@@ -181,6 +181,11 @@ def load_curated() -> int:
 # id (the watcher asks a provider only about pods it knows), the dispatch run waits on
 # nothing a sweep acts on, and the running pod's heartbeat goes stale as a real pod's
 # would if it stopped posting.
+def _demo_account() -> str:
+    """The demo's pods run on this host: nothing it shows ever bills."""
+    return pod_accounts.on_host()[0]
+
+
 _DISPATCH_OUTCOMES = {"running": "running", "verifying": "finished", "interpreting": "finished",
                       "awaiting_promotion": "finished", "shared": "finished", "completed": "finished",
                       "blocked": "crashed"}
@@ -196,14 +201,14 @@ def _demo_dispatch(experiment: Experiment) -> None:
     started = now - timedelta(minutes=3 + 2 * posted)
     run_status = {"running": "waiting", "finished": "completed", "crashed": "failed"}[outcome]
     run = runs.create_run(kind="experiment", agent=PROVISIONER, request="Demo: dispatch of the approved spec.",
-                          scope_id=experiment.id, runpod_account="local", status=run_status)
+                          scope_id=experiment.id, pod_account=_demo_account(), status=run_status)
     run.started_at = started
     if outcome == "crashed":
         run.failure_reason, run.last_error = "pod_exit_nonzero", "Pod exited with code 1: CUDA out of memory."
     if run.terminal:
         run.completed_at = now
     rng = random.Random(experiment.title)
-    pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account="local",
+    pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account=_demo_account(),
               name=f"sagan-{experiment.number}-demo-0", gpu_count=1, status="running",
               last_started_at=started, uptime_seconds=int((now - started).total_seconds()),
               metadata_={"demo": True})
@@ -252,7 +257,7 @@ def _seed_screen(experiment: Experiment, run, first: Pod, started, ended) -> Non
             if index == 0:
                 pod = first
             else:
-                pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account="local", run_index=index,
+                pod = Pod(agent_run_id=run.id, experiment_id=experiment.id, account=_demo_account(), run_index=index,
                           name=f"sagan-{experiment.number}-demo-{index}", gpu_count=1, status="stopped",
                           stop_reason="completed", exit_code=0, progress_pct=100.0,
                           progress_message="experiment finished", last_started_at=started, exited_at=ended,
@@ -294,7 +299,7 @@ def load_scale(count: int, *, seed: int = 7, events_per_experiment: int = 3,
                 "id": exp_id, "number": experiments.next_number(), "status": status,
                 "title": f"Bench experiment {rng.randint(1, 10**9)} on {rng.choice(['probes', 'optim', 'sae', 'data'])}",
                 "kind": rng.choice(registry.EXPERIMENT_KINDS), "priority": rng.choice(registry.PRIORITIES),
-                "assignee_kind": "agent", "runpod_account": "local",
+                "assignee_kind": "agent", "pod_account": _demo_account(),
                 "tags": [rng.choice(["probes", "optim", "sae", "data", "infra"])],
                 "has_clean_result": False, "auto_approve_plan": False,
                 "status_before_block": "running" if status == "blocked" else None,
@@ -335,7 +340,7 @@ def _ensure_idea(title: str, hypothesis: str) -> int:
     if existing is not None:
         return existing.number
     experiment = experiments.create_experiment(
-        {"title": title, "kind": "experiment", "runpod_account": "local", "priority": "high",
+        {"title": title, "kind": "experiment", "pod_account": _demo_account(), "priority": "high",
          "tags": ["demo"], "hypothesis": hypothesis},
         DEMO_OWNER, note="Demo journey created: move it to Clarifying to start the scripted agents.")
     db.session.commit()

@@ -14,14 +14,14 @@ import sqlalchemy as sa
 from flask import current_app
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, db
-from services.core import events, registry, settings
+from services.core import events, pod_accounts, registry, settings
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict, TooLarge, Unprocessable, ValidationError
 from services.core.records import get_by_id
 from services.core.redact import redact
 from services.core.unlocked import outside_transaction
-from services.dispatch import costs, pod_accounts, pod_secrets
+from services.dispatch import costs, pod_secrets
 from services.dispatch.spec import as_pods, without_git_env
 from services.planning import plans, questions
 from services.workflow import lifecycle, markers, runs
@@ -87,7 +87,7 @@ def prepare_plan(experiment: Experiment, markdown, *, source: str = "agent") -> 
     if len(markdown.encode()) > limit:
         raise TooLarge(f"The plan is {len(markdown.encode()):,} bytes; the limit is {limit:,}.")
     # Read what the parse needs first: ending the transaction expires loaded rows.
-    kind, account, allowed = experiment.kind, experiment.runpod_account, pod_secrets.allowlist()
+    kind, account, allowed = experiment.kind, experiment.pod_account, pod_secrets.allowlist()
     return outside_transaction(prepare_plan_text, markdown, kind, account, allowed, source)
 
 
@@ -125,7 +125,7 @@ def submit_plan(experiment: Experiment, markdown: str | PreparedPlan, actor: Act
         pods = as_pods(parsed.data["spec"])
         # Pods on the local backend run on this machine: no bill to estimate — unless the
         # substitution policy lets them fall back to a paid account, which is priced.
-        accounts = costs.accounts_of(pods, experiment.runpod_account)
+        accounts = costs.accounts_of(pods, experiment.pod_account)
         estimate = costs.estimate(pods, costs.owner_gpu_prices(), local=not costs.is_paid(accounts)).as_json()
         estimate["accounts"] = sorted(accounts)
     plan_json = prepared.plan_json
@@ -159,7 +159,7 @@ def submit_plan(experiment: Experiment, markdown: str | PreparedPlan, actor: Act
         # beside the box as "planner: checked"), never pre-ticks the owner's answer.
         checklist={item["label"][:500]: False for item in parsed.data["checklist"]},
         answers={}, estimated_cost_usd=(estimate or {}).get("total_usd"),
-        runpod_account=experiment.runpod_account, requested_by=actor.id or actor.kind)
+        pod_account=experiment.pod_account, requested_by=actor.id or actor.kind)
     db.session.add(approval)
     db.session.flush()
     events.record(experiment, "approval_requested", actor, note="Experiment plan approval requested.",
@@ -196,7 +196,7 @@ def _auto_approvable(experiment: Experiment, plan_json: dict, estimate: dict | N
     """SPEC §4.5: flag on, not a blocker, a known estimate under the limit."""
     if not experiment.auto_approve_plan or plan_json.get("is_blocker"):
         return False
-    if pod_accounts.on_this_host(experiment.runpod_account) and experiment.kind == "experiment" and plan_json.get("spec"):
+    if pod_accounts.on_this_host(experiment.pod_account) and experiment.kind == "experiment" and plan_json.get("spec"):
         return False  # an auto-approved plan never dispatches to the local backend (SPEC §6.9)
     limit = float(settings.get("auto_approve_max_usd") or 0)
     total = (estimate or {}).get("total_usd") if plan_json.get("spec") else 0.0
@@ -276,10 +276,10 @@ def _record_decision(experiment: Experiment, approval: ApprovalRequest, decision
 def _check_account_unchanged(experiment: Experiment, approval: ApprovalRequest) -> None:
     """The plan was estimated for the account it was submitted under: approving it for
     another (a token patched the experiment meanwhile) would approve a cost nobody saw."""
-    if approval.runpod_account and experiment.runpod_account != approval.runpod_account:
-        raise Conflict(f"#{experiment.number}'s RunPod account changed from {approval.runpod_account} to "
-                       f"{experiment.runpod_account} after this plan was submitted; its estimate is for "
-                       f"{approval.runpod_account}. Ask for a new plan.", code="account_changed")
+    if approval.pod_account and experiment.pod_account != approval.pod_account:
+        raise Conflict(f"#{experiment.number}'s pod account changed from {approval.pod_account} to "
+                       f"{experiment.pod_account} after this plan was submitted; its estimate is for "
+                       f"{approval.pod_account}. Ask for a new plan.", code="account_changed")
 
 
 def _resolve_approved(experiment, approval, plan_version, actor, *, answers, note, metadata=None):
@@ -344,7 +344,7 @@ def approve(approval: ApprovalRequest, actor: Actor, *, answers=None, note: str 
 def cost_terms(experiment: Experiment, approval: ApprovalRequest, estimate: dict | None) -> dict:
     """What approving fixes, for the approval page: the account, whether it bills, and the cap
     (the experiment's, else 1.5× a known estimate, else none — a paid dispatch then waits)."""
-    account = approval.runpod_account or experiment.runpod_account
+    account = approval.pod_account or experiment.pod_account
     accounts = (estimate or {}).get("accounts") or [account]
     total = (estimate or {}).get("total_usd")
     if approval.status == "approved":
@@ -353,7 +353,7 @@ def cost_terms(experiment: Experiment, approval: ApprovalRequest, estimate: dict
         cap = experiment.cost_cap_usd if experiment.cost_cap_usd is not None else (
             round(1.5 * total, 2) if total else None)
     return {"account": account, "accounts": accounts, "paid": costs.is_paid(set(accounts)), "cap": cap,
-            "account_changed": experiment.runpod_account != account}
+            "account_changed": experiment.pod_account != account}
 
 
 def requested_secrets(plan_json: dict) -> list[dict]:

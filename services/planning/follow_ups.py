@@ -51,7 +51,7 @@ def create_follow_up(parent: Experiment, data: dict, actor: Actor, *, auto_appro
     child.parent_experiment_id = parent.id
     child.proposed_by_agent = by_agent
     child.auto_approve_plan = bool(auto_approve)
-    child.runpod_account = parent.runpod_account
+    child.pod_account = parent.pod_account
     events.record(parent, "note", actor, note=f"Follow-up #{child.number} proposed by {who}: {child.title}"[:1900],
                   metadata={"follow_up": child.number, "by_agent": by_agent})
     return child
@@ -106,7 +106,7 @@ def start_proposer(experiment_id, actor: Actor, metadata: dict) -> AgentRun | No
     if any(r.status in ACTIVE for r in _proposer_runs(experiment, entry.created_at if entry else None)):
         return None
     run = runs.create_run(kind="qa", agent=PROPOSER, request=PROPOSER_REQUEST, scope_id=experiment.id,
-                          model=loader.model_for(loader.get(PROPOSER)), runpod_account=experiment.runpod_account)
+                          model=loader.model_for(loader.get(PROPOSER)), pod_account=experiment.pod_account)
     events.record(experiment, "note", Actor.system(), note=f"Follow-up proposer {run.short_id} queued.",
                   metadata={"run_id": str(run.id)})
     db.session.commit()

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from services.core import registry
+from services.core import pod_accounts, registry
 from services.core.clock import utcnow
 from services.core.errors import ValidationError
 from services.core.redact import redact, redact_data
@@ -130,7 +130,7 @@ def experiment_fields(old: dict, exp_id: uuid.UUID, number: int, status: str) ->
     title = " ".join(str(old.get("title") or "").split())[:300] or f"Imported experiment #{number}"
     created = _time(old.get("createdAt"))
     kind = _choice(old.get("kind"), registry.EXPERIMENT_KINDS, "experiment")
-    account = _choice(old.get("runpodAccount"), registry.RUNPOD_ACCOUNTS, "team")
+    account = _choice(old.get("runpodAccount"), pod_accounts.ACCOUNTS, "team")
     plan_md = redact(old.get("planMd"))
     return dict(
         id=exp_id, number=number, title=redact(title), hypothesis=redact(old.get("hypothesis")),
@@ -143,7 +143,7 @@ def experiment_fields(old: dict, exp_id: uuid.UUID, number: int, status: str) ->
         tags=[str(t)[:80] for t in (old.get("tags") or [])][:50],
         has_clean_result=bool(old.get("hasCleanResult")),
         auto_approve_plan=bool(old.get("autoApprovePlan")),
-        runpod_account=account,
+        pod_account=account,
         created_at=created, updated_at=_time(old.get("updatedAt"), created),
     )
 

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import Counter, Experiment, User, WorkflowEvent, db
 from models.experiment import StatusFacts
-from services.core import events, input_shape, lean_reads, registry
+from services.core import events, input_shape, lean_reads, pod_accounts, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Forbidden, NotFound, ValidationError
@@ -24,7 +24,7 @@ from services.workflow import lifecycle
 
 NUMBER_COUNTER = "experiment_number"
 EDITABLE_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags",
-                   "assignee_kind", "runpod_account", "cost_cap_usd", "git_branch", "git_commit")
+                   "assignee_kind", "pod_account", "cost_cap_usd", "git_branch", "git_commit")
 
 
 # --- validation -----------------------------------------------------------------------
@@ -125,7 +125,7 @@ FIELD_CLEANERS = (
     ("kind", _choice("kind", registry.EXPERIMENT_KINDS)),
     ("priority", _choice("priority", registry.PRIORITIES)),
     ("assignee_kind", _choice("assignee_kind", registry.ASSIGNEE_KINDS)),
-    ("runpod_account", _choice("runpod_account", registry.RUNPOD_ACCOUNTS)),
+    ("pod_account", _choice("pod_account", pod_accounts.ACCOUNTS)),
     ("compute_size", _clean_compute_size),
     ("tags", lambda tags, limits: clean_tags(tags, limits)),
     ("cost_cap_usd", _clean_cost_cap),
@@ -204,7 +204,7 @@ def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> E
     """
     _refuse_owner_only_fields(data, actor)
     cleaned = clean_fields(data)
-    cleaned.setdefault("runpod_account", current_app.config["SAGAN_DEFAULT_RUNPOD_ACCOUNT"])
+    cleaned.setdefault("pod_account", current_app.config["SAGAN_DEFAULT_POD_ACCOUNT"])
     now = utcnow()
     experiment = Experiment(id=uuid.uuid4(), number=next_number(), status="proposed",
                             created_at=now, updated_at=now, **cleaned)

@@ -67,7 +67,7 @@ def start_planner(experiment_id, actor: Actor, metadata: dict, *, mode: str) -> 
         return None
     definition = loader.get(PLANNER)
     run = runs.create_run(kind="plan", agent=PLANNER, request=request, scope_id=experiment.id,
-                          model=loader.model_for(definition), runpod_account=experiment.runpod_account)
+                          model=loader.model_for(definition), pod_account=experiment.pod_account)
     events.record(experiment, "note", Actor.system(), note=f"Planner {run.short_id} queued ({mode}).",
                   metadata={"run_id": str(run.id)})
     db.session.commit()
@@ -115,7 +115,7 @@ def begin_orchestrator(experiment: Experiment, actor: Actor, *, plan_run_id=None
     definition = loader.get(ORCHESTRATOR)
     run = runs.create_run(kind="apply", agent=ORCHESTRATOR, scope_id=experiment.id,
                           request="Carry this approved experiment to a clean result, following the approved plan.",
-                          model=loader.model_for(definition), runpod_account=experiment.runpod_account)
+                          model=loader.model_for(definition), pod_account=experiment.pod_account)
     if plan_run_id:
         runs.append_event(plan_run_id, "orchestrator_queued", str(run.id))
     effects = lifecycle.transition(experiment, "implementing", Actor.system(),

@@ -64,13 +64,13 @@ def append_event(run_id, event_type: str, body: str | None = None, metadata: dic
 
 def create_run(*, kind: str, agent: str, request: str, scope_id=None, scope_kind: str = "experiment",
                parent_run_id=None, resumes_run_id=None, model: str | None = None,
-               runpod_account: str | None = None, status: str = "queued", wake_at=None) -> AgentRun:
+               pod_account: str | None = None, status: str = "queued", wake_at=None) -> AgentRun:
     """A new run row (queued unless told otherwise); the caller commits and enqueues."""
     if kind not in registry.RUN_KINDS:
         raise ValidationError(f"Unknown run kind {kind!r}.", field="kind")
     run = AgentRun(id=uuid.uuid4(), kind=kind, agent=agent, request=redact(request) or "",
                    scope_kind=scope_kind, scope_id=scope_id, parent_run_id=parent_run_id,
-                   resumes_run_id=resumes_run_id, model=model, runpod_account=runpod_account,
+                   resumes_run_id=resumes_run_id, model=model, pod_account=pod_account,
                    status=status, wake_at=wake_at, conversation=None)
     db.session.add(run)
     db.session.flush()

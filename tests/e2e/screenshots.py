@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         db.session.commit()
         # A real plan awaiting approval, from the fixture plan the approval tests use.
         planned = db.session.scalars(db.select(Experiment).where(Experiment.status == "planning")).first()
-        planned.runpod_account = "personal"
+        planned.pod_account = "personal"
         plan = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
         submission = approvals.submit_plan(planned, plan, Actor("agent", None, "planner"), source="api")
         db.session.commit()

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def pending_request(app, make_experiment):
-    number = make_experiment("Seed sweep on a phone", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep on a phone", status="planning", pod_account="personal")
     with app.app_context():
         submission = approvals.submit_plan(experiments.get_experiment(number), PLAN,
                                            Actor("token", "t", "cli"), source="api")

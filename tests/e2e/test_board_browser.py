@@ -189,7 +189,7 @@ def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_acc
                                tags="optim, a-rather-long-tag-name")
                for i in range(3)]
     make_experiment("Blocked on the pod", status="blocked")
-    planned = make_experiment("Seed sweep with a plan", status="planning", runpod_account="personal")
+    planned = make_experiment("Seed sweep with a plan", status="planning", pod_account="personal")
     approval = submit_fixture_plan(app, planned)
     session = browser_session({"width": width, "height": 800})
     page = open_board(session)
@@ -211,7 +211,7 @@ TAP_EXEMPT = ".card-title, .queue-title, .skip-link, label input[type=checkbox],
 def test_phone_tap_targets_are_at_least_44px(browser_session, owner_account, make_experiment, app):
     """Are links, buttons, menus and fields big enough for a thumb on every main page?"""
     number = make_experiment("Thumb-sized controls", status="blocked")
-    planned = make_experiment("Seed sweep with a plan", status="planning", runpod_account="personal")
+    planned = make_experiment("Seed sweep with a plan", status="planning", pod_account="personal")
     approval = submit_fixture_plan(app, planned)
     session = browser_session(PHONE)
     page = open_board(session)

@@ -272,7 +272,7 @@ def test_rejected_plan_is_revised_then_approved(app, client, owner_account, jour
     with app.app_context():
         from services.core.actors import Actor
         from services.workflow import experiments
-        experiment = experiments.create_experiment({"title": "Reject me first", "runpod_account": "local"},
+        experiment = experiments.create_experiment({"title": "Reject me first", "pod_account": "local"},
                                                    Actor("owner"))
         db.session.commit()
         number = experiment.number
@@ -312,7 +312,7 @@ def test_without_the_sandbox_the_demo_runs_the_plans_script(app, client, owner_a
     with app.app_context():
         from services.core.actors import Actor
         from services.workflow import experiments
-        experiment = experiments.create_experiment({"title": "No sandbox here", "runpod_account": "local"},
+        experiment = experiments.create_experiment({"title": "No sandbox here", "pod_account": "local"},
                                                    Actor("owner"))
         db.session.commit()
         number = experiment.number

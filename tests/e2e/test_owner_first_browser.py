@@ -61,7 +61,7 @@ def _on_first_screen(page, locator) -> bool:
 
 @pytest.fixture
 def pending_plan(app, make_experiment):
-    number = make_experiment("Seed sweep on a phone", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep on a phone", status="planning", pod_account="personal")
     with app.app_context():
         submission = approvals.submit_plan(experiments.get_experiment(number), PLAN,
                                            Actor("agent", None, "planner"), source="agent")

@@ -107,7 +107,7 @@ def make_approved(app, make_experiment):
     def make(plan_markdown: str, *, title: str = "Dispatch me", account: str = "team",
              owner: Actor | None = None) -> int:
         owner = owner or Actor("owner")
-        number = make_experiment(title, status="planning", runpod_account=account)
+        number = make_experiment(title, status="planning", pod_account=account)
         with app.app_context():
             experiment = experiments.get_experiment(number)
             submission = approvals.submit_plan(experiment, plan_markdown, owner, source="owner")

@@ -22,12 +22,14 @@ _EXPERIMENTS = sa.table(
     sa.column("updated_at", sa.DateTime(timezone=True)))
 
 
-def old_experiment(number: int, title: str, *, status: str = "proposed", body: str | None = None) -> uuid.UUID:
-    """Insert experiment #`number` as an old schema holds it; its id."""
+def old_experiment(number: int, title: str, *, status: str = "proposed", body: str | None = None,
+                   account: str = "local") -> uuid.UUID:
+    """Insert experiment #`number` as an old schema holds it (before 0019_pod_account named its
+    account column `pod_account`); its id."""
     from services.core.clock import utcnow
     experiment_id, now = uuid.uuid4(), utcnow()
     db.session.execute(sa.insert(_EXPERIMENTS).values(
         id=experiment_id, number=number, title=title, status=status, kind="experiment", priority="normal",
         assignee_kind="agent", tags=[], has_clean_result=body is not None, auto_approve_plan=False,
-        proposed_by_agent=False, runpod_account="local", body=body, created_at=now, updated_at=now))
+        proposed_by_agent=False, runpod_account=account, body=body, created_at=now, updated_at=now))
     return experiment_id

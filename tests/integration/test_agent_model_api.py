@@ -55,7 +55,7 @@ def test_planner_over_several_calls_with_thinking_reaches_plan_pending(app, clie
     """Three model calls, each reply carrying a signed thinking block, reach plan_pending; the
     narration shows on the run page; later calls are billed mostly as cache reads; the cost is
     the published price of exactly the usage the API reported."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     fake_anthropic.script(
         reply(text("Reading the experiment first."), tool_use("get_experiment", {})),
         reply(tool_use("list_events", {}), thinking="The record is clear; checking the timeline."),
@@ -94,7 +94,7 @@ def test_planner_over_several_calls_with_thinking_reaches_plan_pending(app, clie
 def test_a_cut_off_plan_is_asked_again_with_a_higher_limit_and_lands(app, fake_anthropic, worker, make_experiment):
     """A reply needing more than 32K output tokens is cut off; the loop asks again with 64K
     (streamed) and the plan lands."""
-    number = make_experiment("Long plan", status="planning", runpod_account="personal")
+    number = make_experiment("Long plan", status="planning", pod_account="personal")
     long_plan = reply(tool_use("submit_plan", {"markdown": PLAN}), output_tokens=50_000)
     fake_anthropic.script(long_plan, long_plan, reply(text("Plan submitted.")))
     run_id = _start_planner(app, number)
@@ -146,7 +146,7 @@ def test_a_refusal_fails_as_model_refusal_without_recovery(app, fake_anthropic, 
 def test_pause_turn_sends_the_turn_back_to_continue(app, fake_anthropic, worker, make_experiment):
     """pause_turn: the paused assistant turn goes back unchanged as the last message (not a
     prefill), the server continues, and the plan lands."""
-    number = make_experiment("Searching", status="planning", runpod_account="personal")
+    number = make_experiment("Searching", status="planning", pod_account="personal")
     fake_anthropic.script(paused("seed sweep baselines", narration="Searching for baselines."),
                           reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Done.")))
     run_id = _start_planner(app, number)
@@ -163,7 +163,7 @@ def test_context_overflow_trims_old_tool_results_then_fails_as_context_limit(app
                                                                             make_experiment):
     """A prompt past the context window is trimmed (old results become stubs) and asked again;
     when nothing is left to trim the run fails context_limit."""
-    number = make_experiment("Big reads", status="planning", runpod_account="personal")
+    number = make_experiment("Big reads", status="planning", pod_account="personal")
     fake_anthropic.script(reply(tool_use("list_events", {})), reply(tool_use("get_plan", {})),
                           reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Done.")))
     app.config["AGENT_TOOL_RESULT_BUDGET_CHARS"] = 40

@@ -72,7 +72,7 @@ def test_planner_asks_questions(app, fake_anthropic, worker, make_experiment):
 
 def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, worker, make_experiment):
     """A valid plan lands as an approval request; the plan run waits as awaiting_approval."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Plan submitted.")))
     run_id = _start_planner(app, number, "plan")
     worker()
@@ -87,7 +87,7 @@ def test_planner_submits_plan_that_becomes_an_approval(app, fake_anthropic, work
 def test_bad_tool_input_is_an_error_result_not_a_crash(app, fake_anthropic, worker, make_experiment):
     """Does a tool call with bad input come back to the model as is_error, the run going on?
     A planner that then gives up without a plan or questions hands the owner a blocker."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     fake_anthropic.script(reply(tool_use("post_marker", {"marker": "epm:plan", "next_status": "shared"})),
                           reply(tool_use("post_marker", {"marker": "epm:nope"})),
                           reply(text("Giving up.")))
@@ -214,7 +214,7 @@ def test_model_api_errors_retried_then_clear_failure(app, fake_anthropic, worker
 
 def test_api_error_recovered_once_then_succeeds(app, fake_anthropic, worker, make_experiment):
     """A failed run queues one recovery with the exact template, which runs after its back-off."""
-    number = make_experiment("Recover me", status="planning", runpod_account="personal")
+    number = make_experiment("Recover me", status="planning", pod_account="personal")
     fake_anthropic.script(*[error(500, "api_error", "down", retry_after=0) for _ in range(3)])
     run_id = _start_planner(app, number, "plan")
     worker()
@@ -423,7 +423,7 @@ def test_a_rejection_during_the_planners_last_turn_starts_the_revision_as_it_end
     """The owner rejects the plan just submitted while its planner is still on its last turn
     (the run is active, so no second planner may start). The revision waits on that run and
     starts as it ends; it was dropped, leaving the experiment in planning with nothing running."""
-    number = make_experiment("Rejected mid-turn", status="planning", runpod_account="personal")
+    number = make_experiment("Rejected mid-turn", status="planning", pod_account="personal")
 
     def owner_rejects_then_the_planner_ends(body):
         with app.app_context():

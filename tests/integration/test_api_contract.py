@@ -1,7 +1,7 @@
 """The API's field-name contract: it answers in camelCase and takes back what it answered.
 
-Every field a resource emits is spelled one way out (`runpodAccount`) and accepted either
-way in (`runpodAccount` or `runpod_account`), through the one mapping in
+Every field a resource emits is spelled one way out (`podAccount`) and accepted either
+way in (`podAccount` or `pod_account`), through the one mapping in
 `blueprints/api/_common.py`; review fields inside a marker's `metadata` are validated like
 top-level ones.
 """
@@ -25,6 +25,8 @@ PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_se
 # state, or fields with their own path (plans, status moves, the clean result).
 EXPERIMENT_READ_ONLY = {"id", "number", "turn", "hasCleanResult", "parentExperimentId", "statusBeforeBlock",
                         "planMd", "planJson", "podSpec", "body", "createdAt", "updatedAt"}
+# Old names still emitted beside their replacement; a client sends the new name only.
+EXPERIMENT_DEPRECATED = {"runpodAccount"}
 
 
 def _count(app, model) -> int:
@@ -48,7 +50,7 @@ def _add_pod_and_artifact(app, number: int) -> None:
 
 def _emitted_records(app, client, make_experiment) -> dict[str, list[dict]]:
     """One answered record of every resource the API emits, read through the API itself."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     plan = client.post(f"/api/experiments/{number}/plans", json={"markdown": PLAN}).get_json()
     client.post(f"/api/experiments/{number}/workflow-events", json={"marker": "epm:progress", "note": "half way"})
     run_id = make_run(app, number, status="running")
@@ -83,17 +85,18 @@ def test_every_emitted_field_maps_to_one_input_name_and_back(app, api_client, ma
 def test_an_experiment_read_back_in_camel_case_patches_to_the_same_record(owner, client, make_experiment):
     """Does PATCH take every writable field exactly as GET spelled it, and leave the record as read?"""
     created = client.post("/api/experiments", headers={"X-CSRFToken": owner.csrf()}, json={
-        "title": "Round trip", "runpodAccount": "team", "computeSize": "small", "assigneeKind": "human",
+        "title": "Round trip", "podAccount": "team", "computeSize": "small", "assigneeKind": "human",
         "costCapUsd": 12.5, "gitBranch": "exp/round-trip", "gitCommit": "abc1234", "tags": ["contract"],
         "priority": "high", "kind": "infra", "hypothesis": "Both spellings mean one field."})
     assert created.status_code == 201, created.get_json()
     read = created.get_json()["experiment"]
-    assert (read["runpodAccount"], read["computeSize"], read["assigneeKind"], read["costCapUsd"],
+    assert (read["podAccount"], read["computeSize"], read["assigneeKind"], read["costCapUsd"],
             read["gitBranch"], read["gitCommit"]) == ("team", "small", "human", 12.5, "exp/round-trip", "abc1234")
 
-    writable = {k: v for k, v in read.items() if k not in EXPERIMENT_READ_ONLY and k != "status"}
+    writable = {k: v for k, v in read.items()
+                if k not in EXPERIMENT_READ_ONLY | EXPERIMENT_DEPRECATED and k != "status"}
     assert set(map(snake_name, writable)) <= experiments.PATCHABLE
-    changed = {**writable, "title": "Round trip, edited", "runpodAccount": "personal", "autoApprovePlan": True}
+    changed = {**writable, "title": "Round trip, edited", "podAccount": "personal", "autoApprovePlan": True}
     response = client.patch(f"/api/experiments/{read['number']}", headers={"X-CSRFToken": owner.csrf()},
                             json=changed)
     assert response.status_code == 200, response.get_json()
@@ -130,13 +133,13 @@ def test_the_pod_spec_read_back_is_refused_with_its_own_reason(owner, client, ma
 
 
 def test_create_takes_the_camel_case_it_answers_with(app, api_client):
-    """Does `POST /api/experiments {"runpodAccount": "team"}` create (it used to be "Unknown field(s)")?"""
+    """Does `POST /api/experiments {"podAccount": "team"}` create (it used to be "Unknown field(s)")?"""
     client = api_client("read,write")
-    response = client.post("/api/experiments", json={"title": "Camel", "runpodAccount": "team"})
+    response = client.post("/api/experiments", json={"title": "Camel", "podAccount": "team"})
     assert response.status_code == 201, response.get_json()
-    assert response.get_json()["experiment"]["runpodAccount"] == "team"
-    snake = client.post("/api/experiments", json={"title": "Snake", "runpod_account": "team"})
-    assert snake.status_code == 201 and snake.get_json()["experiment"]["runpodAccount"] == "team"
+    assert response.get_json()["experiment"]["podAccount"] == "team"
+    snake = client.post("/api/experiments", json={"title": "Snake", "pod_account": "team"})
+    assert snake.status_code == 201 and snake.get_json()["experiment"]["podAccount"] == "team"
 
 
 def test_an_owner_only_field_in_camel_case_is_still_owner_only(app, api_client, make_experiment):
@@ -167,19 +170,19 @@ def test_one_field_in_both_spellings_must_agree(app, api_client, make_experiment
     """Are both spellings of one field with different values a clear 400 that changes nothing,
     while the same value twice is accepted?"""
     client = api_client("read,write")
-    response = client.post("/api/experiments", json={"title": "Twice", "runpodAccount": "team",
-                                                     "runpod_account": "personal"})
+    response = client.post("/api/experiments", json={"title": "Twice", "podAccount": "team",
+                                                     "pod_account": "personal"})
     assert response.status_code == 400
     body = response.get_json()
-    assert body["error"] == "conflicting_fields" and body["field"] == "runpod_account"
-    assert body["message"] == ("runpodAccount and runpod_account are two spellings of one field with "
+    assert body["error"] == "conflicting_fields" and body["field"] == "pod_account"
+    assert body["message"] == ("podAccount and pod_account are two spellings of one field with "
                                "different values; send it once.")
     assert _count(app, Experiment) == 0
     # 1 and true are equal in Python, not in JSON.
     typed = client.post("/api/experiments", json={"title": "Typed", "gitBranch": "1", "git_branch": 1})
     assert typed.status_code == 400 and typed.get_json()["error"] == "conflicting_fields"
-    same = client.post("/api/experiments", json={"title": "Twice", "runpodAccount": "team", "runpod_account": "team"})
-    assert same.status_code == 201 and same.get_json()["experiment"]["runpodAccount"] == "team"
+    same = client.post("/api/experiments", json={"title": "Twice", "podAccount": "team", "pod_account": "team"})
+    assert same.status_code == 201 and same.get_json()["experiment"]["podAccount"] == "team"
 
     number = make_experiment(status="code_reviewing")
     before = _count(app, WorkflowEvent)
@@ -193,6 +196,54 @@ def test_one_field_in_both_spellings_must_agree(app, api_client, make_experiment
     promoter = api_client("read,write,promote", name="promoter")
     promote = promoter.post(f"/api/experiments/{number}/promote", json={"confirmLint": True, "confirm_lint": False})
     assert promote.status_code == 400 and promote.get_json()["error"] == "conflicting_fields"
+
+
+def test_the_old_account_name_is_taken_with_a_deprecation_notice(app, api_client, make_experiment):
+    """Is `runpodAccount` (or `runpod_account`) still taken on create and patch, answered with
+    `Deprecation: true` and a warning naming `podAccount`, while the new name gets neither —
+    and is the old name still in the answer, equal to the new one?"""
+    client = api_client("read,write")
+    created = client.post("/api/experiments", json={"title": "Old client", "runpodAccount": "personal"})
+    assert created.status_code == 201, created.get_json()
+    body = created.get_json()
+    assert created.headers["Deprecation"] == "true"
+    assert body["warnings"] == ["runpodAccount is deprecated; use podAccount"]
+    assert body["experiment"]["podAccount"] == "personal" == body["experiment"]["runpodAccount"]
+    number = body["experiment"]["number"]
+
+    patched = client.patch(f"/api/experiments/{number}", json={"runpod_account": "team"})
+    assert patched.status_code == 200 and patched.headers["Deprecation"] == "true"
+    assert patched.get_json()["warnings"] == ["runpod_account is deprecated; use podAccount"]
+    read = client.get(f"/api/experiments/{number}")
+    assert "Deprecation" not in read.headers and "warnings" not in read.get_json()
+    assert read.get_json()["experiment"]["podAccount"] == "team"
+
+    modern = client.patch(f"/api/experiments/{number}", json={"podAccount": "local"})
+    assert modern.status_code == 200 and "Deprecation" not in modern.headers
+    assert "warnings" not in modern.get_json()
+    same = client.patch(f"/api/experiments/{number}", json={"podAccount": "team", "runpodAccount": "team"})
+    assert same.status_code == 200 and same.headers["Deprecation"] == "true"
+
+
+def test_the_old_and_new_account_names_must_agree(app, api_client, make_experiment):
+    """Are `podAccount` and `runpodAccount` with different values a 422 saying to send
+    `podAccount` only, in either order, on create and on patch, changing nothing?"""
+    client = api_client("read,write")
+    for body in ({"title": "Both", "podAccount": "team", "runpodAccount": "personal"},
+                 {"title": "Both", "runpod_account": "personal", "pod_account": "team"}):
+        refused = client.post("/api/experiments", json=body)
+        assert refused.status_code == 422, refused.get_json()
+        answer = refused.get_json()
+        assert answer["error"] == "conflicting_fields" and answer["field"] == "pod_account"
+        assert "send podAccount only" in answer["message"] and "deprecated" in answer["message"]
+        assert refused.headers["Deprecation"] == "true"
+    assert _count(app, Experiment) == 0
+    number = make_experiment("Kept account", pod_account="local")
+    refused = client.patch(f"/api/experiments/{number}", json={"runpodAccount": "team", "podAccount": "personal"})
+    assert refused.status_code == 422
+    assert client.get(f"/api/experiments/{number}").get_json()["experiment"]["podAccount"] == "local"
+    unknown = client.patch(f"/api/experiments/{number}", json={"runpodAccount": "acme"})
+    assert unknown.status_code == 400 and unknown.get_json()["field"] == "pod_account"
 
 
 def test_a_workflow_event_read_back_posts_the_same_marker(app, api_client, make_experiment):
@@ -303,7 +354,7 @@ def test_a_bad_review_inside_metadata_is_refused(app, api_client, make_experimen
 def test_an_approval_is_resolved_with_camel_case_fields(app, api_client, owner, client, make_experiment):
     """Does the owner's resolve take `confirmUnchecked` as `confirm_unchecked`, and answer the
     `answers` it stored, as sent?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     plan = api_client("read,write").post(f"/api/experiments/{number}/plans", json={"markdown": PLAN}).get_json()
     approval_id = plan["approvalRequest"]["id"]
     headers = {"X-CSRFToken": owner.csrf()}

@@ -19,7 +19,7 @@ PLANS = Path(__file__).resolve().parents[1] / "fixtures" / "plans"
 def pending(app, make_experiment):
     """Factory: an experiment with a pending request for a fixture plan; returns the request id."""
     def make(plan="two_pod_seed_sweep.md", title="Seed sweep", replace=None):
-        number = make_experiment(title, status="planning", runpod_account="personal")
+        number = make_experiment(title, status="planning", pod_account="personal")
         text = (PLANS / plan).read_text()
         for old, new in (replace or {}).items():
             text = text.replace(old, new)
@@ -185,7 +185,7 @@ def test_approve_with_unticked_items_asks_to_confirm(app, client, owner, pending
 
 def test_invalid_spec_cannot_be_approved(app, client, owner, make_experiment):
     """Is approval refused while the spec is invalid (no request exists to approve)?"""
-    number = make_experiment("Bad spec", status="planning", runpod_account="personal")
+    number = make_experiment("Bad spec", status="planning", pod_account="personal")
     bad = (PLANS / "two_pod_seed_sweep.md").read_text().replace('"gpuType": "RTX 4090"', '"gpuType": "B300"')
     with app.app_context():
         submission = approvals.submit_plan(experiments.get_experiment(number), bad, Actor("owner"), source="owner")

@@ -48,10 +48,10 @@ def test_an_account_patched_by_a_token_after_approval_is_refused_at_dispatch(
         app, runpod, make_experiment, api_client):  # noqa: F811
     """Approved on local, patched to team by a write token: is the launch refused (no run, no
     pod on the team account), with a message saying a new plan is needed?"""
-    number = make_experiment("Big local plan", status="planning", runpod_account="local")
+    number = make_experiment("Big local plan", status="planning", pod_account="local")
     _approve(app, number, _submit(app, number, BIG))
     writer = api_client("read,write")
-    assert writer.patch(f"/api/experiments/{number}", json={"runpod_account": "team"}).status_code == 200
+    assert writer.patch(f"/api/experiments/{number}", json={"pod_account": "team"}).status_code == 200
     with app.app_context():
         try:
             provisioner.launch(experiments.get_experiment(number), OWNER)
@@ -67,13 +67,13 @@ def test_an_account_patched_by_a_token_after_approval_is_refused_at_dispatch(
 def test_a_saga_queued_before_the_account_changed_creates_nothing(app, runpod, make_experiment, api_client):  # noqa: F811
     """Launched on the approved `personal` account, then patched to `team` before the saga runs:
     does the saga refuse too (the run fails saying why) and create no pod on either account?"""
-    number = make_experiment("Personal plan", status="planning", runpod_account="personal")
+    number = make_experiment("Personal plan", status="planning", pod_account="personal")
     _approve(app, number, _submit(app, number, pod_spec()))
     with app.app_context():
         run, _ = provisioner.launch(experiments.get_experiment(number), OWNER)
         db.session.commit()
         run_id = run.id
-    api_client("read,write").patch(f"/api/experiments/{number}", json={"runpod_account": "team"})
+    api_client("read,write").patch(f"/api/experiments/{number}", json={"pod_account": "team"})
     with app.app_context():
         provisioner.run_dispatch(run_id)
         run = db.session.get(AgentRun, run_id)
@@ -85,9 +85,9 @@ def test_a_saga_queued_before_the_account_changed_creates_nothing(app, runpod, m
 def test_approving_after_the_account_changed_is_refused(app, make_experiment, api_client):
     """A token changes the account while the plan waits: is approval refused (the estimate is for
     the old account) and the request left pending?"""
-    number = make_experiment("Pending local plan", status="planning", runpod_account="local")
+    number = make_experiment("Pending local plan", status="planning", pod_account="local")
     approval_id = _submit(app, number, BIG)
-    api_client("read,write").patch(f"/api/experiments/{number}", json={"runpod_account": "team"})
+    api_client("read,write").patch(f"/api/experiments/{number}", json={"pod_account": "team"})
     with app.app_context():
         try:
             approvals.approve(db.session.get(ApprovalRequest, approval_id), OWNER, confirm_unchecked=True)
@@ -101,13 +101,13 @@ def test_approving_after_the_account_changed_is_refused(app, make_experiment, ap
 def test_approval_fixes_the_account_and_the_cap(app, make_experiment):
     """Does the request remember the account it was submitted under, and approval the cap
     (1.5× a known estimate)?"""
-    number = make_experiment("Priced plan", status="planning", runpod_account="team")
+    number = make_experiment("Priced plan", status="planning", pod_account="team")
     approval_id = _submit(app, number, pod_spec(gpu="A100"))  # $1.49/h reference price, 1 h
     _approve(app, number, approval_id)
     with app.app_context():
         approval = db.session.get(ApprovalRequest, approval_id)
         experiment = experiments.get_experiment(number)
-        assert approval.runpod_account == "team"
+        assert approval.pod_account == "team"
         assert approval.cost_cap_usd == experiment.cost_cap_usd
         assert 2.2 < approval.cost_cap_usd < 2.3
 
@@ -131,7 +131,7 @@ def test_an_unknown_cost_plan_on_a_paid_account_waits_for_the_owners_cap(app, ru
     """H200 has no price: does approval set no cap, the launch gate the experiment with a
     stated reason (owner's turn) and create nothing, and dispatch go ahead once the owner
     has set a cap?"""
-    number = make_experiment("Unpriced GPU", status="planning", runpod_account="team")
+    number = make_experiment("Unpriced GPU", status="planning", pod_account="team")
     approval_id = _submit(app, number, pod_spec(gpu="H200"))
     _approve(app, number, approval_id)
     with app.app_context():
@@ -159,7 +159,7 @@ def test_an_unknown_cost_plan_on_a_paid_account_waits_for_the_owners_cap(app, ru
 def test_a_local_plan_that_may_fall_back_to_a_paid_account_is_priced(app, make_experiment):
     """A local plan whose substitution policy allows `team`: is it estimated at the real
     price (not $0) and given the default cap?"""
-    number = make_experiment("Local with fallback", status="planning", runpod_account="local")
+    number = make_experiment("Local with fallback", status="planning", pod_account="local")
     spec = pod_spec(gpu="A100", substitution_policy={"account": {"prefer": "local", "allowed": ["local", "team"]}})
     approval_id = _submit(app, number, spec)
     with app.app_context():
@@ -172,7 +172,7 @@ def test_a_local_plan_that_may_fall_back_to_a_paid_account_is_priced(app, make_e
 
 def test_the_approval_page_shows_the_account_and_the_cap(app, client, owner, make_experiment):
     """Does the approval page say which account approving fixes and that an unknown cost sets no cap?"""
-    number = make_experiment("Show the terms", status="planning", runpod_account="team")
+    number = make_experiment("Show the terms", status="planning", pod_account="team")
     approval_id = _submit(app, number, pod_spec(gpu="H200"))
     page = client.get(f"/approvals/{approval_id}").text
     assert "Account and cap" in page and "team" in page

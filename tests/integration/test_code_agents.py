@@ -172,7 +172,7 @@ def test_implementer_fixes_reviewers_iterate_tests_pass_and_the_pod_runs_that_co
                   _tool("post_marker", marker="epm:pod-dispatched", note="One local pod."),
                   _tool("wait_for_pods"), reply(text("The pod finished with exit 0.")))
 
-    number = make_experiment("Fix the mean", status="planning", runpod_account="local")
+    number = make_experiment("Fix the mean", status="planning", pod_account="local")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")

@@ -314,7 +314,7 @@ def test_a_real_crash_goes_round_the_code_loop_and_the_fixed_commit_runs_on_a_re
                   _tool("launch_pods"), _tool("post_marker", marker="epm:pod-dispatched", note="The fixed commit."),
                   _tool("wait_for_pods"), reply(text("The pod exited 0.")))
 
-    number = make_experiment("Mean of the values", status="planning", runpod_account="local")
+    number = make_experiment("Mean of the values", status="planning", pod_account="local")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan(spec), Actor("owner"), source="owner")

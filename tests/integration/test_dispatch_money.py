@@ -91,7 +91,7 @@ def test_no_new_pod_is_created_while_an_earlier_pod_may_still_bill(app, runpod, 
 
         def another_dispatch():
             run = runs.create_run(kind="experiment", agent=provisioner.PROVISIONER, scope_id=experiment.id,
-                                  request="again", runpod_account="team")
+                                  request="again", pod_account="team")
             db.session.commit()
             provisioner.run_dispatch(run.id)
             return db.session.get(AgentRun, run.id)

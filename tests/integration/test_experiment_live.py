@@ -93,7 +93,7 @@ def test_an_unchanged_page_answers_304_and_a_change_brings_the_panels(app, clien
 def test_each_panel_source_moves_the_version(app, client, owner, make_experiment):
     """Do a pod's progress, a plan with its approval request, a clean result and a status move each
     change the version (so each panel refreshes), and nothing else does?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     seen = [_version(client.get(f"/experiments/{number}").text)]
 
     def moved() -> bool:
@@ -252,7 +252,7 @@ def test_the_timeline_speaks_in_words_not_internal_names(app, client, owner, mak
 def test_the_spliced_branch_and_commit_raise_no_spec_alarm(app, client, owner, make_experiment):
     """After Sagan splices the tested branch and commit into the pods' env, is there no "differs
     from the approved plan" alarm; and a real change still raises it, without the git variables?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, TWO_POD, AGENT, source="agent")
@@ -278,7 +278,7 @@ def test_the_plan_checklist_reads_as_a_checklist_and_file_names_are_not_links(ap
     """Does the plan's checklist section show the owner's ticks (from the approval; the planner's
     own as a label) and textbox answers, never the
     literal [x], [ ], [TEXTBOX:…]; and is a file name like probe.py left as text, not a link?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     plan = TWO_POD.replace("Metric: held-out probe accuracy.", "Metric: held-out probe accuracy, from probe.py.")
     with app.app_context():
         submission = approvals.submit_plan(experiments.get_experiment(number), plan, AGENT, source="agent")

@@ -16,7 +16,7 @@ TWO_POD = (PLANS / "two_pod_seed_sweep.md").read_text()
 
 def test_paste_plan_redirects_to_its_approval(app, client, owner, make_experiment):
     """Does pasting a valid plan on the page open an approval request and go there?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     response = client.post(f"/experiments/{number}/plan", data={"markdown": TWO_POD, "csrf_token": owner.csrf()})
     assert response.status_code == 303 and "/approvals/" in response.headers["Location"]
     page = client.get(f"/experiments/{number}").text
@@ -25,7 +25,7 @@ def test_paste_plan_redirects_to_its_approval(app, client, owner, make_experimen
 
 def test_paste_bad_plans_show_why_and_keep_text(app, client, owner, make_experiment):
     """Do a questions-only text and an invalid spec each say why, keeping the text in the box?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     short = client.post(f"/experiments/{number}/plan", data={
         "markdown": (PLANS / "questions_only.md").read_text(), "csrf_token": owner.csrf()}, follow_redirects=True)
     assert "reads as questions, not a plan" in short.text and "Which base model?" in short.text
@@ -39,7 +39,7 @@ def test_paste_bad_plans_show_why_and_keep_text(app, client, owner, make_experim
 
 def test_approved_version_marked_and_spec_diff_shown(app, client, owner, make_experiment):
     """Is the approved version marked, and a later change to the stored spec shown as a diff?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, TWO_POD, Actor("owner"), source="owner")
@@ -81,7 +81,7 @@ def test_questions_are_answered_on_the_page(app, client, owner, make_experiment)
 def test_experiment_references_in_a_plan_link_to_those_experiments(app, client, owner, make_experiment):
     """Does `#<number>` in a plan's sections show as a link to that experiment on the page?"""
     earlier = make_experiment("Earlier sweep")
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     plan = TWO_POD.replace("## Hypothesis\n", f"## Hypothesis\nAs #{earlier} found, seeds matter.\n", 1)
     assert plan != TWO_POD
     client.post(f"/experiments/{number}/plan", data={"markdown": plan, "csrf_token": owner.csrf()})

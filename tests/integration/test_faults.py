@@ -117,7 +117,7 @@ def test_two_owner_sessions_approving_and_moving_one_card_at_once(app, auth, liv
     winners = []
     try:
         for round_ in range(4):
-            number = make_experiment(f"Contested {round_}", status="planning", runpod_account="personal")
+            number = make_experiment(f"Contested {round_}", status="planning", pod_account="personal")
             with app.app_context():
                 submission = approvals.submit_plan(experiments.get_experiment(number),
                                                    (PLANS / "two_pod_seed_sweep.md").read_text(),

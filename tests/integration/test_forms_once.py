@@ -99,7 +99,7 @@ def test_a_new_experiment_posted_twice_is_created_once(app, client, owner):
 
 
 def test_a_pasted_plan_posted_twice_is_one_version(app, client, owner, make_experiment):
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     data = {**_form(client.get(f"/experiments/{number}").text, f"/experiments/{number}/plan"), "markdown": TWO_POD}
     first, second = _twice(client, f"/experiments/{number}/plan", data)
     assert "/approvals/" in first.headers["Location"] and second.status_code == 303
@@ -191,7 +191,7 @@ def test_every_path_to_approved_meets_the_guard(app, app_ctx, make_planless_pend
 
 def test_a_plan_with_its_request_is_approved_from_the_board(app, app_ctx, make_experiment):
     """The guard lets the real thing through: a pending request with a plan, moved on the board."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     experiment = experiments.get_experiment(number)
     approvals.submit_plan(experiment, TWO_POD, Actor("agent", "run", "planner"), source="agent")
     db.session.commit()

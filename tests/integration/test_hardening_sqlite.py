@@ -71,7 +71,7 @@ def test_sqlite_plan_naming_a_sagan_secret_is_refused(lite):
 def test_sqlite_dispatch_refuses_an_account_changed_after_approval(lite):
     """On SQLite, is a launch refused when a token changed the account after approval?"""
     writer = _writer(lite)
-    number = writer.post("/api/experiments", json={"title": "Local plan", "runpod_account": "local"}
+    number = writer.post("/api/experiments", json={"title": "Local plan", "pod_account": "local"}
                          ).get_json()["experiment"]["number"]
     with lite.app_context():
         db.session.merge(Setting(key=pod_secrets.SETTING, value=[]))
@@ -82,7 +82,7 @@ def test_sqlite_dispatch_refuses_an_account_changed_after_approval(lite):
         approvals.approve(submission.approval, OWNER, confirm_unchecked=True)
         lifecycle.transition(experiment, "implementing", Actor.system())
         db.session.commit()
-    assert writer.patch(f"/api/experiments/{number}", json={"runpod_account": "team"}).status_code == 200
+    assert writer.patch(f"/api/experiments/{number}", json={"pod_account": "team"}).status_code == 200
     with lite.app_context():
         with pytest.raises(Conflict) as refused:
             provisioner.launch(experiments.get_experiment(number), OWNER)

@@ -27,7 +27,7 @@ def test_import_keeps_number_status_and_maps_oddities(app, runner):
         experiment = experiments.get_experiment(812)
         assert experiment.status == "awaiting_approval"
         assert experiment.turn == "Owner turn: approve, defer, or reject"
-        assert experiment.runpod_account == "personal" and experiment.tags == ["probes", "seeds"]
+        assert experiment.pod_account == "personal" and experiment.tags == ["probes", "seeds"]
         assert experiment.pod_spec["gpuType"] == "A100-SXM"
         by_note = {e.note: e for e in db.session.scalars(sa.select(WorkflowEvent))}
         recovery = by_note["Automatic recovery queued after agent run 0a1b2c3d failed."]

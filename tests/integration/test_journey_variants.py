@@ -92,7 +92,7 @@ json.dump({{"accuracy": 0.9}}, open(os.path.join(d, "metrics.json"), "w"))
                         next_status="reviewing"),
                   reply(text("Recovered.")))
 
-    number = make_experiment("Flaky pods", status="planning", runpod_account="local")
+    number = make_experiment("Flaky pods", status="planning", pod_account="local")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")
@@ -166,7 +166,7 @@ def _two_pods_approved(app, fake_anthropic, fake_runpod, make_experiment, monkey
     fake_anthropic.default = agents
     agents.script("experiment-orchestrator", _tool("launch_pods"), _tool("wait_for_pods"),
                   reply(text("should never be asked")))
-    number = make_experiment(title, status="planning", runpod_account="team")
+    number = make_experiment(title, status="planning", pod_account="team")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, _plan(spec), Actor("owner"), source="owner")

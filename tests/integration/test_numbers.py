@@ -44,7 +44,7 @@ def test_new_number_follows_an_imported_higher_number(app, make_experiment):
     with app.app_context():
         db.session.execute(sa.insert(Experiment).values(
             id=uuid.uuid4(), number=500, title="Imported", status="completed",
-            kind="experiment", priority="normal", assignee_kind="agent", runpod_account="local",
+            kind="experiment", priority="normal", assignee_kind="agent", pod_account="local",
             tags=[], has_clean_result=False, auto_approve_plan=False,
             created_at=sa.func.now(), updated_at=sa.func.now()))
         db.session.commit()

@@ -34,7 +34,7 @@ def _rows(model, **where):
 
 @pytest.fixture
 def planning(make_experiment):
-    return make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    return make_experiment("Seed sweep", status="planning", pod_account="personal")
 
 
 def test_submit_valid_plan_opens_request(app, api_client, planning):
@@ -234,8 +234,8 @@ def test_reject_needs_note_and_returns_to_planning(app_ctx, planning):
 
 def test_defer_keeps_pending_and_lowers_in_queue(app_ctx, make_experiment):
     """Does defer keep the request pending but put it below undeferred ones?"""
-    first = make_experiment("first", status="planning", runpod_account="personal")
-    second = make_experiment("second", status="planning", runpod_account="personal")
+    first = make_experiment("first", status="planning", pod_account="personal")
+    second = make_experiment("second", status="planning", pod_account="personal")
     _, a1 = _pending(app_ctx, first)
     _, a2 = _pending(app_ctx, second)
     approvals.defer(a1, OWNER, note="after the deadline")
@@ -258,7 +258,7 @@ def test_blocker_plan_is_acknowledged_and_blocks(app_ctx, make_experiment):
 
 def test_auto_approve_under_limit(app, app_ctx, make_experiment):
     """Is a plan auto-approved when the flag is on and the estimate is under the limit?"""
-    number = make_experiment("Auto", status="planning", runpod_account="personal")
+    number = make_experiment("Auto", status="planning", pod_account="personal")
     experiment = experiments.get_experiment(number)
     experiment.auto_approve_plan = True
     cheap = TWO_POD.replace('"gpuType": "RTX 4090"', '"gpuType": "A100"')
@@ -274,7 +274,7 @@ def test_never_auto_approved_over_limit_unknown_price_or_blocker(app, app_ctx, m
     for title, markdown in (("unknown price", TWO_POD), ("blocker", BLOCKER),
                             ("dear", TWO_POD.replace('"estimatedMinutes": 90', '"estimatedMinutes": 9000')
                              .replace('"gpuType": "RTX 4090"', '"gpuType": "A100"'))):
-        number = make_experiment(title, status="planning", runpod_account="personal")
+        number = make_experiment(title, status="planning", pod_account="personal")
         experiment = experiments.get_experiment(number)
         experiment.auto_approve_plan = True
         submission = approvals.submit_plan(experiment, markdown, OWNER, source="owner")
@@ -336,7 +336,7 @@ def test_questions_and_answers(app, api_client, make_experiment):
 
 def test_local_pods_are_estimated_at_zero(app_ctx, make_experiment):
     """Pods on the local backend cost nothing: the estimate is $0, not "price unknown"."""
-    number = make_experiment("Local", status="planning", runpod_account="local")
+    number = make_experiment("Local", status="planning", pod_account="local")
     spec_plan = TWO_POD.replace('"account": {"prefer": "personal", "allowed": ["personal", "team"]}',
                                 '"account": {"prefer": "local", "allowed": ["local"]}')
     submission = approvals.submit_plan(experiments.get_experiment(number), spec_plan, OWNER, source="owner")

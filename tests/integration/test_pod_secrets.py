@@ -150,7 +150,7 @@ def test_every_secret_setting_in_config_is_reserved():
 
 
 def _approved_dispatch(app, make_experiment, secrets):
-    number = make_experiment("Dispatch with secrets", status="planning", runpod_account="team")
+    number = make_experiment("Dispatch with secrets", status="planning", pod_account="team")
     with app.app_context():
         experiment = experiments.get_experiment(number)
         submission = approvals.submit_plan(experiment, plan_with(pod_spec(secrets=secrets)), OWNER, source="owner")

@@ -28,6 +28,7 @@ from services.dispatch import tokens, watcher
 from services.workflow import experiments, runs
 from tests.integration import test_dispatch as base
 from tests.integration.databases import scratch_postgres_url
+from tests.integration.old_rows import old_experiment
 from tests.integration.test_dispatch import pod_spec
 from tests.integration.test_dispatch_money import pods_of, running_dispatch
 from tests.integration.test_lean_ingest import flask_only
@@ -239,11 +240,7 @@ def test_the_migration_dates_pods_that_had_already_ended_and_downgrades_without_
     with scratch_app.app_context():
         flask_migrate.upgrade(directory=MIGRATIONS, revision="0012_pod_ssh_user_and_balance")
         # The experiment as 0012 knew it: a Core insert of its columns then, not today's model.
-        experiment_id = uuid.uuid4()
-        db.session.execute(sa.insert(Experiment.__table__).values(
-            id=experiment_id, number=1, title="Before 0013", status="proposed", kind="experiment", priority="normal",
-            assignee_kind="agent", tags=[], has_clean_result=False, auto_approve_plan=False,
-            proposed_by_agent=False, runpod_account="local"))
+        experiment_id = old_experiment(1, "Before 0013")
         db.session.execute(sa.insert(pods), [
             {"id": ids[status], "experiment_id": experiment_id, "account": "local", "name": f"old-{status}",
              "status": status, "run_index": 0, "attempt": 1, "gpu_count": 1, "retry_count": 0, "max_retries": 3,

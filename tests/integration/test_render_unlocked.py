@@ -78,7 +78,7 @@ def test_plans_and_clean_results_from_the_api_render_outside_a_transaction(app, 
                                                                          renders):
     """Are a plan posted with a write token and a clean result patched with one sanitized
     with no transaction open?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     renders.clear()  # the demo walk that made it renders its own plan as it seeds
     client = api_client("read,write")
     response = client.post(f"/api/experiments/{number}/plans", json={"markdown": PLAN})
@@ -90,7 +90,7 @@ def test_plans_and_clean_results_from_the_api_render_outside_a_transaction(app, 
 def test_agent_tools_render_outside_a_transaction(app, make_experiment, renders):
     """Do the agent's plan, clean-result and comment tools render with no transaction open,
     even after the turn's previous tool wrote its result event?"""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     renders.clear()  # the demo walk that made it renders its own plan as it seeds
     with app.app_context():
         ctx = tool_context(number, "analyzer")

@@ -33,7 +33,7 @@ json_values = st.recursive(
     max_leaves=8)
 
 EXPERIMENT_FIELDS = ["title", "hypothesis", "kind", "priority", "compute_size", "tags", "assignee_kind",
-                     "runpod_account", "cost_cap_usd", "git_branch", "git_commit", "status", "note",
+                     "pod_account", "cost_cap_usd", "git_branch", "git_commit", "status", "note",
                      "expected_status", "auto_approve_plan", "pod_spec", "surprise"]
 EVENT_FIELDS = ["marker", "note", "event_type", "eventType", "to_status", "toStatus", "from_status",
                 "next_status", "metadata", "verdict", "round", "actor_kind", "questions", "markdown"]

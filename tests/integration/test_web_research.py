@@ -138,7 +138,7 @@ def test_planner_plan_links_its_cited_sources_and_drops_a_javascript_url(app, cl
                                                                         worker, make_experiment):
     """A plan written after a search gets a Sources list of markdown links, rendered through
     the sanitizer; a citation whose URL is javascript: is dropped, not linked."""
-    number = make_experiment("Seed sweep", status="planning", runpod_account="personal")
+    number = make_experiment("Seed sweep", status="planning", pod_account="personal")
     evil = "javascript:alert(document.cookie)"
     fake_anthropic.script(
         reply(web_search("seed variance baselines", [PAPERS[0], (evil, "Click me", "Free results.")]),
@@ -174,7 +174,7 @@ def test_allowed_domains_are_passed_through_and_limit_the_results(app, client, o
     """With allowed domains set, both tools carry them; results from elsewhere never reach the
     model, so they cannot be cited; fetching an outside page is a url_not_allowed result."""
     web_settings(web_allowed_domains=["arxiv.org", "openreview.net"])
-    number = make_experiment("Domain-limited", status="planning", runpod_account="personal")
+    number = make_experiment("Domain-limited", status="planning", pod_account="personal")
     fake_anthropic.script(
         reply(web_search("pruning", PAPERS), web_fetch("https://blog.example.com/pruning"),
               cited("Cubic wins.", PAPERS[0][0], "Eleven"), cited("A blog agrees.", PAPERS[2][0], "Opinions."),
@@ -207,7 +207,7 @@ def test_web_tools_off_in_settings_are_not_in_the_request(app, fake_anthropic, w
                                                           web_settings):
     """The owner's switch off: neither server tool is offered to the planner (its own tools are)."""
     web_settings(web_tools_enabled=False, web_allowed_domains=["arxiv.org"])
-    number = make_experiment("No web", status="planning", runpod_account="personal")
+    number = make_experiment("No web", status="planning", pod_account="personal")
     fake_anthropic.script(reply(tool_use("submit_plan", {"markdown": PLAN})), reply(text("Done.")))
     run_id = _start_planner(app, number)
     worker()
@@ -223,7 +223,7 @@ def test_a_failed_search_is_an_error_result_the_run_survives_and_is_not_billed(a
     inside a 200 response; the run page marks it, the run goes on, no search is billed."""
     app.config["WEB_TOOLS_MAX_USES"] = 1
     try:
-        number = make_experiment("Busy search", status="planning", runpod_account="personal")
+        number = make_experiment("Busy search", status="planning", pod_account="personal")
         fake_anthropic.script(
             reply(web_search_failing("too_many_requests"), web_search("again", PAPERS[:1]),
                   tool_use("submit_plan", {"markdown": PLAN})),
@@ -351,7 +351,7 @@ def test_a_sources_section_is_shown_but_not_counted_among_the_plan_sections(app_
 def test_a_fetched_page_the_model_cites_becomes_a_source(app, fake_anthropic, worker, make_experiment):
     """Web fetch runs with citations on; text citing the fetched page (a char_location naming
     the document by title) lists that page's URL under Sources."""
-    number = make_experiment("Read one paper", status="planning", runpod_account="personal")
+    number = make_experiment("Read one paper", status="planning", pod_account="personal")
     fake_anthropic.script(
         reply(web_search("gradual pruning", PAPERS[1:2]), web_fetch(PAPERS[1][0]),
               cited("Linear schedules lag behind cubic ones.", PAPERS[1][0], "Linear schedules lag."),

@@ -8,7 +8,7 @@ from services.core.errors import ValidationError
 
 
 @pytest.mark.parametrize("emitted, service", [
-    ("runpodAccount", "runpod_account"), ("cacheCreationInputTokens", "cache_creation_input_tokens"),
+    ("podAccount", "pod_account"), ("cacheCreationInputTokens", "cache_creation_input_tokens"),
     ("sha256", "sha256"), ("id", "id"), ("costPerHr", "cost_per_hr"), ("gpuTypeId", "gpu_type_id"),
 ])
 def test_the_two_spellings_are_one_mapping_apart(emitted, service):
@@ -19,9 +19,9 @@ def test_the_two_spellings_are_one_mapping_apart(emitted, service):
 
 def test_accepted_fields_take_either_spelling():
     """Are camelCase fields the endpoint accepts renamed, and everything else left as sent?"""
-    body = {"runpodAccount": "team", "git_branch": "exp/1", "runpodAcount": "typo", "createdAt": "x", 7: "odd"}
-    assert fields_of(body, {"runpod_account", "git_branch"}) == {
-        "runpod_account": "team", "git_branch": "exp/1", "runpodAcount": "typo", "createdAt": "x", 7: "odd"}
+    body = {"podAccount": "team", "git_branch": "exp/1", "runpodAcount": "typo", "createdAt": "x", 7: "odd"}
+    assert fields_of(body, {"pod_account", "git_branch"}) == {
+        "pod_account": "team", "git_branch": "exp/1", "runpodAcount": "typo", "createdAt": "x", 7: "odd"}
 
 
 def test_both_spellings_must_agree_in_value_and_type():

@@ -45,7 +45,7 @@ def test_an_empty_choice_keeps_the_current_value():
     ({"hypothesis": 3}, "hypothesis", "must be text"),
     ({"hypothesis": "y" * 31}, "hypothesis", "limit is 30"),
     ({"kind": "bogus"}, "kind", "Kind must be one of"),
-    ({"runpod_account": "mine"}, "runpod_account", "Runpod account must be one of"),
+    ({"pod_account": "mine"}, "pod_account", "Pod account must be one of"),
     ({"compute_size": "huge"}, "compute_size", "Compute size must be one of"),
     ({"tags": ["ok", 3]}, "tags", "list of strings"),
     ({"tags": "longer-than-8"}, "tags", "longer than 8"),
@@ -54,7 +54,7 @@ def test_an_empty_choice_keeps_the_current_value():
     ({"cost_cap_usd": -1}, "cost_cap_usd", "between 0 and"),
     ({"git_branch": "has space"}, "git_branch", "Git branch is not valid"),
     ({"git_commit": "a" * 65}, "git_commit", "Git commit is not valid"),
-    ({"runpodAccount": "team"}, "runpodAccount", "Unknown field"),
+    ({"podAccount": "team"}, "podAccount", "Unknown field"),
 ])
 def test_each_bad_field_is_refused_by_name(data, field, message):
     """Is each bad value refused with a message naming the field?"""

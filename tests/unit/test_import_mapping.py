@@ -28,7 +28,7 @@ def test_experiment_fields_fall_back_and_clip():
                                          "priority": "urgent!", "tags": ["t" * 100] + ["x"] * 60,
                                          "createdAt": "2025-03-01T10:00:00Z"}, EXP_ID, 12, "running")
     assert fields["title"] == "An old one" and fields["status"] == "running"
-    assert (fields["kind"], fields["runpod_account"], fields["priority"], fields["assignee_kind"]) == \
+    assert (fields["kind"], fields["pod_account"], fields["priority"], fields["assignee_kind"]) == \
         ("experiment", "team", "normal", "agent")
     assert len(fields["tags"]) == 50 and fields["tags"][0] == "t" * 80
     assert fields["created_at"].isoformat() == "2025-03-01T10:00:00+00:00" == fields["updated_at"].isoformat()

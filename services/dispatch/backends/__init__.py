@@ -4,6 +4,11 @@ Everything above this package (the provisioner saga, the watcher, the orphan swe
 to one narrow interface, `PodBackend`, obtained through `backend_for(account)`.
 """
 from services.dispatch.backends.base import (  # noqa: F401
-    PROVIDER_STATUSES, BackendError, LogLine, PodBackend, PodRequest, ProviderPod,
+    PROVIDER_STATUSES,
+    BackendError,
+    LogLine,
+    PodBackend,
+    PodRequest,
+    ProviderPod,
 )
-from services.dispatch.backends.factory import backend_for, local_pods_allowed  # noqa: F401
+from services.dispatch.backends.factory import backend_for  # noqa: F401

@@ -1,4 +1,9 @@
-"""The one interface every pod backend implements (the choice of backend per account is `factory`).
+"""The one interface every pod backend implements, and the register of backends by name (the
+choice of backend per account is `factory`, through the pod-accounts table).
+
+A backend module registers a builder under its name with `registers_backend`; an account's
+entry in services/core/pod_accounts.py names that backend. So a new provider is its module
+and its table entry: nothing else names it.
 
 Backends speak in provider terms (`ProviderPod.status` is RunPod's vocabulary, also used
 by the local backend); mapping those onto Sagan's own pod statuses is the watcher's job.
@@ -10,13 +15,14 @@ again).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from services.core import registry
+from services.core.pod_accounts import PodAccount
 
 PROVIDER_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
-ACCOUNTS = tuple(registry.RUNPOD_ACCOUNTS)
 
 
 @dataclass
@@ -100,7 +106,7 @@ class BackendError(Exception):
 
 @runtime_checkable
 class PodBackend(Protocol):
-    name: str  # "team" | "personal" | "local"
+    name: str  # the pod account it serves (services/core/pod_accounts.py)
 
     def create(self, request: PodRequest) -> ProviderPod: ...
 
@@ -118,3 +124,25 @@ class PodBackend(Protocol):
         """The pod's last `tail` lines (or those after `since`); None when the provider no
         longer has the pod (its uploaded log artifact is then the only copy)."""
         ...
+
+
+# A builder makes the backend serving one account from Sagan's settings (`config`: a Flask
+# config, a Config class or instance; read it with `setting`). It raises BackendError when
+# the account cannot be served here (no key, the backend turned off).
+BackendBuilder = Callable[[PodAccount, Any], PodBackend]
+BUILDERS: dict[str, BackendBuilder] = {}
+
+
+def registers_backend(name: str) -> Callable[[BackendBuilder], BackendBuilder]:
+    """Register the decorated builder as backend `name`, the name pod accounts give."""
+    def register(builder: BackendBuilder) -> BackendBuilder:
+        BUILDERS[name] = builder
+        return builder
+    return register
+
+
+def setting(config, name: str, default=None):
+    """A setting from a Flask config (a dict), a Config class or instance."""
+    if isinstance(config, dict):
+        return config.get(name, default)
+    return getattr(config, name, default)

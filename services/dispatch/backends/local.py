@@ -47,7 +47,16 @@ import psutil
 from services.code import system_users
 from services.core.redact import SECRET_ENV_SUFFIXES
 from services.dispatch.backends import local_network, local_sandbox
-from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
+from config import INSTANCE_DIR
+from services.core.pod_accounts import PodAccount
+from services.dispatch.backends.base import (
+    BackendError,
+    LogLine,
+    PodRequest,
+    ProviderPod,
+    registers_backend,
+    setting,
+)
 
 BOOTSTRAP = Path(__file__).resolve().parents[3] / "scripts" / "pod_bootstrap.sh"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -79,10 +88,10 @@ def pod_environment(parent: dict[str, str], request_env: dict[str, str], workdir
 class LocalBackend:
     """Runs each pod's command through scripts/pod_bootstrap.sh as a local process group."""
 
-    name = "local"
-
     def __init__(self, root_dir, *, run_as: str | None = "sagan-pod", stop_grace_seconds: float = 10.0,
-                 bootstrap: Path | str = BOOTSTRAP, sandbox_user: str | None = None, unisolated: bool = False):
+                 bootstrap: Path | str = BOOTSTRAP, sandbox_user: str | None = None, unisolated: bool = False,
+                 name: str = "local"):
+        self.name = name  # the pod account it serves
         self.root = Path(root_dir)
         # The owner's explicit opt-in (SAGAN_LOCAL_PODS_UNISOLATED) to pods that can reach this
         # host's services when the filter keeping them off cannot be set up (local_network.py).
@@ -424,3 +433,26 @@ def _read_float(path: Path) -> float | None:
 def _last_mtime(*paths: Path) -> float:
     times = [p.stat().st_mtime for p in paths if p.exists()]
     return max(times) if times else time.time()
+
+
+def local_pods_allowed(config) -> bool:
+    """The local backend runs code on this host: only when SAGAN_LOCAL_PODS is on (the
+    embedded `make run` turns it on) or under tests."""
+    return bool(setting(config, "SAGAN_LOCAL_PODS", False) or setting(config, "TESTING", False))
+
+
+@registers_backend("local")
+def build(account: PodAccount, config) -> LocalBackend:
+    """The local backend from Sagan's settings, when this server allows local pods."""
+    if not local_pods_allowed(config):
+        raise BackendError("spec_invalid", "The local pod backend is off on this server: it runs "
+                                           "pod commands on the Sagan host. Set SAGAN_LOCAL_PODS=1 "
+                                           "to enable it, or choose an account on a provider.")
+    return LocalBackend(
+        setting(config, "SAGAN_LOCAL_PODS_DIR", None) or INSTANCE_DIR / "local-pods",
+        run_as=setting(config, "SAGAN_LOCAL_POD_USER", "sagan-pod") or "sagan-pod",
+        stop_grace_seconds=float(setting(config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 10)),
+        sandbox_user=setting(config, "SAGAN_SANDBOX_USER", "sagan-sandbox") or "sagan-sandbox",
+        unisolated=bool(setting(config, "SAGAN_LOCAL_PODS_UNISOLATED", False)),
+        name=account.name,
+    )

@@ -1,5 +1,6 @@
-"""RunPod accounts (team, personal) over REST v2 — see shared reference `runpod-api.md` and,
-for what RunPod publishes about each call, the docstring of `tests/fakes/runpod_server.py`.
+"""RunPod accounts (those whose pod-accounts entry names the `runpod` backend) over REST v2 —
+see shared reference `runpod-api.md` and, for what RunPod publishes about each call, the
+docstring of `tests/fakes/runpod_server.py`.
 
 Retries: reads and actions are retried with exponential back-off on 429, 5xx and
 transport errors. Create is not: RunPod can answer 5xx (or time out) after the pod exists
@@ -22,15 +23,26 @@ from __future__ import annotations
 import email.utils
 import json as json_lib
 import re
+import os
 import time
 import urllib.parse
+from functools import lru_cache
 from typing import Callable
 
 import httpx
 
 from config import VERSION
 from services.core.redact import redact
-from services.dispatch.backends.base import BackendError, LogLine, PodRequest, ProviderPod
+from services.core.pod_accounts import PodAccount
+from services.dispatch.backends.base import (
+    BackendError,
+    LogLine,
+    PodBackend,
+    PodRequest,
+    ProviderPod,
+    registers_backend,
+    setting,
+)
 
 # RunPod's capacity wording varies by API and release; these all mean "try elsewhere".
 _CAPACITY = re.compile(
@@ -60,8 +72,6 @@ class RunPodBackend:
                  backoff_seconds: float = 1.0, max_backoff_seconds: float = 30.0,
                  max_rate_limit_wait: float = 120.0, sleep: Callable[[float], None] = time.sleep,
                  transport: httpx.BaseTransport | None = None):
-        if account not in ("team", "personal"):
-            raise ValueError(f"RunPod account must be team or personal, not {account!r}")
         self.name = account
         self._api_key = api_key
         self._sleep = sleep
@@ -72,10 +82,11 @@ class RunPodBackend:
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json",
                    "User-Agent": user_agent or DEFAULT_USER_AGENT}
         # REST v2 documents no team header: a team's pods are reached with an API key made in
-        # that team. A header is sent only when the owner configured one (RUNPOD_TEAM_HEADER),
-        # and never with the personal key: RunPod rejects it there, and a key in the wrong
-        # scope silently lists zero pods (the watcher treats an empty account as an incident).
-        if account == "team" and team_id and team_header:
+        # that team. A header is sent only when the owner configured one (RUNPOD_TEAM_HEADER)
+        # and the account has a team id — only the team account's table entry names one, so
+        # never with the personal key: RunPod rejects it there, and a key in the wrong scope
+        # silently lists zero pods (the watcher treats an empty account as an incident).
+        if team_id and team_header:
             headers[team_header] = team_id
         self._client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
                                     timeout=timeout, transport=transport)
@@ -433,4 +444,34 @@ def _pod_from(data: dict) -> ProviderPod:
         cost_per_hr=cost, uptime_seconds=_int(runtime.get("uptime")) or 0,
         gpu_id=gpu.get("id"), gpu_count=_int(gpu.get("count")) or 0,
         data_center_id=data.get("dataCenterId"), ssh_host=ssh_host, ssh_port=ssh_port, ssh_user=ssh_user,
+    )
+
+
+@lru_cache(maxsize=16)
+def _cached_backend(pid: int, account: str, api_key: str, url: str, team_id: str | None, team_header: str,
+                    user_agent: str, timeout: float, max_retries: int) -> RunPodBackend:
+    """One RunPod backend per process and configuration, so its HTTP client (and its kept-alive
+    connections) serves every watcher pass and dispatch instead of a new client per call that
+    is never closed. Keyed by the process id: a forked job never shares its parent's sockets."""
+    return RunPodBackend(account, api_key, url, team_id=team_id, team_header=team_header, user_agent=user_agent,
+                         timeout=timeout, max_retries=max_retries)
+
+
+@registers_backend("runpod")
+def build(account: PodAccount, config) -> PodBackend:
+    """A RunPod account from the settings its table entry names: its API key and, for a team
+    account, the team id (sent only with that key: RunPod rejects it on personal keys)."""
+    key_name = account.settings["api_key"]
+    api_key = (setting(config, key_name, "") or "").strip()
+    if not api_key:
+        raise BackendError("provider_auth", f"No RunPod API key is configured for the {account.name} "
+                                            f"account: set {key_name}.")
+    team_id_name = account.settings.get("team_id")
+    return _cached_backend(
+        os.getpid(), account.name, api_key, setting(config, "RUNPOD_API_URL", "https://api.runpod.io"),
+        (setting(config, team_id_name, "") or None) if team_id_name else None,
+        (setting(config, "RUNPOD_TEAM_HEADER", "") or "").strip(),
+        setting(config, "RUNPOD_USER_AGENT", "") or "",
+        float(setting(config, "RUNPOD_TIMEOUT_SECONDS", 30) or 30),
+        int(setting(config, "RUNPOD_MAX_RETRIES", 3) or 0),
     )
