@@ -12,14 +12,15 @@ camelCase; a body may spell each field camelCase or snake_case (`_common.fields_
     runs           /runs, /runs/<id>, /runs/<id>/cancel
     pods           /experiments/<ref>/launch-pods, /pods, /artifacts; /pods/<id>/stop, /artifacts/<id>
     results        /clean-results/<ref>, /experiments/<ref>/promote
+    projects       /projects: list, create; /projects/<slug>: read, patch
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import approvals, experiments, pods, registries, results, runs, workflow
+from blueprints.api import approvals, experiments, pods, projects, registries, results, runs, workflow
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-for resource in (registries, experiments, workflow, approvals, runs, pods, results):
+for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects):
     resource.routes.register_on(bp)

@@ -27,7 +27,7 @@ def experiment_json(e: Experiment) -> dict:
         "hasCleanResult": e.has_clean_result, "autoApprovePlan": e.auto_approve_plan,
         "parentExperimentId": id_text(e.parent_experiment_id),
         "runpodAccount": e.runpod_account, "costCapUsd": e.cost_cap_usd,
-        "gitBranch": e.git_branch, "gitCommit": e.git_commit,
+        "gitBranch": e.git_branch, "gitCommit": e.git_commit, "projectId": id_text(e.project_id),
         "statusBeforeBlock": e.status_before_block, "planMd": e.plan_md, "planJson": e.plan_json,
         "podSpec": e.pod_spec, "body": e.body,
         "createdAt": e.created_at.isoformat(), "updatedAt": e.updated_at.isoformat(),
