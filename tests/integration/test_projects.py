@@ -387,6 +387,7 @@ def test_the_projects_api_refuses_bad_input(app, api_client):
         response = writer.post("/api/projects", json=payload)
         assert response.status_code == 400, payload
         assert response.get_json()["field"] == field and response.get_json()["message"], payload
+    assert writer.post("/api/projects", json={"title": "Taken"}).get_json()["error"] == "slug_taken"
     assert writer.patch("/api/projects/taken", json={"status": "gone"}).status_code == 400
     assert writer.get("/api/projects/missing").status_code == 404
     assert writer.get("/api/projects?status=gone").status_code == 400
