@@ -49,8 +49,7 @@ def new():
     created = {}
 
     def create():
-        created["project"] = projects.create_project({k: v for k, v in form.items() if k != "slug" or v.strip()},
-                                                     access.actor())
+        created["project"] = projects.create_project(form, access.actor())
 
     def done():
         if "project" in created:

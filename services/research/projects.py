@@ -116,6 +116,8 @@ def clean_fields(data: dict, *, partial: bool) -> dict:
     unknown = set(data) - set(FIELDS)
     if unknown:
         raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
+    if not partial and isinstance(data.get("slug"), str) and not data["slug"].strip():
+        data = {k: v for k, v in data.items() if k != "slug"}  # a new project's empty slug: made from the title
     cleaned = {name: _CLEANERS[name](data[name]) for name in FIELDS if name in data}
     if not partial:
         if "title" not in cleaned:
@@ -180,6 +182,14 @@ def get_project(slug) -> Project:
 
 def by_id(project_id) -> Project | None:
     return db.session.get(Project, project_id) if project_id else None
+
+
+def by_ids(ids) -> dict:
+    """Project id → Project for many ids, in one query (lists that name projects)."""
+    ids = {i for i in ids if i}
+    if not ids:
+        return {}
+    return {p.id: p for p in db.session.scalars(sa.select(Project).where(Project.id.in_(ids)))}
 
 
 def list_projects(status: str | None = None) -> list[Project]:

@@ -470,6 +470,11 @@ def test_owner_shares_a_project_and_the_link_shows_only_what_is_public(app, clie
     assert mentor.get(f"/s/{token}/{numbers['Unpromoted finding (LOW confidence)']}").status_code == 404
     assert mentor.get(f"/s/{token}/{numbers['Other project' + chr(39) + 's finding (HIGH confidence)']}"
                       ).status_code == 404
+    # Settings lists it under its project, and revoking it there ends it.
+    settings = client.get("/settings").text
+    assert f'<a href="/p/{slug}">Shared project</a>' in settings
+    client.post(f"/settings/share-links/{link.id}/revoke", data={"csrf_token": csrf_from(settings)})
+    assert mentor.get(f"/s/{token}").status_code == 404
 
 
 def test_a_project_share_link_form_refuses_a_bad_expiry(app, client, owner):
