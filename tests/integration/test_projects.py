@@ -497,3 +497,57 @@ def test_a_project_link_without_a_published_narrative_says_so(app, make_experime
     text = app.test_client().get(f"/s/{token}").text
     assert "No narrative has been published yet." in text and "Secret draft" not in text
     assert "No results have been shared yet." in text and "No beliefs have been stated yet." in text
+
+
+# --- the embedded default's database -----------------------------------------------------------
+
+def test_projects_work_on_sqlite(tmp_path):
+    """On the embedded default (SQLite, migrated as `make run` does), do the project API, the
+    project page with its research questions, the filters, the narrative and a project link
+    work as on PostgreSQL?"""
+    import flask_migrate
+
+    from services.core.auth import create_owner, create_token
+    from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD
+    from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+
+    app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        with app.app_context():
+            flask_migrate.upgrade(directory=MIGRATIONS)
+            create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+            _, secret = create_token("lite writer", "read,write")
+            db.session.commit()
+        api = app.test_client()
+        api.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {secret}"
+        project = api.post("/api/projects", json={"title": "Lite project"}).get_json()["project"]
+        api.post("/api/projects", json={"title": "Other"})
+        number = api.post("/api/experiments", json={"title": "Lite experiment", "projectId": project["id"]}
+                          ).get_json()["experiment"]["number"]
+        api.post("/api/experiments", json={"title": "Elsewhere"})
+        listed = api.get("/api/projects").get_json()["projects"]
+        assert {p["slug"]: p["experimentCount"] for p in listed} == {"lite-project": 1, "other": 0}
+        with app.app_context():
+            pid = uuid.UUID(project["id"])
+            belief = _belief(app, pid, "Lite belief", status="supported", current_belief="Holds.")
+            db.session.add(RecordLink(id=uuid.uuid4(), source_kind="experiment",
+                                      source_id=experiments.get_experiment(number).id, target_kind="belief",
+                                      target_id=belief, kind="tests", actor_kind="owner"))
+            row = projects.get_project("lite-project")
+            narratives.publish(row, narratives.save_draft(row, "Lite story", OWNER).version, OWNER)
+            _link, token = shares.create_link(scope="project", project=row)
+            db.session.commit()
+        client = app.test_client()
+        page = client.get("/login")
+        client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                    "csrf_token": csrf_from(page.text)})
+        shown = client.get("/p/lite-project").text
+        assert "Established:</strong> Holds." in shown and f">#{number}</a>" in shown and "Lite story" in shown
+        for url in ("/", "/experiments"):
+            filtered = client.get(f"{url}?project=lite-project").text
+            assert "Lite experiment" in filtered and "Elsewhere" not in filtered, url
+        assert "Lite story" in app.test_client().get(f"/s/{token}").text
+    finally:
+        with app.app_context():
+            db.session.remove()
+            db.engine.dispose()
