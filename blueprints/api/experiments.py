@@ -48,8 +48,9 @@ def _experiment_view(experiment: Experiment) -> dict:
 @routes.get("/experiments")
 @access.api("read")
 def list_experiments():
-    """Experiments, newest first; `status` filters, `limit` 1–200 (default 100)."""
-    found = experiments.newest(int_arg("limit", 100, 1, 200), request.args.get("status") or None)
+    """Experiments, newest first; `status` and `project` (a slug) filter, `limit` 1–200 (default 100)."""
+    found = experiments.newest(int_arg("limit", 100, 1, 200), request.args.get("status") or None,
+                               request.args.get("project") or None)
     return {"experiments": [experiment_json(e) for e in found]}
 
 

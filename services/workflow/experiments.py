@@ -314,13 +314,19 @@ def get_experiment(ref) -> Experiment:
     return experiment
 
 
-def newest(limit: int, status: str | None = None) -> list[Experiment]:
-    """Up to `limit` experiments, newest first, only those in `status` when one is given."""
+def newest(limit: int, status: str | None = None, project: str | None = None) -> list[Experiment]:
+    """Up to `limit` experiments, newest first, only those in `status` and in the project
+    whose slug is `project` when they are given (a slug that names no project is refused)."""
     query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
     if status:
         if status not in registry.STATUS_BY_NAME:
             raise ValidationError(f"Unknown status {status!r}.", field="status")
         query = query.where(Experiment.status == status)
+    if project:
+        project_id = db.session.scalar(sa.select(Project.id).where(Project.slug == project[:80]))
+        if project_id is None:
+            raise ValidationError(f"No project {project[:80]!r}; GET /api/projects lists the slugs.", field="project")
+        query = query.where(Experiment.project_id == project_id)
     return list(db.session.scalars(query))
 
 

@@ -370,6 +370,11 @@ def test_the_projects_api(app, api_client):
     assert experiment.status_code == 201 and experiment.get_json()["experiment"]["projectId"] == body["id"]
     patched = writer.patch("/api/projects/via-the-api", json={"status": "paused", "slug": "renamed"})
     assert patched.status_code == 200 and patched.get_json()["project"]["slug"] == "renamed"
+    writer.post("/api/experiments", json={"title": "Outside"})
+    in_project = reader.get("/api/experiments?project=renamed").get_json()["experiments"]
+    assert [e["title"] for e in in_project] == ["E"]
+    unknown = reader.get("/api/experiments?project=nope")
+    assert unknown.status_code == 400 and unknown.get_json()["field"] == "project"
     read = reader.get("/api/projects/renamed").get_json()
     assert read["project"]["status"] == "paused" and read["project"]["experimentCount"] == 1
     assert read["publishedNarrative"] is None
