@@ -115,7 +115,9 @@ def test_bad_project_input_is_refused_with_the_form_and_nothing_created(app, cli
                           ({"title": "Taken"}, "is taken by the project “Taken”"),
                           ({"title": "   "}, "The title is required."),
                           ({"title": "!!!"}, "no letters or digits to make a slug"),
-                          ({"title": "X", "summary_md": "y" * 200_001}, "the limit is 200,000")):
+                          ({"title": "X", "question": "q" * 5_001}, "The question is 5,001 characters"),
+                          ({"title": "X", "summary_md": "y" * 200_001}, "the limit is 200,000"),
+                          ({"title": "X", "summary_md": "> " * 150 + "deep"}, "nests quotes or lists")):
         page = client.post("/projects/new", data={"csrf_token": token, **data})
         assert page.status_code == 422 and message in page.text, (data, page.status_code)
         assert 'name="title"' in page.text  # the form again, with what was typed
@@ -345,6 +347,10 @@ def test_board_table_and_results_filter_by_project(app, client, owner, make_expe
         assert unknown.status_code == 200, url
         assert "No project is called “nope”, so nothing matches." in unknown.text, url
         assert "Mine has a result" not in unknown.text and "Theirs has a result" not in unknown.text, url
+    # The table's htmx swap answers its fragment alone, filtered.
+    fragment = client.get(f"/experiments?project={slug}", headers={"HX-Request": "true"})
+    assert 'id="experiments-table"' in fragment.text and "<html" not in fragment.text
+    assert "Mine has a result" in fragment.text and "Theirs has a result" not in fragment.text
     # The board's poll keeps the filter.
     board = client.get(f"/?project={slug}").text
     assert f'hx-get="/board/columns?project={slug}"' in board
