@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from flask import current_app
@@ -240,7 +240,6 @@ class ProjectPage:
     more_experiments: int
     beliefs_by_status: list[tuple[str, list[Belief]]]
     experiment_count: int = 0
-    cited: dict = field(default_factory=dict)
 
 
 def _cited_experiments(belief_ids: list) -> dict:
@@ -299,7 +298,7 @@ def page(project: Project) -> ProjectPage:
     return ProjectPage(project=project, summary_html=render_markdown(project.summary_md),
                        research_questions=questions, experiments=rows, more_experiments=max(0, total - len(rows)),
                        beliefs_by_status=[(status, found) for status, found in grouped if found],
-                       experiment_count=total, cited=cited)
+                       experiment_count=total)
 
 
 def project_of(experiment: Experiment) -> Project | None:
