@@ -9,7 +9,8 @@ from front import security_headers
 
 def register_blueprints(app: Flask) -> None:
     from blueprints import (_actions, access, api, approvals, auth, board, errors, experiment_panels, experiments,
-                            filters, health, input_limits, metrics, pods, progress, runs, settings, tokens)
+                            filters, health, input_limits, metrics, pods, progress, projects, runs, settings,
+                            tokens)
 
     experiment_panels.install()
     access.init_app(app)
@@ -24,5 +25,6 @@ def register_blueprints(app: Flask) -> None:
     share.init_app(app)
     for module in (results, discussion, share):
         app.register_blueprint(module.bp)
-    for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress):
+    for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress,
+                   projects):
         app.register_blueprint(module.bp)

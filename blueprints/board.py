@@ -18,6 +18,7 @@ from services.core.errors import SaganError
 from services.dispatch import cost_ledger, system_metrics
 from services.dispatch.view import board_progress
 from services.planning import board_moves
+from services.research import projects
 from services.workflow import experiments
 
 bp = Blueprint("board", __name__)
@@ -228,7 +229,8 @@ def index():
     filters = experiments.BoardFilters.from_args(request.args)
     stashed = take_stash(_STASH)
     card_errors = {int(number): CardRefusal(**refusal) for number, refusal in (stashed.get("cards") or {}).items()}
-    return render("board/index.html", "board/_board.html", **_board_context(filters, card_errors))
+    return render("board/index.html", "board/_board.html", projects=projects.choices(),
+                  **_board_context(filters, card_errors))
 
 
 @bp.get("/board/columns")

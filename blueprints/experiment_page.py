@@ -16,6 +16,7 @@ from services.core import events, registry
 from services.core.errors import SaganError
 from services.planning import approvals, questions
 from services.planning.plans import template as plan_template
+from services.research import projects
 from services.results import results
 from services.workflow import experiments, lifecycle, markers, stages
 
@@ -55,7 +56,7 @@ def timeline_filters() -> dict:
 
 def form_choices() -> dict:
     return {"kinds": registry.EXPERIMENT_KINDS, "priorities": registry.PRIORITIES,
-            "compute_sizes": registry.COMPUTE_SIZES}
+            "compute_sizes": registry.COMPUTE_SIZES, "projects": projects.choices()}
 
 
 @dataclass

@@ -18,11 +18,12 @@ from blueprints.experiment_page import (
 from services.core import events, registry
 from services.core.errors import NotFound
 from services.planning import approvals, questions
+from services.research import projects
 from services.workflow import experiments, lifecycle
 
 bp = Blueprint("experiments", __name__)
 
-FORM_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags")
+FORM_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags", "project_id")
 # The code pods run (SPEC §5.7): editable on the record, not on the new-experiment form.
 EDIT_FIELDS = FORM_FIELDS + ("git_branch", "git_commit")
 
@@ -47,6 +48,10 @@ def new():
     if request.method == "GET":
         stashed = take_stash("experiment:new")
         form = stashed.get("form") or {name: "" for name in FORM_FIELDS}
+        if not stashed.get("form") and request.args.get("project"):
+            # "New experiment in this project" from a project's page.
+            chosen = projects.find(request.args["project"])
+            form["project_id"] = str(chosen.id) if chosen else ""
         error = PageError(**stashed["error"]) if stashed.get("error") else None
         return render_template("experiments/new.html", form=form, error=error, **form_choices())
     form = {name: request.form.get(name, "") for name in FORM_FIELDS}

@@ -13,6 +13,7 @@ from front import security_headers
 from services.core.errors import NotFound, SaganError, ValidationError
 from services.core.sanitize import css_hashes
 from services.planning import follow_ups
+from services.research import projects
 from services.results import results
 from services.workflow import experiments
 
@@ -178,5 +179,9 @@ def create_follow_up(number: int):
 @bp.get("/results")
 @access.owner
 def index():
-    """Every clean result, newest first: title, confidence, status, a one-line excerpt."""
-    return render_template("results/index.html", items=results.result_list())
+    """Every clean result, newest first: title, confidence, status, a one-line excerpt; only
+    one project's with `?project=<slug>` (none for a slug that names no project)."""
+    slug = (request.args.get("project") or "").strip()
+    project = projects.find(slug) if slug else None
+    items = results.result_list(project_id=project.id if project else None) if project or not slug else []
+    return render_template("results/index.html", items=items, projects=projects.choices(), project_filter=slug)

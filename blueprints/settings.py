@@ -11,6 +11,7 @@ from services.core import pod_accounts, settings
 from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
+from services.research import projects
 from services.results import shares
 from services.workflow import experiments
 
@@ -27,6 +28,7 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            limit=settings.get("auto_approve_max_usd"), saved=saved,
                            webhook_url=settings.get("webhook_url") or "", webhook_error=webhook_error,
                            share_links=links, share_numbers=shares.experiment_numbers(links),
+                           share_projects=projects.by_ids(link.project_id for link in links),
                            share_error=share_error, share_form=share_form or {}, new_share=new_share,
                            scope_labels=shares.SCOPE_LABELS,
                            repo={k: settings.get(k) or "" for k in settings.REPO_KEYS},

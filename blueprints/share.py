@@ -16,6 +16,7 @@ from services.core import sanitize
 from services.core.errors import RateLimited
 from services.dispatch import metrics
 from services.planning import discussion
+from services.research import narratives, projects
 from services.results.result_lint import confidence_of, title_without_confidence
 from services.results import results, shares
 
@@ -129,6 +130,8 @@ def view(token: str):
     if refusal is not None:
         return refusal
     found = shares.shared_results(link)
+    if link.scope == "project":
+        return _project_view(link, token, found)
     if link.scope == "experiment":
         if not found:
             return _nothing_shared_yet()
@@ -137,6 +140,19 @@ def view(token: str):
               "confidence": confidence_of(r.promotion.title), "excerpt": results.excerpt(r.promotion.body)}
              for r in found]
     return render_template("share/index.html", token=token, link=link, items=items)
+
+
+def _project_view(link, token: str, found):
+    """A project link (SPEC §11.4): the published narrative, the project's results promoted to
+    `shared`, and its stated beliefs' public text; never a draft, a proposal or evidence notes."""
+    project = projects.by_id(link.project_id)
+    if project is None:
+        return _not_found()
+    published = narratives.shown(narratives.published(project.id))
+    narrative_html = _links_for_reader(link, token, {"narrative": published.html})["narrative"] if published else ""
+    return render_template("share/project.html", token=token, link=link, project=project,
+                           narrative_html=narrative_html, items=projects.shared_items(found),
+                           beliefs=projects.public_beliefs(project.id))
 
 
 @bp.get("/<token>/<int:number>")

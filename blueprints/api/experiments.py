@@ -28,7 +28,7 @@ def experiment_json(e: Experiment) -> dict:
         "parentExperimentId": id_text(e.parent_experiment_id),
         "podAccount": e.pod_account, "costCapUsd": e.cost_cap_usd,
         "runpodAccount": e.pod_account,  # the old name, deprecated: clients read podAccount
-        "gitBranch": e.git_branch, "gitCommit": e.git_commit,
+        "gitBranch": e.git_branch, "gitCommit": e.git_commit, "projectId": id_text(e.project_id),
         "statusBeforeBlock": e.status_before_block, "planMd": e.plan_md, "planJson": e.plan_json,
         "podSpec": e.pod_spec, "body": e.body,
         "createdAt": e.created_at.isoformat(), "updatedAt": e.updated_at.isoformat(),
@@ -49,8 +49,9 @@ def _experiment_view(experiment: Experiment) -> dict:
 @routes.get("/experiments")
 @access.api("read")
 def list_experiments():
-    """Experiments, newest first; `status` filters, `limit` 1–200 (default 100)."""
-    found = experiments.newest(int_arg("limit", 100, 1, 200), request.args.get("status") or None)
+    """Experiments, newest first; `status` and `project` (a slug) filter, `limit` 1–200 (default 100)."""
+    found = experiments.newest(int_arg("limit", 100, 1, 200), request.args.get("status") or None,
+                               request.args.get("project") or None)
     return {"experiments": [experiment_json(e) for e in found]}
 
 

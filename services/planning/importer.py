@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
+from models.research import Project
 from services.core import pod_accounts, registry
 from services.core.clock import utcnow
 from services.core.errors import ValidationError
@@ -101,6 +102,7 @@ def import_document(doc: dict, report: ImportReport | None = None) -> ImportRepo
     if experiment is None:
         experiment = _create_experiment(old, exp_id, number, status)
         report.experiments_created += 1
+        _keep_project(experiment, old.get("projectId"), report)
     else:
         report.experiments_skipped += 1
     experiments.raise_counter_to(number)
@@ -164,6 +166,23 @@ def _create_experiment(old: dict, exp_id: uuid.UUID, number: int, status: str) -
         # Promoted in the old system: its mentors read this body, so share links here show it.
         results.record_promotion(experiment, status, at=experiment.updated_at)
     return experiment
+
+
+def _keep_project(experiment: Experiment, old_project_id, report: ImportReport) -> None:
+    """Keep the old system's `projectId` when a project with that id is here; otherwise the
+    experiment comes in without one, and the report says so (experiments.project_id must
+    always name a project)."""
+    if not old_project_id:
+        return
+    try:
+        project_id = uuid.UUID(str(old_project_id))
+    except ValueError:
+        project_id = None
+    if project_id is not None and db.session.get(Project, project_id) is not None:
+        experiment.project_id = project_id
+        return
+    report.messages.append(f"#{experiment.number}: the old project {str(old_project_id)[:60]} is not here; "
+                           "imported without a project.")
 
 
 def event_fields(old_event: dict, exp_id: uuid.UUID) -> dict:

@@ -596,10 +596,12 @@ SKELETON = """<section id="tldr">
 """
 
 
-def result_list(limit: int = 200) -> list[dict]:
-    """Experiments with a clean result, newest first, for the /results page (two queries)."""
-    rows = list(db.session.scalars(
-        sa.select(Experiment).where(Experiment.has_clean_result.is_(True))
-        .order_by(Experiment.updated_at.desc()).limit(limit)))
+def result_list(limit: int = 200, project_id=None) -> list[dict]:
+    """Experiments with a clean result, newest first, for the /results page (two queries);
+    only one project's when `project_id` is given."""
+    query = sa.select(Experiment).where(Experiment.has_clean_result.is_(True))
+    if project_id is not None:
+        query = query.where(Experiment.project_id == project_id)
+    rows = list(db.session.scalars(query.order_by(Experiment.updated_at.desc()).limit(limit)))
     return [{"experiment": e, "title": title_without_confidence(e.title), "confidence": confidence_of(e.title),
              "excerpt": excerpt(e.body)} for e in rows]

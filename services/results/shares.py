@@ -28,16 +28,19 @@ from services.workflow import experiments
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
 MAX_EXPIRY_DAYS = 3650
-OWNER_SCOPES = ("experiment", "all_promoted")  # "project" waits for projects (SPEC §1)
+OWNER_SCOPES = ("experiment", "all_promoted", "project")
 
 
-def create_link(*, scope: str, experiment: Experiment | None = None, label: str = "",
+def create_link(*, scope: str, experiment: Experiment | None = None, project=None, label: str = "",
                 expires_in_days=None, include_comments: bool = False) -> tuple[ShareLink, str]:
-    """Mint a link; returns the row and the token, which is never shown again."""
+    """Mint a link; returns the row and the token, which is never shown again. `project`
+    (a Project) for a project link."""
     if scope not in OWNER_SCOPES:
-        raise ValidationError("Share one experiment or all promoted results.", field="scope")
+        raise ValidationError("Share one experiment, a project or all promoted results.", field="scope")
     if scope == "experiment" and experiment is None:
         raise ValidationError("Choose the experiment to share.", field="experiment")
+    if scope == "project" and project is None:
+        raise ValidationError("Choose the project to share.", field="project")
     label = " ".join((label or "").split())
     if not input_shape.has_visible_text(label):
         label = ""  # a label that shows nothing gets the default one, as an empty label does
@@ -54,19 +57,28 @@ def create_link(*, scope: str, experiment: Experiment | None = None, label: str 
                                   "or empty for a link that does not expire.", field="expires_in_days")
         expires_at = utcnow() + timedelta(days=days)
     token = secrets.token_urlsafe(TOKEN_BYTES)
+    if scope == "experiment":
+        default_label = f"#{experiment.number}"
+    elif scope == "project":
+        default_label = f"Project: {project.title}"[:200]
+    else:
+        default_label = "All promoted results"
     link = ShareLink(id=uuid.uuid4(), token_hash=digest(token), scope=scope,
                      experiment_id=experiment.id if scope == "experiment" else None,
-                     label=label or (f"#{experiment.number}" if experiment is not None and scope == "experiment"
-                                     else "All promoted results"),
+                     project_id=project.id if scope == "project" else None,
+                     label=label or default_label,
                      include_comments=bool(include_comments), expires_at=expires_at, use_count=0)
     db.session.add(link)
     db.session.flush()
     return link, token
 
 
-def list_links() -> list[ShareLink]:
-    return list(db.session.scalars(sa.select(ShareLink).order_by(
-        ShareLink.revoked_at.is_not(None), ShareLink.created_at.desc())))
+def list_links(project_id=None) -> list[ShareLink]:
+    """Every link, live ones first; only one project's links when `project_id` is given."""
+    query = sa.select(ShareLink).order_by(ShareLink.revoked_at.is_not(None), ShareLink.created_at.desc())
+    if project_id is not None:
+        query = query.where(ShareLink.scope == "project", ShareLink.project_id == project_id)
+    return list(db.session.scalars(query))
 
 
 def experiment_numbers(links: list[ShareLink]) -> dict:
@@ -125,14 +137,17 @@ def _shared_promotions():
 
 def shared_results(link: ShareLink) -> list[SharedResult]:
     """What this link shows: the one experiment's result if it was promoted to `shared`, or
-    every such result, newest promotion first. A project link shows nothing until projects
-    exist (SPEC §11.4: nothing unpromoted reaches a link)."""
+    every such result, newest promotion first; for a project link, those of the project's
+    experiments (SPEC §11.4: nothing unpromoted reaches a link)."""
     if link.scope == "experiment":
         if link.experiment_id is None:
             return []
         query = _shared_promotions().where(Experiment.id == link.experiment_id)
     elif link.scope == "all_promoted":
         query = _shared_promotions().order_by(PromotedResult.promoted_at.desc(), Experiment.number.desc())
+    elif link.scope == "project" and link.project_id is not None:
+        query = _shared_promotions().where(Experiment.project_id == link.project_id) \
+            .order_by(PromotedResult.promoted_at.desc(), Experiment.number.desc())
     else:
         return []
     return [SharedResult(experiment, promotion) for experiment, promotion in db.session.execute(query)]
@@ -144,12 +159,15 @@ def shared_result(link: ShareLink, number: int) -> SharedResult | None:
 
 def openable_numbers(link: ShareLink, numbers: set[int]) -> set[int]:
     """Which of these experiment numbers a reader of `link` can open through it: other
-    shared results of an "all promoted results" link; none for a one-experiment link."""
-    if not numbers or link.scope != "all_promoted":
+    shared results of an "all promoted results" link, or of the same project for a project
+    link; none for a one-experiment link."""
+    if not numbers or link.scope not in ("all_promoted", "project"):
         return set()
-    return set(db.session.scalars(
-        sa.select(Experiment.number).join(PromotedResult, PromotedResult.experiment_id == Experiment.id)
-        .where(Experiment.number.in_(sorted(numbers)), PromotedResult.promoted_to == "shared")))
+    query = sa.select(Experiment.number).join(PromotedResult, PromotedResult.experiment_id == Experiment.id) \
+        .where(Experiment.number.in_(sorted(numbers)), PromotedResult.promoted_to == "shared")
+    if link.scope == "project":
+        query = query.where(Experiment.project_id == link.project_id)
+    return set(db.session.scalars(query))
 
 
 SCOPE_LABELS = {"experiment": "one experiment", "all_promoted": "all promoted results",

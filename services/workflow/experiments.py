@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from models import Counter, Experiment, User, WorkflowEvent, db
 from models.experiment import StatusFacts
+from models.research import Project
 from services.core import events, input_shape, lean_reads, pod_accounts, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
@@ -24,7 +25,7 @@ from services.workflow import lifecycle
 
 NUMBER_COUNTER = "experiment_number"
 EDITABLE_FIELDS = ("title", "hypothesis", "kind", "priority", "compute_size", "tags",
-                   "assignee_kind", "pod_account", "cost_cap_usd", "git_branch", "git_commit")
+                   "assignee_kind", "pod_account", "cost_cap_usd", "git_branch", "git_commit", "project_id")
 
 
 # --- validation -----------------------------------------------------------------------
@@ -119,6 +120,22 @@ def _git_name(name: str, limit: int):
     return clean
 
 
+def _clean_project_id(raw, limits) -> uuid.UUID | None:
+    """The project an experiment belongs to, by the project's id; empty or null: none. The
+    project must exist (experiments.project_id has no foreign key: projects are archived,
+    never deleted, so checking here once keeps every id naming one)."""
+    if raw in (None, ""):
+        return None
+    try:
+        project_id = uuid.UUID(str(raw).strip())
+    except ValueError:
+        project_id = None
+    if project_id is None or db.session.get(Project, project_id) is None:
+        raise ValidationError(f"No project with the id {str(raw)[:60]!r}; give the id of an existing project "
+                              "(GET /api/projects lists them), or null for none.", field="project_id")
+    return project_id
+
+
 FIELD_CLEANERS = (
     ("title", _clean_title),
     ("hypothesis", _clean_hypothesis),
@@ -131,6 +148,7 @@ FIELD_CLEANERS = (
     ("cost_cap_usd", _clean_cost_cap),
     ("git_branch", _git_name("git_branch", 255)),
     ("git_commit", _git_name("git_commit", 64)),
+    ("project_id", _clean_project_id),
 )
 
 
@@ -296,13 +314,19 @@ def get_experiment(ref) -> Experiment:
     return experiment
 
 
-def newest(limit: int, status: str | None = None) -> list[Experiment]:
-    """Up to `limit` experiments, newest first, only those in `status` when one is given."""
+def newest(limit: int, status: str | None = None, project: str | None = None) -> list[Experiment]:
+    """Up to `limit` experiments, newest first, only those in `status` and in the project
+    whose slug is `project` when they are given (a slug that names no project is refused)."""
     query = sa.select(Experiment).order_by(Experiment.number.desc()).limit(limit)
     if status:
         if status not in registry.STATUS_BY_NAME:
             raise ValidationError(f"Unknown status {status!r}.", field="status")
         query = query.where(Experiment.status == status)
+    if project:
+        project_id = db.session.scalar(sa.select(Project.id).where(Project.slug == project[:80]))
+        if project_id is None:
+            raise ValidationError(f"No project {project[:80]!r}; GET /api/projects lists the slugs.", field="project")
+        query = query.where(Experiment.project_id == project_id)
     return list(db.session.scalars(query))
 
 
@@ -314,6 +338,7 @@ class BoardFilters:
     kind: str = ""
     tag: str = ""
     text: str = ""
+    project: str = ""  # a project's slug; one that names no project matches nothing
 
     @classmethod
     def from_args(cls, args) -> "BoardFilters":
@@ -322,15 +347,16 @@ class BoardFilters:
         return cls(turn=turn if turn in ("owner", "sagan") else "",
                    kind=kind if kind in registry.EXPERIMENT_KINDS else "",
                    tag=(args.get("tag") or "").strip()[:80],
-                   text=(args.get("q") or "").strip()[:200])
+                   text=(args.get("q") or "").strip()[:200],
+                   project=(args.get("project") or "").strip()[:80])
 
     @property
     def active(self) -> bool:
-        return bool(self.turn or self.kind or self.tag or self.text)
+        return bool(self.turn or self.kind or self.tag or self.text or self.project)
 
     def as_args(self) -> dict:
         return {k: v for k, v in (("turn", self.turn), ("kind", self.kind), ("tag", self.tag),
-                                  ("q", self.text)) if v}
+                                  ("q", self.text), ("project", self.project)) if v}
 
 
 @dataclass
@@ -351,6 +377,10 @@ def _apply_filters(query, filters: BoardFilters):
         query = query.where(Experiment.kind == filters.kind)
     if filters.tag:
         query = query.where(_has_tag(filters.tag))
+    if filters.project:
+        # The slug is looked up inside the statement: no query of its own on every poll.
+        query = query.where(Experiment.project_id == sa.select(Project.id)
+                            .where(Project.slug == filters.project).scalar_subquery())
     if filters.text:
         text = filters.text.lstrip("#")
         condition = Experiment.title.ilike(f"%{_escape_like(text)}%", escape="\\")

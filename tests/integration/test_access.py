@@ -73,6 +73,12 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "progress.metrics_helper"):
         assert rule_of[endpoint] == ("pod", None), endpoint
     assert rule_of["api.patch_clean_result"] == ("api", "write")
+    for endpoint in ("projects.index", "projects.new", "projects.detail", "projects.edit", "projects.change_status",
+                     "projects.narrative", "projects.save_narrative", "projects.narrative_version",
+                     "projects.publish_narrative", "projects.create_share_link"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    assert rule_of["api.list_projects"] == rule_of["api.get_project"] == ("api", "read")
+    assert rule_of["api.create_project"] == rule_of["api.patch_project"] == ("api", "write")
     for endpoint in ("results.save", "results.preview", "results.draft", "results.promote",
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
                      "discussion.edit", "discussion.delete", "discussion.retry", "settings.create_share_link",

@@ -76,7 +76,8 @@ def test_share_link_form_errors(app, client, owner, make_experiment):
     for data, message in (({"scope": "experiment", "experiment": "9999"}, "No experiment 9999."),
                           ({"scope": "experiment"}, "Choose the experiment to share."),
                           ({"scope": "all_promoted", "expires_in_days": "-3"}, "Expiry must be a whole number"),
-                          ({"scope": "project"}, "Share one experiment or all promoted results.")):
+                          ({"scope": "project"}, "Choose the project to share."),
+                          ({"scope": "everything"}, "Share one experiment, a project or all promoted results.")):
         page = client.post("/settings/share-links", data={"csrf_token": token, **data}, follow_redirects=True)
         assert page.status_code == 200 and message in page.text, message
     with app.app_context():
@@ -402,8 +403,9 @@ def test_a_status_move_promotes_like_the_button_and_an_override_shares_nothing(a
     assert app.test_client().get(f"/s/{listing}/{forced}").status_code == 404
 
 
-def test_a_project_link_shows_nothing_until_projects_exist(app, make_experiment):
-    """A `project` link (the scope exists for later, SPEC §11.4) reaches no result at all."""
+def test_a_project_link_without_its_project_shows_nothing(app, make_experiment):
+    """Does a `project` link that names no project answer 404 and reach no result at all?
+    (Project links themselves: tests/integration/test_projects.py.)"""
     number = _result(app, make_experiment, "Project-worthy (HIGH confidence)")
     token = "p" * 43
     with app.app_context():
@@ -411,5 +413,5 @@ def test_a_project_link_shows_nothing_until_projects_exist(app, make_experiment)
                                  use_count=0))
         db.session.commit()
     page = app.test_client().get(f"/s/{token}")
-    assert page.status_code == 200 and "No results have been shared yet" in page.text and "Project-worthy" not in page.text
+    assert page.status_code == 404 and "Project-worthy" not in page.text
     assert app.test_client().get(f"/s/{token}/{number}").status_code == 404

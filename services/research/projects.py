@@ -1,0 +1,335 @@
+"""Projects (SPEC §11.1): creating and editing them, their status, and what a project's page
+and its share link show.
+
+A project is found by its slug (`/p/<slug>`), which the owner may edit; its uuid is what
+records carry (`project_id`), so renaming a slug breaks no link between records. Projects
+are archived, never deleted.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from flask import current_app
+
+from models import CleanResultVersion, Experiment, db
+from models.research import Belief, BeliefVersion, Project, RecordLink
+from services.core import input_shape, registry
+from services.core.actors import Actor
+from services.core.errors import NotFound, ValidationError
+from services.core.redact import redact
+from services.core.sanitize import render_markdown
+from services.results.result_lint import confidence_of, title_without_confidence
+from services.results.results import excerpt
+
+SLUG_MAX = 80
+# Lowercase words of letters and digits joined by single hyphens: what reads well in `/p/<slug>`.
+SLUG_SHAPE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+TITLE_MAX = 300
+QUESTION_MAX = 5_000
+FIELDS = ("title", "slug", "question", "summary_md", "status")
+# The project list: active work first, then paused, completed and archived.
+STATUS_RANK = {status: rank for rank, status in enumerate(registry.PROJECT_STATUSES)}
+
+# What a belief's status says on the project page (SPEC §11.2, the mentor update's shape).
+ESTABLISHED_STATUSES = ("supported", "falsified")
+OPEN_STATUSES = ("draft", "active", "weakened")
+# The links through which an experiment (or its clean result) bears on a belief.
+EVIDENCE_LINK_KINDS = ("tests", "supports", "contradicts", "produces_evidence_for")
+# What a share link shows of a project's beliefs: the ones stated in public. A draft is not
+# stated yet, and an archived one is put away (SPEC §11.4: nothing unpublished or private).
+PUBLIC_BELIEF_STATUSES = ("active", "supported", "weakened", "falsified")
+# The experiments a project page lists; the table filtered by the project has the rest.
+PAGE_EXPERIMENTS = 200
+
+
+# --- validation ---------------------------------------------------------------------------
+
+def slug_from(title: str) -> str:
+    """A slug made from a title: "Emergent misalignment, v2" → "emergent-misalignment-v2"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (title or "").lower()).strip("-")
+    return slug[:60].rstrip("-")
+
+
+def clean_slug(raw) -> str:
+    if not isinstance(raw, str):
+        raise ValidationError("The slug must be text.", field="slug")
+    slug = raw.strip()
+    if not slug:
+        raise ValidationError("The slug is required: lowercase letters, digits and hyphens.", field="slug")
+    if len(slug) > SLUG_MAX:
+        raise ValidationError(f"The slug is {len(slug)} characters; the limit is {SLUG_MAX}.", field="slug")
+    if not SLUG_SHAPE.fullmatch(slug):
+        raise ValidationError(f"The slug {slug[:40]!r} may only hold lowercase letters, digits and single hyphens "
+                              "between them (e.g. emergent-misalignment).", field="slug")
+    return slug
+
+
+def _clean_title(raw) -> str:
+    if not isinstance(raw, str) or not input_shape.has_visible_text(raw):
+        raise ValidationError("The title is required.", field="title")
+    title = " ".join(raw.split())
+    if len(title) > TITLE_MAX:
+        raise ValidationError(f"The title is {len(title)} characters; the limit is {TITLE_MAX}.", field="title")
+    return redact(title)
+
+
+def _clean_text(name: str, label: str, limit: int):
+    def clean(raw) -> str:
+        if raw is None:
+            return ""
+        if not isinstance(raw, str):
+            raise ValidationError(f"The {label} must be text.", field=name)
+        text = raw.strip()
+        if len(text) > limit:
+            raise ValidationError(f"The {label} is {len(text):,} characters; the limit is {limit:,}.", field=name)
+        return redact(text)
+    return clean
+
+
+def _clean_markdown(name: str, label: str):
+    def clean(raw) -> str:
+        text = _clean_text(name, label, current_app.config["MARKDOWN_MAX"])(raw)
+        render_markdown(text)  # refuses markdown nested too deep to render, before it is stored
+        return text
+    return clean
+
+
+def clean_status(raw) -> str:
+    if raw not in registry.PROJECT_STATUSES:
+        raise ValidationError(f"Status must be one of: {', '.join(registry.PROJECT_STATUSES)}.", field="status")
+    return raw
+
+
+_CLEANERS = {"title": _clean_title, "slug": clean_slug,
+             "question": _clean_text("question", "question", QUESTION_MAX),
+             "summary_md": _clean_markdown("summary_md", "summary"), "status": clean_status}
+
+
+def clean_fields(data: dict, *, partial: bool) -> dict:
+    """Validated project fields from a form or a JSON body; unknown fields are refused, so a
+    typo never looks like success. A create (not `partial`) needs a title; its slug defaults
+    to one made from the title."""
+    unknown = set(data) - set(FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(sorted(unknown))}.", field=sorted(unknown)[0])
+    if not partial and isinstance(data.get("slug"), str) and not data["slug"].strip():
+        data = {k: v for k, v in data.items() if k != "slug"}  # a new project's empty slug: made from the title
+    cleaned = {name: _CLEANERS[name](data[name]) for name in FIELDS if name in data}
+    if not partial:
+        if "title" not in cleaned:
+            _clean_title(None)
+        if "slug" not in cleaned or not cleaned["slug"]:
+            cleaned["slug"] = slug_from(cleaned["title"])
+            if not cleaned["slug"]:
+                raise ValidationError("The title has no letters or digits to make a slug from; type a slug.",
+                                      field="slug")
+    return cleaned
+
+
+def _refuse_taken_slug(slug: str, project_id=None) -> None:
+    holder = db.session.scalar(sa.select(Project).where(Project.slug == slug))
+    if holder is not None and holder.id != project_id:
+        raise ValidationError(f"The slug {slug!r} is taken by the project “{holder.title}”; choose another.",
+                              field="slug", code="slug_taken")
+
+
+# --- create, find, edit -------------------------------------------------------------------
+
+def create_project(data: dict, actor: Actor) -> Project:
+    """A new project (active unless told otherwise); the caller commits."""
+    cleaned = clean_fields(data, partial=False)
+    _refuse_taken_slug(cleaned["slug"])
+    cleaned.setdefault("status", "active")
+    project = Project(id=uuid.uuid4(), **cleaned)
+    db.session.add(project)
+    db.session.flush()
+    return project
+
+
+def update_project(project: Project, data: dict, actor: Actor, *, confirm_archive: bool = True) -> list[str]:
+    """Apply edited fields; returns the names that changed. Archiving from a form needs the
+    owner's confirmation (`confirm_archive`). The caller commits."""
+    cleaned = clean_fields(data, partial=True)
+    if "slug" in cleaned:
+        _refuse_taken_slug(cleaned["slug"], project.id)
+    if cleaned.get("status") == "archived" and project.status != "archived" and not confirm_archive:
+        raise ValidationError("Archiving hides the project from the lists; tick the box to confirm.",
+                              field="confirm_archive")
+    changed = [name for name, value in cleaned.items() if getattr(project, name) != value]
+    for name in changed:
+        setattr(project, name, cleaned[name])
+    return changed
+
+
+def find(slug) -> Project | None:
+    """The project with this slug, or None."""
+    if not isinstance(slug, str) or len(slug) > SLUG_MAX:
+        return None
+    return db.session.scalar(sa.select(Project).where(Project.slug == slug))
+
+
+def get_project(slug) -> Project:
+    """The project with this slug; NotFound otherwise."""
+    project = find(slug)
+    if project is None:
+        raise NotFound(f"No project {str(slug)[:80]!r}.")
+    return project
+
+
+def by_id(project_id) -> Project | None:
+    return db.session.get(Project, project_id) if project_id else None
+
+
+def by_ids(ids) -> dict:
+    """Project id → Project for many ids, in one query (lists that name projects)."""
+    ids = {i for i in ids if i}
+    if not ids:
+        return {}
+    return {p.id: p for p in db.session.scalars(sa.select(Project).where(Project.id.in_(ids)))}
+
+
+def list_projects(status: str | None = None) -> list[Project]:
+    """Projects, active first, then most recently changed; only those in `status` when given."""
+    query = sa.select(Project).order_by(sa.case(STATUS_RANK, value=Project.status), Project.updated_at.desc())
+    if status:
+        query = query.where(Project.status == clean_status(status))
+    return list(db.session.scalars(query))
+
+
+def choices() -> list[tuple[str, str, str]]:
+    """(id, slug, title) of every project, active first: the selects of forms and filters."""
+    rows = db.session.execute(sa.select(Project.id, Project.slug, Project.title)
+                              .order_by(sa.case(STATUS_RANK, value=Project.status), Project.title))
+    return [(str(row.id), row.slug, row.title) for row in rows]
+
+
+def counts() -> dict:
+    """Project id → (experiments, beliefs), in one query, for the project list."""
+    experiments = sa.select(Experiment.project_id.label("pid"), sa.literal(1).label("experiment"),
+                            sa.literal(0).label("belief")).where(Experiment.project_id.is_not(None))
+    beliefs = sa.select(Belief.project_id.label("pid"), sa.literal(0), sa.literal(1)) \
+        .where(Belief.project_id.is_not(None))
+    both = sa.union_all(experiments, beliefs).subquery()
+    rows = db.session.execute(sa.select(both.c.pid, sa.func.sum(both.c.experiment), sa.func.sum(both.c.belief))
+                              .group_by(both.c.pid))
+    return {pid: (int(e or 0), int(b or 0)) for pid, e, b in rows}
+
+
+# --- the project page -----------------------------------------------------------------------
+
+@dataclass
+class ResearchQuestion:
+    """One belief as the mentor update reads it: what is established (and on which
+    experiments), or that it is open, and the next step."""
+    belief: Belief
+    established: bool
+    cited: list[int]
+    next_step: str
+
+
+@dataclass
+class ProjectPage:
+    project: Project
+    summary_html: str
+    research_questions: list[ResearchQuestion]
+    experiments: list[Experiment]
+    more_experiments: int
+    beliefs_by_status: list[tuple[str, list[Belief]]]
+    experiment_count: int = 0
+
+
+def _cited_experiments(belief_ids: list) -> dict:
+    """Belief id → the numbers of the experiments cited as its evidence, in three queries
+    whatever the counts: the experiments its versions were made on, and the evidence links
+    between it and an experiment or a clean result, read both ways."""
+    if not belief_ids:
+        return {}
+    cited: dict = defaultdict(set)
+    for belief_id, number in db.session.execute(
+            sa.select(BeliefVersion.belief_id, Experiment.number)
+            .join(Experiment, Experiment.id == BeliefVersion.experiment_id)
+            .where(BeliefVersion.belief_id.in_(belief_ids))):
+        cited[belief_id].add(number)
+    ends = {"experiment", "clean_result"}
+    links = db.session.execute(sa.select(RecordLink.source_kind, RecordLink.source_id, RecordLink.target_kind,
+                                         RecordLink.target_id).where(
+        RecordLink.kind.in_(EVIDENCE_LINK_KINDS),
+        sa.or_(sa.and_(RecordLink.target_kind == "belief", RecordLink.target_id.in_(belief_ids),
+                       RecordLink.source_kind.in_(ends)),
+               sa.and_(RecordLink.source_kind == "belief", RecordLink.source_id.in_(belief_ids),
+                       RecordLink.target_kind.in_(ends))))).all()
+    if links:
+        pairs = [(t_id, s_id) if t_kind == "belief" else (s_id, t_id) for s_kind, s_id, t_kind, t_id in links]
+        others = {other for _belief, other in pairs}
+        # A clean result is named by its experiment's id or by one of its saved versions' ids.
+        number_of = dict(db.session.execute(
+            sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(others))
+            .union_all(sa.select(CleanResultVersion.id, Experiment.number)
+                       .join(Experiment, Experiment.id == CleanResultVersion.experiment_id)
+                       .where(CleanResultVersion.id.in_(others)))).all())
+        for belief_id, other in pairs:
+            if other in number_of:
+                cited[belief_id].add(number_of[other])
+    return {belief_id: sorted(numbers) for belief_id, numbers in cited.items()}
+
+
+def page(project: Project) -> ProjectPage:
+    """Everything the project page shows but the narrative, in a constant number of queries."""
+    beliefs = list(db.session.scalars(sa.select(Belief).where(Belief.project_id == project.id)
+                                      .order_by(Belief.number)))
+    cited = _cited_experiments([b.id for b in beliefs])
+    questions = [ResearchQuestion(b, b.status in ESTABLISHED_STATUSES, cited.get(b.id, []), b.next_test or "")
+                 for b in beliefs if b.status in ESTABLISHED_STATUSES + OPEN_STATUSES]
+    # Established first, so the page opens with what is known.
+    questions.sort(key=lambda q: (not q.established, q.belief.number))
+    grouped = [(status, [b for b in beliefs if b.status == status]) for status in registry.BELIEF_STATUSES]
+    finished = Experiment.status.in_(sorted(registry.TERMINAL_STATUSES))
+    total = db.session.scalar(sa.select(sa.func.count()).select_from(Experiment)
+                              .where(Experiment.project_id == project.id)) or 0
+    rows = list(db.session.scalars(
+        sa.select(Experiment).where(Experiment.project_id == project.id)
+        .order_by(sa.case((sa.and_(Experiment.has_clean_result.is_(True), finished), 0),
+                          (Experiment.has_clean_result.is_(True), 1), else_=2),
+                  Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)))
+    return ProjectPage(project=project, summary_html=render_markdown(project.summary_md),
+                       research_questions=questions, experiments=rows, more_experiments=max(0, total - len(rows)),
+                       beliefs_by_status=[(status, found) for status, found in grouped if found],
+                       experiment_count=total)
+
+
+def project_of(experiment: Experiment) -> Project | None:
+    """The project an experiment belongs to, if any (the experiment page's link)."""
+    return by_id(experiment.project_id)
+
+
+# --- what a project's share link shows ------------------------------------------------------
+
+@dataclass(frozen=True)
+class PublicBelief:
+    """A belief's public text: no evidence drafts, no proposals, no reasoning."""
+    number: int
+    title: str
+    current_belief_html: str
+    status: str
+    confidence: str
+
+
+def public_beliefs(project_id) -> list[PublicBelief]:
+    """The project's beliefs as a share link shows them (stated ones only), in one query."""
+    rows = db.session.execute(
+        sa.select(Belief.number, Belief.title, Belief.current_belief, Belief.status, Belief.confidence)
+        .where(Belief.project_id == project_id, Belief.status.in_(PUBLIC_BELIEF_STATUSES))
+        .order_by(Belief.number))
+    return [PublicBelief(row.number, row.title, render_markdown(row.current_belief), row.status, row.confidence)
+            for row in rows]
+
+
+def shared_items(results) -> list[dict]:
+    """The promoted results of a project link as its list shows them (as promoted, never the draft)."""
+    return [{"experiment": r.experiment, "title": title_without_confidence(r.promotion.title),
+             "confidence": confidence_of(r.promotion.title), "excerpt": excerpt(r.promotion.body)}
+            for r in results]
