@@ -31,6 +31,8 @@ from services.code import code_view
 from services.dispatch import cost_ledger, metrics
 from services.dispatch import view as pod_view
 from services.planning import follow_ups
+from models.research import BeliefProposal, RecordLink
+from services.research import beliefs, links
 from services.results import results
 from services.workflow import experiments
 from services.workflow.experiments import PageWatch
@@ -68,6 +70,14 @@ PANELS: list[Panel] = [
                                    lambda e: sa.and_(Comment.entity_kind == "experiment", Comment.entity_id == e)),)),
     Panel("follow_ups", (PageWatch(_child.updated_at, lambda e: _child.parent_experiment_id == e),),
           context=lambda experiment: {"children": follow_ups.children(experiment)}),
+    Panel("belief_proposals", (PageWatch(BeliefProposal.updated_at, lambda e: BeliefProposal.experiment_id == e),),
+          context=lambda experiment: {"belief_proposals": beliefs.pending_proposals(experiment)},
+          template="beliefs/_experiment_proposals.html"),
+    Panel("links", (PageWatch(RecordLink.updated_at, lambda e: sa.or_(
+        sa.and_(RecordLink.source_kind == "experiment", RecordLink.source_id == e),
+        sa.and_(RecordLink.target_kind == "experiment", RecordLink.target_id == e))),),
+          context=lambda experiment: {"link_panel": links.panel("experiment", experiment.id)},
+          template="links/_experiment_panel.html"),
     # Charts poll their own data; the cost reads pods and runs, watched above.
     Panel("metrics", context=metrics.page_context),
     Panel("cost", context=cost_ledger.page_context),
