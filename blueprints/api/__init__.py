@@ -12,14 +12,16 @@ camelCase; a body may spell each field camelCase or snake_case (`_common.fields_
     runs           /runs, /runs/<id>, /runs/<id>/cancel
     pods           /experiments/<ref>/launch-pods, /pods, /artifacts; /pods/<id>/stop, /artifacts/<id>
     results        /clean-results/<ref>, /experiments/<ref>/promote
+    beliefs        /beliefs: list, create, read, patch; /beliefs/<ref>/proposals (accept/reject: the
+                   owner's session only); /links: list by record, create, delete
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import approvals, experiments, pods, registries, results, runs, workflow
+from blueprints.api import approvals, beliefs, experiments, pods, registries, results, runs, workflow
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-for resource in (registries, experiments, workflow, approvals, runs, pods, results):
+for resource in (registries, experiments, workflow, approvals, runs, pods, results, beliefs):
     resource.routes.register_on(bp)
