@@ -10,7 +10,8 @@ from models import db
 from models.research import Belief, BeliefProposal, BeliefVersion, Project
 from services.core.actors import Actor
 from services.core.errors import Forbidden
-from services.research import beliefs
+from services.pipeline import demo
+from services.research import beliefs, links
 from services.workflow import experiments, runs
 from tests.conftest import csrf_from
 
@@ -308,3 +309,13 @@ def test_a_bad_proposal_is_refused(app, make_belief, change, message):
         assert message in str(raised.value)
         db.session.rollback()
         assert db.session.scalar(sa.select(sa.func.count()).select_from(BeliefProposal)) == 0
+
+
+def test_the_demo_journey_tests_a_belief(app):
+    """Does `make demo`'s first idea test a belief (once, however often it is ensured), so its analyzer proposes?"""
+    with app.app_context():
+        number = demo.ensure_journey_experiment()
+        assert demo.ensure_journey_experiment() == number
+        experiment = experiments.get_experiment(number)
+        [(link, belief)] = links.beliefs_linked_to("experiment", experiment.id)
+        assert link.kind == "tests" and belief.title == demo.DEMO_BELIEF_TITLE
