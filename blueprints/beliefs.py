@@ -15,7 +15,6 @@ from blueprints._htmx import render
 from models.research import Belief
 from services.core import registry
 from services.core.errors import SaganError, ValidationError
-from services.core.sanitize import render_markdown
 from services.research import beliefs, links
 
 bp = Blueprint("beliefs", __name__)
@@ -27,7 +26,7 @@ PROPOSAL_FIELDS = ("current_belief", "status", "confidence", "evidence", "reason
 
 def markdown(text: str | None) -> Markup:
     """A belief's markdown field as sanitized HTML (services.core.sanitize is the only maker)."""
-    return Markup(render_markdown(text))
+    return Markup(beliefs.render_text(text))
 
 
 def init_app(app) -> None:

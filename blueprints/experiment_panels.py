@@ -73,9 +73,10 @@ PANELS: list[Panel] = [
     Panel("belief_proposals", (PageWatch(BeliefProposal.updated_at, lambda e: BeliefProposal.experiment_id == e),),
           context=lambda experiment: {"belief_proposals": beliefs.pending_proposals(experiment)},
           template="beliefs/_experiment_proposals.html"),
+    # The experiment's links and its clean result's (a clean result's id is its experiment's).
     Panel("links", (PageWatch(RecordLink.updated_at, lambda e: sa.or_(
-        sa.and_(RecordLink.source_kind == "experiment", RecordLink.source_id == e),
-        sa.and_(RecordLink.target_kind == "experiment", RecordLink.target_id == e))),),
+        sa.and_(RecordLink.source_kind.in_(("experiment", "clean_result")), RecordLink.source_id == e),
+        sa.and_(RecordLink.target_kind.in_(("experiment", "clean_result")), RecordLink.target_id == e))),),
           context=lambda experiment: {"link_panel": links.panel("experiment", experiment.id)},
           template="links/_experiment_panel.html"),
     # Charts poll their own data; the cost reads pods and runs, watched above.

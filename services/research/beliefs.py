@@ -23,7 +23,7 @@ from services.core import registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict, Forbidden, NotFound, ValidationError
-from services.core.sanitize import check_markdown_nesting
+from services.core.sanitize import check_markdown_nesting, render_markdown
 
 NUMBER_COUNTER = "belief_number"
 LABEL_PREFIX = "B"
@@ -34,11 +34,19 @@ NOTE_MAX = 2_000
 TEXT_FIELDS = ("current_belief", "evidence", "counterevidence", "next_test")
 EDITABLE_FIELDS = ("title", *TEXT_FIELDS, "status", "confidence", "project")
 _REF = re.compile(r"^\s*[Bb]?\s*(\d{1,9})\s*$")
+# A line that starts with an experiment reference ("#12: three seeds"): markdown would read
+# it as a heading, so the "#" is escaped and the sanitizer links the reference instead.
+_LEADING_REF = re.compile(r"^( {0,3})#(?=\d)", re.MULTILINE)
 
 
 def label(number: int) -> str:
     """A belief as people and agents cite it: "B12"."""
     return f"{LABEL_PREFIX}{number}"
+
+
+def render_text(text: str | None) -> str:
+    """A belief's markdown field as sanitized HTML, "#12" at the start of a line a link."""
+    return render_markdown(_LEADING_REF.sub(r"\1\\#", text or ""))
 
 
 # --- numbers and lookup ----------------------------------------------------------------

@@ -255,6 +255,9 @@ class LinkRow:
     other_kind: str
     other_label: str
     other_url: str | None
+    # When a page lists the links of a second record it stands for (the experiment page, its
+    # clean result's), that record's label; None for the page's own record.
+    own_label: str | None = None
 
     @property
     def phrase(self) -> str:
@@ -269,7 +272,7 @@ def _other(kind: str, record_id) -> tuple[str, str | None]:
     return resolver.label(record), resolver.url(record)
 
 
-def links_of(kind: str, record_id) -> tuple[list[LinkRow], list[LinkRow]]:
+def links_of(kind: str, record_id, *, own_label: str | None = None) -> tuple[list[LinkRow], list[LinkRow]]:
     """(outgoing, incoming) links of one record, oldest first."""
     rows = db.session.scalars(sa.select(RecordLink).where(sa.or_(
         sa.and_(RecordLink.source_kind == kind, RecordLink.source_id == record_id),
@@ -278,9 +281,11 @@ def links_of(kind: str, record_id) -> tuple[list[LinkRow], list[LinkRow]]:
     outgoing, incoming = [], []
     for link in rows:
         if link.source_kind == kind and link.source_id == record_id:
-            outgoing.append(LinkRow(link, "out", link.target_kind, *_other(link.target_kind, link.target_id)))
+            outgoing.append(LinkRow(link, "out", link.target_kind, *_other(link.target_kind, link.target_id),
+                                    own_label))
         else:
-            incoming.append(LinkRow(link, "in", link.source_kind, *_other(link.source_kind, link.source_id)))
+            incoming.append(LinkRow(link, "in", link.source_kind, *_other(link.source_kind, link.source_id),
+                                    own_label))
     return outgoing, incoming
 
 
@@ -298,6 +303,10 @@ def panel(kind: str, record_id) -> LinkPanel:
     """The links panel of one record: its links both ways and what the add form offers."""
     record = describe(kind, load(kind, record_id))
     outgoing, incoming = links_of(record.kind, record.id)
+    if kind == "experiment":
+        # An experiment's clean result has no page of its own: its links show on the experiment's.
+        result_out, result_in = links_of("clean_result", record.id, own_label="Its clean result")
+        outgoing, incoming = outgoing + result_out, incoming + result_in
     return LinkPanel(record, outgoing, incoming, registry.LINK_KINDS)
 
 

@@ -319,3 +319,18 @@ def test_the_demo_journey_tests_a_belief(app):
         experiment = experiments.get_experiment(number)
         [(link, belief)] = links.beliefs_linked_to("experiment", experiment.id)
         assert link.kind == "tests" and belief.title == demo.DEMO_BELIEF_TITLE
+
+
+def test_a_proposal_moves_the_experiment_pages_version(app, make_belief, make_experiment):
+    """Does a new proposal from an experiment (and the owner's answer to it) refresh that experiment's live page?"""
+    number = make_belief()
+    experiment = make_experiment("Run")
+    with app.app_context():
+        before = experiments.page_version(experiment).version
+    proposal_id = _propose(app, number, experiment)
+    with app.app_context():
+        proposed = experiments.page_version(experiment).version
+        belief = beliefs.get_belief(number)
+        beliefs.reject_proposal(belief, beliefs.get_proposal(belief, proposal_id), OWNER, "no")
+        db.session.commit()
+        assert before != proposed != experiments.page_version(experiment).version

@@ -190,3 +190,17 @@ def test_the_panel_has_its_own_page(client, owner, records):
     page = client.get(f"/links?kind=belief&id={records['belief']}")
     assert page.status_code == 200 and 'id="links"' in page.text
     assert client.get(f"/links?kind=potato&id={records['belief']}").status_code == 400
+
+
+def test_the_experiment_page_shows_its_results_links_and_its_poll_sees_new_links(app, client, owner, records):
+    """Does the experiment page list its clean result's links too, and does a new link move the page's version?"""
+    number = records["number"]
+    with app.app_context():
+        before = experiments.page_version(number).version
+        links.create_link(links.parse_reference(f"R{number}"), "supports",
+                          links.parse_reference(f"B{records['belief_number']}"), OWNER)
+        db.session.commit()
+        assert experiments.page_version(number).version != before
+    page = client.get(f"/experiments/{number}").text
+    assert 'Its clean result</span>' in page and "supports" in page
+    assert f'href="/beliefs/{records["belief_number"]}"' in page
