@@ -400,7 +400,7 @@ def accept_proposal(belief: Belief, proposal: BeliefProposal, actor: Actor, *, e
     names both (the owner, accepting Claude's proposal). Refused (409) when the belief has
     changed since the proposal was made or since the owner's form was read, unless the
     owner's `expected_version` shows they reviewed the current text."""
-    if actor.kind not in ("owner",):
+    if actor.kind != "owner":
         raise Forbidden("Only the owner accepts an update to a belief.")
     _refuse_unless_pending(proposal)
     if (expected_version is not None and expected_version != belief.version) or \

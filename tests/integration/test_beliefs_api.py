@@ -2,12 +2,17 @@
 experiments, accept/reject for the owner's session only, clear 4xx for bad input."""
 from __future__ import annotations
 
+import flask_migrate
 import pytest
 
 from models import db
 from services.core.actors import Actor
 from services.research import beliefs
 from services.workflow import experiments
+from services.core.auth import create_owner, create_token
+from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
+from tests.integration.test_hardening_sqlite import _login, _writer
+from tests.integration.test_migrations import MIGRATIONS, _scratch_app
 
 OWNER = Actor("owner", None, "Ada")
 
@@ -165,3 +170,39 @@ def test_bad_links_are_refused(app, api_client, make_experiment, body, status, m
     assert response.status_code == status and message in response.get_json()["message"], response.get_json()
     assert scripted.get("/api/beliefs/B1").get_json()["links"] == {"outgoing": [], "incoming": []}
     assert scripted.get("/api/links?kind=potato&id=x").status_code == 400
+
+
+@pytest.fixture
+def sqlite_app(tmp_path):
+    """Sagan on a fresh, migrated SQLite file with an owner and a write token (as test_hardening_sqlite)."""
+    app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    with app.app_context():
+        flask_migrate.upgrade(directory=MIGRATIONS)
+        create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+        _, app.write_secret = create_token("lite writer", "read,write")
+        db.session.commit()
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+def test_beliefs_and_links_work_on_the_embedded_sqlite_database(sqlite_app):
+    """On SQLite (make run's default), do numbers, versions, a proposal's accept and a link all work?"""
+    lite = sqlite_app
+    writer = _writer(lite)
+    assert writer.post("/api/beliefs", json={"title": "First"}).get_json()["belief"]["cite"] == "B1"
+    assert writer.post("/api/beliefs", json={"title": "Second"}).get_json()["belief"]["cite"] == "B2"
+    assert writer.patch("/api/beliefs/B1", json={"status": "active"}).get_json()["belief"]["version"] == 2
+    with lite.app_context():
+        proposal = beliefs.propose_update(beliefs.get_belief("B1"), None, None, status="supported",
+                                          confidence="LOW", text="t", reasoning="r")
+        db.session.commit()
+        proposal_id = str(proposal.id)
+    session = lite.test_client()
+    _login(session)
+    session.environ_base["HTTP_X_CSRFTOKEN"] = csrf_from(session.get("/api-tokens").text)
+    accepted = session.post(f"/api/beliefs/B1/proposals/{proposal_id}/accept", json={})
+    assert accepted.status_code == 200 and accepted.get_json()["belief"]["version"] == 3
+    assert writer.post("/api/links", json={"source": "B2", "kind": "derives_from", "target": "B1"}).status_code == 201
+    assert "B2 Second" in session.get("/beliefs/1").text
