@@ -44,9 +44,9 @@ def _form_of(belief: Belief | None) -> dict:
             "experiment": ""}
 
 
-def _choices() -> dict:
+def _choices(belief: Belief | None = None) -> dict:
     return {"statuses": registry.BELIEF_STATUSES, "confidences": registry.CONFIDENCES,
-            "projects": beliefs.project_choices()}
+            "projects": beliefs.project_choices(belief.project_id if belief else None)}
 
 
 @bp.get("/beliefs")
@@ -101,7 +101,7 @@ def _page(belief: Belief, *, errors: dict | None = None, form: dict | None = Non
         proposal_forms=proposal_forms or {}, resolved=[p for p in beliefs.proposals(belief) if p.status != "pending"],
         link_panel=links.panel("belief", belief.id), errors=errors, page_errors=page_errors,
         form=form or _form_of(belief),
-        **_choices())
+        **_choices(belief))
     return body, status, {"Cache-Control": "no-store"}
 
 

@@ -109,9 +109,12 @@ def find_project(ref) -> Project | None:
     return project
 
 
-def project_choices() -> list[Project]:
-    """Projects a belief may belong to, for the form's select (archived ones left out)."""
-    return list(db.session.scalars(sa.select(Project).where(Project.status != "archived").order_by(Project.title)))
+def project_choices(current_id=None) -> list[Project]:
+    """Projects a belief may belong to, for the form's select: archived ones left out, except
+    the belief's own (`current_id`), which an edit must not drop unasked."""
+    keep = sa.or_(Project.status != "archived", Project.id == current_id) if current_id else \
+        Project.status != "archived"
+    return list(db.session.scalars(sa.select(Project).where(keep).order_by(Project.title)))
 
 
 # --- input -----------------------------------------------------------------------------

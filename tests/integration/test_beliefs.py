@@ -334,3 +334,15 @@ def test_a_proposal_moves_the_experiment_pages_version(app, make_belief, make_ex
         beliefs.reject_proposal(belief, beliefs.get_proposal(belief, proposal_id), OWNER, "no")
         db.session.commit()
         assert before != proposed != experiments.page_version(experiment).version
+
+
+def test_an_edit_keeps_a_belief_in_its_archived_project(app, client, owner, make_belief, make_project):
+    """Is a belief's archived project still offered (and selected) by its edit form, so an edit keeps it?"""
+    slug = make_project()
+    number = make_belief(project=slug)
+    with app.app_context():
+        db.session.scalar(sa.select(Project).where(Project.slug == slug)).status = "archived"
+        db.session.commit()
+    page = client.get(f"/beliefs/{number}").text
+    assert f'<option value="{slug}" selected>' in page
+    assert f'<option value="{slug}"' not in client.get("/beliefs/new").text
