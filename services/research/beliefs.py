@@ -465,7 +465,11 @@ def pending_proposals(experiment: Experiment | None = None, belief: Belief | Non
     return [PendingProposal(p, b, n, is_stale(b, p)) for p, b, n in rows]
 
 
-def pending_count() -> int:
-    """How many proposals wait for the owner (the header's "your turn" count adds it)."""
-    return db.session.scalar(sa.select(sa.func.count()).select_from(BeliefProposal)
-                             .where(BeliefProposal.status == "pending")) or 0
+def owner_turn_total() -> int:
+    """Experiments waiting for the owner plus proposed belief updates waiting, in one round
+    trip: the header shows it on every page, so it must not cost the board a second query."""
+    experiments_waiting = sa.select(sa.func.count()).select_from(Experiment) \
+        .where(Experiment.status.in_(registry.OWNER_TURN_STATUSES)).scalar_subquery()
+    proposals_waiting = sa.select(sa.func.count()).select_from(BeliefProposal) \
+        .where(BeliefProposal.status == "pending").scalar_subquery()
+    return db.session.scalar(sa.select(experiments_waiting + proposals_waiting)) or 0
