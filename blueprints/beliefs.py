@@ -56,7 +56,8 @@ def index():
     filters = beliefs.BeliefFilters.from_args(request.args)
     found = beliefs.belief_list(filters)
     return render("beliefs/index.html", "beliefs/_list.html", beliefs=found, filters=filters,
-                  project_of=beliefs.projects_by_id(b.project_id for b in found), **_choices())
+                  project_of=beliefs.projects_by_id(b.project_id for b in found),
+                  waiting_ids={item.belief.id for item in beliefs.pending_proposals()}, **_choices())
 
 
 @bp.route("/beliefs/new", methods=["GET", "POST"])

@@ -190,6 +190,8 @@ def test_a_proposal_waits_on_the_belief_the_experiment_and_your_turn(app, client
     your_turn = client.get("/your-turn").text
     assert "Belief updates Claude proposed" in your_turn and f"B{number}" in your_turn
     assert "Your turn (1)" in your_turn
+    listed = client.get("/beliefs").text
+    assert 'belief-item owner-turn' in listed and "update proposed: your turn" in listed
 
 
 def test_accepting_as_proposed_makes_a_version_naming_both(app, client, owner, make_belief, make_experiment):
@@ -346,3 +348,12 @@ def test_an_edit_keeps_a_belief_in_its_archived_project(app, client, owner, make
     page = client.get(f"/beliefs/{number}").text
     assert f'<option value="{slug}" selected>' in page
     assert f'<option value="{slug}"' not in client.get("/beliefs/new").text
+
+
+def test_the_filters_swap_only_the_list_with_htmx(htmx_client, make_belief):
+    """Does an htmx filter request answer the list fragment alone (and Vary on HX-Request)?"""
+    make_belief("Filtered", status="active")
+    response = htmx_client.get("/beliefs?status=active")
+    assert response.status_code == 200 and response.text.lstrip().startswith('<div id="belief-list">')
+    assert "Filtered" in response.text and "<html" not in response.text
+    assert response.headers["Vary"] == "HX-Request"
