@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import flask_migrate
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from models import db
 from services.core.actors import Actor
@@ -13,6 +15,7 @@ from services.core.auth import create_owner, create_token
 from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, csrf_from
 from tests.integration.test_hardening_sqlite import _login, _writer
 from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+from tests.integration.test_security_sweep import FUZZ, _check, _counts, bodies
 
 OWNER = Actor("owner", None, "Ada")
 
@@ -206,3 +209,46 @@ def test_beliefs_and_links_work_on_the_embedded_sqlite_database(sqlite_app):
     assert accepted.status_code == 200 and accepted.get_json()["belief"]["version"] == 3
     assert writer.post("/api/links", json={"source": "B2", "kind": "derives_from", "target": "B1"}).status_code == 201
     assert "B2 Second" in session.get("/beliefs/1").text
+
+
+BELIEF_FIELDS = ["title", "currentBelief", "evidence", "counterevidence", "nextTest", "status", "confidence",
+                 "project", "reasoning", "experiment", "expectedVersion", "surprise"]
+LINK_FIELDS = ["source", "target", "kind", "note", "sourceKind", "sourceId", "targetKind", "targetId"]
+
+
+@pytest.mark.slow
+def test_fuzzed_belief_and_link_bodies_never_500_and_refusals_change_nothing(app, api_client, owner_json,
+                                                                             make_experiment):
+    """Create, patch, accept, reject and link with arbitrary bodies: a success or a clear JSON 4xx
+    that changed nothing, never a 500."""
+    scripted = api_client("read,write")
+    make_experiment("Evidence")
+    scripted.post("/api/beliefs", json={"title": "Existing"})
+
+    @FUZZ
+    @given(body=bodies(BELIEF_FIELDS), method=st.sampled_from(["post", "patch"]))
+    def beliefs_api(body, method):
+        before = _counts(app)
+        path = "/api/beliefs" if method == "post" else "/api/beliefs/B1"
+        response = getattr(scripted, method)(path, data=body, content_type="application/json")
+        _check(app, response, before)
+
+    @FUZZ
+    @given(body=bodies(LINK_FIELDS))
+    def links_api(body):
+        before = _counts(app)
+        _check(app, scripted.post("/api/links", data=body, content_type="application/json"), before)
+
+    @FUZZ
+    @given(body=bodies(["currentBelief", "status", "confidence", "evidence", "reasoning", "expectedVersion",
+                        "note"]), action=st.sampled_from(["accept", "reject"]))
+    def proposals_api(body, action):
+        proposal = _propose(app)
+        before = _counts(app)
+        response = owner_json.post(f"/api/beliefs/B1/proposals/{proposal}/{action}", data=body,
+                                   content_type="application/json")
+        _check(app, response, before)
+
+    beliefs_api()
+    links_api()
+    proposals_api()
