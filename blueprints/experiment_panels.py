@@ -74,9 +74,13 @@ PANELS: list[Panel] = [
           context=lambda experiment: {"belief_proposals": beliefs.pending_proposals(experiment)},
           template="beliefs/_experiment_proposals.html"),
     # The experiment's links and its clean result's (a clean result's id is its experiment's).
-    Panel("links", (PageWatch(RecordLink.updated_at, lambda e: sa.or_(
-        sa.and_(RecordLink.source_kind.in_(("experiment", "clean_result")), RecordLink.source_id == e),
-        sa.and_(RecordLink.target_kind.in_(("experiment", "clean_result")), RecordLink.target_id == e))),),
+    # Plain equalities, not IN: the poll's statement is compiled once for the lean connection,
+    # which an expanding IN parameter does not survive.
+    Panel("links", (PageWatch(RecordLink.updated_at, lambda e: sa.or_(*(
+        sa.and_(kind_column == kind, id_column == e)
+        for kind_column, id_column in ((RecordLink.source_kind, RecordLink.source_id),
+                                       (RecordLink.target_kind, RecordLink.target_id))
+        for kind in ("experiment", "clean_result")))),),
           context=lambda experiment: {"link_panel": links.panel("experiment", experiment.id)},
           template="links/_experiment_panel.html"),
     # Charts poll their own data; the cost reads pods and runs, watched above.
