@@ -123,7 +123,7 @@ def _expected_version() -> int | None:
     if not raw:
         return None
     if not raw.isdigit():
-        raise ValidationError("The form's version is malformed; reload the page.", field="expected_version")
+        raise ValidationError("This form carries a malformed version; reload the page.", field="expected_version")
     return int(raw)
 
 

@@ -357,3 +357,52 @@ def test_the_filters_swap_only_the_list_with_htmx(htmx_client, make_belief):
     assert response.status_code == 200 and response.text.lstrip().startswith('<div id="belief-list">')
     assert "Filtered" in response.text and "<html" not in response.text
     assert "HX-Request" in response.headers["Vary"]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("title", "", "Give the belief a title"),
+    ("status", "sure", "status must be one of"),
+    ("confidence", "", "confidence must be one of"),
+    ("project", "nowhere", "No project with the slug nowhere"),
+    ("experiment", "twelve", "No experiment twelve"),
+    ("reasoning", "x" * 20_001, "reasoning is too long"),
+    ("next_test", "- " * 200 + "deep", "nest"),
+    ("expected_version", "v1", "This form carries a malformed version"),
+])
+def test_a_bad_edit_is_refused_with_the_form_kept(app, client, owner, make_belief, field, value, message):
+    """Is each bad edit field a 422 beside the edit form, what was typed kept, and no version made?"""
+    number = make_belief()
+    page = client.get(f"/beliefs/{number}")
+    data = {"csrf_token": csrf_from(page.text), "expected_version": "1", "title": "Kept title",
+            "current_belief": "kept words", "status": "active", "confidence": "LOW"} | {field: value}
+    response = client.post(f"/beliefs/{number}/edit", data=data)
+    assert response.status_code == 422 and message in response.text
+    assert "kept words" in response.text and '<details class="edit" id="edit" open>' in response.text
+    assert _belief(app, number).version == 1
+
+
+@pytest.mark.parametrize("path, data, message", [
+    ("accept", {"edited": "1", "current_belief": "mine", "status": "active", "confidence": "SURE"},
+     "confidence must be one of"),
+    ("accept", {"edited": "1", "current_belief": "mine", "status": "active", "confidence": "LOW",
+                "evidence": "x" * 20_001}, "evidence is too long"),
+    ("accept", {"expected_version": "latest"}, "This form carries a malformed version"),
+    ("reject", {"note": "x" * 2001}, "The note is too long"),
+])
+def test_bad_answers_to_a_proposal_are_refused(app, client, owner, make_belief, path, data, message):
+    """Is each bad accept or reject field a 422 beside the proposal, with the proposal still pending?"""
+    number = make_belief()
+    proposal_id = _propose(app, number)
+    page = client.get(f"/beliefs/{number}")
+    response = client.post(f"/beliefs/{number}/proposals/{proposal_id}/{path}",
+                           data={"csrf_token": csrf_from(page.text), **data})
+    assert response.status_code == 422 and message in response.text
+    assert _proposal(app, proposal_id).status == "pending" and _belief(app, number).version == 1
+
+
+def test_an_unknown_proposal_is_a_404(client, owner, make_belief):
+    """Does a post about a proposal that is not this belief's answer 404?"""
+    number = make_belief()
+    page = client.get(f"/beliefs/{number}")
+    response = client.post(f"/beliefs/{number}/proposals/not-a-uuid/accept", data={"csrf_token": csrf_from(page.text)})
+    assert response.status_code == 404
