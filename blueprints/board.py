@@ -18,7 +18,7 @@ from services.core.errors import SaganError
 from services.dispatch import cost_ledger, system_metrics
 from services.dispatch.view import board_progress
 from services.planning import board_moves
-from services.research import projects
+from services.research import beliefs, projects
 from services.workflow import experiments
 
 bp = Blueprint("board", __name__)
@@ -277,4 +277,4 @@ def move(number: int):
 def your_turn():
     """What waits for the owner, and why."""
     return render_template("board/your_turn.html", experiments=experiments.owner_turn_list(),
-                           idle_gpus=system_metrics.idle_everywhere())
+                           idle_gpus=system_metrics.idle_everywhere(), belief_proposals=beliefs.pending_proposals())

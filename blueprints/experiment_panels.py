@@ -31,6 +31,8 @@ from services.code import code_view
 from services.dispatch import cost_ledger, metrics
 from services.dispatch import view as pod_view
 from services.planning import follow_ups
+from models.research import BeliefProposal, RecordLink
+from services.research import beliefs, links
 from services.results import results
 from services.workflow import experiments
 from services.workflow.experiments import PageWatch
@@ -68,6 +70,19 @@ PANELS: list[Panel] = [
                                    lambda e: sa.and_(Comment.entity_kind == "experiment", Comment.entity_id == e)),)),
     Panel("follow_ups", (PageWatch(_child.updated_at, lambda e: _child.parent_experiment_id == e),),
           context=lambda experiment: {"children": follow_ups.children(experiment)}),
+    Panel("belief_proposals", (PageWatch(BeliefProposal.updated_at, lambda e: BeliefProposal.experiment_id == e),),
+          context=lambda experiment: {"belief_proposals": beliefs.pending_proposals(experiment)},
+          template="beliefs/_experiment_proposals.html"),
+    # The experiment's links and its clean result's (a clean result's id is its experiment's).
+    # Plain equalities, not IN: the poll's statement is compiled once for the lean connection,
+    # which an expanding IN parameter does not survive.
+    Panel("links", (PageWatch(RecordLink.updated_at, lambda e: sa.or_(*(
+        sa.and_(kind_column == kind, id_column == e)
+        for kind_column, id_column in ((RecordLink.source_kind, RecordLink.source_id),
+                                       (RecordLink.target_kind, RecordLink.target_id))
+        for kind in ("experiment", "clean_result")))),),
+          context=lambda experiment: {"link_panel": links.panel("experiment", experiment.id)},
+          template="links/_experiment_panel.html"),
     # Charts poll their own data; the cost reads pods and runs, watched above.
     Panel("metrics", context=metrics.page_context),
     Panel("cost", context=cost_ledger.page_context),

@@ -118,8 +118,9 @@ def init_app(app: Flask) -> None:
             # Lazy: only pages that render the header pay for the query.
             if not current_user.is_authenticated:
                 return 0
-            from services.workflow.experiments import owner_turn_count
-            return owner_turn_count()
+            from services.research.beliefs import owner_turn_total
+            # Proposed belief updates wait for the owner too (one query for both counts).
+            return owner_turn_total()
         def fleet_incident():
             if not current_user.is_authenticated:
                 return None

@@ -553,9 +553,42 @@ def _analyzer(messages, brief: str) -> dict:
         return reply(tool("write_clean_result", {"title": title, "html": clean_result(
             commit[1] if commit else None, figure[1] if figure else None, numbers[1] if numbers else None,
             short_run=short_run)}))
+    belief_step = _belief_update(calls, done, short_run)
+    if belief_step is not None:
+        return belief_step
     if "set_status" not in done:
         return reply(tool("set_status", {"status": "clean_result_drafting", "note": "Draft written (demo)."}))
     return reply(text("Interpretation and draft done (demo)."))
+
+
+def _belief_update(calls, done: set, short_run: bool) -> dict | None:
+    """The beliefs this experiment tests (the demo journey's tests one, seeded by
+    services.pipeline.demo): read it, propose an update for the owner at the version read,
+    and link the result as supporting it. None once there is nothing (more) to do."""
+    if "search_beliefs" not in done:
+        return reply(text("Looking for the beliefs this experiment tests (demo)."),
+                     tool("search_beliefs", {"linked": True}))
+    found = re.search(r'"cite": "(B\d+)"', next(result for name, _, result in calls if name == "search_beliefs"))
+    if found is None:
+        return None
+    cite = found[1]
+    if "read_belief" not in done:
+        return reply(tool("read_belief", {"belief": cite}))
+    if "propose_belief_update" not in done:
+        read = next(result for name, _, result in calls if name == "read_belief")
+        version = re.search(r'"version": (\d+)', read)
+        return reply(text(f"Proposing an update to {cite} for the owner (demo)."), tool("propose_belief_update", {
+            "belief": cite, "status": "supported", "confidence": "LOW",
+            "text": "Two seeds of the probe land within two points of accuracy"
+                    + (" already after two epochs." if short_run else "."),
+            "evidence": "This experiment's two seeds: see its clean result.",
+            "reasoning": "Both seeds landed within two points, as predicted; two seeds are little evidence, so "
+                         "LOW confidence (demo).",
+            "based_on_version": int(version[1]) if version else 1}))
+    if "add_link" not in done:
+        return reply(tool("add_link", {"kind": "supports", "target": cite, "from_result": True,
+                                       "note": "Both seeds within two points (demo)."}))
+    return None
 
 
 def _critic(agent: str, turn: int) -> dict:

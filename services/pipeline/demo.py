@@ -14,12 +14,14 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from models import Experiment, Pod, PodProgressPost, WorkflowEvent, db
+from models.research import Belief, RecordLink
 from services.core import pod_accounts, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.dispatch import metrics, pod_secrets
 from services.dispatch.provisioner import PROVISIONER
 from services.planning import approvals
+from services.research import beliefs, links
 from services.workflow import experiments, lifecycle, runs
 
 DEMO_AGENT = Actor("agent", None, "demo agent")
@@ -324,9 +326,31 @@ JOURNEY_TITLE = "Demo journey: do two seeds of the probe agree?"
 SHORT_RUN_TITLE = "Demo journey 2: does a two-epoch probe already separate the seeds?"
 
 
+DEMO_BELIEF_TITLE = "The probe is stable across seeds"
+
+
 def ensure_journey_experiment() -> int:
-    """The idea `make demo` starts from: proposed, on the local pod account."""
-    return _ensure_idea(JOURNEY_TITLE, "Two seeds of the probe land within two points of accuracy.")
+    """The idea `make demo` starts from: proposed, on the local pod account, testing a belief
+    (so its analyzer proposes an update to it for the owner, SPEC §11.2)."""
+    number = _ensure_idea(JOURNEY_TITLE, "Two seeds of the probe land within two points of accuracy.")
+    _ensure_tested_belief(number)
+    return number
+
+
+def _ensure_tested_belief(number: int) -> None:
+    belief = db.session.scalar(sa.select(Belief).where(Belief.title == DEMO_BELIEF_TITLE))
+    if belief is None:
+        belief = beliefs.create_belief({
+            "title": DEMO_BELIEF_TITLE, "status": "active", "confidence": "LOW",
+            "current_belief": "Two seeds of the probe land within two points of accuracy.",
+            "next_test": "Run two seeds and compare their final accuracy."}, DEMO_OWNER)
+    experiment = links.describe("experiment", experiments.get_experiment(number))
+    tested = links.describe("belief", belief)
+    already = db.session.scalar(sa.select(RecordLink.id).where(
+        RecordLink.source_id == experiment.id, RecordLink.target_id == tested.id, RecordLink.kind == "tests"))
+    if already is None:
+        links.create_link(experiment, "tests", tested, DEMO_OWNER, "The demo journey tests it.")
+    db.session.commit()
 
 
 def ensure_short_run_experiment() -> int:

@@ -96,6 +96,38 @@ def _metrics_demo(numbers: list[int]) -> None:
     db.session.commit()
 
 
+def _beliefs_demo(number_of: dict) -> int:
+    """A belief with a history, a pending proposal from the finished experiment's analyzer, and
+    links both ways; returns its number."""
+    from models import Experiment, db
+    from services.core.actors import Actor
+    from services.research import beliefs, links
+    from services.workflow import runs
+    owner = Actor("owner", None, "Owner")
+    experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number_of["shared"]))
+    belief = beliefs.create_belief({
+        "title": "Curriculum ordering barely matters at 125M", "status": "active", "confidence": "LOW",
+        "current_belief": "Easy-to-hard ordering changes final loss by **less than 1%** at 125M parameters.",
+        "evidence": f"#{experiment.number}: three seeds, 0.6% gap.", "counterevidence": "Bengio et al. (2009) "
+        "report larger gains on small models.", "next_test": "Repeat at 350M with five seeds."}, owner)
+    beliefs.create_belief({"title": "Warmup length dominates the first 1k steps", "status": "supported"}, owner)
+    beliefs.edit_belief(belief, {"confidence": "MODERATE", "reasoning": "A second seed agreed.",
+                                 "experiment": f"#{experiment.number}"}, owner)
+    run = runs.create_run(kind="qa", agent="analyzer", request="Analyse.", scope_id=experiment.id)
+    beliefs.propose_update(belief, experiment, run, status="supported", confidence="MODERATE",
+                           text="Easy-to-hard ordering changes final loss by less than 1% at 125M; the gap is "
+                                "inside the seed spread.",
+                           evidence=f"#{experiment.number}: 0.6% gap, seed spread 0.8%.",
+                           reasoning="The gap is smaller than the spread over seeds, so ordering does not "
+                                     "matter at this scale.")
+    source = links.describe("experiment", experiment)
+    target = links.describe("belief", belief)
+    links.create_link(source, "tests", target, Actor("agent", None, "planner"), "the plan names it")
+    links.create_link(links.describe("clean_result", experiment), "supports", target, owner)
+    db.session.commit()
+    return belief.number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
@@ -150,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         # The curves first: a share link charts the runs its result was promoted with.
         _metrics_demo([number_of["awaiting_promotion"], number_of["shared"]])
         share_token, shared_number = _results_demo(number_of)
+        belief_number = _beliefs_demo(number_of)
     pages = {
         "login": "/login",
         "board": "/",
@@ -172,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         "share-result": f"/s/{share_token}/{shared_number}",
         "metric-charts": f"/experiments/{number_of['awaiting_promotion']}#metrics",
         "compare": f"/experiments/compare?e={number_of['awaiting_promotion']}&e={number_of['shared']}",
+        "beliefs": "/beliefs",
+        "belief": f"/beliefs/{belief_number}",
+        "belief-link-form": f"/beliefs/{belief_number}#links",
+        "new-belief": "/beliefs/new",
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
@@ -213,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
                         card.locator("select").select_option("approved")
                         card.get_by_role("button", name="Move").click()
                         page.locator("#toasts .toast").wait_for()
+                    if name == "belief-link-form":
+                        page.locator("#links summary").click()
+                        page.get_by_label("Linked record").fill("#999")
+                        page.get_by_role("button", name="Add link").click()
+                        page.locator("#links .error").wait_for()
                     page.wait_for_load_state("networkidle")
                     if page.locator("[data-metric-chart]").count():
                         page.locator("[data-metric-chart] .uplot").first.wait_for()

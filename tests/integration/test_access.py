@@ -85,6 +85,16 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "settings.revoke_share_link", "settings.pod_secret_allowlist", "auth.logout_everywhere",
                      "settings.clear_research_repository", "settings.web_research", "pods.logs"):
         assert rule_of[endpoint] == ("owner", None), endpoint
+    for endpoint in ("beliefs.index", "beliefs.new", "beliefs.detail", "beliefs.edit", "beliefs.accept",
+                     "beliefs.reject", "links.panel", "links.create", "links.delete"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    for endpoint in ("api.list_beliefs", "api.get_belief", "api.list_proposals", "api.list_links"):
+        assert rule_of[endpoint] == ("api", "read"), endpoint
+    for endpoint in ("api.create_belief", "api.patch_belief", "api.create_link", "api.delete_link"):
+        assert rule_of[endpoint] == ("api", "write"), endpoint
+    # Claude never changes a belief without the owner: no token accepts or rejects an update.
+    for endpoint in ("api.accept_proposal", "api.reject_proposal"):
+        assert rule_of[endpoint] == ("owner_api", None), endpoint
     # Share links are the only rule besides public that needs no credential, and only under /s/.
     for rule in app.url_map.iter_rules():
         if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "share":
@@ -157,7 +167,7 @@ def test_a_route_without_a_rule_is_denied():
     assert response.get_json()["error"] == "no_access_rule"
 
 
-@pytest.mark.parametrize("path", ["/", "/experiments", "/your-turn", "/api-tokens"])
+@pytest.mark.parametrize("path", ["/", "/experiments", "/your-turn", "/api-tokens", "/beliefs", "/beliefs/new"])
 def test_owner_pages_work_with_a_session(client, owner, path):
     """With the owner's session, do the main pages answer 200?"""
     assert client.get(path).status_code == 200

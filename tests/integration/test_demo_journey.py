@@ -504,6 +504,32 @@ def test_analyzer_lists_computes_and_embeds_the_figure_it_drew(app_ctx):
     assert "seed 0 0.906, seed 1 0.912 (a spread of 0.6 points)" in data["html"]
 
 
+def test_analyzer_proposes_an_update_to_the_belief_its_experiment_tests(app_ctx):
+    """After the clean result: search_beliefs (linked) → read_belief → propose_belief_update at
+    the version read → add_link supports from the result → set_status; with no belief, straight on."""
+    brief = [{"role": "user", "content": "# Experiment #1\n\n## Your task\nAnalyse."}]
+    messages, answer = brief, _ask("analyzer", brief)
+    for _ in range(4):  # list_artifacts, run_analysis, post_marker, write_clean_result
+        messages = _after(messages, answer, "ok")
+        answer = _ask("analyzer", messages)
+    assert _tool_calls(answer) == [("search_beliefs", {"linked": True})]
+    messages = _after(messages, answer, '{"beliefs": [{"cite": "B3", "title": "Stable", "version": 2}]}')
+    answer = _ask("analyzer", messages)
+    assert _tool_calls(answer) == [("read_belief", {"belief": "B3"})]
+    messages = _after(messages, answer, '{"cite": "B3", "version": 2}')
+    answer = _ask("analyzer", messages)
+    [(name, data)] = _tool_calls(answer)
+    assert name == "propose_belief_update" and data["belief"] == "B3" and data["based_on_version"] == 2
+    messages = _after(messages, answer, "Proposed.")
+    answer = _ask("analyzer", messages)
+    assert _tool_calls(answer) == [("add_link", {"kind": "supports", "target": "B3", "from_result": True,
+                                                 "note": "Both seeds within two points (demo)."})]
+    messages = _after(messages, answer, "Linked.")
+    assert _tool_calls(_ask("analyzer", messages))[0][0] == "set_status"
+    walked = [name for name, _ in _walk("analyzer", "# Experiment #1\n\n## Your task\nGo.")]
+    assert walked[-2:] == ["search_beliefs", "set_status"]
+
+
 def test_analyzer_names_the_commit_the_pods_ran(app_ctx):
     """Does the clean result name the commit from the brief, and stay the plain one without code?"""
     sha = "0123456789abcdef0123456789abcdef01234567"
@@ -665,7 +691,7 @@ def test_the_crash_and_fix_experiment_end_to_end(app, worker, live_server, demo_
 
             # The analyzer computed and drew with run_analysis; the clean result embeds that figure.
             assert [name for name, error in _runs_tool_calls("analyzer", experiment_id) if not error] == \
-                ["list_artifacts", "run_analysis", "post_marker", "write_clean_result", "set_status"]
+                ["list_artifacts", "run_analysis", "post_marker", "write_clean_result", "search_beliefs", "set_status"]
             figure = db.session.scalar(sa.select(Artifact).where(Artifact.experiment_id == experiment_id,
                                                                  Artifact.name.like("analysis/%/accuracy-by-seed.svg")))
             assert figure is not None and figure.content_type == "image/svg+xml"
