@@ -20,6 +20,7 @@ from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.dispatch import metrics, pod_secrets
 from services.dispatch.provisioner import PROVISIONER
+from services.pipeline import demo_research
 from services.planning import approvals
 from services.research import beliefs, links
 from services.workflow import experiments, lifecycle, runs
@@ -173,7 +174,14 @@ def load_curated() -> int:
         _demo_dispatch(experiment)
         db.session.commit()
         count += 1
+    # The research record around them (a project, beliefs with evidence, a narrative).
+    demo_research.load_research_record()
     return count
+
+
+def _demo_account() -> str:
+    """The demo's pods run on this host: nothing it shows ever bills."""
+    return pod_accounts.on_host()[0]
 
 
 # What the curated experiments past dispatch show in their Pods panel and on their card
@@ -183,11 +191,6 @@ def load_curated() -> int:
 # id (the watcher asks a provider only about pods it knows), the dispatch run waits on
 # nothing a sweep acts on, and the running pod's heartbeat goes stale as a real pod's
 # would if it stopped posting.
-def _demo_account() -> str:
-    """The demo's pods run on this host: nothing it shows ever bills."""
-    return pod_accounts.on_host()[0]
-
-
 _DISPATCH_OUTCOMES = {"running": "running", "verifying": "finished", "interpreting": "finished",
                       "awaiting_promotion": "finished", "shared": "finished", "completed": "finished",
                       "blocked": "crashed"}
@@ -340,8 +343,10 @@ def ensure_journey_experiment() -> int:
 def _ensure_tested_belief(number: int) -> None:
     belief = db.session.scalar(sa.select(Belief).where(Belief.title == DEMO_BELIEF_TITLE))
     if belief is None:
+        project = demo_research.research_project()
         belief = beliefs.create_belief({
             "title": DEMO_BELIEF_TITLE, "status": "active", "confidence": "LOW",
+            "project": project.slug if project else None,
             "current_belief": "Two seeds of the probe land within two points of accuracy.",
             "next_test": "Run two seeds and compare their final accuracy."}, DEMO_OWNER)
     experiment = links.describe("experiment", experiments.get_experiment(number))
@@ -367,5 +372,8 @@ def _ensure_idea(title: str, hypothesis: str) -> int:
         {"title": title, "kind": "experiment", "pod_account": _demo_account(), "priority": "high",
          "tags": ["demo"], "hypothesis": hypothesis},
         DEMO_OWNER, note="Demo journey created: move it to Clarifying to start the scripted agents.")
+    project = demo_research.research_project()
+    if project is not None:
+        experiment.project_id = project.id
     db.session.commit()
     return experiment.number
