@@ -18,11 +18,11 @@ def register_blueprints(app: Flask) -> None:
     filters.init_app(app)
     errors.init_app(app)
     security_headers.init_app(app)
-    from blueprints import discussion, results, share
+    from blueprints import discussion, library, results, share
     results.init_app(app)
     discussion.init_app(app)
     share.init_app(app)
-    for module in (results, discussion, share):
+    for module in (results, discussion, share, library):
         app.register_blueprint(module.bp)
     for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress):
         app.register_blueprint(module.bp)
