@@ -12,14 +12,15 @@ camelCase; a body may spell each field camelCase or snake_case (`_common.fields_
     runs           /runs, /runs/<id>, /runs/<id>/cancel
     pods           /experiments/<ref>/launch-pods, /pods, /artifacts; /pods/<id>/stop, /artifacts/<id>
     results        /clean-results/<ref>, /experiments/<ref>/promote
+    literature     /literature: list and search, read, create (fields or identifier), patch
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import approvals, experiments, pods, registries, results, runs, workflow
+from blueprints.api import approvals, experiments, literature, pods, registries, results, runs, workflow
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-for resource in (registries, experiments, workflow, approvals, runs, pods, results):
+for resource in (registries, experiments, workflow, approvals, runs, pods, results, literature):
     resource.routes.register_on(bp)

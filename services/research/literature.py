@@ -328,24 +328,6 @@ def to_json(item: LiteratureItem, *, full: bool = True) -> dict:
     return body
 
 
-# camelCase API names → the service's field names.
-API_FIELDS = {"type": "type", "title": "title", "authors": "authors", "year": "year", "venue": "venue", "url": "url",
-              "arxivId": "arxiv_id", "doi": "doi", "openreviewId": "openreview_id", "s2Id": "s2_id",
-              "abstract": "abstract", "summaryMd": "summary_md", "relevanceReasonMd": "relevance_reason_md",
-              "threatReasonMd": "threat_reason_md", "notes": "notes", "readState": "read_state", "score": "score",
-              "tags": "tags", "projectId": "project_id"}
-
-
-def from_api(body) -> dict:
-    """An API body's fields by their service names; ValidationError for a field we do not know."""
-    if not isinstance(body, dict):
-        raise ValidationError("Send a JSON object.")
-    unknown = sorted(set(body) - set(API_FIELDS))
-    if unknown:
-        raise ValidationError(f"Unknown field(s): {', '.join(unknown)[:200]}.", field=unknown[0][:60])
-    return {API_FIELDS[key]: value for key, value in body.items()}
-
-
 # --- field checks -------------------------------------------------------------------------
 
 

@@ -412,3 +412,48 @@ def test_sqlite_search_uses_fts5(tmp_path):
         with lite.app_context():
             db.session.remove()
             db.engine.dispose()
+
+
+def test_the_api_creates_searches_and_patches(app, api_client, fake_literature):
+    """Can a token create by fields and by identifier, search, read and patch, with duplicates merged?"""
+    api = api_client("read,write")
+    made = api.post("/api/literature", json={"title": "Probing classifiers", "authors": ["Yonatan Belinkov"],
+                                             "abstract": "Probes and their limits.", "readState": "queued"})
+    assert made.status_code == 201 and made.json["created"] is True
+    item_id = made.json["item"]["id"]
+    again = api.post("/api/literature", json={"title": "probing classifiers", "authors": ["Belinkov, Yonatan"],
+                                              "doi": "10.1162/coli_a_00422"})
+    assert again.status_code == 200 and again.json["created"] is False and again.json["item"]["id"] == item_id
+    fake_literature.arxiv["2402.00002"] = ("From arXiv", ["Chris Olah"], "Circuits.")
+    by_id = api.post("/api/literature", json={"identifier": "2402.00002"})
+    assert by_id.status_code == 201 and by_id.json["item"]["arxivId"] == "2402.00002"
+    missing = api.post("/api/literature", json={"identifier": "10.9999/none"})
+    assert missing.status_code == 422 and missing.json["error"] == "lookup_failed"
+    found = api.get("/api/literature?q=limits").json["items"]
+    assert [i["id"] for i in found] == [item_id] and found[0]["doi"] == "10.1162/coli_a_00422"
+    assert api.get("/api/literature?readState=queued").json["items"][0]["id"] == item_id
+    patched = api.patch(f"/api/literature/{item_id}", json={"notes": "Read twice.", "readState": "read", "score": 0.9})
+    assert patched.status_code == 200 and patched.json["item"]["readState"] == "read"
+    assert api.get(f"/api/literature/{item_id}").json["item"]["notes"] == "Read twice."
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"title": "x", "readState": "skimmed"}, "read_state"), ({"title": "x", "type": "podcast"}, "type"),
+    ({"title": "x", "color": "red"}, "color"), ({"title": "x", "authors": "x" * 400}, "authors"),
+    ({"title": "x", "score": "high"}, "score"), ({"title": "x", "projectId": "nope"}, "project_id"),
+    ({"identifier": 5}, "identifier"),
+])
+def test_the_api_refuses_bad_fields(app, api_client, body, field):
+    """Is each bad field a 400 naming it, with nothing stored?"""
+    response = api_client("read,write").post("/api/literature", json=body)
+    assert response.status_code == 400 and response.json["field"] == field, response.json
+    assert _items(app) == []
+
+
+def test_the_api_needs_the_right_scope(app, api_client):
+    """Does a read token list but not create, and an unknown filter answer 400?"""
+    reader = api_client("read")
+    assert reader.get("/api/literature").status_code == 200
+    assert reader.post("/api/literature", json={"title": "x"}).status_code == 403
+    assert reader.get("/api/literature?type=podcast").status_code == 400
+    assert reader.get(f"/api/literature/{'0' * 32}").status_code == 404
