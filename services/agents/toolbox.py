@@ -11,12 +11,13 @@ from inspect import isfunction
 from types import ModuleType
 
 from models import db
-from services.agents import analysis, code_tools, implementation, repo_tools, research_tools, tools, web_tools
+from services.agents import (analysis, code_tools, implementation, literature_tools, repo_tools, research_tools, tools,
+                             web_tools)
 from services.agents.toolkit import RESULT_MAX, Tool, ToolContext, ToolResult, validate_input
 from services.claude import loader
 from services.core.errors import SaganError, ValidationError
 
-TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools)
+TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools, literature_tools)
 
 
 def collect(modules: tuple[ModuleType, ...]) -> dict[str, Tool]:
