@@ -12,8 +12,9 @@ from models import Project, db
 from services.core import registry
 from services.core.errors import SaganError, ValidationError
 from services.core.sanitize import render_markdown
-from services.research import bibtex, feeds, literature, zotero
+from services.research import bibtex, feeds, literature, literature_agent, zotero
 from services.research.literature_sources import LookupFailed
+from services.workflow import jobs
 
 bp = Blueprint("library", __name__)
 _STASH = "library"
@@ -102,7 +103,8 @@ def _item_page(item, status: int = 200, error: str | None = None, form=None) -> 
             ("summary_md", "relevance_reason_md", "threat_reason_md", "notes")}
     response = render("library/item.html", "library/_item_state.html", item=item, html=html, error=error,
                       form=form or {}, types=registry.LITERATURE_TYPES, read_states=registry.LITERATURE_READ_STATES,
-                      projects=_projects())
+                      projects=_projects(), agent_run=literature_agent.latest_run(item),
+                      active_statuses=registry.RUN_ACTIVE_STATUSES)
     response.status_code = status
     return response
 
@@ -233,3 +235,23 @@ def delete_feed(feed_id: str):
     feed = feeds.get_feed(feed_id)
     return perform(lambda: feeds.delete_feed(feed), done=lambda: redirect(url_for("library.index") + "#feeds",
                                                                           code=303))
+
+
+@bp.post("/library/<item_id>/assess")
+@access.owner
+def assess(item_id: str):
+    """Ask the literature agent to summarise the item, say why it matters and what it might
+    undercut against the project's beliefs, and rank the unread queue."""
+    row = literature.get_item(item_id)
+    started: dict = {}
+
+    def action():
+        started["run"] = literature_agent.start_assessment(row)
+
+    def done():
+        if "run" in started:
+            jobs.enqueue_run(started["run"].id)
+        return redirect(url_for("library.item", item_id=item_id) + "#assessment", code=303)
+
+    return perform(action, refused=lambda exc: _item_page(literature.get_item(item_id), 409 if exc.status_code == 409
+                                                          else 422, exc.message), done=done)

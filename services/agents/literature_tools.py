@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import sqlalchemy as sa
+
+from models import Belief, db
 from services.agents.toolkit import ToolContext, ToolResult, tool
 from services.core import registry
 from services.core.errors import ValidationError
@@ -58,3 +61,68 @@ def read_literature(ctx: ToolContext, data: dict) -> ToolResult:
             record[name] = record[name][:TEXT_SHOWN] + " …(cut)"
     record["cite"] = _cite(item)
     return ToolResult(redact(_json(record)))
+
+
+# --- the literature agent's own tools (its run's scope is one literature item) -------------
+
+BELIEFS_SHOWN = 50
+RANK_MAX = 100
+
+
+def scoped_item(ctx: ToolContext):
+    """The literature item the run was started on."""
+    if ctx.run.scope_kind != "literature" or ctx.run.scope_id is None:
+        raise ValidationError("This run is not about a literature item.")
+    return literature.get_item(ctx.run.scope_id)
+
+
+@tool("list_beliefs", "The beliefs of the item's project (all projects' when the item has none): number, title, "
+                      "what is believed, status, confidence. Judge relevance and threat against these.",
+      {"limit": {"type": "integer", "description": f"at most {BELIEFS_SHOWN}; default 30"}})
+def list_beliefs(ctx: ToolContext, data: dict) -> ToolResult:
+    item = scoped_item(ctx)
+    limit = max(1, min(int(data.get("limit") or 30), BELIEFS_SHOWN))
+    statement = sa.select(Belief).where(Belief.status.not_in(("archived", "retracted")))
+    if item.project_id:
+        statement = statement.where(Belief.project_id == item.project_id)
+    beliefs = list(db.session.scalars(statement.order_by(Belief.number).limit(limit)))
+    if not beliefs:
+        return ToolResult("No beliefs are recorded yet; judge relevance against the item's project alone.")
+    return ToolResult(redact(_json({"beliefs": [
+        {"number": b.number, "title": b.title, "currentBelief": b.current_belief[:1500], "status": b.status,
+         "confidence": b.confidence} for b in beliefs]})))
+
+
+@tool("write_literature_assessment", "Write this item's summary, why it matters (relevance) and what it might "
+                                     "undercut (threat, naming beliefs by number), in markdown, and its rank score "
+                                     "(0–1: how much reading it now would change what we believe).",
+      {"summary_md": {"type": "string", "maxLength": 20_000}, "relevance_reason_md": {"type": "string", "maxLength": 20_000},
+       "threat_reason_md": {"type": "string", "maxLength": 20_000}, "score": {"type": "number"}},
+      ["summary_md", "relevance_reason_md", "threat_reason_md", "score"])
+def write_literature_assessment(ctx: ToolContext, data: dict) -> ToolResult:
+    item = scoped_item(ctx)
+    if not 0 <= data["score"] <= 1:
+        raise ValidationError("The score is between 0 and 1.", field="score")
+    literature.update(item, {name: data[name] for name in ("summary_md", "relevance_reason_md", "threat_reason_md",
+                                                            "score")})
+    return ToolResult(f"Saved the assessment of “{item.title}” (score {data['score']:.2f}).")
+
+
+@tool("rank_literature", "Set the rank score (0–1) of unread or queued items, to order the reading queue; "
+                         "ids from search_literature (read_state unread).",
+      {"scores": {"type": "array", "maxItems": RANK_MAX, "items": {
+          "type": "object", "properties": {"id": {"type": "string"}, "score": {"type": "number"}},
+          "required": ["id", "score"]}}}, ["scores"])
+def rank_literature(ctx: ToolContext, data: dict) -> ToolResult:
+    scoped_item(ctx)
+    changed = []
+    for entry in data["scores"]:
+        item = literature.get_item(entry["id"])
+        if item.read_state not in ("unread", "queued"):
+            raise ValidationError(f"“{item.title}” is {item.read_state}; only unread or queued items are ranked.",
+                                  field="scores")
+        if not 0 <= entry["score"] <= 1:
+            raise ValidationError("Scores are between 0 and 1.", field="scores")
+        item.score = float(entry["score"])
+        changed.append(item.title)
+    return ToolResult(f"Ranked {len(changed)} item(s).")
