@@ -58,7 +58,7 @@ def test_an_unknown_arxiv_id_shows_the_manual_form_prefilled(app, client, owner,
     response = _post(client, "/library/add", {"identifier": "2401.99999"})
     assert response.status_code == 422
     assert "arXiv knows no paper 2401.99999" in response.text
-    assert 'value="2401.99999"' in response.text and "<details open" in response.text
+    assert 'value="2401.99999"' in response.text and '<details class="more" open' in response.text
     assert _items(app) == []
 
 
