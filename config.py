@@ -166,6 +166,8 @@ class Config:
     SAGAN_SEMANTIC_SCHOLAR_API_URL = os.environ.get("SAGAN_SEMANTIC_SCHOLAR_API_URL",
                                                     "https://api.semanticscholar.org/graph/v1")
     SAGAN_ZOTERO_API_URL = os.environ.get("SAGAN_ZOTERO_API_URL", "https://api.zotero.org")
+    # The largest BibTeX upload (a library exported with its abstracts is several MB).
+    LITERATURE_IMPORT_MAX_BYTES = _env_int("SAGAN_LITERATURE_IMPORT_MAX_BYTES", 20_000_000)
     # Minutes between two polls of one literature feed.
     LITERATURE_FEED_INTERVAL_MINUTES = _env_int("SAGAN_LITERATURE_FEED_INTERVAL_MINUTES", 360)
 

@@ -3,7 +3,7 @@
 services/research/literature*.py, bibtex.py, zotero.py and feeds.py do the work."""
 from __future__ import annotations
 
-from flask import Blueprint, Response, redirect, request, url_for
+from flask import Blueprint, Response, current_app, redirect, request, url_for
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
@@ -147,6 +147,7 @@ def read_state(item_id: str):
 
 @bp.post("/library/import/bibtex")
 @access.owner
+@access.body_limit("LITERATURE_IMPORT_MAX_BYTES")
 def import_bibtex():
     """Import a .bib upload: what parses is added (duplicates merge), each broken entry reported by line."""
     upload = request.files.get("file")
@@ -156,7 +157,7 @@ def import_bibtex():
     def action():
         if upload is None or not upload.filename:
             raise ValidationError("Choose a .bib file.", field="file")
-        report["report"] = bibtex.import_bibtex(upload.read(bibtex.MAX_BYTES + 1),
+        report["report"] = bibtex.import_bibtex(upload.read(current_app.config["LITERATURE_IMPORT_MAX_BYTES"] + 1),
                                                 project_id=literature.project_id_of(project))
 
     def done():

@@ -10,13 +10,13 @@ import unicodedata
 from dataclasses import dataclass, field
 
 import bibtexparser
+from flask import current_app
 from bibtexparser.model import Entry, Field
 
 from models import LiteratureItem, db
 from services.core.errors import SaganError, ValidationError
 from services.research import literature
 
-MAX_BYTES = 20_000_000
 _TYPES = {"article": "paper", "inproceedings": "paper", "conference": "paper", "incollection": "paper",
           "phdthesis": "report", "mastersthesis": "report", "techreport": "report", "book": "other",
           "misc": "paper", "unpublished": "paper", "online": "blog_post", "software": "repo", "video": "video"}
@@ -35,8 +35,9 @@ def import_bibtex(raw: bytes | str, *, project_id=None) -> ImportReport:
     """Add every entry that parses (merging duplicates); each broken one is reported by line.
     The caller commits."""
     if isinstance(raw, bytes):
-        if len(raw) > MAX_BYTES:
-            raise ValidationError(f"The file is over {MAX_BYTES // 1_000_000} MB.", field="file")
+        limit = current_app.config["LITERATURE_IMPORT_MAX_BYTES"]
+        if len(raw) > limit:
+            raise ValidationError(f"The file is over {limit:,} bytes.", field="file")
         try:
             raw = raw.decode("utf-8-sig")
         except UnicodeDecodeError:

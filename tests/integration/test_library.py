@@ -190,6 +190,17 @@ def test_bibtex_import_keeps_what_parses_and_reports_broken_entries_by_line(app,
     assert items["Second paper"].authors == ["Hans Müller"] and items["Second paper"].arxiv_id == "1901.00001"
 
 
+def test_a_5_mb_abstract_in_a_bibtex_file_is_cut_not_refused(app, client, owner):
+    """Does a BibTeX upload past the usual request limit import, its 5 MB abstract cut to the field's limit?"""
+    big = "@article{big, title={Huge abstract}, author={Doe, Jane}, abstract={" + "word " * 1_000_000 + "}}\n"
+    response = client.post("/library/import/bibtex", data={"csrf_token": _csrf(client),
+                                                           "file": (__import__("io").BytesIO(big.encode()), "b.bib")},
+                           content_type="multipart/form-data", follow_redirects=True)
+    assert response.status_code == 200 and "1 added" in response.text
+    [item] = _items(app)
+    assert len(item.abstract) == 100_000
+
+
 def test_an_empty_or_missing_bibtex_file_is_refused(app, client, owner):
     """Does an upload with no file, or an empty one, say so (422) and add nothing?"""
     assert "Choose a .bib file" in _post(client, "/library/import/bibtex").text
