@@ -468,3 +468,54 @@ def test_the_api_needs_the_right_scope(app, api_client):
     assert reader.post("/api/literature", json={"title": "x"}).status_code == 403
     assert reader.get("/api/literature?type=podcast").status_code == 400
     assert reader.get(f"/api/literature/{'0' * 32}").status_code == 404
+
+
+def test_subscribing_polls_at_once_and_a_feed_can_be_polled_again_or_removed(app, client, owner, fake_literature,
+                                                                            worker):
+    """Does subscribing queue a first poll, "Poll now" queue another, and removing keep the feed's items?"""
+    fake_literature.feeds["blog.xml"] = ("application/rss+xml", RSS)
+    made = _post(client, "/library/feeds", {"kind": "rss", "query": f"{fake_literature.url}/feeds/blog.xml",
+                                            "label": "A blog"})
+    assert made.status_code == 303
+    worker()
+    page = client.get("/library").text
+    assert "A blog" in page and "2 added" in page and "A post about probes" in page
+    with app.app_context():
+        feed_id = db.session.scalar(sa.select(LiteratureFeed.id))
+    assert _post(client, f"/library/feeds/{feed_id}/poll").status_code == 303
+    assert "Polling “A blog”" in client.get("/library").text
+    with app.app_context():
+        first_poll = db.session.get(LiteratureFeed, feed_id).last_polled_at
+    worker()
+    with app.app_context():
+        assert db.session.get(LiteratureFeed, feed_id).last_polled_at > first_poll
+    assert _post(client, f"/library/feeds/{feed_id}/delete").status_code == 303
+    with app.app_context():
+        assert db.session.get(LiteratureFeed, feed_id) is None
+    assert len(_items(app)) == 2
+    assert _post(client, f"/library/feeds/{feed_id}/poll").status_code == 404
+
+
+def test_a_feed_on_a_private_address_is_refused_unless_allowed(app, client, owner):
+    """With private URLs not allowed, is a feed on 127.0.0.1 refused when saved, with nothing kept?"""
+    app.config["SAGAN_ALLOW_PRIVATE_URLS"] = False
+    try:
+        response = _post(client, "/library/feeds", {"kind": "rss", "query": "https://127.0.0.1/feed.xml"})
+    finally:
+        app.config["SAGAN_ALLOW_PRIVATE_URLS"] = True
+    assert response.status_code == 422 and "loopback" in response.text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureFeed)) == 0
+
+
+def test_the_scheduler_tick_queues_due_feeds(app, app_ctx, fake_literature, worker):
+    """Does one scheduler tick queue a poll for a feed never polled, which then lands its items?"""
+    from services.research import feeds
+    from workers import scheduler
+    fake_literature.feeds["blog.xml"] = ("application/rss+xml", RSS)
+    feeds.create_feed({"kind": "rss", "query": f"{fake_literature.url}/feeds/blog.xml"})
+    db.session.commit()
+    scheduler.tick(app)
+    worker()
+    db.session.expire_all()
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem)) == 2
