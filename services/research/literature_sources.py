@@ -23,7 +23,7 @@ from services.core.outbound import OutboundRefused, check_outbound_url, resolve_
 TIMEOUT_SECONDS = 20
 MAX_BODY_BYTES = 10_000_000
 MAX_REDIRECTS = 3
-USER_AGENT = "Sagan literature library (https://github.com/)"
+USER_AGENT = "Sagan-literature/1.0"
 
 # New-style arXiv ids (2007-): YYMM.NNNN or YYMM.NNNNN; old style: archive(.SUB)/YYMMNNN.
 _ARXIV_NEW = r"\d{4}\.\d{4,5}"
@@ -38,9 +38,11 @@ class LookupFailed(Unprocessable):
 
     code = "lookup_failed"
 
-    def __init__(self, message: str, *, known: dict | None = None, retry_after: float | None = None):
+    def __init__(self, message: str, *, known: dict | None = None, retry_after: float | None = None,
+                 missing: bool = False):
         super().__init__(message)
         self.known = known or {}
+        self.missing = missing  # the source answered and knows no such work (not: it failed)
         if retry_after is not None:
             self.details["retryAfter"] = retry_after
 
@@ -145,7 +147,7 @@ def _retry_after(response: httpx.Response) -> float | None:
 def _refusal(source: str, response: httpx.Response, known: dict, what: str) -> LookupFailed:
     """The sentence for a source's non-200 answer."""
     if response.status_code == 404:
-        return LookupFailed(f"{source} knows no {what}.", known=known)
+        return LookupFailed(f"{source} knows no {what}.", known=known, missing=True)
     if response.status_code == 429:
         wait = _retry_after(response)
         later = f" (it asks to wait {wait:g} s)" if wait is not None else ""
@@ -206,7 +208,7 @@ def lookup_arxiv(arxiv_id: str) -> dict:
         raise LookupFailed(exc.message, known=known) from None
     entries = [e for e in parsed.entries if normalize_arxiv_id((e.get("id") or "").rsplit("/abs/", 1)[-1])]
     if not entries:
-        raise LookupFailed(f"arXiv knows no paper {arxiv_id}.", known=known)
+        raise LookupFailed(f"arXiv knows no paper {arxiv_id}.", known=known, missing=True)
     return arxiv_entry_fields(entries[0])
 
 
@@ -283,7 +285,7 @@ def lookup(text: str) -> dict:
         try:
             return lookup_crossref(value)
         except LookupFailed as crossref_failed:
-            if "knows no" not in crossref_failed.message:
+            if not crossref_failed.missing:
                 raise
             # A DOI Crossref does not register (DataCite's arXiv DOIs, for one) may be known to S2.
             try:
