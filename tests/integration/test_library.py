@@ -519,3 +519,29 @@ def test_the_scheduler_tick_queues_due_feeds(app, app_ctx, fake_literature, work
     worker()
     db.session.expire_all()
     assert db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem)) == 2
+
+
+@pytest.mark.parametrize("prefix, answer, call, message", [
+    ("/arxiv", (503, {"Content-Type": "text/plain"}, b"Rate exceeded."), ("arxiv", "2401.01234"), "answered 503"),
+    ("/arxiv", (200, {"Content-Type": "text/plain"}, b"Rate exceeded."), ("arxiv", "2401.01234"),
+     "not an Atom feed (Rate exceeded.)"),
+    ("/nothing", None, ("arxiv", "junk-id"), "arXiv refused the query: incorrect id format"),
+    ("/crossref", (200, {"Content-Type": "application/json"}, b'{"status": "ok", "message": '),
+     ("crossref", "10.1000/x"), "not the JSON it documents"),
+    ("/crossref", (200, {"Content-Type": "application/json"}, b'{"status": "ok", "message": {"title": []}}'),
+     ("crossref", "10.1000/x"), "no title"),
+    ("/s2", (200, {"Content-Type": "application/json"}, b'["not", "a", "paper"]'), ("s2", "URL:https://x.org/p"),
+     "not the JSON it documents"),
+])
+def test_malformed_or_refusing_sources_fail_clearly(app, app_ctx, fake_literature, prefix, answer, call, message):
+    """Does each malformed or refusing answer (arXiv throttling in plain text, arXiv's Error entry,
+    broken JSON, a work without a title) become a LookupFailed with a clear sentence?"""
+    from services.research import literature_sources as sources
+    if answer:
+        fake_literature.fail[prefix] = answer
+    source, value = call
+    lookup = {"arxiv": sources.lookup_arxiv, "crossref": sources.lookup_crossref,
+              "s2": sources.lookup_semantic_scholar}[source]
+    with pytest.raises(sources.LookupFailed) as failed:
+        lookup(value)
+    assert message in failed.value.message
