@@ -282,10 +282,9 @@ def search(filters: Filters, *, limit: int = 50, offset: int = 0) -> list[Litera
     order = [LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(), LiteratureItem.id]
     if filters.query:
         if db.engine.dialect.name == "postgresql":
-            document = sa.literal_column(SEARCH_DOCUMENT_SQL)
-            tsquery = sa.func.websearch_to_tsquery(sa.literal_column("'english'::regconfig"), filters.query)
-            statement = statement.where(document.op("@@")(tsquery))
-            order = [sa.func.ts_rank(document, tsquery).desc(), *order]
+            condition, rank = postgres_text_match(filters.query)
+            statement = statement.where(condition)
+            order = [rank.desc(), *order]
         else:
             match = _fts5_query(filters.query)
             if not match:
@@ -294,6 +293,13 @@ def search(filters: Filters, *, limit: int = 50, offset: int = 0) -> list[Litera
                 sa.text("SELECT rowid FROM literature_fts WHERE literature_fts MATCH :match")
                 .bindparams(match=match)))
     return list(db.session.scalars(statement.order_by(*order).limit(limit).offset(offset)))
+
+
+def postgres_text_match(query: str):
+    """(condition, rank) of a web-search-style query against the document the GIN index holds."""
+    document = sa.literal_column(SEARCH_DOCUMENT_SQL)
+    tsquery = sa.func.websearch_to_tsquery(sa.literal_column("'english'::regconfig"), query)
+    return document.op("@@")(tsquery), sa.func.ts_rank(document, tsquery)
 
 
 def count(filters: Filters | None = None) -> int:
