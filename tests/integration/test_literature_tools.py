@@ -84,7 +84,7 @@ def test_the_literature_agent_writes_the_assessment_and_ranks_the_queue(app, cli
     assert "Features are monosemantic" in sent[1]["content"]
     shown = client.get(f"/library/{item_id}").text
     assert "<strong>superposition</strong>" in shown and "Ask Claude again" in shown
-    assert client.get(f"/runs/{run_id}").status_code == 200
+    assert client.get(f"/runs/{run_id}").status_code == 200 and client.get("/runs").status_code == 200
 
 
 def test_the_literature_agent_needs_a_key_and_runs_once_at_a_time(app, client, owner):
