@@ -201,6 +201,19 @@ def test_a_5_mb_abstract_in_a_bibtex_file_is_cut_not_refused(app, client, owner)
     assert len(item.abstract) == 100_000
 
 
+def test_a_bibtex_upload_past_its_own_limit_is_refused_with_413(app, client, owner):
+    """Is an upload over SAGAN_LITERATURE_IMPORT_MAX_BYTES refused (413) before it is read, nothing added?"""
+    csrf = _csrf(client)
+    saved, app.config["LITERATURE_IMPORT_MAX_BYTES"] = app.config["LITERATURE_IMPORT_MAX_BYTES"], 3_000_000
+    try:
+        response = client.post("/library/import/bibtex", data=b"x" * 3_000_001, headers={"X-CSRFToken": csrf},
+                               content_type="application/x-www-form-urlencoded")
+    finally:
+        app.config["LITERATURE_IMPORT_MAX_BYTES"] = saved
+    assert response.status_code == 413
+    assert _items(app) == []
+
+
 def test_an_empty_or_missing_bibtex_file_is_refused(app, client, owner):
     """Does an upload with no file, or an empty one, say so (422) and add nothing?"""
     assert "Choose a .bib file" in _post(client, "/library/import/bibtex").text
