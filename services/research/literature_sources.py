@@ -64,7 +64,8 @@ def match_key(title: str, authors: list[str]) -> str:
     (a BibTeX entry and a feed item) gets the same key whatever its case, accents or punctuation."""
     def fold(text: str) -> str:
         text = unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode().lower()
-        return re.sub(r"[^a-z0-9]+", " ", text).strip()
+        # An apostrophe joins ("Müller's" is "mullers"); every other mark separates words.
+        return re.sub(r"[^a-z0-9]+", " ", re.sub(r"['\u2019]", "", text)).strip()
     first = authors[0] if authors else ""
     # "Vaswani, Ashish" and "Ashish Vaswani" both name the surname Vaswani.
     surname = first.split(",")[0] if "," in first else (first.split() or [""])[-1]
