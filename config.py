@@ -162,6 +162,18 @@ class Config:
     # max_uses (services/agents/web_tools.py). Searches cost $10 per 1,000.
     WEB_TOOLS_MAX_USES = _env_int("SAGAN_WEB_TOOLS_MAX_USES", 5)
 
+    # --- the literature library (SPEC §11.3) ------------------------------------------
+    # Metadata sources, by base URL (the tests point them at loopback fakes).
+    SAGAN_ARXIV_API_URL = os.environ.get("SAGAN_ARXIV_API_URL", "https://export.arxiv.org/api/query")
+    SAGAN_CROSSREF_API_URL = os.environ.get("SAGAN_CROSSREF_API_URL", "https://api.crossref.org")
+    SAGAN_SEMANTIC_SCHOLAR_API_URL = os.environ.get("SAGAN_SEMANTIC_SCHOLAR_API_URL",
+                                                    "https://api.semanticscholar.org/graph/v1")
+    SAGAN_ZOTERO_API_URL = os.environ.get("SAGAN_ZOTERO_API_URL", "https://api.zotero.org")
+    # The largest BibTeX upload (a library exported with its abstracts is several MB).
+    LITERATURE_IMPORT_MAX_BYTES = _env_int("SAGAN_LITERATURE_IMPORT_MAX_BYTES", 20_000_000)
+    # Minutes between two polls of one literature feed.
+    LITERATURE_FEED_INTERVAL_MINUTES = _env_int("SAGAN_LITERATURE_FEED_INTERVAL_MINUTES", 360)
+
     # --- pods (SPEC §6) ------------------------------------------------------------
     RUNPOD_API_URL = os.environ.get("RUNPOD_API_URL", "https://api.runpod.io")  # REST v2
     RUNPOD_API_KEY_TEAM = os.environ.get("RUNPOD_API_KEY_TEAM", "")

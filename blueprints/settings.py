@@ -11,7 +11,7 @@ from services.core import pod_accounts, settings
 from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
-from services.research import projects
+from services.research import projects, zotero
 from services.results import shares
 from services.workflow import experiments
 
@@ -21,7 +21,7 @@ _SHARE_STASH = "share-links"
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
           new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None,
-          ssh_error=None, ssh_form=None):
+          ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -40,7 +40,9 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            web_error=web_error, web_form=web_form,
                            ssh_accounts=[(account, bool((current_app.config.get(key) or "").strip()))
                                          for account, key in accounts.keys().items()],
-                           ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {})
+                           ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {},
+                           zotero=zotero.configured(), zotero_error=zotero_error,
+                           zotero_form={k: v for k, v in (zotero_form or {}).items() if k != "api_key"})
 
 
 @bp.get("/settings")
@@ -159,3 +161,11 @@ def ssh_keys_of(account: str):
     typed = "" if ssh_keys.looks_private(raw) else raw
     return _save(lambda: ssh_keys.update(account, raw),
                  lambda exc: (_page(ssh_error={account: exc.message}, ssh_form={account: typed}), 422), "#ssh-keys")
+
+
+@bp.post("/settings/zotero")
+@access.owner
+def zotero_library():
+    """Save the Zotero library id and API key (the key is never shown back), or forget them."""
+    return _save(lambda: zotero.update_settings(request.form),
+                 lambda exc: (_page(zotero_error=exc.message, zotero_form=request.form), 422), "#zotero")

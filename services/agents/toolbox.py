@@ -16,6 +16,7 @@ from services.agents import (
     belief_tools,
     code_tools,
     implementation,
+    literature_tools,
     repo_tools,
     research_tools,
     tools,
@@ -25,7 +26,8 @@ from services.agents.toolkit import RESULT_MAX, Tool, ToolContext, ToolResult, v
 from services.claude import loader
 from services.core.errors import SaganError, ValidationError
 
-TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools, belief_tools)
+TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools, belief_tools,
+                literature_tools)
 
 
 def collect(modules: tuple[ModuleType, ...]) -> dict[str, Tool]:

@@ -234,6 +234,16 @@ LINK_KINDS = ["supports", "contradicts", "tests", "produces_evidence_for", "deri
               "blocks", "duplicates", "method", "baseline", "background", "threat", "inspiration", "parent",
               "child", "sibling"]
 
+# The literature library (SPEC §11.3).
+LITERATURE_TYPES = ["paper", "blog_post", "forum_post", "newsletter", "report", "repo", "video", "other"]
+# `unread` is where every new item lands (an added paper, a feed's new entry); `queued` is the
+# owner's (or the literature agent's) pick of what to read next.
+LITERATURE_READ_STATES = ["unread", "queued", "reading", "read", "archived"]
+LITERATURE_SOURCES = ["arxiv", "openreview", "semantic_scholar", "hn", "twitter_list", "rss", "manual", "bibtex",
+                      "zotero"]
+# A feed is an arXiv search query, an arXiv category (e.g. cs.LG), or any RSS/Atom URL.
+LITERATURE_FEED_KINDS = ["arxiv_query", "arxiv_category", "rss"]
+
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]

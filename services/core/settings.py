@@ -28,7 +28,10 @@ EDITABLE = {
     "research_repo_ssh_key_env": None,  # NAME of Sagan's env var holding an SSH deploy key
     "web_tools_enabled": None,  # web search/fetch offered to the agents that list them (on when unset)
     "runpod_ssh_keys": None,  # {account: {"keys": [public key lines], "registered_at"}} (services/dispatch/ssh_keys.py)
-    "web_allowed_domains": None,  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
+    "web_allowed_domains": None,
+    "zotero_library_type": None,  # "user" or "group" (services/research/zotero.py)
+    "zotero_library_id": None,
+    "zotero_api_key": None,  # a secret: stored, never shown back on any page  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 
 # Sagan's own secrets: never handed to a pod, whatever a setting names.

@@ -1,6 +1,6 @@
 """The demo's research record around its experiments (SPEC §11): one project with its
 question, beliefs in several states with the demo experiments as their evidence, typed links,
-and a published narrative with a newer draft. Idempotent, like the curated experiments: a
+a library of papers the project rests on, and a published narrative with a newer draft. Idempotent, like the curated experiments: a
 second load finds the project and adds nothing."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from models import Experiment, db
 from models.research import Belief, Project
 from services.core.actors import Actor
-from services.research import beliefs, links, narratives, projects
+from services.research import beliefs, links, literature, narratives, projects
 
 DEMO_OWNER = Actor("owner", None, "demo")
 PROJECT_SLUG = "training-dynamics"
@@ -86,6 +86,68 @@ Repeat the curriculum sweep at 350M, then write up the warmup result for the gro
 """
 
 
+# The project's library: (title, authors, year, arXiv id, read state, what the owner noted).
+PAPERS = [
+    ("Attention Is All You Need", ["Ashish Vaswani", "Noam Shazeer"], 2017, "1706.03762", "read", ""),
+    ("Grokking: Generalization Beyond Overfitting on Small Algorithmic Datasets", ["Alethea Power", "Yuri Burda"],
+     2022, "2201.02177", "read", "The delay we study; their weight decay result is what our falsified belief tested."),
+    ("Omnigrok: Grokking Beyond Algorithmic Data", ["Ziming Liu", "Eric J. Michaud", "Max Tegmark"], 2022,
+     "2210.01117", "reading", "Ties grokking to the weight norm at initialisation, not to weight decay alone."),
+    ("Progress measures for grokking via mechanistic interpretability", ["Neel Nanda", "Lawrence Chan"], 2023,
+     "2301.05217", "queued", ""),
+    ("On the Variance of the Adaptive Learning Rate and Beyond", ["Liyuan Liu", "Haoming Jiang"], 2019,
+     "1908.03265", "read", "Why warmup helps Adam: the early variance of the adaptive rate."),
+    ("Decoupled Weight Decay Regularization", ["Ilya Loshchilov", "Frank Hutter"], 2017, "1711.05101", "read", ""),
+    ("Efficient Streaming Language Models with Attention Sinks", ["Guangxuan Xiao", "Yuandong Tian"], 2023,
+     "2309.17453", "reading", "Names the attention-sink effect our draft belief is about."),
+    ("When Does Label Smoothing Help?", ["Rafael Müller", "Simon Kornblith", "Geoffrey Hinton"], 2019,
+     "1906.02629", "queued", ""),
+    ("Rethinking the Inception Architecture for Computer Vision", ["Christian Szegedy", "Vincent Vanhoucke"], 2015,
+     "1512.00567", "archived", ""),
+    ("Mixed Precision Training", ["Paulius Micikevicius", "Sharan Narang"], 2017, "1710.03740", "read",
+     "Loss scaling; the baseline our bf16 drift runs compare against."),
+    ("Scaling Laws for Neural Language Models", ["Jared Kaplan", "Sam McCandlish"], 2020, "2001.08361", "read", ""),
+    ("Training Compute-Optimal Large Language Models", ["Jordan Hoffmann", "Sebastian Borgeaud"], 2022,
+     "2203.15556", "read", ""),
+    ("Adam: A Method for Stochastic Optimization", ["Diederik P. Kingma", "Jimmy Ba"], 2014, "1412.6980", "read", ""),
+    ("Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", ["Priya Goyal", "Piotr Dollár"], 2017,
+     "1706.02677", "read", "The gradual warmup recipe."),
+    ("An Empirical Model of Large-Batch Training", ["Sam McCandlish", "Jared Kaplan"], 2018, "1812.06162", "read",
+     "The gradient noise scale our batch-size experiment measures."),
+    ("Deep Double Descent: Where Bigger Models and More Data Hurt", ["Preetum Nakkiran", "Gal Kaplun"], 2019,
+     "1912.02292", "unread", ""),
+    ("Small-scale proxies for large-scale Transformer training instabilities", ["Mitchell Wortsman", "Peter J. Liu"],
+     2023, "2309.14322", "unread", "Loss spikes reproduced at small scale: directly on our question."),
+    ("Stabilizing Transformer Training by Preventing Attention Entropy Collapse", ["Shuangfei Zhai", "Tatiana Likhomanenko"],
+     2023, "2303.06296", "unread", ""),
+    ("Gradient Descent on Neural Networks Typically Occurs at the Edge of Stability", ["Jeremy M. Cohen", "Simran Kaur"],
+     2021, "2103.00065", "queued", ""),
+    ("Adaptive Gradient Methods at the Edge of Stability", ["Jeremy M. Cohen", "Behrooz Ghorbani"], 2022,
+     "2207.14484", "unread", ""),
+    ("Pythia: A Suite for Analyzing Large Language Models Across Training and Scaling",
+     ["Stella Biderman", "Hailey Schoelkopf"], 2023, "2304.01373", "unread", ""),
+    ("Toy Models of Superposition", ["Nelson Elhage", "Tristan Hume"], 2022, "2209.10652", "unread", ""),
+    ("On Layer Normalization in the Transformer Architecture", ["Ruibin Xiong", "Yunchang Yang"], 2020,
+     "2002.04745", "read", "Pre-LN needs no warmup: a threat to the warmup belief's mechanism."),
+    ("Tensor Programs V: Tuning Large Neural Networks via Zero-Shot Hyperparameter Transfer",
+     ["Greg Yang", "Edward J. Hu"], 2022, "2203.03466", "unread", ""),
+    ("Bag of Tricks for Image Classification with Convolutional Neural Networks", ["Tong He", "Zhi Zhang"], 2018,
+     "1812.01187", "archived", ""),
+    ("SGDR: Stochastic Gradient Descent with Warm Restarts", ["Ilya Loshchilov", "Frank Hutter"], 2016,
+     "1608.03983", "unread", ""),
+    ("Language Models are Few-Shot Learners", ["Tom B. Brown", "Benjamin Mann"], 2020, "2005.14165", "archived", ""),
+    ("Sparse Autoencoders Find Highly Interpretable Features in Language Models", ["Hoagy Cunningham", "Aidan Ewart"],
+     2023, "2309.08600", "queued", ""),
+]
+
+
+def _load_library(project: Project) -> None:
+    for title, authors, year, arxiv_id, read_state, notes in PAPERS:
+        literature.add({"title": title, "authors": authors, "year": year, "arxiv_id": arxiv_id,
+                        "url": f"https://arxiv.org/abs/{arxiv_id}", "read_state": read_state, "notes": notes,
+                        "project_id": str(project.id)}, source="arxiv")
+
+
 def _experiments_starting(prefixes: tuple[str, ...]) -> list[Experiment]:
     return list(db.session.scalars(sa.select(Experiment).where(
         sa.or_(*(Experiment.title.startswith(prefix) for prefix in prefixes))).order_by(Experiment.number)))
@@ -120,6 +182,7 @@ def load_research_record() -> bool:
         journey_belief.project_id = project.id
     numbers = {"warmup": cited.get("warmup", 0), "grokking": cited.get("weight", 0),
                "curriculum": cited.get("curriculum", 0)}
+    _load_library(project)
     first = narratives.save_draft(project, NARRATIVE_V1.format(**numbers), DEMO_OWNER)
     narratives.publish(project, first.version, DEMO_OWNER)
     narratives.save_draft(project, NARRATIVE_V2.format(**numbers), DEMO_OWNER)

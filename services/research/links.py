@@ -17,11 +17,13 @@ from typing import Callable
 import sqlalchemy as sa
 
 from models import AgentRun, CleanResultVersion, Experiment, db
-from models.research import Belief, ProjectNarrative, Project, RecordLink
+from models.literature import LiteratureItem
+from models.research import Belief, Project, ProjectNarrative, RecordLink
 from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.research import beliefs
+from services.research.literature_sources import normalize_arxiv_id, normalize_doi
 
 NOTE_MAX = 2000
 
@@ -85,6 +87,25 @@ def _run_label(run: AgentRun) -> str:
     return f"{run.agent} run" + (f" on #{number}" if number else "") + f" ({str(run.id)[:8]})"
 
 
+def _literature_label(item: LiteratureItem) -> str:
+    first = (item.authors or ["?"])[0]
+    surname = first.split(",")[0].split()[-1] if first.strip() else "?"
+    return f"{surname} {item.year or 'n.d.'}: {item.title}"
+
+
+def _find_literature(text: str) -> LiteratureItem | None:
+    """A library item named by its arXiv id ("arXiv:2401.01234") or DOI ("doi:10.1000/x")."""
+    lowered = text.strip().lower()
+    if lowered.startswith("arxiv:"):
+        arxiv_id = normalize_arxiv_id(text.strip()[6:])
+        return db.session.scalar(sa.select(LiteratureItem).where(LiteratureItem.arxiv_id == arxiv_id)) \
+            if arxiv_id else None
+    if lowered.startswith("doi:") or lowered.startswith("10."):
+        doi = normalize_doi(text.strip()[4:] if lowered.startswith("doi:") else text.strip())
+        return db.session.scalar(sa.select(LiteratureItem).where(LiteratureItem.doi == doi)) if doi else None
+    return None
+
+
 def _narrative_project(narrative: ProjectNarrative) -> Project | None:
     return db.session.get(Project, narrative.project_id)
 
@@ -115,14 +136,16 @@ RESOLVERS: dict[str, Resolver] = {
     "clean_result": Resolver(
         "clean result", _experiment_with_result, lambda e: f"Result of #{e.number}: {_result_title(e)}",
         lambda e: f"/experiments/{e.number}#clean-result", _find_result),
+    "literature": Resolver(
+        "literature item", lambda i: db.session.get(LiteratureItem, i), lambda item: _literature_label(item),
+        lambda item: f"/library/{item.id}", lambda text: _find_literature(text)),
     "narrative": Resolver(
         "narrative", lambda i: db.session.get(ProjectNarrative, i), _narrative_label, _narrative_url,
         lambda text: None),
 }
 
 # Record kinds a link may name whose tables are not here yet, and what brings them.
-ARRIVING = {"todo": "todos", "literature": "the literature library", "daily_log": "the daily log",
-            "weekly_review": "weekly reviews"}
+ARRIVING = {"todo": "todos", "daily_log": "the daily log", "weekly_review": "weekly reviews"}
 
 
 def register(kind: str, resolver: Resolver) -> None:
@@ -167,7 +190,8 @@ def describe(kind: str, record) -> RecordRef:
 
 
 REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, a project\'s slug, '
-                  'or kind:id (run:<uuid>, narrative:<uuid>).')
+                  'arXiv:2401.01234 or doi:10.… for a paper in the library, or kind:id (run:<uuid>, '
+                  'literature:<uuid>, narrative:<uuid>).')
 
 
 def parse_reference(text) -> RecordRef:
@@ -187,7 +211,7 @@ def parse_reference(text) -> RecordRef:
         if record is None:
             raise NotFound(f"No {resolver.noun} {rest.strip()}.")
         return describe(kind, record)
-    for kind in ("clean_result", "experiment", "belief", "project"):
+    for kind in ("clean_result", "experiment", "belief", "literature", "project"):
         record = RESOLVERS[kind].find(text)
         if record is not None:
             return describe(kind, record)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from flask import current_app
 
 from models import CleanResultVersion, Experiment, db
+from models.literature import LiteratureItem
 from models.research import Belief, BeliefVersion, Project, RecordLink
 from services.core import input_shape, registry
 from services.core.actors import Actor
@@ -44,6 +45,7 @@ EVIDENCE_LINK_KINDS = ("tests", "supports", "contradicts", "produces_evidence_fo
 PUBLIC_BELIEF_STATUSES = ("active", "supported", "weakened", "falsified")
 # The experiments a project page lists; the table filtered by the project has the rest.
 PAGE_EXPERIMENTS = 200
+PAGE_LITERATURE = 30  # the rest is one click away, in the library filtered to the project
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -240,6 +242,8 @@ class ProjectPage:
     more_experiments: int
     beliefs_by_status: list[tuple[str, list[Belief]]]
     experiment_count: int = 0
+    literature: list = field(default_factory=list)
+    literature_count: int = 0
 
 
 def _cited_experiments(belief_ids: list) -> dict:
@@ -295,10 +299,17 @@ def page(project: Project) -> ProjectPage:
         .order_by(sa.case((sa.and_(Experiment.has_clean_result.is_(True), finished), 0),
                           (Experiment.has_clean_result.is_(True), 1), else_=2),
                   Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)))
+    # The project's papers: unread first and by the literature agent's rank, then the rest.
+    in_project = LiteratureItem.project_id == project.id
+    papers = list(db.session.scalars(
+        sa.select(LiteratureItem).where(in_project)
+        .order_by(sa.case((LiteratureItem.read_state == "unread", 0), else_=1), LiteratureItem.score.desc().nulls_last(),
+                  LiteratureItem.created_at.desc()).limit(PAGE_LITERATURE)))
+    paper_count = db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem).where(in_project)) or 0
     return ProjectPage(project=project, summary_html=render_markdown(project.summary_md),
                        research_questions=questions, experiments=rows, more_experiments=max(0, total - len(rows)),
                        beliefs_by_status=[(status, found) for status, found in grouped if found],
-                       experiment_count=total)
+                       experiment_count=total, literature=papers, literature_count=paper_count)
 
 
 def project_of(experiment: Experiment) -> Project | None:

@@ -83,7 +83,11 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "results.attach_figure", "discussion.post_experiment", "discussion.post_run",
                      "discussion.edit", "discussion.delete", "discussion.retry", "settings.create_share_link",
                      "settings.revoke_share_link", "settings.pod_secret_allowlist", "auth.logout_everywhere",
-                     "settings.clear_research_repository", "settings.web_research", "pods.logs"):
+                     "settings.clear_research_repository", "settings.web_research", "pods.logs",
+                     "settings.zotero_library", "library.index", "library.item", "library.add_by_identifier",
+                     "library.create", "library.edit", "library.read_state", "library.import_bibtex",
+                     "library.export_bibtex", "library.import_zotero", "library.create_feed", "library.poll_feed",
+                     "library.delete_feed", "library.assess"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     for endpoint in ("beliefs.index", "beliefs.new", "beliefs.detail", "beliefs.edit", "beliefs.accept",
                      "beliefs.reject", "links.panel", "links.create", "links.delete"):
@@ -95,6 +99,10 @@ def test_the_known_pages_have_the_expected_rules(app):
     # Claude never changes a belief without the owner: no token accepts or rejects an update.
     for endpoint in ("api.accept_proposal", "api.reject_proposal"):
         assert rule_of[endpoint] == ("owner_api", None), endpoint
+    for endpoint in ("api.list_literature", "api.get_literature"):
+        assert rule_of[endpoint] == ("api", "read"), endpoint
+    for endpoint in ("api.create_literature", "api.patch_literature"):
+        assert rule_of[endpoint] == ("api", "write"), endpoint
     # Share links are the only rule besides public that needs no credential, and only under /s/.
     for rule in app.url_map.iter_rules():
         if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "share":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Experiment, db
+from models.literature import LiteratureItem
 from models.research import Belief, BeliefVersion, ProjectNarrative, RecordLink
 from services.pipeline import demo, demo_research
 
@@ -34,6 +35,9 @@ def test_the_demo_loads_a_project_whose_beliefs_rest_on_its_experiments(app, cli
         statuses = [n.status for n in db.session.scalars(sa.select(ProjectNarrative).where(
             ProjectNarrative.project_id == project.id).order_by(ProjectNarrative.version))]
         assert statuses == ["published", "draft"]
+        papers = db.session.scalar(sa.select(sa.func.count(LiteratureItem.id)).where(
+            LiteratureItem.project_id == project.id))
+        assert papers >= 24
         counts = (len(beliefs), tests)
         demo.load_curated()
         assert db.session.scalar(sa.select(sa.func.count(Belief.id)).where(Belief.project_id == project.id)) \
@@ -41,6 +45,7 @@ def test_the_demo_loads_a_project_whose_beliefs_rest_on_its_experiments(app, cli
     page = client.get(f"/p/{demo_research.PROJECT_SLUG}")
     assert page.status_code == 200
     assert "Established" in page.text and "Weight decay sets the grokking delay" in page.text
+    assert "Small-scale proxies for large-scale Transformer training instabilities" in page.text  # unread first
 
 
 def test_the_demo_journey_belongs_to_the_demo_project(app, owner):

@@ -13,7 +13,7 @@ from models.research import Project, ProjectNarrative, RecordLink
 from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
-from services.research import beliefs, links
+from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
 from tests.conftest import csrf_from
@@ -34,11 +34,14 @@ def records(app, make_experiment):
         db.session.flush()
         narrative = ProjectNarrative(project_id=project.id, version=1, body_md="Story.", author_kind="owner")
         run = runs.create_run(kind="experiment", agent="analyzer", request="Analyse.", scope_id=experiment.id)
+        paper = literature.add({"title": "Emergent misalignment from narrow finetuning", "year": 2025,
+                                "authors": ["Betley, Jan", "Tan, Daniel"], "arxiv_id": "2502.17424",
+                                "doi": "10.48550/arXiv.2502.17424"}).item
         db.session.add(narrative)
         db.session.commit()
         return {"experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
                 "project": project.id, "narrative": narrative.id, "run": run.id, "number": number,
-                "belief_number": belief.number}
+                "belief_number": belief.number, "literature": paper.id}
 
 
 def _link_count(app) -> int:
@@ -65,6 +68,7 @@ def test_every_record_kind_resolves_or_says_why_not(app, records):
     assert labels["project"] == "Emergent misalignment"
     assert labels["narrative"] == "Narrative v1 of Emergent misalignment"
     assert labels["run"].startswith(f"analyzer run on #{records['number']}")
+    assert labels["literature"] == "Betley 2025: Emergent misalignment from narrow finetuning"
 
 
 def test_typed_references_name_records(app, records):
@@ -78,6 +82,9 @@ def test_typed_references_name_records(app, records):
         assert links.parse_reference("emergent").id == records["project"]
         assert links.parse_reference(str(records["run"])).kind == "run"
         assert links.parse_reference(f"narrative:{records['narrative']}").id == records["narrative"]
+        assert links.parse_reference("arXiv:2502.17424v2").id == records["literature"]
+        assert links.parse_reference("doi:10.48550/arXiv.2502.17424").id == records["literature"]
+        assert links.parse_reference(f"literature:{records['literature']}").kind == "literature"
         for bad, message in (("#999", "No experiment #999"), ("B99", "No belief B99"), ("nothing-here", "Nothing is named"),
                              ("todo:" + str(uuid.uuid4()), "none can be linked yet"), ("", "Name the record")):
             with pytest.raises((NotFound, ValidationError), match=message):
@@ -137,7 +144,9 @@ def test_the_panel_form_adds_a_link_with_htmx(app, htmx_client, records):
     ("B{belief}", "tests", "cannot be linked to itself"),
     ("", "tests", "Name the record"),
     ("#{number}", "likes", "Unknown link kind"),
-    ("literature:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
+    ("literature:" + str(uuid.UUID(int=1)), "cites", "No literature item"),
+    ("arXiv:1111.11111", "cites", "Nothing is named"),
+    ("todo:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
 ])
 def test_a_bad_link_is_refused_in_the_panel(app, htmx_client, records, target, kind, message):
     """Is each bad link shown in the panel (htmx: 200, the form kept) with nothing written?"""

@@ -1,0 +1,420 @@
+"""The literature library (SPEC §11.3): adding items (by hand, or from what a metadata source
+knows), merging duplicates, editing, read states, and full-text search.
+
+One rule for every way in (the add form, the API, BibTeX, Zotero, feeds): `add` checks the
+fields, then looks for the same work — same DOI, same arXiv id, or same normalized title and
+first author — and fills the fields the existing item lacks instead of making a second row.
+Imports pass `strict=False`: an over-long abstract from a feed is cut, not refused.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from models import LiteratureItem, Project, db
+from models.literature import SEARCH_DOCUMENT_SQL
+from services.core import registry
+from services.core.errors import NotFound, ValidationError
+from services.research.literature_sources import identify, lookup, match_key, normalize_arxiv_id, normalize_doi
+
+MAX_TITLE = 1000
+MAX_AUTHORS = 200
+MAX_AUTHOR = 300
+MAX_TEXT = 100_000  # abstract, summary, reasons, notes: far above any real abstract, far below tsvector's 1 MB
+MAX_TAGS = 50
+MAX_TAG = 60
+MAX_SEARCH = 500
+TEXT_FIELDS = ("abstract", "summary_md", "relevance_reason_md", "threat_reason_md", "notes")
+SHORT_FIELDS = {"venue": 500, "url": 2000, "openreview_id": 80, "s2_id": 80}
+# Fields a merge may fill on an existing item (only where that item has nothing).
+MERGE_FIELDS = ("authors", "year", "venue", "url", "arxiv_id", "doi", "openreview_id", "s2_id", "abstract", "type")
+EDITABLE = ("type", "title", "authors", "year", "venue", "url", "arxiv_id", "doi", "openreview_id", "s2_id",
+            *TEXT_FIELDS, "read_state", "score", "tags", "project_id")
+
+
+@dataclass
+class Added:
+    item: LiteratureItem
+    created: bool  # False: merged into an item already in the library
+
+
+def get_item(item_id) -> LiteratureItem:
+    """One item by id; NotFound for a bad or unknown id."""
+    try:
+        key = item_id if isinstance(item_id, uuid.UUID) else uuid.UUID(str(item_id))
+    except ValueError:
+        raise NotFound("No such literature item.") from None
+    item = db.session.get(LiteratureItem, key)
+    if item is None:
+        raise NotFound("No such literature item.")
+    return item
+
+
+def clean(data: dict, *, partial: bool = False, strict: bool = True) -> dict:
+    """The item fields in `data`, checked and normalized. `partial`: only the keys given
+    (a PATCH); otherwise a title is required. `strict=False` cuts over-long text instead of
+    refusing it (imports). ValidationError names the field."""
+    out: dict = {}
+
+    def given(name: str) -> bool:
+        return name in data and (partial or data.get(name) not in (None, ""))
+
+    def text(name: str, limit: int, value) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, (str, int, float)):
+            raise ValidationError(f"{name} must be text.", field=name)
+        value = str(value).replace("\x00", "").strip()
+        if len(value) > limit:
+            if strict:
+                raise ValidationError(f"{_label(name)} is {len(value):,} characters; the most is {limit:,}.",
+                                      field=name)
+            value = value[:limit]
+        return value
+
+    if given("title") or not partial:
+        out["title"] = " ".join(text("title", MAX_TITLE, data.get("title")).split())
+        if not out["title"]:
+            raise ValidationError("Give the title.", field="title")
+    if given("type"):
+        out["type"] = _one_of("type", data["type"], registry.LITERATURE_TYPES)
+    if given("read_state"):
+        out["read_state"] = _one_of("read_state", data["read_state"], registry.LITERATURE_READ_STATES)
+    if given("source"):
+        out["source"] = _one_of("source", data["source"], registry.LITERATURE_SOURCES)
+    if given("authors"):
+        out["authors"] = _authors(data["authors"], strict)
+    if given("tags"):
+        out["tags"] = _tags(data["tags"], strict)
+    if given("year"):
+        out["year"] = _year(data["year"])
+    if given("score"):
+        out["score"] = _score(data["score"])
+    for name, limit in SHORT_FIELDS.items():
+        if given(name):
+            out[name] = text(name, limit, data[name]) or (None if name.endswith("_id") else "")
+    if out.get("url") and not out["url"].lower().startswith(("https://", "http://")):
+        if strict:
+            raise ValidationError("The URL must start with https:// or http://.", field="url")
+        out["url"] = ""
+    for name in TEXT_FIELDS:
+        if given(name):
+            out[name] = text(name, MAX_TEXT, data[name])
+    if given("doi"):
+        raw = text("doi", 255, data["doi"])
+        out["doi"] = normalize_doi(raw) if raw else None
+        if raw and out["doi"] is None:
+            if strict:
+                raise ValidationError("That is not a DOI (they look like 10.1234/abcd).", field="doi")
+            del out["doi"]
+    if given("arxiv_id"):
+        raw = text("arxiv_id", 40, data["arxiv_id"])
+        out["arxiv_id"] = normalize_arxiv_id(raw) if raw else None
+        if raw and out["arxiv_id"] is None:
+            if strict:
+                raise ValidationError("That is not an arXiv id (they look like 2401.01234).", field="arxiv_id")
+            del out["arxiv_id"]
+    if given("project_id"):
+        out["project_id"] = project_id_of(data["project_id"])
+    return out
+
+
+def project_id_of(value) -> uuid.UUID | None:
+    """A project named by id or slug; None for an empty value; ValidationError if there is none."""
+    if value in (None, ""):
+        return None
+    try:
+        project = db.session.get(Project, uuid.UUID(str(value)))
+    except ValueError:
+        project = db.session.scalar(sa.select(Project).where(Project.slug == str(value)))
+    if project is None:
+        raise ValidationError("No such project.", field="project_id")
+    return project.id
+
+
+def find_same(fields: dict) -> LiteratureItem | None:
+    """The item already in the library for the same work, if any."""
+    if fields.get("doi"):
+        found = db.session.scalar(sa.select(LiteratureItem).where(LiteratureItem.doi == fields["doi"]))
+        if found:
+            return found
+    if fields.get("arxiv_id"):
+        found = db.session.scalar(sa.select(LiteratureItem).where(LiteratureItem.arxiv_id == fields["arxiv_id"]))
+        if found:
+            return found
+    key = match_key(fields.get("title", ""), fields.get("authors") or [])
+    return db.session.scalars(sa.select(LiteratureItem).where(LiteratureItem.match_key == key)
+                              .order_by(LiteratureItem.created_at)).first()
+
+
+class Matcher:
+    """The library's identifiers and match keys held in memory, for an import of thousands
+    of entries: one query up front instead of three per entry, and entries of the same
+    import that name the same work merge with each other too."""
+
+    def __init__(self):
+        self.by = {"doi": {}, "arxiv_id": {}, "match_key": {}}
+        self.pending: dict[uuid.UUID, LiteratureItem] = {}
+        for row in db.session.execute(sa.select(LiteratureItem.id, LiteratureItem.doi, LiteratureItem.arxiv_id,
+                                                LiteratureItem.match_key)):
+            self.remember(row.id, doi=row.doi, arxiv_id=row.arxiv_id, match_key=row.match_key)
+
+    def remember(self, item_id, **keys) -> None:
+        for name, value in keys.items():
+            if value:
+                self.by[name].setdefault(value, item_id)
+
+    def holds(self, name: str, value) -> bool:
+        return value in self.by[name]
+
+    def find(self, fields: dict) -> LiteratureItem | None:
+        key = match_key(fields.get("title", ""), fields.get("authors") or [])
+        for name, value in (("doi", fields.get("doi")), ("arxiv_id", fields.get("arxiv_id")), ("match_key", key)):
+            if value and value in self.by[name]:
+                item_id = self.by[name][value]
+                if item_id not in self.pending:
+                    # A re-import merges entry after entry: the rows come in one query, not one each.
+                    self.pending.update({row.id: row for row in db.session.scalars(sa.select(LiteratureItem))})
+                return self.pending[item_id]
+        return None
+
+
+def add(data: dict, *, source: str = "manual", strict: bool = True, feed_id=None,
+        matcher: Matcher | None = None) -> Added:
+    """Add an item, or merge it into the same work already in the library (fields it lacks
+    are filled; nothing it has is overwritten). The caller commits; with a `matcher` (an
+    import) the caller also flushes."""
+    fields = clean(data, strict=strict)
+    fields.setdefault("source", source)
+    existing = matcher.find(fields) if matcher else find_same(fields)
+    if existing is not None:
+        fill_missing(existing, fields, matcher)
+        return Added(existing, False)
+    item = LiteratureItem(**{"authors": [], "tags": [], **fields}, id=uuid.uuid4(), feed_id=feed_id,
+                          match_key=match_key(fields["title"], fields.get("authors") or []))
+    db.session.add(item)
+    if matcher is None:
+        db.session.flush()
+    else:
+        matcher.pending[item.id] = item
+        matcher.remember(item.id, doi=item.doi, arxiv_id=item.arxiv_id, match_key=item.match_key)
+    return Added(item, True)
+
+
+def fill_missing(item: LiteratureItem, fields: dict, matcher: Matcher | None = None) -> None:
+    """Give `item` the fields it has no value for; an identifier another item holds is left alone."""
+    for name in MERGE_FIELDS:
+        value = fields.get(name)
+        if value in (None, "", []) or getattr(item, name) not in (None, "", []):
+            continue
+        if name == "type" and item.type != "paper":
+            continue
+        if name in ("doi", "arxiv_id"):
+            taken = matcher.holds(name, value) if matcher else db.session.scalar(
+                sa.select(LiteratureItem.id).where(getattr(LiteratureItem, name) == value))
+            if taken:
+                continue
+            if matcher:
+                matcher.remember(item.id, **{name: value})
+        setattr(item, name, value)
+    if fields.get("authors") and item.authors == fields["authors"]:
+        item.match_key = match_key(item.title, item.authors)
+
+
+def update(item: LiteratureItem, data: dict) -> LiteratureItem:
+    """Change the given fields; a DOI or arXiv id another item holds is refused. The caller commits."""
+    fields = clean({k: v for k, v in data.items() if k in EDITABLE}, partial=True)
+    for name in ("doi", "arxiv_id"):
+        if fields.get(name) and db.session.scalar(sa.select(LiteratureItem.id).where(
+                getattr(LiteratureItem, name) == fields[name], LiteratureItem.id != item.id)):
+            raise ValidationError(f"Another item in the library has that {_label(name)}.", field=name)
+    for name, value in fields.items():
+        setattr(item, name, value)
+    if "title" in fields or "authors" in fields:
+        item.match_key = match_key(item.title, item.authors)
+    db.session.flush()
+    return item
+
+
+def set_read_state(item: LiteratureItem, state: str) -> LiteratureItem:
+    """Move an item to another read state. The caller commits."""
+    item.read_state = _one_of("read_state", state, registry.LITERATURE_READ_STATES)
+    return item
+
+
+# --- listing and search -------------------------------------------------------------------
+
+
+@dataclass
+class Filters:
+    query: str = ""
+    project_id: uuid.UUID | None = None
+    type: str | None = None
+    read_state: str | None = None
+
+
+def filters_from(args) -> Filters:
+    """Search filters from a query string or JSON; ValidationError for an unknown value."""
+    query = (args.get("q") or "").strip()
+    if len(query) > MAX_SEARCH:
+        raise ValidationError(f"A search is at most {MAX_SEARCH} characters.", field="q")
+    kind = args.get("type") or None
+    state = args.get("read_state") or args.get("readState") or None
+    project = args.get("project") or args.get("projectId") or None
+    return Filters(query=query,
+                   type=_one_of("type", kind, registry.LITERATURE_TYPES) if kind else None,
+                   read_state=_one_of("read_state", state, registry.LITERATURE_READ_STATES) if state else None,
+                   project_id=project_id_of(project) if project else None)
+
+
+def search(filters: Filters, *, limit: int = 50, offset: int = 0) -> list[LiteratureItem]:
+    """Items matching the filters: by text relevance when there is a query (PostgreSQL
+    full-text search, SQLite FTS5), else the unread queue's order (score, then newest)."""
+    statement = sa.select(LiteratureItem)
+    if filters.project_id:
+        statement = statement.where(LiteratureItem.project_id == filters.project_id)
+    if filters.type:
+        statement = statement.where(LiteratureItem.type == filters.type)
+    if filters.read_state:
+        statement = statement.where(LiteratureItem.read_state == filters.read_state)
+    order = [LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(), LiteratureItem.id]
+    if filters.query:
+        if db.engine.dialect.name == "postgresql":
+            condition, rank = postgres_text_match(filters.query)
+            statement = statement.where(condition)
+            order = [rank.desc(), *order]
+        else:
+            match = _fts5_query(filters.query)
+            if not match:
+                return []
+            statement = statement.where(sa.literal_column("literature_items.rowid").in_(
+                sa.text("SELECT rowid FROM literature_fts WHERE literature_fts MATCH :match")
+                .bindparams(match=match)))
+    return list(db.session.scalars(statement.order_by(*order).limit(limit).offset(offset)))
+
+
+def postgres_text_match(query: str):
+    """(condition, rank) of a web-search-style query against the document the GIN index holds."""
+    document = sa.literal_column(SEARCH_DOCUMENT_SQL)
+    tsquery = sa.func.websearch_to_tsquery(sa.literal_column("'english'::regconfig"), query)
+    return document.op("@@")(tsquery), sa.func.ts_rank(document, tsquery)
+
+
+def count(filters: Filters | None = None) -> int:
+    """How many items the library holds (matching the non-text filters)."""
+    statement = sa.select(sa.func.count()).select_from(LiteratureItem)
+    if filters and filters.read_state:
+        statement = statement.where(LiteratureItem.read_state == filters.read_state)
+    return db.session.scalar(statement) or 0
+
+
+def _fts5_query(text: str) -> str:
+    """The words of `text` as FTS5 string literals (all must match): FTS5's own query syntax
+    (AND, NEAR, column:, quotes) is not exposed to what the owner types."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in text).split() if w]
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words[:30])
+
+
+# --- shapes -------------------------------------------------------------------------------
+
+
+def to_json(item: LiteratureItem, *, full: bool = True) -> dict:
+    """The item as the API shows it (camelCase)."""
+    body = {"id": str(item.id), "type": item.type, "title": item.title, "authors": item.authors, "year": item.year,
+            "venue": item.venue, "url": item.url, "arxivId": item.arxiv_id, "doi": item.doi,
+            "openreviewId": item.openreview_id, "s2Id": item.s2_id, "readState": item.read_state,
+            "score": item.score, "tags": item.tags, "source": item.source,
+            "projectId": str(item.project_id) if item.project_id else None,
+            "createdAt": item.created_at.isoformat(), "updatedAt": item.updated_at.isoformat()}
+    if full:
+        body.update(abstract=item.abstract, summaryMd=item.summary_md, relevanceReasonMd=item.relevance_reason_md,
+                    threatReasonMd=item.threat_reason_md, notes=item.notes)
+    return body
+
+
+# --- field checks -------------------------------------------------------------------------
+
+
+def _label(name: str) -> str:
+    return {"doi": "DOI", "arxiv_id": "arXiv id", "summary_md": "The summary", "notes": "The notes",
+            "abstract": "The abstract", "title": "The title"}.get(name, name.replace("_", " ").capitalize())
+
+
+def _one_of(name: str, value, allowed: list[str]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        shown = str(value)[:40] if isinstance(value, (str, int, float)) else type(value).__name__
+        raise ValidationError(f"Unknown {name.replace('_', ' ')} “{shown}”; one of: {', '.join(allowed)}.",
+                              field=name)
+    return value
+
+
+def _authors(value, strict: bool) -> list[str]:
+    if isinstance(value, str):
+        separator = "\n" if "\n" in value else ";" if ";" in value else " and " if " and " in value else None
+        value = value.split(separator) if separator else [value]
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise ValidationError("Authors are a list of names.", field="authors")
+    names = [" ".join(a.split()) for a in value if a.strip()]
+    if strict and (len(names) > MAX_AUTHORS or any(len(a) > MAX_AUTHOR for a in names)):
+        raise ValidationError(f"At most {MAX_AUTHORS} authors of at most {MAX_AUTHOR} characters each.",
+                              field="authors")
+    return [a[:MAX_AUTHOR] for a in names[:MAX_AUTHORS]]
+
+
+def _tags(value, strict: bool) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ValidationError("Tags are a list of words.", field="tags")
+    tags = list(dict.fromkeys(" ".join(t.split()).lower() for t in value if t.strip()))
+    if strict and (len(tags) > MAX_TAGS or any(len(t) > MAX_TAG for t in tags)):
+        raise ValidationError(f"At most {MAX_TAGS} tags of at most {MAX_TAG} characters each.", field="tags")
+    return [t[:MAX_TAG] for t in tags[:MAX_TAGS]]
+
+
+def _year(value) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        year = int(str(value).strip())
+    except ValueError:
+        raise ValidationError("The year is a number like 2024.", field="year") from None
+    if not 1000 <= year <= 2200:
+        raise ValidationError("The year must be between 1000 and 2200.", field="year")
+    return year
+
+
+def _score(value) -> float | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool):
+        raise ValidationError("The score is a number.", field="score")
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError("The score is a number.", field="score") from None
+    if score != score or abs(score) > 1e6:
+        raise ValidationError("The score is a number between -1,000,000 and 1,000,000.", field="score")
+    return score
+
+
+def add_by_identifier(text: str, *, project_id=None) -> Added:
+    """Add the work an arXiv id, DOI or URL names, with its metadata from arXiv, Crossref or
+    Semantic Scholar; a work already in the library is found without asking anyone.
+    LookupFailed (with what is known, for the manual form) when no source could tell."""
+    text = (text or "").strip()
+    if not text:
+        raise ValidationError("Paste an arXiv id, a DOI or a URL.", field="identifier")
+    if len(text) > 2000:
+        raise ValidationError("That is too long to be an identifier or URL.", field="identifier")
+    kind, value = identify(text)
+    already = find_same({"arxiv_id": value}) if kind == "arxiv" else \
+        find_same({"doi": value}) if kind == "doi" else None
+    if already is not None and (already.arxiv_id == value or already.doi == value):
+        return Added(already, False)
+    fields = lookup(text)
+    if project_id:
+        fields["project_id"] = project_id
+    return add(fields, source=fields.pop("source", "manual"), strict=False)
