@@ -86,7 +86,7 @@ def test_typed_references_name_records(app, records):
         assert links.parse_reference("doi:10.48550/arXiv.2502.17424").id == records["literature"]
         assert links.parse_reference(f"literature:{records['literature']}").kind == "literature"
         for bad, message in (("#999", "No experiment #999"), ("B99", "No belief B99"), ("nothing-here", "Nothing is named"),
-                             ("todo:" + str(uuid.uuid4()), "none can be linked yet"), ("", "Name the record")):
+                             ("weekly_review:" + str(uuid.uuid4()), "none can be linked yet"), ("", "Name the record")):
             with pytest.raises((NotFound, ValidationError), match=message):
                 links.parse_reference(bad)
 
@@ -146,7 +146,7 @@ def test_the_panel_form_adds_a_link_with_htmx(app, htmx_client, records):
     ("#{number}", "likes", "Unknown link kind"),
     ("literature:" + str(uuid.UUID(int=1)), "cites", "No literature item"),
     ("arXiv:1111.11111", "cites", "Nothing is named"),
-    ("todo:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
+    ("weekly_review:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
 ])
 def test_a_bad_link_is_refused_in_the_panel(app, htmx_client, records, target, kind, message):
     """Is each bad link shown in the panel (htmx: 200, the form kept) with nothing written?"""
