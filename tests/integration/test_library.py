@@ -3,7 +3,6 @@ Crossref and Semantic Scholar, by hand, duplicates merging, BibTeX, Zotero, feed
 (PostgreSQL here, SQLite FTS5 in its own test) and the pages."""
 from __future__ import annotations
 
-import time
 
 import pytest
 import sqlalchemy as sa
