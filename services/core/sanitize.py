@@ -673,7 +673,7 @@ CITATION = re.compile(
 CITATION_HINT = re.compile(r"arxiv:|doi:", re.IGNORECASE)
 CITATION_CLASS = "library-ref"
 # A DOI may hold any character, but a sentence's closing punctuation is not part of one.
-_DOI_TRAILING = ".,;:!?"
+_DOI_TRAILING = ".,;:!?\u201d\u2019\u00bb"  # and the closing quotes a sentence may end with
 _DOI_CLOSERS = {")": "(", "]": "["}
 
 

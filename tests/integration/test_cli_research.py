@@ -49,6 +49,13 @@ def _count(app, model) -> int:
         return db.session.scalar(sa.select(sa.func.count()).select_from(model))
 
 
+def test_help_names_the_research_commands(cli):
+    """Does --help name projects, beliefs, literature and link, and `literature --help` its actions?"""
+    out = cli("--help")
+    assert out.returncode == 0 and all(name in out.stdout for name in ("projects", "beliefs", "literature", "link"))
+    assert "search,add,show" in cli("literature", "--help").stdout
+
+
 def test_projects_create_list_and_show(cli, app):
     """Does `projects create` (summary from standard input) make a project that `projects`
     lists and `projects show` prints, as JSON when piped and as a summary with --json off?"""

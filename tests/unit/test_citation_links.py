@@ -28,6 +28,8 @@ def test_citations_the_resolver_knows_become_links_in_one_call():
             "arXiv:2401.01234v3</a>") in out
     assert '>doi:10.1000/ABC(2)</a>). Not arXiv:2402.99999;' in out
     assert out.endswith('>doi:10.1000/abc(2)</a>.</p>')
+    quoted = link_citations(render_markdown("“doi:10.1000/abc(2)”"), resolve)
+    assert '>doi:10.1000/abc(2)</a>”' in quoted
 
 
 def test_citations_inside_links_code_pre_styles_and_svg_stay_text():
