@@ -72,3 +72,30 @@ def test_relinking_experiments_keeps_entities():
     """Does turning experiment links back into text for a mentor keep `&amp;` and `&lt;` as they were?"""
     html = sanitize_result_html("<p>#4 &lt;x&gt; &amp; &quot;</p>")
     assert relink_experiment_refs(html, lambda n: None) == "<p>#4 &lt;x&gt; &amp; &quot;</p>"
+
+
+def test_over_the_hostile_corpus_linking_adds_only_the_link():
+    """For every hostile payload, sanitized by either policy and followed by a citation, does
+    linking add exactly one link (removing it gives back the stored markup) and leave the
+    markup inert apart from that link's own page address?"""
+    import re
+
+    from services.core.sanitize import sanitize_html
+    from tests.hostile_html import HOSTILE, inert_problems
+
+    def resolve(keys):
+        return {key: ("/library/x", 'T"<>&') for key in keys}
+    ours = re.compile(r'<a href="/library/x" class="library-ref" title=\'T"&lt;>&amp;\' '
+                      r'rel="noopener noreferrer nofollow"(?: target="_blank")?>(arXiv:2401\.01234)</a>')
+    linked = 0
+    for payload in HOSTILE:
+        for clean, new_tab in ((sanitize_result_html, True), (sanitize_html, False)):
+            html = clean(payload + "<p>see arXiv:2401.01234 here</p>")
+            out = link_citations(html, resolve, new_tab=new_tab)
+            linked += out != html
+            # An unclosed element that swallows what follows it (`<script>…`) takes the citation with it.
+            assert len(ours.findall(out)) == html.count("arXiv:2401.01234") == 1 or out == html, (payload, out)
+            assert ours.sub(r"\1", out) == html, payload
+            if clean is sanitize_result_html:
+                assert inert_problems(out) in ([], ["href='/library/x'"]), payload
+    assert linked >= 2 * len(HOSTILE) - 4  # all but the payloads that swallow the citation
