@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
+from models.research import Belief, RecordLink
+from services.core.actors import Actor
+from services.research import beliefs
 from services.workflow import experiments
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old-sagan" / "experiment-812.json"
@@ -53,7 +57,6 @@ def test_numbers_continue_after_imported(app, runner):
     """Does the next new experiment get #813 after importing #812?"""
     runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
     with app.app_context():
-        from services.core.actors import Actor
         created = experiments.create_experiment({"title": "after import"}, Actor("owner"))
         db.session.commit()
         assert created.number == 813
@@ -122,11 +125,6 @@ def test_a_belief_the_old_experiment_tests_is_linked_when_it_is_here(app, runner
     """Does an imported experiment whose `beliefId` names a belief here get one `tests` link to it
     (not a second on re-import), and one naming a belief that is not here come in unlinked, the
     report saying so — for an unknown id and for one that is not an id at all?"""
-    import uuid
-
-    from models.research import Belief, RecordLink
-    from services.core.actors import Actor
-    from services.research import beliefs
     with app.app_context():
         belief = beliefs.create_belief({"title": "Seeds matter", "status": "active"}, Actor("owner", None, "Owner"))
         db.session.commit()

@@ -1,7 +1,16 @@
 """`link_citations`: citations of works (`arXiv:…`, `doi:…`) in sanitized markup become links to
 what the resolver knows, in one call per text, never inside links, code, preformatted text,
 styles or SVG; the markup around them is unchanged (entities included)."""
-from services.core.sanitize import link_citations, relink_experiment_refs, render_markdown, sanitize_result_html
+import re
+
+from services.core.sanitize import (
+    link_citations,
+    relink_experiment_refs,
+    render_markdown,
+    sanitize_html,
+    sanitize_result_html,
+)
+from tests.hostile_html import HOSTILE, inert_problems
 
 PAPER = ("arxiv", "2401.01234")
 
@@ -78,11 +87,6 @@ def test_over_the_hostile_corpus_linking_adds_only_the_link():
     """For every hostile payload, sanitized by either policy and followed by a citation, does
     linking add exactly one link (removing it gives back the stored markup) and leave the
     markup inert apart from that link's own page address?"""
-    import re
-
-    from services.core.sanitize import sanitize_html
-    from tests.hostile_html import HOSTILE, inert_problems
-
     def resolve(keys):
         return {key: ("/library/x", 'T"<>&') for key in keys}
     ours = re.compile(r'<a href="/library/x" class="library-ref" title=\'T"&lt;>&amp;\' '
