@@ -4,6 +4,7 @@ beliefs; bad input (empty, oversized, agents off) is refused or told, changing n
 from __future__ import annotations
 
 import json
+import re
 
 import sqlalchemy as sa
 
@@ -11,7 +12,7 @@ from models import AgentRun, Comment, db
 from services.core.actors import Actor
 from services.research import beliefs, literature, projects
 from tests.conftest import csrf_from
-from tests.fakes.anthropic_server import reply, text, tool_use
+from tests.fakes.anthropic_server import error, reply, text, tool_use
 
 OWNER = Actor("owner", None, "Owner")
 
@@ -118,3 +119,26 @@ def test_an_unknown_item_has_no_thread(app, htmx_client):
     assert _post(htmx_client, "not-a-uuid", "hello").status_code == 404
     assert htmx_client.get("/library/not-a-uuid/comments").status_code == 404
     assert _comments(app) == []
+
+
+def test_a_failed_reply_on_an_item_can_be_asked_again(app, htmx_client, fake_anthropic, worker):
+    """When the model API refuses the question's run, does the item's thread say the reply failed
+    (its run page opens), and does "Ask Claude again" start a new run whose answer lands there?"""
+    item_id = _item(app)
+    fake_anthropic.script(error(400, "invalid_request_error", "prompt is too long"))
+    _post(htmx_client, item_id, "@claude is this replicated?")
+    worker()
+    fragment = htmx_client.get(f"/library/{item_id}/comments").text
+    assert "Claude's reply failed" in fragment and "Ask Claude again" in fragment
+    run_url = re.search(r'href="(/runs/[^"]+)">run ', fragment).group(1)
+    assert htmx_client.get(run_url, headers={"HX-Request": "false"}).status_code == 200
+    [question] = _comments(app)
+    fake_anthropic.script(reply(tool_use("add_comment", {"body": "Not yet: one lab, one seed."})), reply(text("Done.")))
+    retried = htmx_client.post(f"/comments/{question.id}/retry", headers={"X-CSRFToken": htmx_client.csrf})
+    assert retried.status_code == 200 and f'hx-get="/library/{item_id}/comments"' in retried.text
+    worker()
+    fragment = htmx_client.get(f"/library/{item_id}/comments").text
+    assert "Not yet: one lab, one seed." in fragment and "Claude's reply failed" not in fragment
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(
+            AgentRun.agent == "literature-responder")) == 2
