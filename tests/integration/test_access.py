@@ -87,7 +87,8 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "settings.zotero_library", "library.index", "library.item", "library.add_by_identifier",
                      "library.create", "library.edit", "library.read_state", "library.import_bibtex",
                      "library.export_bibtex", "library.import_zotero", "library.create_feed", "library.poll_feed",
-                     "library.delete_feed", "library.assess"):
+                     "library.delete_feed", "library.assess", "discussion.post_literature",
+                     "discussion.literature_thread"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     for endpoint in ("beliefs.index", "beliefs.new", "beliefs.detail", "beliefs.edit", "beliefs.accept",
                      "beliefs.reject", "links.panel", "links.create", "links.delete"):
