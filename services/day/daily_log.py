@@ -173,7 +173,8 @@ def _literature(start: datetime, end: datetime) -> list[dict]:
 def gather(day: date, now: datetime | None = None) -> dict:
     """The day as the record tells it (structured, camelCase): a fixed number of queries."""
     now = now or utcnow()
-    start, end = bounds(day)
+    start, day_end = bounds(day)
+    end = min(day_end, now)  # today so far: what is in the record up to now
     results = _results(start, end)
     moves = _moves(start, end)
     finished, failed = _pods(start, end)
@@ -189,7 +190,7 @@ def gather(day: date, now: datetime | None = None) -> dict:
     belief_updates, _ = _capped(belief_updates)
     literature, _ = _capped(literature)
     return {
-        "day": day.isoformat(), "timeZone": str(owner_zone()), "from": _iso(start), "to": _iso(end),
+        "day": day.isoformat(), "timeZone": str(owner_zone()), "from": _iso(start), "to": _iso(day_end),
         "counts": counts, "results": results, "moves": moves,
         "pods": {"finished": finished, "failed": failed},
         "beliefUpdates": belief_updates, "literature": literature,
