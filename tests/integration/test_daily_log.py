@@ -224,7 +224,7 @@ def test_pages_show_the_empty_state_then_the_entry_with_links(app, client, owner
     assert 'href="/log"' in page.text  # the nav
     day = seeded_day["day"].isoformat()
     empty = client.get(f"/log/{day}")
-    assert empty.status_code == 200 and "No entry for this day yet" in empty.text
+    assert empty.status_code == 200 and "No entry for this day" in empty.text
     written = client.post(f"/log/{day}/write", data={"csrf_token": owner.csrf()})
     assert written.status_code == 303 and written.headers["Location"].endswith(f"/log/{day}")
     text = client.get(f"/log/{day}").text
