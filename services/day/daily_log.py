@@ -36,14 +36,19 @@ REASON_CHARS = 200
 
 # --- days in the owner's time zone -------------------------------------------------------
 
-def owner_zone() -> ZoneInfo:
-    """The owner's time zone (SAGAN_TIME_ZONE); a clear error when the name is unknown."""
-    name = current_app.config.get("SAGAN_TIME_ZONE") or "UTC"
+def zone_named(name: str | None) -> ZoneInfo:
+    """The time zone SAGAN_TIME_ZONE names (UTC when empty); ValueError, saying so, for a name
+    that is not one (checked at start-up, so a typo never files a day under the wrong date)."""
     try:
-        return ZoneInfo(name)
+        return ZoneInfo(name or "UTC")
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError(f"SAGAN_TIME_ZONE is {name!r}, which is not a time zone (use an IANA name such as "
-                              "Europe/Berlin).", field="time_zone")
+        raise ValueError(f"SAGAN_TIME_ZONE is {name!r}, which is not a time zone: use an IANA name such as "
+                         "Europe/Berlin or America/New_York.")
+
+
+def owner_zone() -> ZoneInfo:
+    """The owner's time zone (SAGAN_TIME_ZONE)."""
+    return zone_named(current_app.config.get("SAGAN_TIME_ZONE"))
 
 
 def today(now: datetime | None = None) -> date:

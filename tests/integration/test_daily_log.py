@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 
+from app import create_app
+from config import TestConfig
 from models import (BeliefVersion, CleanResultVersion, DailyLogEntry, LiteratureItem, Pod, WorkflowEvent,
                     db)
 from services.core.actors import Actor
@@ -21,6 +23,7 @@ from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
 from tests.integration.queries import counting_queries
+from workers import scheduler
 
 OWNER = Actor("owner", None, "Ada")
 ZONE = "America/New_York"
@@ -169,7 +172,6 @@ def test_gathering_a_day_is_a_constant_number_of_queries(app, seeded_day, make_e
 def test_the_scheduler_writes_yesterday_once_the_day_has_ended(app, owner_zone, make_experiment):
     """Does a scheduler tick write yesterday's entry, a second tick leave it alone, and a
     partial entry written during yesterday get rewritten as a whole day?"""
-    from workers import scheduler
     make_experiment("Moved yesterday", status="planning")
     with app.app_context():
         yesterday = daily_log.today() - timedelta(days=1)
@@ -341,3 +343,12 @@ def test_a_pod_up_across_midnight_is_split_between_days(app, owner_zone, make_ex
         db.session.commit()
         assert daily_log.gather(day)["spend"]["gpuUsd"] == pytest.approx(6.0)
         assert daily_log.gather(day + timedelta(days=1))["spend"]["gpuUsd"] == pytest.approx(6.0)
+
+
+def test_a_misspelt_time_zone_stops_start_up():
+    """Does an unknown SAGAN_TIME_ZONE stop the app from starting, naming the setting?"""
+    class MisspeltZone(TestConfig):
+        SAGAN_TIME_ZONE = "Europe/Berln"
+
+    with pytest.raises(ValueError, match="SAGAN_TIME_ZONE is 'Europe/Berln', which is not a time zone"):
+        create_app(MisspeltZone)
