@@ -54,7 +54,7 @@ def tick(app: Flask) -> None:
     """
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile, feeds.enqueue_due,
-                 daily_log.write_yesterday_if_due):
+                 daily_log.write_due_days):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries

@@ -6,8 +6,9 @@ An entry is stored twice over: `summary`, structured JSON (camelCase, as the API
 that a page and a later weekly review both read, and `body_md`, the same as markdown. It is
 gathered in a fixed handful of aggregate queries whatever the size of the day.
 
-The scheduler writes yesterday's entry once the day has ended (`write_yesterday_if_due`);
-the owner can write today so far, or rewrite any past day, on demand. Writing is an upsert on
+The scheduler writes yesterday's entry once the day has ended, and catches up on days missed
+while the workers were down (`write_due_days`); the owner can write today so far, or rewrite
+any past day, on demand. Writing is an upsert on
 the unique day, so two schedulers racing on the same day leave one entry.
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ from services.research import beliefs, links
 LIST_LIMIT = 50
 FAILED_POD_STATUSES = ("failed", "vanished")
 REASON_CHARS = 200
+# How many ended days the scheduler looks back over for entries it owes (workers down over a weekend).
+CATCH_UP_DAYS = 7
 
 
 # --- days in the owner's time zone -------------------------------------------------------
@@ -318,23 +321,38 @@ def write(day: date, written_by: str, now: datetime | None = None) -> DailyLogEn
     return entry
 
 
-def write_yesterday_if_due(now: datetime | None = None) -> DailyLogEntry | None:
-    """The scheduler's part: once a day has ended in the owner's time zone, write its entry if
-    it is missing or was written before the day was over. One indexed lookup on every other
-    tick. Two schedulers racing insert the same unique day: the loser's insert is refused and
-    rolled back to its savepoint, and the entry written by the winner stands."""
+def days_due(now: datetime | None = None) -> list[date]:
+    """The ended days whose entry the scheduler owes, oldest first: yesterday, any day since the
+    newest entry that has none (the workers were down over a night), back at most CATCH_UP_DAYS,
+    and any of those written before the day was over. One query."""
     now = now or utcnow()
     yesterday = today(now) - timedelta(days=1)
-    written = db.session.execute(sa.select(DailyLogEntry.partial).where(DailyLogEntry.day == yesterday)).first()
-    if written is not None and not written.partial:
-        return None
-    try:
-        with db.session.begin_nested():
-            entry = write(yesterday, "scheduler", now)
-    except IntegrityError:
-        return None
-    db.session.commit()
-    return entry
+    window = [yesterday - timedelta(days=back) for back in range(CATCH_UP_DAYS - 1, -1, -1)]
+    written = dict(db.session.execute(sa.select(DailyLogEntry.day, DailyLogEntry.partial)
+                                      .where(DailyLogEntry.day >= window[0])).all())
+    # Before the first entry there is nothing to catch up on: a new instance starts with yesterday.
+    newest = max(written, default=None)
+    return [day for day in window
+            if (day == yesterday or (newest is not None and day > newest) or written.get(day)) and
+            (day not in written or written[day])]
+
+
+def write_due_days(now: datetime | None = None) -> list[DailyLogEntry]:
+    """The scheduler's part: once a day has ended in the owner's time zone, write its entry if
+    it is missing or was written before the day was over (and catch up on days missed while
+    the workers were down, `days_due`). One indexed query on every other tick. Two schedulers
+    racing insert the same unique day: the loser's insert is refused and rolled back to its
+    savepoint, and the entry written by the winner stands."""
+    now = now or utcnow()
+    written = []
+    for day in days_due(now):
+        try:
+            with db.session.begin_nested():
+                written.append(write(day, "scheduler", now))
+        except IntegrityError:
+            continue
+        db.session.commit()
+    return written
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,7 @@ def test_two_schedulers_racing_on_a_day_leave_one_entry(app, owner_zone):
 
     def ours():
         with app.app_context():
-            answer["entry"] = daily_log.write_yesterday_if_due()
+            answer["entry"] = daily_log.write_due_days()
             db.session.remove()
 
     with app.app_context():
@@ -214,7 +214,7 @@ def test_two_schedulers_racing_on_a_day_leave_one_entry(app, owner_zone):
             racer.join(0.5)  # ours saw no row and now waits on their uncommitted insert
             theirs.commit()
         racer.join(10)
-        assert not racer.is_alive() and answer["entry"] is None
+        assert not racer.is_alive() and answer["entry"] == []
         assert _count(DailyLogEntry) == 1 and daily_log.get_entry(yesterday).body_md == "theirs"
 
 
@@ -352,3 +352,17 @@ def test_a_misspelt_time_zone_stops_start_up():
 
     with pytest.raises(ValueError, match="SAGAN_TIME_ZONE is 'Europe/Berln', which is not a time zone"):
         create_app(MisspeltZone)
+
+
+def test_the_scheduler_catches_up_on_days_missed_but_not_before_the_first_entry(app, owner_zone):
+    """With the newest entry four days old (workers down), does one tick write the three days
+    since, and with no entry at all only yesterday?"""
+    with app.app_context():
+        yesterday = daily_log.today() - timedelta(days=1)
+        assert daily_log.days_due() == [yesterday]
+        daily_log.write(yesterday - timedelta(days=3), "scheduler")
+        db.session.commit()
+        assert daily_log.days_due() == [yesterday - timedelta(days=2), yesterday - timedelta(days=1), yesterday]
+        scheduler.tick(app)
+        assert daily_log.days_due() == []
+        assert _count(DailyLogEntry) == 4
