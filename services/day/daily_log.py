@@ -91,8 +91,9 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat() if moment else None
 
 
-def _capped(rows: list) -> tuple[list, int]:
-    return rows[:LIST_LIMIT], len(rows)
+def _shown(rows: list) -> list:
+    """The first LIST_LIMIT of a day's list; `counts` keeps the whole number."""
+    return rows[:LIST_LIMIT]
 
 
 def _results(start: datetime, end: datetime) -> list[dict]:
@@ -191,17 +192,11 @@ def gather(day: date, now: datetime | None = None) -> dict:
     money = spend.spend_between(start, end, now)
     counts = {"results": len(results), "moves": len(moves), "podsFinished": len(finished),
               "podsFailed": len(failed), "beliefUpdates": len(belief_updates), "literature": len(literature)}
-    results, _ = _capped(results)
-    moves, _ = _capped(moves)
-    finished, _ = _capped(finished)
-    failed, _ = _capped(failed)
-    belief_updates, _ = _capped(belief_updates)
-    literature, _ = _capped(literature)
     return {
         "day": day.isoformat(), "timeZone": str(owner_zone()), "from": _iso(start), "to": _iso(day_end),
-        "counts": counts, "results": results, "moves": moves,
-        "pods": {"finished": finished, "failed": failed},
-        "beliefUpdates": belief_updates, "literature": literature,
+        "counts": counts, "results": _shown(results), "moves": _shown(moves),
+        "pods": {"finished": _shown(finished), "failed": _shown(failed)},
+        "beliefUpdates": _shown(belief_updates), "literature": _shown(literature),
         "spend": {"agentsUsd": round(money.agents_usd, 4), "agentRuns": money.agent_runs,
                   "agentsUnpriced": money.agents_unpriced, "gpuUsd": round(money.gpu_usd, 4), "pods": money.pods,
                   "gpuUnpriced": money.gpu_unpriced, "totalUsd": round(money.total_usd, 4)},

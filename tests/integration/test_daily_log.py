@@ -366,3 +366,15 @@ def test_the_scheduler_catches_up_on_days_missed_but_not_before_the_first_entry(
         scheduler.tick(app)
         assert daily_log.days_due() == []
         assert _count(DailyLogEntry) == 4
+
+
+def test_a_long_day_shows_the_first_items_and_counts_the_rest(app, owner_zone):
+    """With more papers added than an entry lists, does it list LIST_LIMIT, count them all and say how many more?"""
+    with app.app_context():
+        for n in range(daily_log.LIST_LIMIT + 3):
+            literature.add({"title": f"Paper number {n} on warmup", "authors": [f"Author {n}"]})
+        db.session.commit()
+        entry = daily_log.write(daily_log.today(), "owner")
+    assert entry.summary["counts"]["literature"] == daily_log.LIST_LIMIT + 3
+    assert len(entry.summary["literature"]) == daily_log.LIST_LIMIT
+    assert "… and 3 more" in entry.body_md
