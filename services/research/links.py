@@ -148,11 +148,22 @@ RESOLVERS: dict[str, Resolver] = {
 ARRIVING = {"todo": "todos", "daily_log": "the daily log", "weekly_review": "weekly reviews"}
 
 
+# Typed references of kinds registered later ("log:2026-12-01"), tried after the built-in ones:
+# kind → a function that answers the record the text names, None when the text is not its form.
+SHORTHANDS: dict[str, Callable[[str], object | None]] = {}
+
+
 def register(kind: str, resolver: Resolver) -> None:
     """Make `kind` linkable (called by the package that brings its table)."""
     if kind not in registry.RECORD_KINDS:
         raise ValueError(f"{kind!r} is not a record kind (registry.RECORD_KINDS).")
     RESOLVERS[kind] = resolver
+
+
+def register_shorthand(kind: str, find: Callable[[str], object | None]) -> None:
+    """Let a reference typed without "kind:" name a record of `kind` (a later package's own form)."""
+    resolver_for(kind)
+    SHORTHANDS[kind] = find
 
 
 def resolver_for(kind) -> Resolver:
@@ -191,7 +202,7 @@ def describe(kind: str, record) -> RecordRef:
 
 REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, a project\'s slug, '
                   'arXiv:2401.01234 or doi:10.… for a paper in the library, or kind:id (run:<uuid>, '
-                  'literature:<uuid>, narrative:<uuid>).')
+                  'literature:<uuid>, narrative:<uuid>), log:2026-12-01 for a day of the daily log.')
 
 
 def parse_reference(text) -> RecordRef:
@@ -213,6 +224,10 @@ def parse_reference(text) -> RecordRef:
         return describe(kind, record)
     for kind in ("clean_result", "experiment", "belief", "literature", "project"):
         record = RESOLVERS[kind].find(text)
+        if record is not None:
+            return describe(kind, record)
+    for kind, find in SHORTHANDS.items():
+        record = find(text)
         if record is not None:
             return describe(kind, record)
     if re.fullmatch(r"#?\d+", text):
