@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     from models import Experiment, db
     from services.core.actors import Actor
     from services.core.auth import create_owner, create_token, revoke_token
-    from services.pipeline import demo
+    from services.pipeline import demo, demo_research
     from services.planning import approvals
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         "belief": f"/beliefs/{belief_number}",
         "belief-link-form": f"/beliefs/{belief_number}#links",
         "new-belief": "/beliefs/new",
+        "project": f"/p/{demo_research.PROJECT_SLUG}",
+        "library": "/library",
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
