@@ -563,7 +563,7 @@ def test_malformed_or_refusing_sources_fail_clearly(app, app_ctx, fake_literatur
 def test_postgres_search_uses_the_full_text_index(app, app_ctx):
     """Does the library's text query match the GIN index's expression (so PostgreSQL can use it)?"""
     from services.research import literature
-    condition, _rank = literature.postgres_text_match("probe")
+    condition = literature.postgres_text_match("probe")
     query = sa.select(LiteratureItem.id).where(condition)
     sql = str(query.compile(db.engine, compile_kwargs={"literal_binds": True}))
     db.session.execute(sa.text("SET LOCAL enable_seqscan = off"))
