@@ -79,10 +79,11 @@ class Vocabulary:
         return " ".join(sentences)
 
 
-def item_rows(count: int, *, seed: int, project_ids: list, start: int = 0) -> list[dict]:
+def item_rows(count: int, *, seed: int, project_ids: list, start: int = 0,
+              project_share: float = 0.6) -> list[dict]:
     """`count` literature_items rows (dicts for one bulk insert), spread over the projects
     given (and none), the read states, and the last three years. `start` offsets the
-    identifiers so several calls make distinct works."""
+    identifiers so several calls make distinct works; `project_share` of them belong to a project."""
     vocabulary = Vocabulary(seed)
     rng = vocabulary.rng
     now = utcnow()
@@ -102,6 +103,6 @@ def item_rows(count: int, *, seed: int, project_ids: list, start: int = 0) -> li
             "score": round(rng.random(), 3) if rng.random() < 0.5 else None,
             "tags": [rng.choice(("probes", "sae", "rl", "theory", "evals"))], "source": "arxiv", "notes": "",
             "match_key": match_key(title, authors),
-            "project_id": rng.choice(project_ids) if project_ids and rng.random() < 0.6 else None,
+            "project_id": rng.choice(project_ids) if project_ids and rng.random() < project_share else None,
             "feed_id": None, "created_at": stamp, "updated_at": stamp})
     return rows

@@ -300,16 +300,16 @@ def search(filters: Filters, *, limit: int = 50, offset: int = 0) -> list[Litera
             match = _fts5_query(filters.query)
             if not match:
                 return []
-            statement = statement.where(sa.literal_column("literature_items.rowid").in_(
-                sa.text("SELECT rowid FROM literature_fts WHERE literature_fts MATCH :match")
-                .bindparams(match=match)))
             # SQLite always starts from the FTS5 matches (it cannot estimate a virtual table's),
             # then sorts them all; past a few thousand matches walking the queue index and
-            # stopping at the page's end is far cheaper. Counting the matches costs ~1 ms.
+            # stopping at the page's end is far cheaper. A unary + on rowid is SQLite's way to
+            # keep the planner from starting at the matches. Counting them costs ~1 ms.
             matches = db.session.scalar(sa.text("SELECT count(*) FROM literature_fts WHERE literature_fts MATCH :match"),
                                         {"match": match})
-            if matches > SQLITE_WALK_FROM_MATCHES:
-                statement = statement.with_hint(LiteratureItem, f"INDEXED BY {QUEUE_INDEX}", "sqlite")
+            rowid = "+literature_items.rowid" if matches > SQLITE_WALK_FROM_MATCHES else "literature_items.rowid"
+            statement = statement.where(sa.literal_column(rowid).in_(
+                sa.text("SELECT rowid FROM literature_fts WHERE literature_fts MATCH :match")
+                .bindparams(match=match)))
     order = [LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(), LiteratureItem.id]
     return list(db.session.scalars(statement.order_by(*order).limit(limit).offset(offset)))
 
