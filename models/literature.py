@@ -67,8 +67,9 @@ class LiteratureItem(UUIDPrimaryKey, TimestampMixin, db.Model):
 
 # The unread queue's order, which search lists in too: the database reads a page from it and
 # stops (services/research/literature.py search). SQLite sorts NULLs first, so its DESC is this.
+# The search filters follow, so a walk checks them from the index without reading each row.
 sa.Index("ix_literature_items_queue", LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(),
-         LiteratureItem.id)
+         LiteratureItem.id, LiteratureItem.project_id, LiteratureItem.read_state, LiteratureItem.type)
 
 
 class LiteratureFeed(UUIDPrimaryKey, TimestampMixin, db.Model):

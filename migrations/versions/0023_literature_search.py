@@ -22,6 +22,9 @@ down_revision = "0020_literature"
 branch_labels = None
 depends_on = None
 
+# The search filters, after the order: a walk of the index checks them without reading the row
+# (SQLite: a common word within one project 13 → 6 ms over 50,000 items).
+FILTER_COLUMNS = "project_id, read_state, type"
 # 0020's document (models/literature.py SEARCH_DOCUMENT_SQL); a migration never imports the models.
 PG_SEARCH_DOCUMENT = ("to_tsvector('english'::regconfig, title || ' ' || authors::text || ' ' || abstract || ' ' "
                       "|| summary_md || ' ' || notes)")
@@ -30,13 +33,14 @@ PG_SEARCH_DOCUMENT = ("to_tsvector('english'::regconfig, title || ' ' || authors
 def upgrade():
     if op.get_bind().dialect.name == "postgresql":
         op.execute("CREATE INDEX ix_literature_items_queue ON literature_items "
-                   "(score DESC NULLS LAST, created_at DESC, id)")
+                   f"(score DESC NULLS LAST, created_at DESC, id, {FILTER_COLUMNS})")
         op.execute("DROP INDEX ix_literature_items_search")
         op.execute(f"ALTER TABLE literature_items ADD COLUMN search_vector tsvector "
                    f"GENERATED ALWAYS AS ({PG_SEARCH_DOCUMENT}) STORED")
         op.execute("CREATE INDEX ix_literature_items_search ON literature_items USING gin (search_vector)")
     else:
-        op.execute("CREATE INDEX ix_literature_items_queue ON literature_items (score DESC, created_at DESC, id)")
+        op.execute(f"CREATE INDEX ix_literature_items_queue ON literature_items "
+                   f"(score DESC, created_at DESC, id, {FILTER_COLUMNS})")
 
 
 def downgrade():
