@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from flask import current_app
-from sqlalchemy.orm import load_only
 
 from models import CleanResultVersion, Experiment, db
 from models.literature import LiteratureItem
@@ -47,7 +46,7 @@ PUBLIC_BELIEF_STATUSES = ("active", "supported", "weakened", "falsified")
 # The experiments a project page lists; the table filtered by the project has the rest.
 PAGE_EXPERIMENTS = 200
 PAGE_LITERATURE = 30  # the rest is one click away, in the library filtered to the project
-# What the page shows of each belief and experiment (templates/projects/detail.html).
+# What the page shows of each belief and experiment (templates/projects/detail.html), read as rows.
 PAGE_BELIEF_COLUMNS = (Belief.id, Belief.number, Belief.title, Belief.current_belief, Belief.next_test,
                        Belief.status, Belief.confidence)
 PAGE_EXPERIMENT_COLUMNS = (Experiment.id, Experiment.number, Experiment.title, Experiment.status,
@@ -233,7 +232,7 @@ def counts() -> dict:
 class ResearchQuestion:
     """One belief as the mentor update reads it: what is established (and on which
     experiments), or that it is open, and the next step."""
-    belief: Belief
+    belief: sa.Row  # PAGE_BELIEF_COLUMNS
     established: bool
     cited: list[int]
     next_step: str
@@ -244,9 +243,9 @@ class ProjectPage:
     project: Project
     summary_html: str
     research_questions: list[ResearchQuestion]
-    experiments: list[Experiment]
+    experiments: list[sa.Row]  # PAGE_EXPERIMENT_COLUMNS
     more_experiments: int
-    beliefs_by_status: list[tuple[str, list[Belief]]]
+    beliefs_by_status: list[tuple[str, list[sa.Row]]]  # PAGE_BELIEF_COLUMNS
     experiment_count: int = 0
     literature: list = field(default_factory=list)
     literature_count: int = 0
@@ -289,10 +288,10 @@ def _cited_experiments(project_id) -> dict:
 
 def page(project: Project) -> ProjectPage:
     """Everything the project page shows but the narrative, in a constant number of queries."""
-    # Only the columns the page shows: a full project holds hundreds of beliefs and
-    # experiments, and loading their long text columns was a large part of the page's time.
-    beliefs = list(db.session.scalars(sa.select(Belief).where(Belief.project_id == project.id)
-                                      .options(load_only(*PAGE_BELIEF_COLUMNS)).order_by(Belief.number)))
+    # Rows of the columns the page shows, not ORM objects: a full project lists hundreds of
+    # beliefs and experiments, and building an object for each was most of the page's time.
+    beliefs = db.session.execute(sa.select(*PAGE_BELIEF_COLUMNS).where(Belief.project_id == project.id)
+                                 .order_by(Belief.number)).all()
     cited = _cited_experiments(project.id) if beliefs else {}
     questions = [ResearchQuestion(b, b.status in ESTABLISHED_STATUSES, cited.get(b.id, []), b.next_test or "")
                  for b in beliefs if b.status in ESTABLISHED_STATUSES + OPEN_STATUSES]
@@ -302,12 +301,11 @@ def page(project: Project) -> ProjectPage:
     finished = Experiment.status.in_(sorted(registry.TERMINAL_STATUSES))
     total = db.session.scalar(sa.select(sa.func.count()).select_from(Experiment)
                               .where(Experiment.project_id == project.id)) or 0
-    rows = list(db.session.scalars(
-        sa.select(Experiment).where(Experiment.project_id == project.id)
-        .options(load_only(*PAGE_EXPERIMENT_COLUMNS))
+    rows = db.session.execute(
+        sa.select(*PAGE_EXPERIMENT_COLUMNS).where(Experiment.project_id == project.id)
         .order_by(sa.case((sa.and_(Experiment.has_clean_result.is_(True), finished), 0),
                           (Experiment.has_clean_result.is_(True), 1), else_=2),
-                  Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)))
+                  Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)).all()
     # The project's papers: unread first and by the literature agent's rank, then the rest.
     in_project = LiteratureItem.project_id == project.id
     papers = list(db.session.scalars(
