@@ -3,7 +3,7 @@ and on PostgreSQL each item's search document kept as a stored tsvector column
 (`search_vector`, generated from the text 0020's expression index covered), indexed instead
 
 Revision ID: 0023_literature_search
-Revises: 0020_literature
+Revises: 0022_daily_log
 Create Date: 2026-12-02
 
 Why (bench/bench_literature_search.py, docs/performance.md "The research record"): a common
@@ -18,7 +18,7 @@ there is PostgreSQL's `DESC NULLS LAST`.
 from alembic import op
 
 revision = "0023_literature_search"
-down_revision = "0020_literature"
+down_revision = "0022_daily_log"
 branch_labels = None
 depends_on = None
 
