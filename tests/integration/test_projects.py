@@ -220,6 +220,25 @@ def test_the_project_page_builds_research_questions_from_beliefs(app, client, ow
     assert "No literature yet." in text
 
 
+def test_a_large_project_lists_the_first_beliefs_and_links_to_the_rest(app, client, owner, monkeypatch):
+    """Past the page's limits, do the research questions and each status group list their
+    first few and link to the beliefs list (filtered to the project, and to the status)?"""
+    from services.research import projects as project_service
+    monkeypatch.setattr(project_service, "PAGE_QUESTIONS", 3)
+    monkeypatch.setattr(project_service, "PAGE_BELIEFS_PER_STATUS", 2)
+    slug = _project(app, "Large project")
+    pid = _project_id(app, slug)
+    for i in range(5):
+        _belief(app, pid, f"Open belief {i}", status="active")
+    page = client.get(f"/p/{slug}")
+    assert page.status_code == 200
+    assert page.text.count('class="research-question"') == 3
+    assert f'href="/beliefs?project={slug}">2 more in the beliefs list' in page.text
+    assert f'href="/beliefs?project={slug}&amp;status=active">3 more active' in page.text
+    listed = client.get(f"/beliefs?project={slug}&status=active")
+    assert all(f"Open belief {i}" in listed.text for i in range(5))
+
+
 def test_the_project_page_shows_empty_states(client, owner, app):
     """Does a new project's page say what each empty section will hold?"""
     slug = _project(app, "Fresh")
