@@ -11,9 +11,10 @@ docstring says what lives there.
     dispatch   pods and what they cost, post, upload and recover from
     results    clean results, their lint, the completion audit, share links
     research   projects, beliefs and their evidence, typed links, the literature library
+    day        the owner's day: todos, the daily log
     planning   plans, questions, approvals and the owner's other decisions
     agents     the agents' tools and their loop, which reach into every domain
     pipeline   what ties the stages together: the side effects of a move, sweeps, the demo
 """
 
-LAYERS = ("core", "code", "claude", "workflow", "dispatch", "results", "research", "planning", "agents", "pipeline")
+LAYERS = ("core", "code", "claude", "workflow", "dispatch", "results", "research", "day", "planning", "agents", "pipeline")

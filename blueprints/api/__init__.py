@@ -17,17 +17,19 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
     beliefs        /beliefs: list, create, read, patch; /beliefs/<ref>/proposals (accept/reject: the
                    owner's session only); /links: list by record, create, delete
     literature     /literature: list and search, read, create (fields or identifier), patch
+    todos          /todos: list, create, read, patch; /todos/<ref>/experiment (make it one)
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
 from blueprints.api import (approvals, beliefs, experiments, literature, pods, projects, registries, results, runs,
-                             workflow)
+                             todos, workflow)
 from blueprints.api._common import deprecation_notice
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 bp.after_request(deprecation_notice)
 
-for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature):
+for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature,
+                 todos):
     resource.routes.register_on(bp)

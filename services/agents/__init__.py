@@ -3,4 +3,4 @@ the registry (every tool by name, and `call`), toolkit.py what a tool is made of
 live by domain (tools.py for the workflow, code_tools, repo_tools, research_tools, analysis,
 web_tools, implementation's `code_step`). The tools reach into every domain below.
 
-May import: core, code, claude, workflow, dispatch, results, research, planning."""
+May import: core, code, claude, workflow, dispatch, results, research, day, planning."""
