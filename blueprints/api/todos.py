@@ -88,7 +88,7 @@ def patch_todo(ref: str):
 
 @routes.post("/todos/<ref>/experiment")
 @access.api("write")
-def make_experiment(ref: str):
+def make_todo_experiment(ref: str):
     """Make the todo an experiment: 201 with the new one, or 200 with the one it already became."""
     todo = todos.get_todo(ref)
     experiment, created = todos.make_experiment(todo, access.actor())
