@@ -51,7 +51,7 @@ def _list_page(*, error: SaganError | None = None, quick_title: str = "", row_er
     return render("todos/index.html", "todos/_list.html", status=status, groups=todos.grouped(found),
                   total=len(found), filters=filters, filter_args=_filter_args(filters),
                   project_of=beliefs.projects_by_id(t.project_id for t in found),
-                  experiment_numbers=todos.experiment_numbers(found), error=error, quick_title=quick_title,
+                  experiment_of=todos.experiments_of(found), error=error, quick_title=quick_title,
                   row_error=row_error, statuses=registry.TODO_STATUSES, intents=registry.TODO_INTENTS,
                   projects=beliefs.project_choices(), headers={"Cache-Control": "no-store"})
 

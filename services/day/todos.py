@@ -181,8 +181,8 @@ def experiment_of(todo: Todo) -> Experiment | None:
 
 
 def make_experiment(todo: Todo, actor: Actor) -> tuple[Experiment, bool]:
-    """Turn the todo into an experiment (title, body as its hypothesis, priority, project,
-    assignee; engineering work as an infra experiment), link experiment —derives_from→ todo and
+    """Turn the todo into an experiment (title, body as its hypothesis, priority, project;
+    engineering work as an infra experiment), link experiment —derives_from→ todo and
     move the todo to `planning`. Answers (experiment, True) when it made one; (its experiment,
     False) when the todo already became one, so a second press or a retried call makes none."""
     # Lock the todo's row first: two presses that arrive together take turns here, and the
@@ -194,7 +194,9 @@ def make_experiment(todo: Todo, actor: Actor) -> tuple[Experiment, bool]:
     if todo.status in registry.TODO_CLOSED_STATUSES:
         raise Conflict(f"{label(todo.number)} is {todo.status}; reopen it before making it an experiment.",
                        code="todo_closed")
-    fields = {"title": todo.title, "priority": todo.priority, "assignee_kind": todo.assignee_kind,
+    # Not the todo's assignee: a todo "for a person" is the owner's errand, while the experiment
+    # it becomes is worked through the pipeline like any other (the experiment's default).
+    fields = {"title": todo.title, "priority": todo.priority,
               "kind": EXPERIMENT_KIND_OF_INTENT.get(todo.intent, "experiment")}
     if todo.body_md:
         fields["hypothesis"] = todo.body_md
@@ -260,10 +262,17 @@ def grouped(todos: list[Todo]) -> list[StatusGroup]:
 
 def experiment_numbers(todos) -> dict:
     """Experiment id → number for the experiments these todos became."""
+    return {key: number for key, (number, _status) in experiments_of(todos).items()}
+
+
+def experiments_of(todos) -> dict:
+    """Experiment id → (number, status) for the experiments these todos became, in one query."""
     ids = {t.experiment_id for t in todos if t.experiment_id}
     if not ids:
         return {}
-    return dict(db.session.execute(sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(ids))).all())
+    rows = db.session.execute(sa.select(Experiment.id, Experiment.number, Experiment.status)
+                              .where(Experiment.id.in_(ids))).all()
+    return {key: (number, status) for key, number, status in rows}
 
 
 # --- typed links -----------------------------------------------------------------------

@@ -244,6 +244,7 @@ def test_make_it_an_experiment_creates_links_and_moves_the_todo(app, client, own
     assert "This todo became" in shown and f"/experiments/{experiment_number}" in shown
     assert "Make it an experiment" not in shown
     assert f"T{number}" in client.get(f"/experiments/{experiment_number}").text  # its links panel
+    assert f"#{experiment_number} · proposed" in client.get("/todos").text
 
 
 def test_pressing_make_it_an_experiment_twice_makes_one(app, client, owner, make_todo):
@@ -262,12 +263,12 @@ def test_pressing_make_it_an_experiment_twice_makes_one(app, client, owner, make
 
 
 def test_an_engineering_todo_becomes_an_infra_experiment(app, make_todo):
-    """Does an engineering todo for Claude become a pod-free infra experiment assigned to the agent?"""
+    """Does an engineering todo become a pod-free infra experiment (with no hypothesis when it has no body)?"""
     number = make_todo("Cache the tokenizer", intent="engineering", assignee_kind="agent")
     with app.app_context():
         experiment, created = todos.make_experiment(todos.get_todo(number), OWNER)
         db.session.commit()
-        assert created and experiment.kind == "infra" and experiment.assignee_kind == "agent"
+        assert created and experiment.kind == "infra"
         assert experiment.hypothesis is None
 
 
