@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         "belief": f"/beliefs/{belief_number}",
         "belief-link-form": f"/beliefs/{belief_number}#links",
         "new-belief": "/beliefs/new",
+        "todos": "/todos",  # the curated demo's todos
+        "todo": "/todos/7",  # the demo todo that became an experiment
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}
