@@ -4,6 +4,8 @@ it is pressed), and typed links to todos ("T12")."""
 from __future__ import annotations
 
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
@@ -259,6 +261,27 @@ def test_pressing_make_it_an_experiment_twice_makes_one(app, client, owner, make
                                                              "form_key": "a-fresh-key-from-another-tab"})
     assert first.status_code == second.status_code == fresh.status_code == 303
     assert first.headers["Location"] == second.headers["Location"] == fresh.headers["Location"]
+    assert _count(app, Experiment) == 1 and _count(app, RecordLink) == 1
+
+
+def test_two_presses_at_once_make_one_experiment(app, make_todo):
+    """Two requests that make the same todo an experiment at the same moment (no shared form
+    key): does the row lock make the second find the first one's experiment?"""
+    number = make_todo()
+    both_ready = threading.Barrier(2)
+
+    def press():
+        with app.app_context():
+            todo = todos.get_todo(number)
+            both_ready.wait(timeout=10)
+            experiment, created = todos.make_experiment(todo, OWNER)
+            db.session.commit()
+            return experiment.number, created
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(lambda _: press(), range(2)))
+    assert len({number for number, _created in answers}) == 1
+    assert sorted(created for _number, created in answers) == [False, True]
     assert _count(app, Experiment) == 1 and _count(app, RecordLink) == 1
 
 
