@@ -19,6 +19,7 @@ from services.core.auth import load_user
 from services.core.instance_security import refuse_open_redis
 from services.core.trusted_proxies import TrustedProxyFix
 from services.core.trusted_proxies import parse as parse_trusted_proxies
+from services.day import daily_log
 from services.pipeline import side_effects
 
 
@@ -32,6 +33,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     app.config.from_object(config)
     # A malformed price must stop start-up, not price every run at $0.00 (docs/agent-loop.md).
     model_api.validate_price_overrides(app.config.get("SAGAN_MODEL_PRICES") or {})
+    # A misspelt time zone stops start-up rather than filing the daily log under wrong dates.
+    daily_log.zone_named(app.config.get("SAGAN_TIME_ZONE"))
     # An agent definition naming a tool no module defines stops start-up, with its file.
     toolbox.check_agent_definitions()
     # CSRF is checked by the access layer, which knows when a request carries a bearer

@@ -112,6 +112,8 @@ def import_old_sagan(files: tuple[str, ...]) -> None:
         click.echo(f"{path}: {report.experiments_created} experiment(s) created, "
                    f"{report.experiments_skipped} already present, {report.events_created} event(s), "
                    f"{report.approvals_created} approval request(s)")
+        for message in report.messages:  # what was kept, and what could not be (a project or belief not here)
+            click.echo(f"  {message}")
         for field_name in ("experiments_created", "experiments_skipped", "events_created", "approvals_created"):
             setattr(total, field_name, getattr(total, field_name) + getattr(report, field_name))
     if len(files) > 1:

@@ -135,6 +135,8 @@ class Config:
     HEARTBEAT_SECONDS = _env_int("SAGAN_HEARTBEAT_SECONDS", 30)
     RUN_STALE_SECONDS = _env_int("SAGAN_RUN_STALE_SECONDS", 300)
     SCHEDULER_TICK_SECONDS = _env_int("SAGAN_SCHEDULER_TICK_SECONDS", 15)
+    # The owner's day (the daily log) begins and ends at midnight here; an IANA zone name.
+    SAGAN_TIME_ZONE = os.environ.get("SAGAN_TIME_ZONE", "UTC")
     CANCEL_GRACE_SECONDS = _env_int("SAGAN_CANCEL_GRACE_SECONDS", 120)
     MODEL_MAX_RETRIES = _env_int("SAGAN_MODEL_MAX_RETRIES", 3)
     MODEL_TIMEOUT_SECONDS = _env_int("SAGAN_MODEL_TIMEOUT_SECONDS", 600)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from blueprints import access
+from blueprints import access, filters
 from blueprints._actions import perform
 from blueprints._htmx import render
 from models.research import Belief
@@ -26,7 +26,7 @@ PROPOSAL_FIELDS = ("current_belief", "status", "confidence", "evidence", "reason
 
 def markdown(text: str | None) -> Markup:
     """A belief's markdown field as sanitized HTML (services.core.sanitize is the only maker)."""
-    return Markup(beliefs.render_text(text))
+    return filters.sanitized(beliefs.render_text(text))
 
 
 def init_app(app) -> None:

@@ -1,8 +1,8 @@
-"""Discussion threads on experiment and run pages (SPEC §8.8), through htmx.
+"""Discussion threads on experiment, run and literature item pages (SPEC §8.8, §11.3), through htmx.
 
 Each view answers htmx with the thread's section (templates/discussion/_section.html)
-and plain browsers with a redirect to the page's #discussion. The run page includes the
-same section with one line, so this blueprint owns every discussion route.
+and plain browsers with a redirect to the page's #discussion. The run and library item
+pages include the same section with one line, so this blueprint owns every discussion route.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from blueprints._actions import perform
 from blueprints._htmx import fragment_or_page
 from services.core.errors import ValidationError
 from services.planning import discussion
+from services.research import literature
 from services.workflow import experiments, jobs, runs
 
 bp = Blueprint("discussion", __name__)
@@ -23,10 +24,25 @@ def init_app(app) -> None:
     def discussion_thread(entity_kind: str, entity):
         return discussion.thread(entity_kind, entity.id)
 
+    app.add_template_global(discussion_url)
+
+
+def discussion_url(entity_kind: str, entity, what: str = "post") -> str:
+    """Where a thread's comments are posted (`post`) or polled (`thread`)."""
+    if entity_kind == "experiment":
+        return url_for(f"discussion.{what}_experiment" if what == "post" else "discussion.experiment_thread",
+                       number=entity.number)
+    if entity_kind == "literature":
+        return url_for(f"discussion.{what}_literature" if what == "post" else "discussion.literature_thread",
+                       item_id=entity.id)
+    return url_for(f"discussion.{what}_run" if what == "post" else "discussion.run_thread", run_id=entity.id)
+
 
 def _page_url(entity_kind: str, entity) -> str:
     if entity_kind == "experiment":
         return url_for("experiments.detail", number=entity.number) + "#discussion"
+    if entity_kind == "literature":
+        return url_for("library.item", item_id=entity.id) + "#discussion"
     return url_for("runs.detail", run_id=entity.id) + "#discussion"
 
 
@@ -75,6 +91,13 @@ def post_run(run_id: str):
     return _post("run", runs.get_run(run_id))
 
 
+@bp.post("/library/<item_id>/comments")
+@access.owner
+def post_literature(item_id: str):
+    """Post a comment on a literature item; @claude asks Claude about the item."""
+    return _post("literature", literature.get_item(item_id))
+
+
 @bp.get("/experiments/<int:number>/comments")
 @access.owner
 def experiment_thread(number: int):
@@ -87,6 +110,13 @@ def experiment_thread(number: int):
 def run_thread(run_id: str):
     """The run's comments (polled while Claude is answering)."""
     return _thread("run", runs.get_run(run_id))
+
+
+@bp.get("/library/<item_id>/comments")
+@access.owner
+def literature_thread(item_id: str):
+    """The literature item's comments (polled while Claude is answering)."""
+    return _thread("literature", literature.get_item(item_id))
 
 
 def _thread(entity_kind: str, entity):

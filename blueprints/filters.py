@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Flask, current_app
+from flask import Flask, current_app, g, has_request_context, request, url_for
 from flask_login import current_user
 from markupsafe import Markup
 
+from blueprints import access
 from services.core import events, registry
 from services.core.clock import utcnow
+from services.core.sanitize import link_citations
 from services.dispatch import cost_ledger
+from services.research import literature
 
 
 def age(moment: datetime | None, now: datetime | None = None) -> str:
@@ -27,12 +30,43 @@ def column_of(status: str) -> str:
     return registry.STATUS_BY_NAME[status].column
 
 
-def sanitized(html: str | None) -> Markup:
+def sanitized(html: str | None, frame: bool = False) -> Markup:
     """Mark HTML safe that services.core.sanitize produced when it was stored (the `*_html` fields).
 
-    The only way a template shows markup; never use it on anything else.
+    The only way a template shows markup; never use it on anything else. On the owner's pages a
+    citation of a work in the library becomes a link to it (`frame`: the text is a clean result
+    in its sandboxed frame, whose links open a new tab).
     """
-    return Markup(html or "")
+    return Markup(with_library_links(html or "", new_tab=frame))
+
+
+def with_library_links(html: str, new_tab: bool = False) -> str:
+    """Sanitized HTML with citations (`arXiv:…`, `doi:…`) of works in the library linked to
+    their pages, on pages only the owner sees; elsewhere (a mentor's share page) they stay
+    text, since /library is the owner's. Each text costs at most one query, and none for a
+    work already looked up during this request."""
+    if not _owner_page():
+        return html
+    return link_citations(html, _library_targets, new_tab=new_tab)
+
+
+def _owner_page() -> bool:
+    # The route's rule, not the session: a share page never reads the session.
+    if not has_request_context():
+        return False
+    rule = access.rule_for(request.endpoint)
+    return rule is not None and rule[0] == "owner"
+
+
+def _library_targets(keys) -> dict:
+    known = g.setdefault("library_citations", {})
+    missing = [key for key in keys if key not in known]
+    if missing:
+        items = literature.cited_items(missing)
+        for key in missing:
+            item = items.get(key)
+            known[key] = (url_for("library.item", item_id=item.id), item.title) if item is not None else None
+    return {key: known[key] for key in keys if known[key] is not None}
 
 
 def words(key: str) -> str:

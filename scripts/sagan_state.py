@@ -16,6 +16,15 @@ Agents, pods and scripts use it to read and move experiments:
     sagan_state.py artifacts 192
     sagan_state.py upload-artifact results/metrics.json --name results/metrics.json   # on a pod
 
+and the research record (projects, beliefs, the literature library, typed links):
+
+    sagan_state.py projects                      # list; `projects show SLUG`, `projects create --title …`
+    sagan_state.py beliefs --project probing     # list; `beliefs show B3`, `beliefs create --title …`
+    sagan_state.py literature search "sparse probes" --read-state unread
+    sagan_state.py literature add arXiv:2401.01234 --project probing
+    sagan_state.py literature show 3f2a9c1e-…
+    sagan_state.py link "#12" tests B3 --note "the probe sweep tests it"
+
 Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
 Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
 or bad usage.
@@ -397,6 +406,200 @@ def cmd_clean_result(client: Client, args) -> int:
     return 0
 
 
+# --- the research record ------------------------------------------------------------
+
+def _as_json(args) -> bool:
+    """JSON when asked, or when the output is not a terminal (agents parse it), unless --summary."""
+    if getattr(args, "summary", False):
+        return False
+    return bool(getattr(args, "json", False)) or not sys.stdout.isatty()
+
+
+def _output_options(parser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="always print JSON")
+    mode.add_argument("--summary", action="store_true", help="always print the summary")
+
+
+def _text_arg(args, name: str, file_name: str):
+    """A text option given inline (--summary TEXT) or from a file (--summary-file PATH, - for stdin)."""
+    path = getattr(args, file_name, None)
+    if path is None:
+        return getattr(args, name, None)
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _fields(args, names: dict) -> dict:
+    """{apiField: value} for each option given (None means not given)."""
+    return {field: getattr(args, attr) for attr, field in names.items() if getattr(args, attr, None) is not None}
+
+
+def project_line(p: dict) -> str:
+    counts = f"{p.get('experimentCount', 0)} exp · {p.get('beliefCount', 0)} beliefs" if "beliefCount" in p else ""
+    return f"{p['slug'][:32]:<32} {p['status']:<10} {p['title'][:70]:<70} {counts}".rstrip()
+
+
+def cmd_projects(client: Client, args) -> int:
+    if args.projects_command == "show":
+        data = client.request("GET", f"/api/projects/{urllib.parse.quote(args.slug, safe='')}")
+        if _as_json(args):
+            emit(data)
+            return 0
+        p = data["project"]
+        print(project_line(p))
+        for label, key in (("question", "question"), ("summary", "summaryMd")):
+            if p.get(key):
+                print(f"  {label}: {_one_line(p[key], 300)}")
+        narrative = data.get("publishedNarrative")
+        print(f"  published narrative: v{narrative['version']}" if narrative else "  no published narrative")
+        return 0
+    if args.projects_command == "create":
+        try:
+            summary = _text_arg(args, "summary", "summary_file")
+        except OSError as exc:
+            print(f"cannot read {args.summary_file}: {exc.strerror}", file=sys.stderr)
+            return 2
+        body = _fields(args, {"title": "title", "slug": "slug", "question": "question", "status": "status"})
+        if summary is not None:
+            body["summaryMd"] = summary
+        data = client.request("POST", "/api/projects", body)
+        p = data["project"]
+        print(f"project {p['slug']} created: {p['title']}")
+        return 0
+    data = client.request("GET", "/api/projects", query={"status": args.status})
+    if _as_json(args):
+        emit(data)
+    else:
+        for p in data["projects"]:
+            print(project_line(p))
+        if not data["projects"]:
+            print("no projects")
+    return 0
+
+
+BELIEF_TEXT_OPTIONS = {"belief": "currentBelief", "evidence": "evidence", "counterevidence": "counterevidence",
+                       "next_test": "nextTest"}
+
+
+def belief_line(b: dict) -> str:
+    return f"{b['cite']:<7} {b['status']:<12} {b['confidence']:<9} {b['title'][:90]}"
+
+
+def cmd_beliefs(client: Client, args) -> int:
+    if args.beliefs_command == "show":
+        data = client.request("GET", f"/api/beliefs/{urllib.parse.quote(args.ref, safe='')}")
+        if _as_json(args):
+            emit(data)
+            return 0
+        b = data["belief"]
+        print(belief_line(b))
+        for label, key in (("believed", "currentBelief"), ("evidence", "evidence"),
+                           ("counterevidence", "counterevidence"), ("next test", "nextTest")):
+            if b.get(key):
+                print(f"  {label}: {_one_line(b[key], 300)}")
+        print(f"  version {b['version']} · {len(data.get('versions') or [])} in its history · "
+              f"{len(data.get('pendingProposals') or [])} proposed update(s) waiting")
+        for side in ("outgoing", "incoming"):
+            for link in (data.get("links") or {}).get(side) or []:
+                other = (f"{link['targetKind']} {link['targetId']}" if side == "outgoing"
+                         else f"{link['sourceKind']} {link['sourceId']}")
+                print(f"  {'→' if side == 'outgoing' else '←'} {link['kind']} {other}")
+        return 0
+    if args.beliefs_command == "create":
+        body = _fields(args, {"title": "title", "status": "status", "confidence": "confidence",
+                              "project": "project", **BELIEF_TEXT_OPTIONS})
+        data = client.request("POST", "/api/beliefs", body)
+        b = data["belief"]
+        print(f"{b['cite']} created: {b['title']}")
+        return 0
+    data = client.request("GET", "/api/beliefs", query={"project": args.project, "status": args.status,
+                                                        "q": args.query, "limit": args.limit})
+    if _as_json(args):
+        emit(data)
+    else:
+        for b in data["beliefs"]:
+            print(belief_line(b))
+        if not data["beliefs"]:
+            print("no beliefs")
+    return 0
+
+
+LITERATURE_FIELD_OPTIONS = {"title": "title", "year": "year", "venue": "venue", "url": "url", "doi": "doi",
+                            "arxiv_id": "arxivId", "type": "type", "abstract": "abstract", "notes": "notes"}
+
+
+def item_line(item: dict) -> str:
+    first = (item.get("authors") or ["?"])[0]
+    ident = f"doi:{item['doi']}" if item.get("doi") else f"arXiv:{item['arxivId']}" if item.get("arxivId") else ""
+    return (f"{item['id'][:8]}  {item['readState']:<8} {item['year'] or 'n.d.'!s:<5} {first[:24]:<24} "
+            f"{item['title'][:70]}  {ident}").rstrip()
+
+
+def cmd_literature(client: Client, args) -> int:
+    if args.literature_command == "show":
+        data = client.request("GET", f"/api/literature/{urllib.parse.quote(args.item_id, safe='')}")
+        if _as_json(args):
+            emit(data)
+            return 0
+        item = data["item"]
+        print(item_line(item))
+        print(f"  id: {item['id']}  type: {item['type']}  authors: {', '.join(item['authors'][:8]) or '—'}")
+        for label, key in (("venue", "venue"), ("url", "url"), ("abstract", "abstract"), ("summary", "summaryMd"),
+                           ("why it matters", "relevanceReasonMd"), ("might undercut", "threatReasonMd"),
+                           ("notes", "notes")):
+            if item.get(key):
+                print(f"  {label}: {_one_line(item[key], 400)}")
+        return 0
+    if args.literature_command == "add":
+        if args.identifier:
+            given = [f"--{name.replace('_', '-')}" for name in [*LITERATURE_FIELD_OPTIONS, "authors", "tags"]
+                     if getattr(args, name, None) is not None]
+            if given:
+                print(f"Give an identifier or the item's fields, not both ({', '.join(given)}).", file=sys.stderr)
+                return 2
+            body = {"identifier": args.identifier}
+        else:
+            if args.title is None:
+                print("Give an identifier (arXiv id, DOI or URL) or at least --title.", file=sys.stderr)
+                return 2
+            body = _fields(args, LITERATURE_FIELD_OPTIONS)
+            if args.authors is not None:
+                body["authors"] = [a.strip() for a in args.authors.split(";") if a.strip()]
+            if args.tags is not None:
+                body["tags"] = [t.strip() for t in args.tags.split(",") if t.strip()]
+        if args.project is not None:
+            body["projectId"] = args.project
+        data = client.request("POST", "/api/literature", body)
+        item = data["item"]
+        print(f"{'added' if data.get('created') else 'already in the library (merged)'}: {item['title']} "
+              f"({item['id']})")
+        return 0
+    data = client.request("GET", "/api/literature", query={"q": args.text, "type": args.type,
+                                                           "readState": args.read_state, "project": args.project,
+                                                           "limit": args.limit})
+    if _as_json(args):
+        emit(data)
+    else:
+        for item in data["items"]:
+            print(item_line(item))
+        if not data["items"]:
+            print("nothing in the library matches")
+    return 0
+
+
+def cmd_link(client: Client, args) -> int:
+    body = {"source": args.source, "kind": args.kind, "target": args.target}
+    if args.note is not None:
+        body["note"] = args.note
+    data = client.request("POST", "/api/links", body)
+    link = data["link"]
+    print(f"linked: {args.source} {link['kind']} {args.target} ({link['id']})")
+    return 0
+
+
 def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sagan_state.py", description="Sagan command-line client.")
     parser.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL),
@@ -515,7 +718,97 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="always print JSON")
     q = runs_sub.add_parser("cancel", help="cancel a run (stops between steps if it is running)")
     q.add_argument("run_id", metavar="RUN_ID", help="the run's uuid")
+    _research_commands(sub)
     return parser
+
+
+def _research_commands(sub) -> None:
+    """projects, beliefs, literature and link: the research record over /api."""
+    p = sub.add_parser("projects", help="list projects; `projects show SLUG`, `projects create --title …`",
+                       description="List projects (active first), or `show SLUG` / `create`. "
+                                   "Output is JSON when piped (or with --json).")
+    p.add_argument("--status", help="only projects in this status")
+    _output_options(p)
+    p.set_defaults(func=cmd_projects, projects_command=None)
+    project_sub = p.add_subparsers(dest="projects_command", metavar="{show,create}")
+    q = project_sub.add_parser("show", help="one project, with its published narrative's version")
+    q.add_argument("slug", metavar="SLUG")
+    _output_options(q)
+    q = project_sub.add_parser("create", help="create a project")
+    q.add_argument("--title", required=True)
+    q.add_argument("--slug", help="default: made from the title")
+    q.add_argument("--question", help="the research question")
+    summary = q.add_mutually_exclusive_group()
+    summary.add_argument("--summary", help="markdown")
+    summary.add_argument("--summary-file", help="markdown file, or - for standard input")
+    q.add_argument("--status")
+
+    p = sub.add_parser("beliefs", help="list beliefs; `beliefs show B3`, `beliefs create --title …`",
+                       description="List beliefs (most recently changed first), or `show REF` / `create`. "
+                                   "Only the owner changes a belief; agents propose updates from their tools. "
+                                   "Output is JSON when piped (or with --json).")
+    p.add_argument("--project", help="a project's slug")
+    p.add_argument("--status")
+    p.add_argument("-q", "--query", help="words in the title or text")
+    p.add_argument("--limit", type=int, default=100)
+    _output_options(p)
+    p.set_defaults(func=cmd_beliefs, beliefs_command=None)
+    belief_sub = p.add_subparsers(dest="beliefs_command", metavar="{show,create}")
+    q = belief_sub.add_parser("show", help="one belief, its history, proposals waiting and links")
+    q.add_argument("ref", metavar="REF", help="B3, 3 or the belief's uuid")
+    _output_options(q)
+    q = belief_sub.add_parser("create", help="state a new belief")
+    q.add_argument("--title", required=True)
+    q.add_argument("--belief", help="what is believed (markdown)")
+    q.add_argument("--evidence")
+    q.add_argument("--counterevidence")
+    q.add_argument("--next-test", dest="next_test")
+    q.add_argument("--status", help="default draft")
+    q.add_argument("--confidence", help="LOW, MODERATE or HIGH (default LOW)")
+    q.add_argument("--project", help="a project's slug")
+
+    p = sub.add_parser("literature", help="the library: `literature search|add|show`",
+                       description="Search the literature library, add an item (by an arXiv id, DOI or URL, or "
+                                   "by its fields), or show one. Output is JSON when piped (or with --json).")
+    p.set_defaults(func=lambda client, args: _usage(p))
+    literature_sub = p.add_subparsers(dest="literature_command", metavar="{search,add,show}")
+    q = literature_sub.add_parser("search", help="full-text search (best match first; no words: the unread queue)")
+    q.add_argument("text", nargs="?", default="", help="words in the title, authors, abstract, summary or notes")
+    q.add_argument("--type")
+    q.add_argument("--read-state", dest="read_state")
+    q.add_argument("--project", help="a project (slug or uuid)")
+    q.add_argument("--limit", type=int, default=50)
+    _output_options(q)
+    q.set_defaults(func=cmd_literature)
+    q = literature_sub.add_parser("add", help="add an item by identifier, or by --title and other fields")
+    q.add_argument("identifier", nargs="?", help="arXiv:2401.01234, doi:10.…/…, or a URL")
+    for name in LITERATURE_FIELD_OPTIONS:
+        q.add_argument(f"--{name.replace('_', '-')}", dest=name)
+    q.add_argument("--authors", help="separated by ';' (\"Lovelace, Ada; Turing, Alan\")")
+    q.add_argument("--tags", help="comma-separated")
+    q.add_argument("--project", help="a project (slug or uuid)")
+    q.set_defaults(func=cmd_literature)
+    q = literature_sub.add_parser("show", help="one item: metadata, abstract, summary, reasons, notes")
+    q.add_argument("item_id", metavar="ID", help="the item's uuid")
+    _output_options(q)
+    q.set_defaults(func=cmd_literature)
+
+    p = sub.add_parser("link", help="link two records: link SOURCE KIND TARGET",
+                       description="Link two records by typed reference: \"#12\" (experiment), \"R12\" (its "
+                                   "clean result), \"B3\" (belief), arXiv:… or doi:… (a library item), a "
+                                   "project's slug, or kind:<uuid>. KIND is the link's kind, e.g. tests, supports, "
+                                   "contradicts, cites.")
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("kind", metavar="KIND")
+    p.add_argument("target", metavar="TARGET")
+    p.add_argument("--note")
+    p.set_defaults(func=cmd_link)
+
+
+def _usage(parser) -> int:
+    parser.print_usage(sys.stderr)
+    print("say what to do: search, add or show", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -634,10 +634,146 @@ def relink_experiment_refs(html: str | None, href_for) -> str:
                 child.set("href", target)
                 continue
             _unwrap(parent, child)
-    out = _CLEANER_SHELL.serializer.render(_CLEANER_SHELL.walker(dom))
-    for placeholder, css in styles.items():
-        out = out.replace(placeholder, css)
+    out = _CLEANER_SHELL.serializer.render(_entities_kept(_LinearWalker(dom)))
+    if styles:
+        out = re.sub(r"saganstyle[0-9a-f]{16}n[0-9]+", lambda m: styles.get(m.group(0), m.group(0)), out)
     return out
+
+
+def _entities_kept(tokens):
+    """Tokens of stored markup, re-parsed, ready to serialize again. The parser leaves
+    entities as written (`&amp;` stays five characters), and the serializer escapes every
+    `&` in text: each entity becomes an Entity token, which it writes as it is (as bleach's
+    own filter does), so `&amp;` is not shown to the reader as `&amp;amp;`."""
+    for token in tokens:
+        if token["type"] != "Characters" or "&" not in token["data"]:
+            yield token
+            continue
+        for part in html5lib_shim.next_possible_entity(token["data"]):
+            if not part:
+                continue
+            entity = html5lib_shim.match_entity(part) if part.startswith("&") else None
+            if entity is None:
+                yield {"type": "Characters", "data": part}
+                continue
+            yield {"type": "Entity", "name": entity}
+            if len(part) > len(entity) + 2:
+                yield {"type": "Characters", "data": part[len(entity) + 2:]}
+
+
+# `arXiv:2401.01234` (any version) and `doi:10.1000/xyz` in text cite a work; where the
+# library holds it, `link_citations` makes the citation a link to the item's page. Only the
+# prefixed forms: a bare `2401.01234` is as likely a number as a paper. Each pattern starts
+# at a fixed word that does not continue a word or path, so every character is scanned from
+# a bounded number of starts.
+CITATION = re.compile(
+    r"(?<![\w/.:-])(?:arxiv:(?P<arxiv>\d{4}\.\d{4,5}|[a-z-]{1,20}(?:\.[a-z]{2})?/\d{7})(?:v\d{1,3})?(?![\w/])"
+    r"|doi:(?P<doi>10\.\d{4,9}/[^\s<>\"']+))",
+    re.IGNORECASE)
+CITATION_HINT = re.compile(r"arxiv:|doi:", re.IGNORECASE)
+CITATION_CLASS = "library-ref"
+# A DOI may hold any character, but a sentence's closing punctuation is not part of one.
+_DOI_TRAILING = ".,;:!?\u201d\u2019\u00bb"  # and the closing quotes a sentence may end with
+_DOI_CLOSERS = {")": "(", "]": "["}
+
+
+def citation_key(match: re.Match) -> tuple[str, str]:
+    """("arxiv", id as written, without version) or ("doi", DOI as written), for a CITATION match."""
+    if match.group("arxiv"):
+        return "arxiv", match.group("arxiv")
+    return "doi", _trim_doi(match.group("doi"))
+
+
+def _trim_doi(doi: str) -> str:
+    """Without trailing punctuation and unmatched closing brackets (`doi:10.1/a(1))` → `10.1/a(1)`),
+    counted once, so a run of thousands of `)` is trimmed in one pass."""
+    unmatched = {closer: doi.count(closer) - doi.count(opener) for closer, opener in _DOI_CLOSERS.items()}
+    end = len(doi)
+    while end:
+        last = doi[end - 1]
+        if last in _DOI_CLOSERS and unmatched[last] > 0:
+            unmatched[last] -= 1
+        elif last not in _DOI_TRAILING:
+            break
+        end -= 1
+    return doi[:end]
+
+
+def _citations_in(text: str):
+    """(start, end, key) for each citation in a run of text; a DOI ends before closing punctuation."""
+    for match in CITATION.finditer(text):
+        kind, value = citation_key(match)
+        start = match.start()
+        end = match.end() if kind == "arxiv" else match.start("doi") + len(value)
+        if value:
+            yield start, end, (kind, value)
+
+
+def link_citations(html: str | None, resolve, *, new_tab: bool = False) -> str:
+    """Sanitized HTML with each citation of a work (`arXiv:…`, `doi:…`) that `resolve` knows
+    made a link: `resolve(keys)` gets every citation key of the text at once (one lookup per
+    text, however many citations) and answers {key: (href, title)} for the works it has.
+    Not inside links, code, preformatted text, styles or SVG; nothing else changes.
+
+    Runs when sanitized markup is shown (blueprints/filters.py), not when it is stored: the
+    library changes after a plan cites a paper, and a share page must cite as plain text.
+    """
+    if not html or not CITATION_HINT.search(html):
+        return html or ""
+    dom = _PARSER.parseFragment(html)
+    styles = _protect_styles(dom)
+    tokens = []
+    cited: set[tuple[str, str]] = set()
+    skipping = 0  # depth inside elements whose text stays text
+    for token in _LinearWalker(dom):
+        kind = token["type"]
+        foreign = token.get("namespace") not in (None, html5lib_shim.namespaces["html"])
+        if kind == "StartTag" and (token["name"] in _NO_REF_INSIDE or foreign):
+            skipping += 1
+        elif kind == "EndTag" and (token["name"] in _NO_REF_INSIDE or foreign):
+            skipping = max(skipping - 1, 0)
+        elif kind == "Characters" and not skipping and CITATION_HINT.search(token["data"]):
+            found = list(_citations_in(token["data"]))
+            if found:
+                cited.update(key for _start, _end, key in found)
+                tokens.append({"type": "Citations", "data": token["data"], "found": found})
+                continue
+        tokens.append(token)
+    if not cited:
+        return html
+    targets = resolve(cited) or {}
+    if not targets:
+        return html
+    out = _CLEANER_SHELL.serializer.render(_entities_kept(_with_citation_links(tokens, targets, new_tab)))
+    if styles:
+        out = re.sub(r"saganstyle[0-9a-f]{16}n[0-9]+", lambda m: styles.get(m.group(0), m.group(0)), out)
+    return out
+
+
+def _with_citation_links(tokens, targets: dict, new_tab: bool):
+    html_ns = html5lib_shim.namespaces["html"]
+    for token in tokens:
+        if token["type"] != "Citations":
+            yield token
+            continue
+        text, position = token["data"], 0
+        for start, end, key in token["found"]:
+            target = targets.get(key)
+            if target is None:
+                continue
+            href, title = target
+            if start > position:
+                yield {"type": "Characters", "data": text[position:start]}
+            attributes = {(None, "href"): href, (None, "class"): CITATION_CLASS, (None, "title"): title or "",
+                          (None, "rel"): LINK_REL}
+            if new_tab:
+                attributes[(None, "target")] = "_blank"
+            yield {"type": "StartTag", "name": "a", "namespace": html_ns, "data": attributes}
+            yield {"type": "Characters", "data": text[start:end]}
+            yield {"type": "EndTag", "name": "a", "namespace": html_ns}
+            position = end
+        if position < len(text):
+            yield {"type": "Characters", "data": text[position:]}
 
 
 def experiment_refs(html: str | None) -> set[int]:

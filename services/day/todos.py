@@ -34,6 +34,7 @@ EDITABLE_FIELDS = ("title", "body_md", "status", "intent", "priority", "assignee
 # What the experiment's kind is for a todo of each intent: engineering work needs no pod.
 EXPERIMENT_KIND_OF_INTENT = {"engineering": "infra"}
 _REF = re.compile(r"^\s*[Tt]?\s*(\d{1,9})\s*$")
+_SHORTHAND = re.compile(r"\s*[Tt]\d{1,9}\s*")
 
 
 def label(number: int) -> str:
@@ -279,5 +280,6 @@ def experiments_of(todos) -> dict:
 
 links.register("todo", links.Resolver(
     "todo", lambda todo_id: db.session.get(Todo, todo_id), lambda t: f"{label(t.number)} {t.title}",
-    lambda t: f"/todos/{t.number}",
-    lambda text: find_todo(text) if re.fullmatch(r"\s*[Tt]\d{1,9}\s*", text) else None))
+    lambda t: f"/todos/{t.number}", find_todo))
+# "T12" typed without "todo:" (a bare "12" stays an experiment's number).
+links.register_shorthand("todo", lambda text: find_todo(text) if _SHORTHAND.fullmatch(text) else None)

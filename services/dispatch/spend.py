@@ -1,9 +1,13 @@
-"""Actual spend: cost per hour × uptime, summed per pod, run and experiment (SPEC §6.8)."""
+"""Actual spend: cost per hour × uptime, summed per pod, run and experiment (SPEC §6.8), and
+what one stretch of time (a day of the daily log) cost, agents and GPU apart."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 
-from models import Pod, db
+from models import AgentRun, Pod, db
 from services.core import pod_accounts, records
 from services.core.clock import utcnow
 from services.dispatch import costs
@@ -95,3 +99,53 @@ def gpu_by_experiment(experiment_ids) -> dict:
     return {experiment_id: (float(spent), float(burn), int(unpriced_count), int(live), int(live_unpriced), int(pods),
                             int(local))
             for experiment_id, spent, burn, unpriced_count, live, live_unpriced, pods, local in rows}
+
+
+@dataclass(frozen=True)
+class WindowSpend:
+    """What was spent between two instants: agents' tokens and GPU time apart, with how many
+    runs and pods ran at a price nobody knows (their spend is a lower bound, never a false $0)."""
+    agents_usd: float
+    agent_runs: int
+    agents_unpriced: int
+    gpu_usd: float
+    pods: int
+    gpu_unpriced: int
+
+    @property
+    def total_usd(self) -> float:
+        return self.agents_usd + self.gpu_usd
+
+
+def spend_between(start: datetime, end: datetime, now: datetime | None = None) -> WindowSpend:
+    """Spend in [start, end), in two queries whatever the number of runs and pods.
+
+    An agent run's cost counts on the day it started (a run's tokens carry no timestamps of
+    their own). A pod's counts for the part of its last stretch up (last start to its end, or
+    now) inside the window, at its rate, never more than its recorded uptime: a pod up across
+    midnight is split between the two days. Time up before a pod's last restart is not dated,
+    so it is left out rather than put on the wrong day."""
+    now = now or utcnow()
+    run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
+    agents = db.session.execute(sa.select(
+        sa.func.coalesce(sa.func.sum(AgentRun.cost_usd), 0), sa.func.count(),
+        sa.func.count().filter(AgentRun.cost_usd.is_(None)))
+        .where(run_start >= start, run_start < end)).one()
+    pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
+    pods = db.session.execute(sa.select(
+        pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
+        sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr))
+        .where(pod_start < end, sa.or_(Pod.ended_at.is_(None), Pod.ended_at >= start),
+               Pod.last_started_at.is_not(None))).all()
+    gpu_usd, counted, unpriced = 0.0, 0, 0
+    for up_since, ended_at, uptime, account, rate in pods:
+        stop = min(ended_at or now, end, now)
+        seconds = min((stop - max(up_since, start)).total_seconds(), float(uptime or 0))
+        if seconds <= 0:
+            continue
+        counted += 1
+        if rate is None:
+            unpriced += int(pod_accounts.bills(account))
+            continue
+        gpu_usd += float(rate) * seconds / 3600.0
+    return WindowSpend(float(agents[0] or 0), int(agents[1]), int(agents[2]), round(gpu_usd, 6), counted, unpriced)

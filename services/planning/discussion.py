@@ -1,9 +1,11 @@
-"""Discussion threads on experiment and run pages (SPEC §8.8).
+"""Discussion threads on experiment and run pages (SPEC §8.8) and on literature items (§11.3).
 
 Comments are markdown, rendered and sanitized when written (`body_html`). A comment that
 mentions @claude starts a `qa` run of the comment-responder; the question remembers the
 run (`qa_run_id`), so the reply lands in the thread the question was asked in, labelled
 as Claude's. Replies that read like leaked instructions are refused (services.agents.tools).
+A question on a literature item goes to the literature-responder instead, in a run scoped to
+the item (as the literature agent's are), so it can read the item and its project's beliefs.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from models import AgentRun, Comment, Experiment, db
+from models import AgentRun, Comment, Experiment, LiteratureItem, db
 from services.claude import loader
 from services.core import events, input_shape, registry
 from services.core.actors import Actor
@@ -23,11 +25,16 @@ from services.core.records import get_by_id
 from services.core.redact import redact
 from services.core.sanitize import render_markdown
 from services.core.unlocked import outside_transaction
+from services.research import literature
 from services.workflow import experiments, orchestration, runs
 
-ENTITY_KINDS = ("experiment", "run")
+ENTITY_KINDS = ("experiment", "run", "literature")
 COMMENT_MAX = 20_000
 RESPONDER = "comment-responder"
+LITERATURE_RESPONDER = "literature-responder"
+# What of a literature item the question's brief quotes; the responder reads the rest
+# (summary, reasons, notes in full) with read_literature.
+ITEM_TEXT_QUOTED = 2_000
 MENTION = re.compile(r"(?<![\w@])@claude\b", re.I)
 NO_KEY_NOTICE = ("Claude was not asked: no ANTHROPIC_API_KEY is configured, so agents are off. "
                  "Your comment is saved.")
@@ -106,7 +113,7 @@ def _prepare_body(body) -> PreparedComment:
 def experiment_of(entity_kind: str, entity) -> Experiment | None:
     if entity_kind == "experiment":
         return entity
-    if entity.scope_kind == "experiment" and entity.scope_id:
+    if entity_kind == "run" and entity.scope_kind == "experiment" and entity.scope_id:
         return db.session.get(Experiment, entity.scope_id)
     return None
 
@@ -114,14 +121,31 @@ def experiment_of(entity_kind: str, entity) -> Experiment | None:
 def _where(entity_kind: str, entity) -> str:
     if entity_kind == "experiment":
         return f"experiment #{entity.number} ({entity.title})"
+    if entity_kind == "literature":
+        return f"literature item {entity.id} (“{entity.title[:300]}”)"
     return f"run {entity.short_id} ({entity.kind}, agent {entity.agent}, status {entity.status})"
+
+
+def _item_brief(item: LiteratureItem) -> str:
+    """What the question is about, quoted into the responder's brief: the metadata, and the
+    start of the abstract, summary and notes (read_literature has them whole)."""
+    lines = [f"Title: {item.title}", f"Authors: {', '.join(item.authors[:20]) or 'unknown'}",
+             f"Year: {item.year or 'unknown'}", f"Type: {item.type}"]
+    lines += [f"{label}: {value}" for label, value in (("Venue", item.venue), ("arXiv", item.arxiv_id),
+                                                      ("DOI", item.doi), ("URL", item.url)) if value]
+    for label, text in (("Abstract", item.abstract), ("Summary", item.summary_md), ("Owner's notes", item.notes)):
+        if text:
+            cut = text[:ITEM_TEXT_QUOTED] + (" …(cut; read_literature has all of it)"
+                                             if len(text) > ITEM_TEXT_QUOTED else "")
+            lines.append(f"{label}:\n{cut}")
+    return "\n".join(lines)
 
 
 def post_comment(entity_kind: str, entity, body, actor: Actor) -> Posted:
     """The owner's comment; @claude asks the comment-responder. The caller commits, then
     enqueues `posted.run` (if any)."""
     if entity_kind not in ENTITY_KINDS:
-        raise ValidationError("Comments go on experiments and runs.", field="entity_kind")
+        raise ValidationError("Comments go on experiments, runs and literature items.", field="entity_kind")
     prepared = prepare_body(body)
     body = prepared.body
     comment = Comment(id=uuid.uuid4(), entity_kind=entity_kind, entity_id=entity.id, author_kind="owner",
@@ -150,6 +174,14 @@ def _ask_claude(entity_kind: str, entity, experiment: Experiment | None, comment
                + f"The question:\n\n{comment.body_md}\n\nAnswer it with add_comment.")
     if entity_kind == "run" and entity.last_error:
         request += f"\n\nThat run's last error: {entity.last_error[:2000]}"
+    if entity_kind == "literature":
+        request += (f"\n\nThe item (id {entity.id}):\n\n{_item_brief(entity)}\n\nread_literature it for its summary, "
+                    "reasons and notes in full, and list_beliefs for what its project believes now.")
+        definition = loader.get(LITERATURE_RESPONDER)
+        run = runs.create_run(kind="qa", agent=LITERATURE_RESPONDER, request=request, scope_id=entity.id,
+                              scope_kind="literature", model=loader.model_for(definition))
+        comment.qa_run_id = run.id
+        return run, None
     definition = loader.get(RESPONDER)
     run = runs.create_run(kind="qa", agent=RESPONDER, request=request,
                           scope_id=experiment.id if experiment is not None else None,
@@ -197,9 +229,11 @@ def delete_comment(comment: Comment, actor: Actor) -> None:
 
 
 def entity_for(comment: Comment):
-    """The experiment or run a comment belongs to."""
+    """The experiment, run or literature item a comment belongs to."""
     if comment.entity_kind == "experiment":
         return experiments.get_experiment(comment.entity_id)
+    if comment.entity_kind == "literature":
+        return literature.get_item(comment.entity_id)
     return runs.get_run(comment.entity_id)
 
 

@@ -4,6 +4,8 @@ A document is `{experiment, events, approvalRequests}` in the old camelCase shap
 Numbers, ids, statuses (including `awaiting_approval`), plans, pod specs, bodies and
 events are kept; a result the old system had shared or completed is kept as promoted. Importing writes history as it was — it is the one writer besides
 transition() that sets a status, because it records past moves rather than making one.
+The old `projectId` and `beliefId` are kept where that project or belief exists here (the
+experiment's project; a `tests` link to the belief), and the report says when they do not.
 Importing the same document twice changes nothing: rows are keyed by the old ids.
 """
 from __future__ import annotations
@@ -16,13 +18,15 @@ from datetime import datetime, timezone
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
-from models.research import Project
+from models.research import Belief, Project
 from services.core import pod_accounts, registry
+from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import ValidationError
 from services.core.redact import redact, redact_data
 from services.core.sanitize import sanitize_result_html
 from services.planning import plans
+from services.research import links
 from services.results import results
 from services.workflow import experiments
 
@@ -103,6 +107,7 @@ def import_document(doc: dict, report: ImportReport | None = None) -> ImportRepo
         experiment = _create_experiment(old, exp_id, number, status)
         report.experiments_created += 1
         _keep_project(experiment, old.get("projectId"), report)
+        _keep_belief(experiment, old.get("beliefId"), report)
     else:
         report.experiments_skipped += 1
     experiments.raise_counter_to(number)
@@ -183,6 +188,23 @@ def _keep_project(experiment: Experiment, old_project_id, report: ImportReport) 
         return
     report.messages.append(f"#{experiment.number}: the old project {str(old_project_id)[:60]} is not here; "
                            "imported without a project.")
+
+
+def _keep_belief(experiment: Experiment, old_belief_id, report: ImportReport) -> None:
+    """The old system's `beliefId` (the belief an experiment tests) as a `tests` link when a
+    belief with that id is here; otherwise no link, and the report says so."""
+    if not old_belief_id:
+        return
+    try:
+        belief = db.session.get(Belief, uuid.UUID(str(old_belief_id)))
+    except ValueError:
+        belief = None
+    if belief is None:
+        report.messages.append(f"#{experiment.number}: the old belief {str(old_belief_id)[:60]} is not here; "
+                               "imported without linking it.")
+        return
+    links.create_link(links.describe("experiment", experiment), "tests", links.describe("belief", belief),
+                      Actor.system("import"), note="The old system recorded this experiment as testing it.")
 
 
 def event_fields(old_event: dict, exp_id: uuid.UUID) -> dict:

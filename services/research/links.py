@@ -3,9 +3,10 @@
 A link names its ends by kind and id, so the database cannot check that they exist; this
 module does, through one resolver per record kind (`RESOLVERS`): how to load a record, how
 people and agents name one when they type it ("#12", "B3", "T4", a project's slug), its label
-("#12 Title", "B3 …") and its page. A kind whose package sits above this one (todos, in
-services/day) calls `register` with its resolver; kinds whose tables arrive with later work
-(daily logs, weekly reviews) have none yet: linking one is a clear error until they do.
+("#12 Title", "B3 …") and its page. A kind whose package sits above this one (todos and the
+daily log, in services/day) calls `register` with its resolver and `register_shorthand` with
+its typed form ("T4", "log:2026-12-01"); kinds whose tables arrive with later work (weekly
+reviews) have none yet: linking one is a clear error until they do.
 """
 from __future__ import annotations
 
@@ -145,7 +146,12 @@ RESOLVERS: dict[str, Resolver] = {
 }
 
 # Record kinds a link may name whose tables are not here yet, and what brings them.
-ARRIVING = {"daily_log": "the daily log", "weekly_review": "weekly reviews"}
+ARRIVING = {"weekly_review": "weekly reviews"}
+
+
+# Typed references of kinds registered later ("log:2026-12-01"), tried after the built-in ones:
+# kind → a function that answers the record the text names, None when the text is not its form.
+SHORTHANDS: dict[str, Callable[[str], object | None]] = {}
 
 
 def register(kind: str, resolver: Resolver) -> None:
@@ -153,6 +159,12 @@ def register(kind: str, resolver: Resolver) -> None:
     if kind not in registry.RECORD_KINDS:
         raise ValueError(f"{kind!r} is not a record kind (registry.RECORD_KINDS).")
     RESOLVERS[kind] = resolver
+
+
+def register_shorthand(kind: str, find: Callable[[str], object | None]) -> None:
+    """Let a reference typed without "kind:" name a record of `kind` (a later package's own form)."""
+    resolver_for(kind)
+    SHORTHANDS[kind] = find
 
 
 def resolver_for(kind) -> Resolver:
@@ -192,7 +204,7 @@ def describe(kind: str, record) -> RecordRef:
 REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, T4 for a todo, '
                   'a project\'s slug, '
                   'arXiv:2401.01234 or doi:10.… for a paper in the library, or kind:id (run:<uuid>, '
-                  'literature:<uuid>, narrative:<uuid>).')
+                  'literature:<uuid>, narrative:<uuid>), log:2026-12-01 for a day of the daily log.')
 
 
 def parse_reference(text) -> RecordRef:
@@ -212,9 +224,12 @@ def parse_reference(text) -> RecordRef:
         if record is None:
             raise NotFound(f"No {resolver.noun} {rest.strip()}.")
         return describe(kind, record)
-    for kind in ("clean_result", "experiment", "belief", "todo", "literature", "project"):
-        # A kind registered from a package above this one (todos) may not be loaded here.
-        record = RESOLVERS[kind].find(text) if kind in RESOLVERS else None
+    for kind in ("clean_result", "experiment", "belief", "literature", "project"):
+        record = RESOLVERS[kind].find(text)
+        if record is not None:
+            return describe(kind, record)
+    for kind, find in SHORTHANDS.items():
+        record = find(text)
         if record is not None:
             return describe(kind, record)
     if re.fullmatch(r"#?\d+", text):

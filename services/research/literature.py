@@ -317,6 +317,30 @@ def _fts5_query(text: str) -> str:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words[:30])
 
 
+def cited_items(keys) -> dict[tuple[str, str], LiteratureItem]:
+    """The library items that citations name, in one query: {key: item} for each key
+    (("arxiv", id) or ("doi", doi), as services.core.sanitize.citation_key reads them from
+    text) whose work is in the library. Keys are normalized here as items are stored, so
+    `arXiv:2401.01234v3` and `doi:10.1000/ABC` find theirs."""
+    by_arxiv: dict[str, list] = {}
+    by_doi: dict[str, list] = {}
+    for key in keys:
+        kind, value = key
+        if kind == "arxiv" and (arxiv_id := normalize_arxiv_id(value)):
+            by_arxiv.setdefault(arxiv_id, []).append(key)
+        elif kind == "doi" and (doi := normalize_doi(value)):
+            by_doi.setdefault(doi, []).append(key)
+    if not by_arxiv and not by_doi:
+        return {}
+    rows = db.session.scalars(sa.select(LiteratureItem).where(sa.or_(
+        LiteratureItem.arxiv_id.in_(list(by_arxiv)), LiteratureItem.doi.in_(list(by_doi)))))
+    found = {}
+    for item in rows:
+        for key in by_arxiv.get(item.arxiv_id or "", []) + by_doi.get(item.doi or "", []):
+            found[key] = item
+    return found
+
+
 # --- shapes -------------------------------------------------------------------------------
 
 

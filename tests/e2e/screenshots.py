@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import date, timedelta
 from pathlib import Path
 
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844), "narrow": (360, 740)}
@@ -183,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         _metrics_demo([number_of["awaiting_promotion"], number_of["shared"]])
         share_token, shared_number = _results_demo(number_of)
         belief_number = _beliefs_demo(number_of)
+        from services.day import daily_log
+        log_day = daily_log.write(daily_log.today(), "owner").day.isoformat()
+        db.session.commit()
     pages = {
         "login": "/login",
         "board": "/",
@@ -209,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         "belief": f"/beliefs/{belief_number}",
         "belief-link-form": f"/beliefs/{belief_number}#links",
         "new-belief": "/beliefs/new",
+        "log": "/log",
+        "log-day": f"/log/{log_day}",
+        "log-day-empty": f"/log/{date.fromisoformat(log_day) - timedelta(days=1)}",
         "todos": "/todos",  # the curated demo's todos
         "todo": "/todos/7",  # the demo todo that became an experiment
     }

@@ -87,7 +87,8 @@ def test_the_known_pages_have_the_expected_rules(app):
                      "settings.zotero_library", "library.index", "library.item", "library.add_by_identifier",
                      "library.create", "library.edit", "library.read_state", "library.import_bibtex",
                      "library.export_bibtex", "library.import_zotero", "library.create_feed", "library.poll_feed",
-                     "library.delete_feed", "library.assess"):
+                     "library.delete_feed", "library.assess", "discussion.post_literature",
+                     "discussion.literature_thread"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     for endpoint in ("beliefs.index", "beliefs.new", "beliefs.detail", "beliefs.edit", "beliefs.accept",
                      "beliefs.reject", "links.panel", "links.create", "links.delete"):
@@ -111,6 +112,10 @@ def test_the_known_pages_have_the_expected_rules(app):
         assert rule_of[endpoint] == ("api", "read"), endpoint
     for endpoint in ("api.create_literature", "api.patch_literature"):
         assert rule_of[endpoint] == ("api", "write"), endpoint
+    for endpoint in ("daily_log.index", "daily_log.day", "daily_log.write"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    assert rule_of["api.list_daily_log"] == ("api", "read")
+    assert rule_of["api.write_daily_log"] == ("api", "write")
     # Share links are the only rule besides public that needs no credential, and only under /s/.
     for rule in app.url_map.iter_rules():
         if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "share":

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, PlanVersion, WorkflowEvent, db
+from models.research import Belief, RecordLink
+from services.core.actors import Actor
+from services.research import beliefs
 from services.workflow import experiments
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old-sagan" / "experiment-812.json"
@@ -53,7 +57,6 @@ def test_numbers_continue_after_imported(app, runner):
     """Does the next new experiment get #813 after importing #812?"""
     runner.invoke(args=["import", "old-sagan", str(FIXTURE)])
     with app.app_context():
-        from services.core.actors import Actor
         created = experiments.create_experiment({"title": "after import"}, Actor("owner"))
         db.session.commit()
         assert created.number == 813
@@ -116,3 +119,40 @@ def test_imported_html_is_rebuilt_and_sanitized_on_the_way_in(app, runner, tmp_p
         assert "<script" not in experiment.body and "javascript:" not in experiment.body
         assert "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ" not in json.dumps(experiment.pod_spec)
         assert "0123456789abcdef0123" not in experiment.config_yaml
+
+
+def test_a_belief_the_old_experiment_tests_is_linked_when_it_is_here(app, runner, tmp_path):
+    """Does an imported experiment whose `beliefId` names a belief here get one `tests` link to it
+    (not a second on re-import), and one naming a belief that is not here come in unlinked, the
+    report saying so — for an unknown id and for one that is not an id at all?"""
+    with app.app_context():
+        belief = beliefs.create_belief({"title": "Seeds matter", "status": "active"}, Actor("owner", None, "Owner"))
+        db.session.commit()
+        belief_id = belief.id
+    doc = json.loads(FIXTURE.read_text())
+    doc["experiment"]["beliefId"] = str(belief_id)
+    linked = tmp_path / "linked.json"
+    linked.write_text(json.dumps(doc))
+    for _ in range(2):
+        result = runner.invoke(args=["import", "old-sagan", str(linked)])
+        assert result.exit_code == 0, result.output
+    with app.app_context():
+        [link] = db.session.scalars(sa.select(RecordLink)).all()
+        experiment = experiments.get_experiment(812)
+        assert (link.source_kind, link.source_id, link.kind, link.target_kind, link.target_id) == (
+            "experiment", experiment.id, "tests", "belief", belief_id)
+        assert link.actor_kind == "system"
+    for number, old_belief in ((813, str(uuid.uuid4())), (814, "B3")):
+        other = json.loads(FIXTURE.read_text())
+        other["experiment"].update(id=str(uuid.uuid4()), number=str(number), beliefId=old_belief)
+        for event in other["events"]:
+            event["id"] = str(uuid.uuid4())
+        other["approvalRequests"] = []
+        path = tmp_path / f"{number}.json"
+        path.write_text(json.dumps(other))
+        result = runner.invoke(args=["import", "old-sagan", str(path)])
+        assert result.exit_code == 0, result.output
+        assert f"#{number}: the old belief {old_belief} is not here; imported without linking it." in result.output
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(RecordLink)) == 1
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Belief)) == 1

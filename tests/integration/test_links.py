@@ -4,6 +4,7 @@ experiment pages, added and deleted from the panel with and without htmx."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +14,7 @@ from models.research import Project, ProjectNarrative, RecordLink
 from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
-from services.day import todos
+from services.day import daily_log, todos
 from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
@@ -40,8 +41,10 @@ def records(app, make_experiment):
                                 "doi": "10.48550/arXiv.2502.17424"}).item
         todo = todos.create_todo({"title": "Try it at 1B"}, OWNER)
         db.session.add(narrative)
+        entry = daily_log.write(daily_log.today() - timedelta(days=1), "owner")
         db.session.commit()
-        return {"todo": todo.id, "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
+        return {"todo": todo.id, "daily_log": entry.id, "log_day": entry.day.isoformat(),
+                "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
                 "project": project.id, "narrative": narrative.id, "run": run.id, "number": number,
                 "belief_number": belief.number, "literature": paper.id}
 
@@ -72,6 +75,7 @@ def test_every_record_kind_resolves_or_says_why_not(app, records):
     assert labels["narrative"] == "Narrative v1 of Emergent misalignment"
     assert labels["run"].startswith(f"analyzer run on #{records['number']}")
     assert labels["literature"] == "Betley 2025: Emergent misalignment from narrow finetuning"
+    assert labels["daily_log"] == f"Log {records['log_day']}"
 
 
 def test_typed_references_name_records(app, records):

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from services.core.markdown_bounds import BLOCK_MAX_LINES, RENDER_MAX_BLOCKS, RENDER_MAX_CHARS
-from services.core.sanitize import render_markdown, sanitize_html
+from services.core.sanitize import link_citations, render_markdown, sanitize_html
 
 SMALL, LARGE = 10_000, 40_000
 # Four times the text may take at most this many times as long: half of quadratic's sixteen.
@@ -159,3 +159,30 @@ def test_what_ordinary_markdown_renders_to_is_unchanged():
     assert "<td>1</td>" in html
     assert "if a &lt; b:" in html
     assert render_markdown("<a <b>bold</b>") == "<p>&lt;a <b>bold</b></p>"
+
+
+def _every_citation_in_the_library(keys):
+    return {key: ("/library/00000000-0000-0000-0000-000000000000", "A paper") for key in keys}
+
+
+@pytest.mark.parametrize("document", [
+    "arXiv:2401.01234 " * 2_500,
+    "<p>doi:10.1000/" + "x" * 40_000 + "</p>",
+    "doi:10.1000/" + ")" * 40_000,
+    "<p>" + "arxiv:" * 7_000 + "</p>",
+    "<b>arXiv:2401.01234</b> <code>doi:10.1000/x</code> " * 800,
+])
+def test_linking_citations_is_linear(document):
+    """Is linking citations to the library (on sanitized markup, as pages show it) linear: four
+    times the text in under eight times the time — many citations, one endless DOI, a run of
+    closing parentheses to trim, prefixes without ids, citations among tags and code?"""
+    html = sanitize_html(document)
+    quarter = sanitize_html(document[: len(document) // 4])
+
+    def link(text):
+        return link_citations(text, _every_citation_in_the_library)
+    small = _cpu(link, quarter, runs=3)
+    large = _cpu(link, html)
+    if large >= RATIO_BOUND * max(small, 0.01):
+        large = min(large, _cpu(link, html, runs=2))
+    assert large < RATIO_BOUND * max(small, 0.01), (small, large)
