@@ -15,16 +15,21 @@ from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services.core import registry
 
 
-# The text PostgreSQL's full-text index covers; queries use the same expression so the index
-# serves them (migration 0020_literature creates it).
+# The text PostgreSQL's full-text search covers. Migration 0023_literature_search keeps it
+# as a generated, stored tsvector column (`search_vector`, GIN-indexed) that exists only on
+# PostgreSQL, so the model does not declare it: queries name it through SEARCH_VECTOR_SQL.
+# Stored, not an expression index, because ranking reads every match's vector, and rebuilding
+# it from the text per row made a common word cost seconds over 50,000 items.
 SEARCH_DOCUMENT_SQL = ("to_tsvector('english'::regconfig, title || ' ' || authors::text || ' ' || abstract || ' ' "
                        "|| summary_md || ' ' || notes)")
+SEARCH_VECTOR_SQL = "literature_items.search_vector"
 
 
 class LiteratureItem(UUIDPrimaryKey, TimestampMixin, db.Model):
     """One work in the library. Full-text search covers title, authors, abstract, summary and
-    notes: an expression GIN index on PostgreSQL, an FTS5 table kept by triggers on SQLite
-    (migration 0020_literature; services/research/literature_search.py queries both)."""
+    notes: a stored tsvector column with a GIN index on PostgreSQL, an FTS5 table kept by
+    triggers on SQLite (migrations 0020_literature and 0023_literature_search;
+    services/research/literature.py queries both)."""
 
     __tablename__ = "literature_items"
     __table_args__ = (one_of("type", registry.LITERATURE_TYPES),
@@ -58,6 +63,13 @@ class LiteratureItem(UUIDPrimaryKey, TimestampMixin, db.Model):
     @property
     def first_author(self) -> str:
         return self.authors[0] if self.authors else ""
+
+
+# The unread queue's order, which search lists in too: the database reads a page from it and
+# stops (services/research/literature.py search). SQLite sorts NULLs first, so its DESC is this.
+# The search filters follow, so a walk checks them from the index without reading each row.
+sa.Index("ix_literature_items_queue", LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(),
+         LiteratureItem.id, LiteratureItem.project_id, LiteratureItem.read_state, LiteratureItem.type)
 
 
 class LiteratureFeed(UUIDPrimaryKey, TimestampMixin, db.Model):

@@ -18,7 +18,7 @@ CREATE_FIELDS = (*literature.EDITABLE, "identifier")
 @routes.get("/literature")
 @access.api("read")
 def list_literature():
-    """Items matching `q` (full text), `type`, `readState`, `project`; best match (or unread queue order) first."""
+    """Items matching `q` (full text), `type`, `readState`, `project`, in the unread queue's order."""
     filters = literature.filters_from(request.args)
     items = literature.search(filters, limit=int_arg("limit", 50, 1, 500), offset=int_arg("offset", 0, 0, 1_000_000))
     return {"items": [literature.to_json(item, full=False) for item in items]}

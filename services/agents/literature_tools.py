@@ -30,8 +30,8 @@ def _cite(item) -> str:
 
 
 @tool("search_literature", "Search the literature library (papers, posts, reports the owner keeps) by words in "
-                           "title, authors, abstract, summary or notes; optionally of one type or read state. Best "
-                           "match first. Read one with read_literature.",
+                           "title, authors, abstract, summary or notes; optionally of one type or read state. Listed "
+                           "by the library's score (highest first), then newest. Read one with read_literature.",
       {"text": {"type": "string", "maxLength": 300}, "type": {"type": "string", "enum": registry.LITERATURE_TYPES},
        "read_state": {"type": "string", "enum": registry.LITERATURE_READ_STATES},
        "limit": {"type": "integer", "description": f"at most {SEARCH_LIMIT}; default 10"}})

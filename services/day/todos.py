@@ -280,6 +280,6 @@ def experiments_of(todos) -> dict:
 
 links.register("todo", links.Resolver(
     "todo", lambda todo_id: db.session.get(Todo, todo_id), lambda t: f"{label(t.number)} {t.title}",
-    lambda t: f"/todos/{t.number}", find_todo))
+    lambda t: f"/todos/{t.number}", find_todo, model=Todo))
 # "T12" typed without "todo:" (a bare "12" stays an experiment's number).
 links.register_shorthand("todo", lambda text: find_todo(text) if _SHORTHAND.fullmatch(text) else None)

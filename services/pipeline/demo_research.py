@@ -69,16 +69,14 @@ BELIEFS = [
      None, ("Does label smoothing",)),
 ]
 
-NARRATIVE_V1 = """## Where we are
-
-The step-4k spike was the schedule: a longer warmup removes it (#{warmup}). Weight decay,
-the usual suspect for the grokking delay, is ruled out across a 30× range (#{grokking}).
-
-## What is open
-
-Whether curriculum ordering matters at all (#{curriculum} says barely, at 125M), and whether
-bf16 drifts over long runs — so far any drift hides in the seed spread.
-"""
+# One line per paragraph: the renderer keeps line breaks (nl2br), so a hard-wrapped
+# paragraph would break mid-sentence on a phone.
+NARRATIVE_V1 = ("## Where we are\n\n"
+                "The step-4k spike was the schedule: a longer warmup removes it (#{warmup}). Weight decay, "
+                "the usual suspect for the grokking delay, is ruled out across a 30× range (#{grokking}).\n\n"
+                "## What is open\n\n"
+                "Whether curriculum ordering matters at all (#{curriculum} says barely, at 125M), and whether "
+                "bf16 drifts over long runs — so far any drift hides in the seed spread.\n")
 NARRATIVE_V2 = NARRATIVE_V1 + """
 ## Next
 

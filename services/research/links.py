@@ -41,6 +41,9 @@ class Resolver:
     url: Callable[[object], str]
     find: Callable[[str], object | None]
     key: Callable[[object], uuid.UUID] = lambda record: record.id
+    # The table `load` reads by primary key, so a list of links can load each kind's other
+    # ends in one query (links_of) rather than one per link.
+    model: type | None = None
 
 
 def _uuid(text) -> uuid.UUID | None:
@@ -124,25 +127,25 @@ def _narrative_url(narrative: ProjectNarrative) -> str:
 RESOLVERS: dict[str, Resolver] = {
     "experiment": Resolver(
         "experiment", lambda i: db.session.get(Experiment, i), lambda e: f"#{e.number} {e.title}",
-        lambda e: f"/experiments/{e.number}", lambda text: _by_number(Experiment, text, "#?")),
+        lambda e: f"/experiments/{e.number}", lambda text: _by_number(Experiment, text, "#?"), model=Experiment),
     "belief": Resolver(
         "belief", lambda i: db.session.get(Belief, i), lambda b: f"{beliefs.label(b.number)} {b.title}",
-        lambda b: f"/beliefs/{b.number}", lambda text: _by_number(Belief, text, "B")),
+        lambda b: f"/beliefs/{b.number}", lambda text: _by_number(Belief, text, "B"), model=Belief),
     "project": Resolver(
         "project", lambda i: db.session.get(Project, i), lambda p: p.title, lambda p: f"/p/{p.slug}",
-        lambda text: db.session.scalar(sa.select(Project).where(Project.slug == text.strip()))),
+        lambda text: db.session.scalar(sa.select(Project).where(Project.slug == text.strip())), model=Project),
     "run": Resolver(
         "agent run", lambda i: db.session.get(AgentRun, i), _run_label, lambda r: f"/runs/{r.id}",
-        lambda text: None),
+        lambda text: None, model=AgentRun),
     "clean_result": Resolver(
         "clean result", _experiment_with_result, lambda e: f"Result of #{e.number}: {_result_title(e)}",
-        lambda e: f"/experiments/{e.number}#clean-result", _find_result),
+        lambda e: f"/experiments/{e.number}#clean-result", _find_result, model=Experiment),
     "literature": Resolver(
         "literature item", lambda i: db.session.get(LiteratureItem, i), lambda item: _literature_label(item),
-        lambda item: f"/library/{item.id}", lambda text: _find_literature(text)),
+        lambda item: f"/library/{item.id}", lambda text: _find_literature(text), model=LiteratureItem),
     "narrative": Resolver(
         "narrative", lambda i: db.session.get(ProjectNarrative, i), _narrative_label, _narrative_url,
-        lambda text: None),
+        lambda text: None, model=ProjectNarrative),
 }
 
 # Record kinds a link may name whose tables are not here yet, and what brings them.
@@ -314,12 +317,29 @@ def _other(kind: str, record_id) -> tuple[str, str | None]:
     return resolver.label(record), resolver.url(record)
 
 
+def _load_other_ends(ends) -> list:
+    """Load the records (kind, id) pairs name, one query per kind, into the session, so each
+    link's `load` finds its record there without a query; returns them, which keeps them
+    there (the session holds what nothing else references only weakly)."""
+    by_kind: dict[str, set] = {}
+    for kind, record_id in ends:
+        by_kind.setdefault(kind, set()).add(record_id)
+    loaded = []
+    for kind, ids in by_kind.items():
+        model = RESOLVERS[kind].model if kind in RESOLVERS else None
+        if model is not None:
+            loaded += db.session.scalars(sa.select(model).where(model.id.in_(ids))).all()
+    return loaded
+
+
 def links_of(kind: str, record_id, *, own_label: str | None = None) -> tuple[list[LinkRow], list[LinkRow]]:
     """(outgoing, incoming) links of one record, oldest first."""
     rows = db.session.scalars(sa.select(RecordLink).where(sa.or_(
         sa.and_(RecordLink.source_kind == kind, RecordLink.source_id == record_id),
         sa.and_(RecordLink.target_kind == kind, RecordLink.target_id == record_id)))
         .order_by(RecordLink.created_at)).all()
+    held = _load_other_ends((link.target_kind, link.target_id) if link.source_kind == kind
+                            and link.source_id == record_id else (link.source_kind, link.source_id) for link in rows)
     outgoing, incoming = [], []
     for link in rows:
         if link.source_kind == kind and link.source_id == record_id:
@@ -328,6 +348,7 @@ def links_of(kind: str, record_id, *, own_label: str | None = None) -> tuple[lis
         else:
             incoming.append(LinkRow(link, "in", link.source_kind, *_other(link.source_kind, link.source_id),
                                     own_label))
+    del held  # the loaded records stayed in the session until every label was made
     return outgoing, incoming
 
 

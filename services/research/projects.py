@@ -46,6 +46,11 @@ PUBLIC_BELIEF_STATUSES = ("active", "supported", "weakened", "falsified")
 # The experiments a project page lists; the table filtered by the project has the rest.
 PAGE_EXPERIMENTS = 200
 PAGE_LITERATURE = 30  # the rest is one click away, in the library filtered to the project
+# What the page shows of each belief and experiment (templates/projects/detail.html), read as rows.
+PAGE_BELIEF_COLUMNS = (Belief.id, Belief.number, Belief.title, Belief.current_belief, Belief.next_test,
+                       Belief.status, Belief.confidence)
+PAGE_EXPERIMENT_COLUMNS = (Experiment.id, Experiment.number, Experiment.title, Experiment.status,
+                           Experiment.has_clean_result, Experiment.updated_at)
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -227,7 +232,7 @@ def counts() -> dict:
 class ResearchQuestion:
     """One belief as the mentor update reads it: what is established (and on which
     experiments), or that it is open, and the next step."""
-    belief: Belief
+    belief: sa.Row  # PAGE_BELIEF_COLUMNS
     established: bool
     cited: list[int]
     next_step: str
@@ -238,54 +243,56 @@ class ProjectPage:
     project: Project
     summary_html: str
     research_questions: list[ResearchQuestion]
-    experiments: list[Experiment]
+    experiments: list[sa.Row]  # PAGE_EXPERIMENT_COLUMNS
     more_experiments: int
-    beliefs_by_status: list[tuple[str, list[Belief]]]
+    beliefs_by_status: list[tuple[str, list[sa.Row]]]  # PAGE_BELIEF_COLUMNS
     experiment_count: int = 0
     literature: list = field(default_factory=list)
     literature_count: int = 0
+    # The statuses whose beliefs the research questions show in full: the beliefs list names
+    # them without repeating their text (hundreds of beliefs made the page twice as long).
+    question_statuses: tuple = ESTABLISHED_STATUSES + OPEN_STATUSES
 
 
-def _cited_experiments(belief_ids: list) -> dict:
-    """Belief id → the numbers of the experiments cited as its evidence, in three queries
-    whatever the counts: the experiments its versions were made on, and the evidence links
-    between it and an experiment or a clean result, read both ways."""
-    if not belief_ids:
-        return {}
+def _cited_experiments(project_id) -> dict:
+    """Belief id → the numbers of the experiments cited as its evidence, for every belief of
+    the project, in one query whatever the counts: the experiments its versions were made on,
+    and the evidence links between it and an experiment or a clean result (named by its
+    experiment's id or one of its saved versions' ids), read both ways. Joined in SQL from the
+    project's id: a list of hundreds of belief ids bound into the query cost more than the query."""
+    ends = ("experiment", "clean_result")
+
+    def linked(belief_kind, belief_id, other_kind, other_id):
+        return (sa.select(Belief.id.label("belief_id"), other_id.label("other_id"))
+                .join(RecordLink, sa.and_(belief_kind == "belief", belief_id == Belief.id))
+                .where(Belief.project_id == project_id, RecordLink.kind.in_(EVIDENCE_LINK_KINDS),
+                       other_kind.in_(ends)))
+
+    links = sa.union_all(
+        linked(RecordLink.target_kind, RecordLink.target_id, RecordLink.source_kind, RecordLink.source_id),
+        linked(RecordLink.source_kind, RecordLink.source_id, RecordLink.target_kind, RecordLink.target_id)).subquery()
+    versions = (sa.select(BeliefVersion.belief_id, Experiment.number)
+                .join(Belief, Belief.id == BeliefVersion.belief_id)
+                .join(Experiment, Experiment.id == BeliefVersion.experiment_id)
+                .where(Belief.project_id == project_id))
+    to_experiments = (sa.select(links.c.belief_id, Experiment.number)
+                      .join(Experiment, Experiment.id == links.c.other_id))
+    to_results = (sa.select(links.c.belief_id, Experiment.number)
+                  .join(CleanResultVersion, CleanResultVersion.id == links.c.other_id)
+                  .join(Experiment, Experiment.id == CleanResultVersion.experiment_id))
     cited: dict = defaultdict(set)
-    for belief_id, number in db.session.execute(
-            sa.select(BeliefVersion.belief_id, Experiment.number)
-            .join(Experiment, Experiment.id == BeliefVersion.experiment_id)
-            .where(BeliefVersion.belief_id.in_(belief_ids))):
+    for belief_id, number in db.session.execute(sa.union_all(versions, to_experiments, to_results)):
         cited[belief_id].add(number)
-    ends = {"experiment", "clean_result"}
-    links = db.session.execute(sa.select(RecordLink.source_kind, RecordLink.source_id, RecordLink.target_kind,
-                                         RecordLink.target_id).where(
-        RecordLink.kind.in_(EVIDENCE_LINK_KINDS),
-        sa.or_(sa.and_(RecordLink.target_kind == "belief", RecordLink.target_id.in_(belief_ids),
-                       RecordLink.source_kind.in_(ends)),
-               sa.and_(RecordLink.source_kind == "belief", RecordLink.source_id.in_(belief_ids),
-                       RecordLink.target_kind.in_(ends))))).all()
-    if links:
-        pairs = [(t_id, s_id) if t_kind == "belief" else (s_id, t_id) for s_kind, s_id, t_kind, t_id in links]
-        others = {other for _belief, other in pairs}
-        # A clean result is named by its experiment's id or by one of its saved versions' ids.
-        number_of = dict(db.session.execute(
-            sa.select(Experiment.id, Experiment.number).where(Experiment.id.in_(others))
-            .union_all(sa.select(CleanResultVersion.id, Experiment.number)
-                       .join(Experiment, Experiment.id == CleanResultVersion.experiment_id)
-                       .where(CleanResultVersion.id.in_(others)))).all())
-        for belief_id, other in pairs:
-            if other in number_of:
-                cited[belief_id].add(number_of[other])
     return {belief_id: sorted(numbers) for belief_id, numbers in cited.items()}
 
 
 def page(project: Project) -> ProjectPage:
     """Everything the project page shows but the narrative, in a constant number of queries."""
-    beliefs = list(db.session.scalars(sa.select(Belief).where(Belief.project_id == project.id)
-                                      .order_by(Belief.number)))
-    cited = _cited_experiments([b.id for b in beliefs])
+    # Rows of the columns the page shows, not ORM objects: a full project lists hundreds of
+    # beliefs and experiments, and building an object for each was most of the page's time.
+    beliefs = db.session.execute(sa.select(*PAGE_BELIEF_COLUMNS).where(Belief.project_id == project.id)
+                                 .order_by(Belief.number)).all()
+    cited = _cited_experiments(project.id) if beliefs else {}
     questions = [ResearchQuestion(b, b.status in ESTABLISHED_STATUSES, cited.get(b.id, []), b.next_test or "")
                  for b in beliefs if b.status in ESTABLISHED_STATUSES + OPEN_STATUSES]
     # Established first, so the page opens with what is known.
@@ -294,11 +301,11 @@ def page(project: Project) -> ProjectPage:
     finished = Experiment.status.in_(sorted(registry.TERMINAL_STATUSES))
     total = db.session.scalar(sa.select(sa.func.count()).select_from(Experiment)
                               .where(Experiment.project_id == project.id)) or 0
-    rows = list(db.session.scalars(
-        sa.select(Experiment).where(Experiment.project_id == project.id)
+    rows = db.session.execute(
+        sa.select(*PAGE_EXPERIMENT_COLUMNS).where(Experiment.project_id == project.id)
         .order_by(sa.case((sa.and_(Experiment.has_clean_result.is_(True), finished), 0),
                           (Experiment.has_clean_result.is_(True), 1), else_=2),
-                  Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)))
+                  Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)).all()
     # The project's papers: unread first and by the literature agent's rank, then the rest.
     in_project = LiteratureItem.project_id == project.id
     papers = list(db.session.scalars(

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     from models import Experiment, db
     from services.core.actors import Actor
     from services.core.auth import create_owner, create_token, revoke_token
-    from services.pipeline import demo
+    from services.pipeline import demo, demo_research
     from services.planning import approvals
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         "log": "/log",
         "log-day": f"/log/{log_day}",
         "log-day-empty": f"/log/{date.fromisoformat(log_day) - timedelta(days=1)}",
+        "project": f"/p/{demo_research.PROJECT_SLUG}",
+        "library": "/library",
         "todos": "/todos",  # the curated demo's todos
         "todo": "/todos/7",  # the demo todo that became an experiment
     }

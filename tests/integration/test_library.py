@@ -250,6 +250,22 @@ def test_a_large_bibtex_import_takes_as_few_statements_as_a_small_one(app, app_c
     assert len(again_statements) <= len(small) + 20, (len(small), len(again_statements))
 
 
+def test_an_import_mixing_identifiers_inserts_in_a_few_statements(app, app_ctx):
+    """Do entries with a DOI, an arXiv id or neither, alternating, go in as a few multi-row
+    INSERTs rather than one statement per change of shape?"""
+    from services.research import bibtex
+    from tests.integration.queries import counting_queries
+    ids = ("doi={{10.5555/x.{i}}}", "eprint={{2101.{i:05d}}}, archiveprefix={{arXiv}}", "note={{none}}")
+    text = "\n".join(f"@article{{k{i}, title={{Paper {i}}}, author={{Doe, Jane}}, year={{2020}}, "
+                     + ids[i % 3].format(i=i) + "}" for i in range(300))
+    with counting_queries() as statements:
+        report = bibtex.import_bibtex(text)
+    db.session.commit()
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO LITERATURE_ITEMS")]
+    assert report.added == 300 and len(inserts) <= 2, len(inserts)
+    assert db.session.scalar(sa.select(sa.func.count()).where(LiteratureItem.doi.is_not(None))) == 100
+
+
 def test_bibtex_export_round_trips(app, client, owner):
     """Does the export carry every item (or the filtered ones), and import back as the same works?"""
     _post(client, "/library/items", {"title": "One", "authors": "Ada Lovelace", "year": "2020", "doi": "10.1000/one"})
@@ -570,10 +586,53 @@ def test_malformed_or_refusing_sources_fail_clearly(app, app_ctx, fake_literatur
     assert message in failed.value.message
 
 
+def test_search_lists_matches_in_the_queue_order(app, app_ctx):
+    """Does a search list what matches by the literature agent's score, unscored last, newest
+    first among equals — the unread queue's order, the same on both databases?"""
+    from services.research import literature
+    for title, score in (("Probe low", 0.1), ("Probe unscored", None), ("Probe high", 0.9), ("Other", 0.5)):
+        literature.add({"title": title, "score": score, "abstract": "about probes" if title != "Other" else ""})
+    db.session.commit()
+    found = [i.title for i in literature.search(literature.Filters(query="probes"))]
+    assert found == ["Probe high", "Probe low", "Probe unscored"]
+    assert [i.title for i in literature.search(literature.Filters(query="probes"), limit=1, offset=1)] == ["Probe low"]
+
+
+def test_sqlite_search_walks_the_queue_index_for_many_matches(tmp_path, monkeypatch):
+    """On SQLite, does a search past the walk threshold (which starts from the queue index) list
+    the same items in the same order as one that starts from the FTS5 matches?"""
+    import flask_migrate
+
+    from services.research import literature
+    from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+    lite = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        with lite.app_context():
+            flask_migrate.upgrade(directory=MIGRATIONS)
+            for i in range(40):
+                literature.add({"title": f"Paper {i}", "abstract": "sparse probes" if i % 3 else "dense",
+                                "score": (i % 7) / 7 if i % 5 else None, "read_state": ("unread", "read")[i % 2]})
+            db.session.commit()
+            queries = [literature.Filters(query="probes"), literature.Filters(query="sparse probes", read_state="read")]
+            from_matches = [[i.title for i in literature.search(f, limit=10)] for f in queries]
+            monkeypatch.setattr(literature, "SQLITE_WALK_FROM_MATCHES", 0)
+            walked = [[i.title for i in literature.search(f, limit=10)] for f in queries]
+            plan = db.session.execute(sa.text(
+                "EXPLAIN QUERY PLAN SELECT id FROM literature_items WHERE +literature_items.rowid IN "
+                "(SELECT rowid FROM literature_fts WHERE literature_fts MATCH '\"probes\"') "
+                "ORDER BY score DESC NULLS LAST, created_at DESC, id LIMIT 10")).all()
+        assert walked == from_matches and len(walked[0]) == 10
+        assert any(literature.QUEUE_INDEX in str(row) for row in plan), plan
+    finally:
+        with lite.app_context():
+            db.session.remove()
+            db.engine.dispose()
+
+
 def test_postgres_search_uses_the_full_text_index(app, app_ctx):
     """Does the library's text query match the GIN index's expression (so PostgreSQL can use it)?"""
     from services.research import literature
-    condition, _rank = literature.postgres_text_match("probe")
+    condition = literature.postgres_text_match("probe")
     query = sa.select(LiteratureItem.id).where(condition)
     sql = str(query.compile(db.engine, compile_kwargs={"literal_binds": True}))
     db.session.execute(sa.text("SET LOCAL enable_seqscan = off"))

@@ -263,6 +263,32 @@ def test_the_project_page_is_a_constant_number_of_queries(app, client, owner, ma
     assert len(many) == len(few), (len(few), len(many))
 
 
+def _link_papers_to(app, pid, count: int, start: int) -> None:
+    from services.research import literature
+    with app.app_context():
+        for i in range(start, start + count):
+            item = literature.add({"title": f"Paper {i}", "authors": [f"Ada Author{i}"], "year": 2024}).item
+            db.session.add(RecordLink(id=uuid.uuid4(), source_kind="literature", source_id=item.id,
+                                      target_kind="project", target_id=pid, kind="background", actor_kind="owner"))
+        db.session.commit()
+
+
+def test_the_project_links_panel_is_a_constant_number_of_queries(app, client, owner):
+    """Does the project page's links panel take as many SQL statements for 20 papers linked to
+    the project as for 2, and still name each paper?"""
+    slug = _project(app, "Well read")
+    pid = _project_id(app, slug)
+    _link_papers_to(app, pid, 2, 0)
+    with counting_queries() as few:
+        assert client.get(f"/p/{slug}").status_code == 200
+    _link_papers_to(app, pid, 18, 2)
+    with counting_queries() as many:
+        page = client.get(f"/p/{slug}")
+    panel = page.text[page.text.index('id="links"'):]
+    assert all(f"Author{i} 2024: Paper {i}" in panel for i in range(20))
+    assert len(many) == len(few), (len(few), len(many))
+
+
 # --- the narrative -------------------------------------------------------------------------
 
 def test_narrative_drafts_publish_and_archive(app, client, owner):
