@@ -18,18 +18,19 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
                    owner's session only); /links: list by record, create, delete
     literature     /literature: list and search, read, create (fields or identifier), patch
     daily_log      /daily-log: the newest entries, one day's (?day=YYYY-MM-DD), write a day now
+    todos          /todos: list, create, read, patch; /todos/<ref>/experiment (make it one)
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import (approvals, beliefs, daily_log, experiments, literature, pods, projects, registries, results, runs,
-                             workflow)
+from blueprints.api import (approvals, beliefs, daily_log, experiments, literature, pods, projects, registries, results,
+                             runs, todos, workflow)
 from blueprints.api._common import deprecation_notice
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 bp.after_request(deprecation_notice)
 
 for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature,
-                 daily_log):
+                 daily_log, todos):
     resource.routes.register_on(bp)

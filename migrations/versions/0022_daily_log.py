@@ -1,7 +1,7 @@
 """the daily log: one entry per day in the owner's time zone, written from the record
 
 Revision ID: 0022_daily_log
-Revises: 0020_literature
+Revises: 0021_todos
 Create Date: 2026-12-02
 """
 import sqlalchemy as sa
@@ -9,7 +9,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0022_daily_log"
-down_revision = "0020_literature"
+down_revision = "0021_todos"
 branch_labels = None
 depends_on = None
 

@@ -244,6 +244,16 @@ LITERATURE_SOURCES = ["arxiv", "openreview", "semantic_scholar", "hn", "twitter_
 # A feed is an arXiv search query, an arXiv category (e.g. cs.LG), or any RSS/Atom URL.
 LITERATURE_FEED_KINDS = ["arxiv_query", "arxiv_category", "rss"]
 
+# --- The owner's day (SPEC §12) ---------------------------------------------------------
+
+# A todo moves from the owner's inbox through scoping to an experiment's own stages (planning
+# … awaiting_promotion mirror where its experiment is), then ends done, cancelled or archived.
+TODO_STATUSES = ["inbox", "scoped", "planning", "open", "in_progress", "running", "interpreting",
+                 "awaiting_promotion", "blocked", "done", "cancelled", "archived"]
+# A todo that has ended: it cannot become an experiment until it is reopened.
+TODO_CLOSED_STATUSES = frozenset({"done", "cancelled", "archived"})
+TODO_INTENTS = ["exploratory", "hypothesis", "replication", "measurement", "engineering"]
+
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]

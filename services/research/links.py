@@ -2,10 +2,11 @@
 
 A link names its ends by kind and id, so the database cannot check that they exist; this
 module does, through one resolver per record kind (`RESOLVERS`): how to load a record, how
-people and agents name one when they type it ("#12", "B3", a project's slug), its label
-("#12 Title", "B3 …") and its page. Kinds whose tables arrive with later work (todos, the
-literature library, daily logs, weekly reviews) have no resolver yet: linking one is a clear
-error until their package calls `register` with theirs.
+people and agents name one when they type it ("#12", "B3", "T4", a project's slug), its label
+("#12 Title", "B3 …") and its page. A kind whose package sits above this one (todos and the
+daily log, in services/day) calls `register` with its resolver and `register_shorthand` with
+its typed form ("T4", "log:2026-12-01"); kinds whose tables arrive with later work (weekly
+reviews) have none yet: linking one is a clear error until they do.
 """
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ RESOLVERS: dict[str, Resolver] = {
 }
 
 # Record kinds a link may name whose tables are not here yet, and what brings them.
-ARRIVING = {"todo": "todos", "daily_log": "the daily log", "weekly_review": "weekly reviews"}
+ARRIVING = {"weekly_review": "weekly reviews"}
 
 
 # Typed references of kinds registered later ("log:2026-12-01"), tried after the built-in ones:
@@ -203,13 +204,14 @@ def describe(kind: str, record) -> RecordRef:
     return RecordRef(kind, resolver.key(record), resolver.label(record), resolver.url(record))
 
 
-REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, a project\'s slug, '
+REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, T4 for a todo, '
+                  'a project\'s slug, '
                   'arXiv:2401.01234 or doi:10.… for a paper in the library, or kind:id (run:<uuid>, '
                   'literature:<uuid>, narrative:<uuid>), log:2026-12-01 for a day of the daily log.')
 
 
 def parse_reference(text) -> RecordRef:
-    """The record a typed reference names: "#12", "R12" / "#12 result", "B3", a project slug,
+    """The record a typed reference names: "#12", "R12" / "#12 result", "B3", "T4", a project slug,
     or "kind:<id>" for any kind; a clear error (with the accepted forms) otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"Name the record to link. {REFERENCE_HINT}", field="target")
@@ -235,8 +237,9 @@ def parse_reference(text) -> RecordRef:
             return describe(kind, record)
     if re.fullmatch(r"#?\d+", text):
         raise NotFound(f"No experiment {text}.")
-    if re.fullmatch(r"[BbRr]\d+", text):
-        raise NotFound(f"No {'belief' if text[0] in 'Bb' else 'clean result'} {text}.")
+    if re.fullmatch(r"[BbRrTt]\d+", text):
+        noun = {"b": "belief", "r": "clean result", "t": "todo"}[text[0].lower()]
+        raise NotFound(f"No {noun} {text}.")
     key = _uuid(text)
     if key is not None:
         run = RESOLVERS["run"].load(key)

@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         "log-day-empty": f"/log/{date.fromisoformat(log_day) - timedelta(days=1)}",
         "project": f"/p/{demo_research.PROJECT_SLUG}",
         "library": "/library",
+        "todos": "/todos",  # the curated demo's todos
+        "todo": "/todos/7",  # the demo todo that became an experiment
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}

@@ -100,6 +100,14 @@ def test_the_known_pages_have_the_expected_rules(app):
     # Claude never changes a belief without the owner: no token accepts or rejects an update.
     for endpoint in ("api.accept_proposal", "api.reject_proposal"):
         assert rule_of[endpoint] == ("owner_api", None), endpoint
+    for endpoint in ("todos.index", "todos.create", "todos.change_status", "todos.detail", "todos.edit",
+                     "todos.make_experiment"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    for endpoint in ("api.list_todos", "api.get_todo"):
+        assert rule_of[endpoint] == ("api", "read"), endpoint
+    # Making a todo an experiment creates one: the scope that creating an experiment takes.
+    for endpoint in ("api.create_todo", "api.patch_todo", "api.make_todo_experiment"):
+        assert rule_of[endpoint] == rule_of["api.create_experiment"] == ("api", "write"), endpoint
     for endpoint in ("api.list_literature", "api.get_literature"):
         assert rule_of[endpoint] == ("api", "read"), endpoint
     for endpoint in ("api.create_literature", "api.patch_literature"):
@@ -180,7 +188,8 @@ def test_a_route_without_a_rule_is_denied():
     assert response.get_json()["error"] == "no_access_rule"
 
 
-@pytest.mark.parametrize("path", ["/", "/experiments", "/your-turn", "/api-tokens", "/beliefs", "/beliefs/new"])
+@pytest.mark.parametrize("path", ["/", "/experiments", "/your-turn", "/api-tokens", "/beliefs", "/beliefs/new",
+                                  "/todos"])
 def test_owner_pages_work_with_a_session(client, owner, path):
     """With the owner's session, do the main pages answer 200?"""
     assert client.get(path).status_code == 200

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from models import Experiment, WorkflowEvent, db
+from models.day import Todo
+from models.research import RecordLink
 from services.workflow import lifecycle
 
 
@@ -140,3 +142,21 @@ def test_the_demo_running_card_shows_its_pods_progress(app, runner, client, owne
     assert 'class="pod-progress"' in card and "60%" in card
     page = client.get(f"/experiments/{number}").text
     assert "No pods dispatched" not in page and f"sagan-{number}-demo-0" in page
+
+
+def test_the_demo_has_todos_in_several_states_one_an_experiment(app, runner):
+    """Does the demo hold todos in the inbox and beyond, one that became a demo experiment (linked
+    as its origin), and does a second load add none?"""
+    runner.invoke(args=["demo", "load"])
+    with app.app_context():
+        found = list(db.session.scalars(sa.select(Todo)))
+        assert {"inbox", "scoped", "open", "blocked", "done", "planning"} <= {t.status for t in found}
+        became = [t for t in found if t.experiment_id]
+        assert len(became) == 1
+        link = db.session.scalars(sa.select(RecordLink).where(RecordLink.target_kind == "todo",
+                                                              RecordLink.kind == "derives_from")).one()
+        assert (link.source_kind, link.source_id) == ("experiment", became[0].experiment_id)
+        total = len(found)
+    runner.invoke(args=["demo", "load"])
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Todo)) == total

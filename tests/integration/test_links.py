@@ -14,7 +14,7 @@ from models.research import Project, ProjectNarrative, RecordLink
 from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
-from services.day import daily_log
+from services.day import daily_log, todos
 from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
@@ -39,10 +39,12 @@ def records(app, make_experiment):
         paper = literature.add({"title": "Emergent misalignment from narrow finetuning", "year": 2025,
                                 "authors": ["Betley, Jan", "Tan, Daniel"], "arxiv_id": "2502.17424",
                                 "doi": "10.48550/arXiv.2502.17424"}).item
+        todo = todos.create_todo({"title": "Try it at 1B"}, OWNER)
         db.session.add(narrative)
         entry = daily_log.write(daily_log.today() - timedelta(days=1), "owner")
         db.session.commit()
-        return {"daily_log": entry.id, "log_day": entry.day.isoformat(), "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
+        return {"todo": todo.id, "daily_log": entry.id, "log_day": entry.day.isoformat(),
+                "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
                 "project": project.id, "narrative": narrative.id, "run": run.id, "number": number,
                 "belief_number": belief.number, "literature": paper.id}
 
@@ -67,6 +69,7 @@ def test_every_record_kind_resolves_or_says_why_not(app, records):
         labels = {kind: links.describe(kind, links.load(kind, records[kind])).label for kind in links.RESOLVERS}
     assert labels["experiment"] == f"#{records['number']} It generalizes (LOW confidence)"
     assert labels["belief"] == f"B{records['belief_number']} Narrow finetuning generalizes"
+    assert labels["todo"] == "T1 Try it at 1B"
     assert labels["clean_result"] == f"Result of #{records['number']}: It generalizes (LOW confidence)"
     assert labels["project"] == "Emergent misalignment"
     assert labels["narrative"] == "Narrative v1 of Emergent misalignment"
@@ -90,7 +93,8 @@ def test_typed_references_name_records(app, records):
         assert links.parse_reference("doi:10.48550/arXiv.2502.17424").id == records["literature"]
         assert links.parse_reference(f"literature:{records['literature']}").kind == "literature"
         for bad, message in (("#999", "No experiment #999"), ("B99", "No belief B99"), ("nothing-here", "Nothing is named"),
-                             ("weekly_review:" + str(uuid.uuid4()), "none can be linked yet"), ("", "Name the record")):
+                             ("weekly_review:" + str(uuid.uuid4()), "none can be linked yet"),
+                             ("todo:" + str(uuid.uuid4()), "No todo"), ("", "Name the record")):
             with pytest.raises((NotFound, ValidationError), match=message):
                 links.parse_reference(bad)
 
@@ -151,6 +155,7 @@ def test_the_panel_form_adds_a_link_with_htmx(app, htmx_client, records):
     ("literature:" + str(uuid.UUID(int=1)), "cites", "No literature item"),
     ("arXiv:1111.11111", "cites", "Nothing is named"),
     ("weekly_review:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
+    ("T99", "cites", "No todo T99"),
 ])
 def test_a_bad_link_is_refused_in_the_panel(app, htmx_client, records, target, kind, message):
     """Is each bad link shown in the panel (htmx: 200, the form kept) with nothing written?"""
