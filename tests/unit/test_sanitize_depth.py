@@ -6,6 +6,7 @@ takes a few milliseconds, so a loaded CI machine has ample margin.
 """
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -93,17 +94,26 @@ def test_wide_documents_sanitize_in_linear_time():
 
     def timed(count):
         """The best of three runs in this process's CPU time: other processes on a busy machine
-        do not count, and the fastest run is the least disturbed."""
+        do not count, and the fastest run is the least disturbed. The garbage collector is held
+        off while timing: a collection's cost grows with everything alive in the test session,
+        not with the document, and one landing in the large run made it look quadratic."""
         document = unit * count
         best = float("inf")
-        for _ in range(3):
-            started = time.process_time()
-            sanitize_result_html(document)
-            best = min(best, time.process_time() - started)
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                started = time.process_time()
+                sanitize_result_html(document)
+                best = min(best, time.process_time() - started)
+        finally:
+            gc.enable()
         return best
     timed(200)  # warm up
     small, large = timed(1_000), timed(8_000)
-    assert large < 16 * max(small, 0.01)
+    if large >= 16 * max(small, 0.01):
+        small, large = timed(1_000), timed(8_000)  # once more: a miss on a loaded machine is measured again
+    assert large < 16 * max(small, 0.01), (small, large)
 
 
 @pytest.mark.parametrize("document", ["<script " * 25_000, "<div " * 40_000, "<!--" * 50_000,
