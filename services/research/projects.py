@@ -55,6 +55,8 @@ PAGE_LITERATURE = 30  # the rest is one click away, in the library filtered to t
 # What the page shows of each belief and experiment (templates/projects/detail.html), read as rows.
 PAGE_BELIEF_COLUMNS = (Belief.id, Belief.number, Belief.title, Belief.current_belief, Belief.next_test,
                        Belief.status, Belief.confidence)
+PAGE_PAPER_COLUMNS = (LiteratureItem.id, LiteratureItem.title, LiteratureItem.authors, LiteratureItem.year,
+                      LiteratureItem.read_state)
 PAGE_EXPERIMENT_COLUMNS = (Experiment.id, Experiment.number, Experiment.title, Experiment.status,
                            Experiment.has_clean_result, Experiment.updated_at)
 
@@ -314,12 +316,15 @@ def page(project: Project) -> ProjectPage:
         .order_by(sa.case((sa.and_(Experiment.has_clean_result.is_(True), finished), 0),
                           (Experiment.has_clean_result.is_(True), 1), else_=2),
                   Experiment.updated_at.desc(), Experiment.number.desc()).limit(PAGE_EXPERIMENTS)).all()
-    # The project's papers: unread first and by the literature agent's rank, then the rest.
+    # The project's papers in the library's queue order (the literature agent's rank, then the
+    # newest), which ix_literature_items_queue walks and stops at the page's last; only the
+    # shown columns. Sorting all of a project's papers to put the unread first, with every
+    # abstract carried through the sort, took 7–9 ms at 5,000 papers.
     in_project = LiteratureItem.project_id == project.id
-    papers = list(db.session.scalars(
-        sa.select(LiteratureItem).where(in_project)
-        .order_by(sa.case((LiteratureItem.read_state == "unread", 0), else_=1), LiteratureItem.score.desc().nulls_last(),
-                  LiteratureItem.created_at.desc()).limit(PAGE_LITERATURE)))
+    papers = db.session.execute(
+        sa.select(*PAGE_PAPER_COLUMNS).where(in_project)
+        .order_by(LiteratureItem.score.desc().nulls_last(), LiteratureItem.created_at.desc(), LiteratureItem.id)
+        .limit(PAGE_LITERATURE)).all()
     paper_count = db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem).where(in_project)) or 0
     return ProjectPage(project=project, summary_html=render_markdown(project.summary_md),
                        research_questions=questions[:PAGE_QUESTIONS], experiments=rows,
