@@ -70,9 +70,12 @@ def _paid(app, pod_id, *, rate=1.49, run_index=2, account="team") -> None:
 
 
 def _sample(helper, live_server, secret, folder) -> None:
-    """One sample taken and posted by the helper's sampler, as on a pod."""
+    """One sample taken and posted by the helper's sampler, as on a pod. The sampler waits
+    before it samples (30 s on a pod); here 30 ms, so the CPU share it reads from /proc/stat
+    spans a few clock ticks (10 ms each) — with no wait the interval was usually shorter than
+    one tick and the sample had no CPU share at all."""
     metrics = helper.Metrics(f"{live_server.url}/api/metrics", secret, out=open(os.devnull, "w"))
-    helper.watch_system(0, str(folder), samples=1, metrics=metrics)
+    helper.watch_system(0.03, str(folder), samples=1, metrics=metrics)
 
 
 def _flags(client, number) -> dict:
