@@ -6,8 +6,9 @@ import uuid
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models import db
+from models import Counter, db
 from services.core.errors import NotFound
 
 
@@ -37,3 +38,21 @@ def among(column, ids) -> sa.ColumnElement:
         literal = "{" + ",".join(map(str, ids)) + "}"
         return column == sa.any_(sa.cast(sa.bindparam(None, literal, type_=sa.Text), postgresql.ARRAY(column.type)))
     return column == sa.any_(sa.bindparam(None, ids, type_=postgresql.ARRAY(column.type)))
+
+
+def next_number(counter: str, number_column) -> int:
+    """The next number of a numbered record (B12, T4): one UPDATE … RETURNING on its own
+    counter row, whose row lock makes concurrent creators take turns. A counter that does not
+    exist yet starts after the highest number already in `number_column`."""
+    bump = sa.update(Counter).where(Counter.name == counter).values(value=Counter.value + 1) \
+        .returning(Counter.value)
+    value = db.session.execute(bump).scalar()
+    if value is None:
+        highest = db.session.scalar(sa.select(sa.func.max(number_column))) or 0
+        if db.engine.dialect.name == "postgresql":
+            stmt = pg_insert(Counter).values(name=counter, value=highest).on_conflict_do_nothing()
+        else:
+            stmt = sa.insert(Counter).values(name=counter, value=highest).prefix_with("OR IGNORE")
+        db.session.execute(stmt)
+        value = db.session.execute(bump).scalar()
+    return int(value)

@@ -14,12 +14,11 @@ import uuid
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models import Counter, Experiment, db
+from models import Experiment, db
 from models.day import Todo
 from models.research import Project
-from services.core import input_shape, registry
+from services.core import input_shape, records, registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.core.sanitize import check_markdown_nesting, render_markdown
@@ -50,20 +49,8 @@ def render_body(text: str | None) -> str:
 # --- numbers and lookup ----------------------------------------------------------------
 
 def next_number() -> int:
-    """The next todo number: one UPDATE … RETURNING on its own counter row, whose row lock
-    makes concurrent creators take turns (as experiment and belief numbers do)."""
-    bump = sa.update(Counter).where(Counter.name == NUMBER_COUNTER).values(value=Counter.value + 1) \
-        .returning(Counter.value)
-    value = db.session.execute(bump).scalar()
-    if value is None:
-        highest = db.session.scalar(sa.select(sa.func.max(Todo.number))) or 0
-        if db.engine.dialect.name == "postgresql":
-            stmt = pg_insert(Counter).values(name=NUMBER_COUNTER, value=highest).on_conflict_do_nothing()
-        else:
-            stmt = sa.insert(Counter).values(name=NUMBER_COUNTER, value=highest).prefix_with("OR IGNORE")
-        db.session.execute(stmt)
-        value = db.session.execute(bump).scalar()
-    return int(value)
+    """The next todo number, safe under concurrent creators (services.core.records.next_number)."""
+    return records.next_number(NUMBER_COUNTER, Todo.number)
 
 
 def parse_ref(ref) -> int | None:

@@ -15,11 +15,10 @@ import uuid
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models import AgentRun, Counter, Experiment, db
+from models import AgentRun, Experiment, db
 from models.research import Belief, BeliefProposal, BeliefVersion, Project
-from services.core import registry
+from services.core import records, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict, Forbidden, NotFound, ValidationError
@@ -52,20 +51,8 @@ def render_text(text: str | None) -> str:
 # --- numbers and lookup ----------------------------------------------------------------
 
 def next_number() -> int:
-    """The next belief number: one UPDATE … RETURNING on its own counter row, whose row lock
-    makes concurrent creators take turns (as experiment numbers do)."""
-    bump = sa.update(Counter).where(Counter.name == NUMBER_COUNTER).values(value=Counter.value + 1) \
-        .returning(Counter.value)
-    value = db.session.execute(bump).scalar()
-    if value is None:
-        highest = db.session.scalar(sa.select(sa.func.max(Belief.number))) or 0
-        if db.engine.dialect.name == "postgresql":
-            stmt = pg_insert(Counter).values(name=NUMBER_COUNTER, value=highest).on_conflict_do_nothing()
-        else:
-            stmt = sa.insert(Counter).values(name=NUMBER_COUNTER, value=highest).prefix_with("OR IGNORE")
-        db.session.execute(stmt)
-        value = db.session.execute(bump).scalar()
-    return int(value)
+    """The next belief number, safe under concurrent creators (services.core.records.next_number)."""
+    return records.next_number(NUMBER_COUNTER, Belief.number)
 
 
 def parse_ref(ref) -> int | None:
