@@ -254,8 +254,9 @@ def describe(exc: BaseException) -> str:
     elif isinstance(exc, smtplib.SMTPRecipientsRefused):
         text = "The SMTP server refused the owner's address: " + "; ".join(
             f"{code} {reply.decode(errors='replace')}" for code, reply in exc.recipients.values())
-    elif isinstance(exc, (TimeoutError, socket.timeout)):
-        text = "The SMTP server did not answer in time."
+    elif isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
+        # smtplib turns a read that timed out into SMTPServerDisconnected; the cause tells them apart.
+        text = f"The SMTP server did not answer in time ({current_app.config['SMTP_TIMEOUT_SECONDS']} s)."
     elif isinstance(exc, smtplib.SMTPServerDisconnected):
         text = f"The SMTP server closed the connection: {exc}"
     else:
