@@ -175,7 +175,7 @@ def compose(kind: str, items: list[Notification]) -> NotificationEmail:
     listed = items[:MAX_LISTED]
     first = listed[0].title
     template = SUBJECTS_MANY[kind] if len(items) > 1 and kind in SUBJECTS_MANY else SUBJECTS[kind]
-    subject = template.format(count=len(items), first=first)[:200]
+    subject = " ".join(template.format(count=len(items), first=first).split())[:200]  # one header line
     unsubscribe = unsubscribe_url(kind)
     context = {"kind": kind, "label": registry.NOTIFICATION_KIND_LABELS[kind], "items": listed,
                "more": len(items) - len(listed), "unsubscribe": unsubscribe, "settings_url": f"{base_url()}/settings#email",
@@ -227,6 +227,11 @@ def message_of(email: NotificationEmail) -> EmailMessage:
 def send(message: EmailMessage) -> None:
     """Hand one message to the SMTP server, for the owner's address only."""
     smtp = email_settings.smtp()
+    if not smtp.ready:
+        raise ValidationError("Email is no longer set up (Settings → Email).", field="smtp")
+    # Settings checked the address; one set in the environment is checked here, so the
+    # owner's one address is the only recipient whatever SAGAN_NOTIFY_EMAIL says.
+    email_settings.check_address(smtp.owner, "owner", "owner's address (SAGAN_NOTIFY_EMAIL)")
     timeout = current_app.config["SMTP_TIMEOUT_SECONDS"]
     context = ssl.create_default_context()
     if smtp.security == "tls":
@@ -259,6 +264,10 @@ def describe(exc: BaseException) -> str:
         text = f"The SMTP server did not answer in time ({current_app.config['SMTP_TIMEOUT_SECONDS']} s)."
     elif isinstance(exc, smtplib.SMTPServerDisconnected):
         text = f"The SMTP server closed the connection: {exc}"
+    elif isinstance(exc, ValidationError):
+        text = exc.message
+    elif isinstance(exc, ValueError):
+        text = f"The message could not be written: {exc}"
     else:
         text = f"Could not reach the SMTP server: {exc.__class__.__name__}: {exc}"
     return email_settings.scrub(text)[:1000]
@@ -275,7 +284,7 @@ def deliver(email_id) -> str:
     email.attempts += 1
     try:
         send(message_of(email))
-    except (smtplib.SMTPException, OSError, ValueError) as exc:
+    except (smtplib.SMTPException, OSError, ValueError, ValidationError) as exc:
         email.last_error = describe(exc)
         if last_try:
             email.status = "failed"
@@ -318,7 +327,7 @@ def send_test() -> str:
     message.set_content(f"Sagan can send you email. Settings: {base_url()}/settings#email\n")
     try:
         send(message)
-    except (smtplib.SMTPException, OSError, ValueError) as exc:
+    except (smtplib.SMTPException, OSError, ValueError, ValidationError) as exc:
         raise ValidationError(f"Not sent. {describe(exc)}", field="test") from None
     return f"Sent a test email to {smtp.owner}."
 

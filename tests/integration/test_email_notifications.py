@@ -382,3 +382,22 @@ def test_the_smtp_password_is_never_shown_or_logged(app, client, owner, worker, 
             assert settings.get("smtp_password") == right
     for secret in (wrong, right):
         assert secret not in caplog.text
+
+
+def test_an_owner_address_from_the_environment_that_is_not_one_address_gets_no_email(app, worker, make_experiment,
+                                                                                     monkeypatch):
+    """SAGAN_NOTIFY_EMAIL naming two addresses is refused at sending (the owner's one address is
+    the only recipient); the email is marked failed with the reason, and nothing is sent."""
+    monkeypatch.setitem(app.config, "EMAIL_RETRY_SECONDS", [])
+    with FakeSmtp() as fake:
+        monkeypatch.setitem(app.config, "SAGAN_NOTIFY_EMAIL", "owner@example.org, mentor@example.org")
+        monkeypatch.setitem(app.config, "SAGAN_SMTP_HOST", fake.host)
+        monkeypatch.setitem(app.config, "SAGAN_SMTP_PORT", fake.port)
+        monkeypatch.setitem(app.config, "SAGAN_SMTP_SECURITY", "none")
+        monkeypatch.setitem(app.config, "SAGAN_SMTP_FROM", SENDER)
+        _block(app, make_experiment, "Env-configured run")
+        worker()
+        assert fake.attempts == 0 and fake.received == []
+    with app.app_context():
+        email = db.session.query(NotificationEmail).one()
+        assert email.status == "failed" and "SAGAN_NOTIFY_EMAIL" in email.last_error
