@@ -14,12 +14,16 @@ and how Postfix and hosted relays behave):
 `script` takes one mode per message, in order (then `accept` again): `accept`, `refuse`
 (550 to DATA), `defer` (451 to DATA), `timeout` (no reply to DATA for `hold_seconds`),
 `drop` (close the connection at DATA). With `user`/`password`, AUTH is required (allowed
-without TLS, on loopback only) and a wrong pair gets 535.
+without TLS, on loopback only) and a wrong pair gets 535. With `security` "starttls" (the
+server offers STARTTLS and refuses mail before it) or "tls" (TLS from the first byte), it
+presents `cert_file`/`key_file` (tests/integration/test_email_notifications.py makes a
+self-signed certificate for 127.0.0.1).
 """
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -50,6 +54,9 @@ class FakeSmtp:
     modes: list[str] = field(default_factory=list)
     attempts: int = 0  # DATA commands seen, whatever the answer
     auth_failures: list[bytes] = field(default_factory=list)  # what a refused AUTH carried
+    security: str = "none"
+    cert_file: str | None = None
+    key_file: str | None = None
 
     def script(self, *modes: str) -> None:
         assert all(mode in MODES for mode in modes), modes
@@ -88,6 +95,13 @@ class FakeSmtp:
         options = {}
         if self.user:
             options = {"authenticator": self.authenticate, "auth_required": True, "auth_require_tls": False}
+        if self.security != "none":
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.cert_file, self.key_file)
+            if self.security == "tls":
+                options["ssl_context"] = context
+            else:
+                options.update(tls_context=context, require_starttls=True)
         self._controller = Controller(self, hostname="127.0.0.1", port=self.port, **options)
         self._controller.start()
         self.host = "127.0.0.1"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
@@ -406,3 +407,31 @@ def test_an_owner_address_from_the_environment_that_is_not_one_address_gets_no_e
     with app.app_context():
         email = db.session.query(NotificationEmail).one()
         assert email.status == "failed" and "SAGAN_NOTIFY_EMAIL" in email.last_error
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
+    folder = tmp_path_factory.mktemp("smtp-tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.mark.parametrize("security", ["starttls", "tls"])
+def test_starttls_and_tls_verify_the_servers_certificate(app, client, owner, certificate, monkeypatch, security):
+    """Over STARTTLS and implicit TLS the test email arrives when the server's certificate is
+    trusted, and is refused with the reason when it is not (no silent fallback to plain text)."""
+    cert, key = certificate
+    with FakeSmtp(security=security, cert_file=cert, key_file=key) as fake:
+        form = {**GOOD_FORM, "port": str(fake.port), "security": security, "csrf_token": owner.csrf()}
+        assert client.post("/settings/email", data=form).status_code == 303
+        untrusted = client.post("/settings/email/test", data={"csrf_token": owner.csrf()})
+        assert untrusted.status_code == 422 and "CERTIFICATE_VERIFY_FAILED" in untrusted.text
+        assert fake.received == []
+        monkeypatch.setenv("SSL_CERT_FILE", cert)  # trust it, as an operator's CA bundle would
+        sent = client.post("/settings/email/test", data={"csrf_token": owner.csrf()})
+        assert sent.status_code == 200 and "Sent a test email" in sent.text
+        assert fake.received[-1].message["Subject"] == "Sagan test email"
