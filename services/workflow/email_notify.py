@@ -62,7 +62,8 @@ def record(kind: str, title: str, url: str, *, experiment_id=None) -> Notificati
     email is not set up or the owner turned this kind off. Commits."""
     if kind not in registry.NOTIFICATION_KINDS:
         raise ValueError(f"unknown notification kind {kind!r}")
-    if not email_settings.smtp().ready or not email_settings.enabled(kind):
+    values = email_settings.current_values()
+    if not email_settings.smtp(values).ready or not email_settings.kinds_enabled(values)[kind]:
         return None
     notification = Notification(kind=kind, title=title[:300], url=url[:500], experiment_id=experiment_id)
     db.session.add(notification)
@@ -76,6 +77,8 @@ def on_move(experiment_id, actor, metadata) -> None:
     that failed or is blocked, whose clean result waits to be promoted, or that entered
     another owner turn. Never breaks the move that caused it."""
     try:
+        if not email_settings.smtp().ready:
+            return  # one query per move while email is not set up
         experiment = db.session.get(Experiment, experiment_id)
         status = metadata.get("status")
         if experiment is None or status is None:

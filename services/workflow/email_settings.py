@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import sqlalchemy as sa
 from flask import current_app
 
+from models import Setting, db
 from services.core import registry, settings
 from services.core.errors import ValidationError
 from services.core.outbound import check_host
@@ -43,21 +45,35 @@ class Smtp:
         return bool(self.host and self.sender and self.owner)
 
 
-def smtp() -> Smtp:
+KEYS = ("smtp_host", "smtp_port", "smtp_security", "smtp_user", "smtp_password", "smtp_from", "notify_email",
+        "email_kinds", "quiet_hours", "owner_turn_email_minutes")
+
+
+def current_values() -> dict:
+    """Every email setting in one query (a move's side effects ask on every move): the
+    owner's value, else the configured default."""
+    stored = {row.key: row.value for row in db.session.scalars(sa.select(Setting).where(Setting.key.in_(KEYS)))}
+    return {key: stored[key] if key in stored else
+            (current_app.config.get(settings.EDITABLE[key]) if settings.EDITABLE[key] else None) for key in KEYS}
+
+
+def smtp(values: dict | None = None) -> Smtp:
     """The SMTP settings in force (Settings over the environment)."""
-    return Smtp(host=settings.get("smtp_host") or "", port=int(settings.get("smtp_port") or 587),
-                security=settings.get("smtp_security") or "starttls", user=settings.get("smtp_user") or "",
-                password=settings.get("smtp_password") or "", sender=settings.get("smtp_from") or "",
-                owner=settings.get("notify_email") or "")
+    values = values or current_values()
+    return Smtp(host=values["smtp_host"] or "", port=int(values["smtp_port"] or 587),
+                security=values["smtp_security"] or "starttls", user=values["smtp_user"] or "",
+                password=values["smtp_password"] or "", sender=values["smtp_from"] or "",
+                owner=values["notify_email"] or "")
 
 
 def shown() -> dict:
     """What the settings page may show: everything but the password, of which only whether one is set."""
-    current = smtp()
+    values = current_values()
+    current = smtp(values)
     return {"host": current.host, "port": current.port, "security": current.security, "user": current.user,
             "sender": current.sender, "owner": current.owner, "has_password": bool(current.password),
-            "ready": current.ready, "kinds": kinds_enabled(), "quiet": quiet_hours(),
-            "interval": owner_turn_interval_minutes()}
+            "ready": current.ready, "kinds": kinds_enabled(values), "quiet": values["quiet_hours"] or None,
+            "interval": int(values["owner_turn_email_minutes"] or 0)}
 
 
 def check_address(value: str, field: str, what: str) -> str:
@@ -102,9 +118,9 @@ def update_smtp(form) -> None:
 
 # --- which kinds, when -------------------------------------------------------------------
 
-def kinds_enabled() -> dict[str, bool]:
+def kinds_enabled(values: dict | None = None) -> dict[str, bool]:
     """Each kind on or off; every kind is on until the owner turns it off."""
-    stored = settings.get("email_kinds") or {}
+    stored = (values["email_kinds"] if values else settings.get("email_kinds")) or {}
     return {kind: bool(stored.get(kind, True)) for kind in registry.NOTIFICATION_KINDS}
 
 
@@ -174,10 +190,10 @@ def in_quiet_hours(now: datetime) -> bool:
 def scrub(text: str) -> str:
     """An error as Sagan may keep or log it: the SMTP password, and its base64 forms
     (AUTH PLAIN/LOGIN carry it so), replaced."""
-    password = smtp().password
+    current = smtp()
+    password, user = current.password, current.user
     if not password:
         return text
-    user = smtp().user
     forms = {password, base64.b64encode(password.encode()).decode(),
              base64.b64encode(f"\0{user}\0{password}".encode()).decode()}
     for form in sorted(forms, key=len, reverse=True):

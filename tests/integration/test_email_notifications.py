@@ -19,6 +19,7 @@ from services.core import clock, redis_store, settings
 from services.core.actors import Actor
 from services.workflow import email_notify, email_settings, experiments, jobs, lifecycle
 from tests.fakes.smtp_server import FakeSmtp
+from tests.integration.queries import counting_queries
 from workers import scheduler
 
 OWNER_ADDRESS = "owner@example.org"
@@ -284,9 +285,31 @@ def test_weekly_review_hook_emails_a_link_to_the_review(app, smtp, worker):
     assert "http://localhost/reviews/7" in smtp.received[0].part("plain")
 
 
+def test_a_clean_result_waiting_for_promotion_is_emailed_as_result_ready(app, client, owner, smtp, worker,
+                                                                         make_experiment):
+    """Entering awaiting_promotion (the clean result is written) sends "result ready", not a
+    your-turn email, with a link to the experiment."""
+    number = make_experiment("Curriculum ordering", status="awaiting_promotion")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        effects = lifecycle.effects_of_move(None, "awaiting_promotion", experiment.id, Actor.system(), {}, None)
+        lifecycle.run_side_effects(effects)
+    worker()
+    assert [r.message["Subject"] for r in smtp.received] == [
+        f"Result ready: #{number} Curriculum ordering — Owner turn: promote clean result"]
+    link = f"http://localhost/experiments/{number}"
+    assert link in smtp.received[0].part("plain") and client.get(_local(link)).status_code == 200
+
+
 def test_nothing_is_kept_or_sent_without_email_settings(app, worker, make_experiment):
-    """With no SMTP server set, moves record no notification and queue no email."""
+    """With no SMTP server set, moves record no notification and queue no email, and the
+    email hook costs a move one query."""
     number = make_experiment("Quiet install", status="planning")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        with counting_queries() as statements:
+            email_notify.on_move(experiment.id, Actor.system(), {"status": "plan_pending"})
+        assert len(statements) == 1
     _move(app, number, "plan_pending")
     with app.app_context():
         assert db.session.query(Notification).count() == 0
