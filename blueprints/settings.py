@@ -210,3 +210,10 @@ def email_test():
 def dismiss_failed_email(email_id):
     """Forget an email that could not be sent, once read."""
     return _save(lambda: email_notify.dismiss_failed(email_id), lambda exc: _page(email_error=exc.message), "#email")
+
+
+@bp.post("/settings/email/failed/<uuid:email_id>/retry")
+@access.owner
+def retry_failed_email(email_id):
+    """Send an email that could not be sent again (with a fresh set of retries)."""
+    return _save(lambda: email_notify.retry_failed(email_id), lambda exc: _page(email_error=exc.message), "#email")

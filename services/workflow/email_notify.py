@@ -309,6 +309,17 @@ def failed_emails() -> list[NotificationEmail]:
                                    .order_by(NotificationEmail.created_at.desc()).limit(FAILED_SHOWN)))
 
 
+def retry_failed(email_id) -> None:
+    """Queue a failed email again, with a fresh set of retries (the owner fixed the server,
+    say). Commits before queueing, so the job finds it queued."""
+    email = db.session.get(NotificationEmail, email_id)
+    if email is None or email.status != "failed":
+        return  # sent or dismissed meanwhile: nothing to try
+    email.status = "queued"
+    db.session.commit()
+    enqueue(email.id)
+
+
 def dismiss_failed(email_id) -> None:
     """Forget a failed email once the owner has read it; the caller commits."""
     email = db.session.get(NotificationEmail, email_id)

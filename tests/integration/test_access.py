@@ -117,7 +117,7 @@ def test_the_known_pages_have_the_expected_rules(app):
     assert rule_of["api.list_daily_log"] == ("api", "read")
     assert rule_of["api.write_daily_log"] == ("api", "write")
     for endpoint in ("settings.email_server", "settings.email_preferences", "settings.email_test",
-                     "settings.dismiss_failed_email"):
+                     "settings.dismiss_failed_email", "settings.retry_failed_email"):
         assert rule_of[endpoint] == ("owner", None), endpoint
     # An emailed unsubscribe link is its own credential (signed), and only under /email/unsubscribe/.
     assert rule_of["unsubscribe.page"] == ("signed", None)

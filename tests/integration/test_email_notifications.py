@@ -225,16 +225,36 @@ def test_a_failing_server_is_retried_with_back_off_then_shown_failed(app, client
                 "timeout": "did not answer in time", "drop": "closed the connection"}[mode]
     assert expected in email.last_error
     page = client.get("/settings")
-    assert "Emails not sent" in page.text and email.subject.replace("—", "") .split(" ")[0] in page.text
+    assert "Emails not sent" in page.text and f"#{number} Unlucky run" in page.text
     assert expected in page.text
 
     later = _block(app, make_experiment, "Next run")  # the server works again: nothing is stuck behind
     worker()
     assert [r.message["Subject"] for r in smtp.received] == [f"Failed or blocked: #{later} Next run — "
                                                              "Owner turn: unblock or revise"]
-    dismissed = client.post(f"/settings/email/failed/{email.id}/dismiss", data={"csrf_token": owner.csrf()})
-    assert dismissed.status_code == 303
+    again = client.post(f"/settings/email/failed/{email.id}/retry", data={"csrf_token": owner.csrf()})
+    assert again.status_code == 303
+    worker()
+    assert smtp.received[-1].message["Subject"] == f"Failed or blocked: #{number} Unlucky run — " \
+                                                   "Owner turn: unblock or revise"
     assert "Unlucky run" not in client.get("/settings").text
+    with app.app_context():
+        assert db.session.get(NotificationEmail, email.id).status == "sent"
+
+
+def test_a_failed_email_can_be_dismissed(app, client, owner, smtp, worker, make_experiment, monkeypatch):
+    monkeypatch.setitem(app.config, "EMAIL_RETRY_SECONDS", [])
+    smtp.script("refuse")
+    _block(app, make_experiment, "Refused once")
+    worker()
+    with app.app_context():
+        email_id = db.session.query(NotificationEmail).one().id
+    assert "Refused once" in client.get("/settings").text
+    dismissed = client.post(f"/settings/email/failed/{email_id}/dismiss", data={"csrf_token": owner.csrf()})
+    assert dismissed.status_code == 303
+    assert "Refused once" not in client.get("/settings").text
+    with app.app_context():
+        assert db.session.query(NotificationEmail).count() == 0
 
 
 def test_quiet_hours_hold_messages_and_send_them_batched_after_on_the_owners_clock(app, smtp, worker,
