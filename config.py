@@ -137,6 +137,20 @@ class Config:
     SCHEDULER_TICK_SECONDS = _env_int("SAGAN_SCHEDULER_TICK_SECONDS", 15)
     # The owner's day (the daily log) begins and ends at midnight here; an IANA zone name.
     SAGAN_TIME_ZONE = os.environ.get("SAGAN_TIME_ZONE", "UTC")
+    # --- email notifications (SPEC §12.5; Settings → Email overrides each) ----------
+    SAGAN_SMTP_HOST = os.environ.get("SAGAN_SMTP_HOST", "")
+    SAGAN_SMTP_PORT = _env_int("SAGAN_SMTP_PORT", 587)
+    SAGAN_SMTP_SECURITY = os.environ.get("SAGAN_SMTP_SECURITY", "starttls")  # none, starttls or tls
+    SAGAN_SMTP_USER = os.environ.get("SAGAN_SMTP_USER", "")
+    SAGAN_SMTP_PASSWORD = os.environ.get("SAGAN_SMTP_PASSWORD", "")
+    SAGAN_SMTP_FROM = os.environ.get("SAGAN_SMTP_FROM", "")
+    SAGAN_NOTIFY_EMAIL = os.environ.get("SAGAN_NOTIFY_EMAIL", "")  # the owner's address: the only recipient
+    # Seconds one SMTP connection may take (connect, each reply): a silent server fails the try, never hangs the queue.
+    SMTP_TIMEOUT_SECONDS = _env_int("SAGAN_SMTP_TIMEOUT_SECONDS", 20)
+    # Seconds before the 1st, 2nd, 3rd… retry of an email; after the last, it is shown failed on Settings.
+    EMAIL_RETRY_SECONDS = [int(x) for x in os.environ.get("SAGAN_EMAIL_RETRY_SECONDS", "60,300,1800").split(",")]
+    # At most one owner-turn email per this many minutes, with everything waiting (Settings can change it).
+    SAGAN_OWNER_TURN_EMAIL_MINUTES = _env_int("SAGAN_OWNER_TURN_EMAIL_MINUTES", 30)
     CANCEL_GRACE_SECONDS = _env_int("SAGAN_CANCEL_GRACE_SECONDS", 120)
     MODEL_MAX_RETRIES = _env_int("SAGAN_MODEL_MAX_RETRIES", 3)
     MODEL_TIMEOUT_SECONDS = _env_int("SAGAN_MODEL_TIMEOUT_SECONDS", 600)

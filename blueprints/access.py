@@ -9,6 +9,9 @@ new route cannot be forgotten. Rules:
 - ``owner_api`` — JSON endpoints reserved to the owner's session (no token can);
 - ``share``    — a mentor's share link (`/s/<token>`): the token in the path is checked by
   the view; no session is read or written there and no owner credential is used;
+- ``signed``   — a link Sagan signed and emailed (one-click unsubscribe, `/email/unsubscribe/<token>`):
+  the view checks the signature; no session credential is used, so no CSRF token either
+  (a mail client posts it, RFC 8058);
 - ``api("write+promote")`` — a token needs every scope joined by `+`.
 
 CSRF is enforced here for every state-changing request made with a session; bearer
@@ -52,6 +55,7 @@ public = _mark("public")
 owner = _mark("owner")
 owner_api = _mark("owner_api")
 share = _mark("share")
+signed = _mark("signed")
 # A pod's own `spt_` token: only its progress and artifact posts (SPEC §6.5).
 pod = _mark("pod")
 
@@ -235,8 +239,9 @@ def enforce() -> object | None:
         g.actor = Actor("pod", str(found.id), found.name)
         return None  # bearer requests carry no cookie, so no CSRF check
 
-    if kind == "share":
-        # Stateless: never touch the session or current_user here (blueprints/share.py).
+    if kind in ("share", "signed"):
+        # Stateless: never touch the session or current_user here (blueprints/share.py,
+        # blueprints/unsubscribe.py); the token in the path is the credential.
         return None
 
     if kind == "api" and (secret := _bearer_secret()) is not None:

@@ -7,13 +7,13 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services.agents import web_tools
-from services.core import pod_accounts, settings
+from services.core import pod_accounts, registry, settings
 from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
 from services.research import projects, zotero
 from services.results import shares
-from services.workflow import experiments
+from services.workflow import email_notify, email_settings, experiments
 
 bp = Blueprint("settings", __name__)
 _SHARE_STASH = "share-links"
@@ -21,7 +21,8 @@ _SHARE_STASH = "share-links"
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
           new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None,
-          ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None):
+          ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None, email_error=None, email_form=None,
+          email_notice=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -42,7 +43,12 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                                          for account, key in accounts.keys().items()],
                            ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {},
                            zotero=zotero.configured(), zotero_error=zotero_error,
-                           zotero_form={k: v for k, v in (zotero_form or {}).items() if k != "api_key"})
+                           zotero_form={k: v for k, v in (zotero_form or {}).items() if k != "api_key"},
+                           email=email_settings.shown(), email_error=email_error, email_notice=email_notice,
+                           email_form={k: v for k, v in (email_form or {}).items() if k != "password"},
+                           security_labels=email_settings.SECURITY_LABELS,
+                           kind_labels=registry.NOTIFICATION_KIND_LABELS, failed_emails=email_notify.failed_emails(),
+                           time_zone=email_settings.owner_zone().key)
 
 
 @bp.get("/settings")
@@ -169,3 +175,45 @@ def zotero_library():
     """Save the Zotero library id and API key (the key is never shown back), or forget them."""
     return _save(lambda: zotero.update_settings(request.form),
                  lambda exc: (_page(zotero_error=exc.message, zotero_form=request.form), 422), "#zotero")
+
+
+@bp.post("/settings/email")
+@access.owner
+def email_server():
+    """Save the SMTP server and the two addresses (the password is never shown back); a bad
+    value re-renders with the reason and saves nothing."""
+    return _save(lambda: email_settings.update_smtp(request.form),
+                 lambda exc: (_page(email_error=exc.message, email_form=request.form), 422), "#email")
+
+
+@bp.post("/settings/email/preferences")
+@access.owner
+def email_preferences():
+    """Save which kinds are emailed, quiet hours and the owner-turn interval."""
+    return _save(lambda: email_settings.update_preferences(request.form),
+                 lambda exc: (_page(email_error=exc.message, email_form=request.form), 422), "#email")
+
+
+@bp.post("/settings/email/test")
+@access.owner
+def email_test():
+    """Send a test email now and say what happened (sent, or the server's answer)."""
+    try:
+        notice = email_notify.send_test()
+    except ValidationError as exc:
+        return _page(email_error=exc.message), 422
+    return _page(email_notice=notice)
+
+
+@bp.post("/settings/email/failed/<uuid:email_id>/dismiss")
+@access.owner
+def dismiss_failed_email(email_id):
+    """Forget an email that could not be sent, once read."""
+    return _save(lambda: email_notify.dismiss_failed(email_id), lambda exc: _page(email_error=exc.message), "#email")
+
+
+@bp.post("/settings/email/failed/<uuid:email_id>/retry")
+@access.owner
+def retry_failed_email(email_id):
+    """Send an email that could not be sent again (with a fresh set of retries)."""
+    return _save(lambda: email_notify.retry_failed(email_id), lambda exc: _page(email_error=exc.message), "#email")

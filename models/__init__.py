@@ -90,6 +90,7 @@ from models.event import RunEvent, WorkflowEvent  # noqa: E402,F401
 from models.experiment import Counter, Experiment  # noqa: E402,F401
 from models.literature import LiteratureFeed, LiteratureItem  # noqa: E402,F401
 from models.metric import MetricBatch, MetricChunk, MetricSeries  # noqa: E402,F401
+from models.notification import Notification, NotificationEmail  # noqa: E402,F401
 from models.pod import Artifact, ArtifactUsage, FleetIncident, Pod, PodProgressPost  # noqa: E402,F401
 from models.research import Belief, BeliefProposal, BeliefVersion, Project, ProjectNarrative, RecordLink  # noqa: E402,F401,E501
 from models.result import CleanResultVersion, Comment, Figure, PromotedResult  # noqa: E402,F401

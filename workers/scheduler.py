@@ -23,7 +23,7 @@ from services.dispatch import artifacts, watcher
 from services.pipeline import sweeps
 from services.planning import follow_ups
 from services.research import feeds
-from services.workflow import parking
+from services.workflow import email_notify, parking
 from workers.fork_guard import guard as fork_guard
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,14 @@ def tick(app: Flask) -> None:
     """One scheduler pass: watch pods, wake waiting runs, reconcile queued/stale runs, enforce
     cancels, bring results back from followups_running once their proposer has ended, and
     re-queue or fail artifacts whose processing job was lost or died, poll the literature
-    feeds that are due, and write yesterday's daily log entry once the owner's day has ended.
+    feeds that are due, write yesterday's daily log entry once the owner's day has ended, and
+    send the notification emails held by quiet hours or the owner-turn interval.
 
     Each part is independent; one failing is logged and the others still run.
     """
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile, feeds.enqueue_due,
-                 daily_log.write_due_days):
+                 daily_log.write_due_days, email_notify.send_due):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries

@@ -254,6 +254,15 @@ TODO_STATUSES = ["inbox", "scoped", "planning", "open", "in_progress", "running"
 TODO_CLOSED_STATUSES = frozenset({"done", "cancelled", "archived"})
 TODO_INTENTS = ["exploratory", "hypothesis", "replication", "measurement", "engineering"]
 
+# Email notifications (SPEC §12.5), in the order Settings lists them: an owner turn (batched),
+# a clean result ready to read and promote, an experiment that failed or is blocked, a weekly
+# review drafted.
+NOTIFICATION_KINDS = ["owner_turn", "result_ready", "failure", "weekly_review"]
+NOTIFICATION_KIND_LABELS = {"owner_turn": "Your turn (batched)", "result_ready": "Result ready",
+                            "failure": "Failure or block", "weekly_review": "Weekly review drafted"}
+# An email is queued until the SMTP server accepts it; failed after its last try.
+NOTIFICATION_EMAIL_STATUSES = ["queued", "sent", "failed"]
+
 SHARE_SCOPES = ["experiment", "project", "all_promoted"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]

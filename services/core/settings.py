@@ -31,6 +31,17 @@ EDITABLE = {
     "web_allowed_domains": None,
     "zotero_library_type": None,  # "user" or "group" (services/research/zotero.py)
     "zotero_library_id": None,
+    # Email notifications (services/workflow/email_settings.py); the environment gives the defaults.
+    "smtp_host": "SAGAN_SMTP_HOST",
+    "smtp_port": "SAGAN_SMTP_PORT",
+    "smtp_security": "SAGAN_SMTP_SECURITY",
+    "smtp_user": "SAGAN_SMTP_USER",
+    "smtp_password": "SAGAN_SMTP_PASSWORD",  # a secret: stored, never shown back on any page
+    "smtp_from": "SAGAN_SMTP_FROM",
+    "notify_email": "SAGAN_NOTIFY_EMAIL",  # the owner's address: the only recipient ever
+    "email_kinds": None,  # {kind: on}; every kind on when unset
+    "quiet_hours": None,  # {"start": "22:00", "end": "07:00"} in SAGAN_TIME_ZONE
+    "owner_turn_email_minutes": "SAGAN_OWNER_TURN_EMAIL_MINUTES",
     "zotero_api_key": None,  # a secret: stored, never shown back on any page  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 

@@ -16,7 +16,7 @@ from services.agents import implementation
 from services.dispatch import provisioner
 from services.planning import follow_ups
 from services.results import completion_audit, results
-from services.workflow import lifecycle, notify, orchestration
+from services.workflow import email_notify, lifecycle, notify, orchestration
 
 HANDLERS: dict[str, tuple[Callable, ...]] = {
     # Moves of the table.
@@ -33,7 +33,8 @@ HANDLERS: dict[str, tuple[Callable, ...]] = {
     # round in the move's own transaction.
     "back_to_code": (),
     # Effects that services return themselves, beside a move.
-    "notify_owner": (notify.on_notify_owner,),
+    "notify_owner": (notify.on_notify_owner, email_notify.on_move),
+    "notify_failure": (email_notify.on_move,),
     "enqueue_run": (orchestration.on_enqueue_run,),
     "start_orchestrator": (orchestration.on_start_orchestrator,),
     "enqueue_dispatch": (provisioner.on_enqueue_dispatch,),

@@ -39,7 +39,7 @@ LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
 # it): whoever can write to Redis must not be able to name one of their own, such as os.system.
 JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
-    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver",
+    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver", "workers.notify.send_email",
     "workers.literature.poll_feed",
 })
 # Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run

@@ -335,4 +335,6 @@ def effects_of_move(rule: Rule | None, to: str, experiment_id, actor: Actor, met
         effects.append(SideEffect(rule.side_effect, experiment_id, actor, {**metadata, "note": note}))
     if to in registry.OWNER_TURN_STATUSES:
         effects.append(SideEffect("notify_owner", experiment_id, actor, {"status": to}))
+    elif to == "failed":  # not an owner turn, but the owner is told by email (SPEC §12.5)
+        effects.append(SideEffect("notify_failure", experiment_id, actor, {"status": to}))
     return effects

@@ -116,6 +116,14 @@ def test_the_known_pages_have_the_expected_rules(app):
         assert rule_of[endpoint] == ("owner", None), endpoint
     assert rule_of["api.list_daily_log"] == ("api", "read")
     assert rule_of["api.write_daily_log"] == ("api", "write")
+    for endpoint in ("settings.email_server", "settings.email_preferences", "settings.email_test",
+                     "settings.dismiss_failed_email", "settings.retry_failed_email"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    # An emailed unsubscribe link is its own credential (signed), and only under /email/unsubscribe/.
+    assert rule_of["unsubscribe.page"] == ("signed", None)
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "signed":
+            assert rule.rule.startswith("/email/unsubscribe/"), rule.rule
     # Share links are the only rule besides public that needs no credential, and only under /s/.
     for rule in app.url_map.iter_rules():
         if rule.endpoint != "static" and rule_of[rule.endpoint][0] == "share":
@@ -261,7 +269,7 @@ def test_a_pod_token_reaches_only_its_progress_and_artifact_posts(app, client, m
     monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)  # the sweep itself is many bad tokens
     secret = make_live_pod("Pod token sweep", tag="sweep").secret
     headers = {"Authorization": f"Bearer {secret}"}
-    routes = [(m, u, k) for m, u, k, _s in _all_routes(app) if k not in ("pod", "public", "share")]
+    routes = [(m, u, k) for m, u, k, _s in _all_routes(app) if k not in ("pod", "public", "share", "signed")]
     assert len(routes) > 40
     for method, url, kind in routes:
         response = client.open(url, method=method, headers=headers, json={})
@@ -278,7 +286,7 @@ def test_a_share_link_reaches_nothing_but_its_own_page(app, client, make_experim
     token = _share_token(app)
     assert client.get(f"/s/{token}").status_code == 200
     for method, url, kind, _scope in _all_routes(app):
-        if kind in ("public", "share"):
+        if kind in ("public", "share", "signed"):
             continue
         as_bearer = client.open(url, method=method, headers={"Authorization": f"Bearer {token}"}, json={})
         assert not 200 <= as_bearer.status_code < 300, (method, url, as_bearer.status_code)
@@ -288,7 +296,7 @@ def test_a_share_link_reaches_nothing_but_its_own_page(app, client, make_experim
     for rule in app.url_map.iter_rules():
         if rule.endpoint != "static" and "<" in rule.rule and rule.rule.startswith("/api/"):
             kind = app.view_functions[rule.endpoint].access_rule[0]
-            if kind not in ("public", "share"):
+            if kind not in ("public", "share", "signed"):
                 url = re.sub(r"<[^>]+>", token, rule.rule)
                 for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
                     answer = client.open(url, method=method, json={})
