@@ -137,6 +137,9 @@ class Config:
     SCHEDULER_TICK_SECONDS = _env_int("SAGAN_SCHEDULER_TICK_SECONDS", 15)
     # The owner's day (the daily log) begins and ends at midnight here; an IANA zone name.
     SAGAN_TIME_ZONE = os.environ.get("SAGAN_TIME_ZONE", "UTC")
+    # The weekly review is drafted on this day at this hour of SAGAN_TIME_ZONE (Settings override them).
+    SAGAN_WEEKLY_REVIEW_DAY = os.environ.get("SAGAN_WEEKLY_REVIEW_DAY", "sunday").strip().lower()
+    SAGAN_WEEKLY_REVIEW_HOUR = _env_int("SAGAN_WEEKLY_REVIEW_HOUR", 18)
     CANCEL_GRACE_SECONDS = _env_int("SAGAN_CANCEL_GRACE_SECONDS", 120)
     MODEL_MAX_RETRIES = _env_int("SAGAN_MODEL_MAX_RETRIES", 3)
     MODEL_TIMEOUT_SECONDS = _env_int("SAGAN_MODEL_TIMEOUT_SECONDS", 600)

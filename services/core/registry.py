@@ -253,8 +253,16 @@ TODO_STATUSES = ["inbox", "scoped", "planning", "open", "in_progress", "running"
 # A todo that has ended: it cannot become an experiment until it is reopened.
 TODO_CLOSED_STATUSES = frozenset({"done", "cancelled", "archived"})
 TODO_INTENTS = ["exploratory", "hypothesis", "replication", "measurement", "engineering"]
+# Whether an agent run was worth its cost (SPEC §12.3): `pending` until the weekly-review agent
+# suggests or the owner sets one; reviews and the spend report split spend by it.
+RUN_CLASSIFICATIONS = ["pending", "useful", "not_useful", "archived"]
+# Who set a run's classification: the agent only suggests, and never over the owner's choice.
+RUN_CLASSIFIERS = ["agent", "owner"]
+# A weekly review's versions: each save a draft, one published at most (the one before archived).
+WEEKLY_REVIEW_VERSION_STATUSES = ["draft", "published", "archived"]
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
-SHARE_SCOPES = ["experiment", "project", "all_promoted"]
+SHARE_SCOPES = ["experiment", "project", "all_promoted", "weekly_review"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]
 

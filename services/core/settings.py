@@ -31,6 +31,8 @@ EDITABLE = {
     "web_allowed_domains": None,
     "zotero_library_type": None,  # "user" or "group" (services/research/zotero.py)
     "zotero_library_id": None,
+    "weekly_review_day": "SAGAN_WEEKLY_REVIEW_DAY",  # the day the weekly review is drafted (services/day/weekly_review.py)
+    "weekly_review_hour": "SAGAN_WEEKLY_REVIEW_HOUR",  # its hour, 0–23, in SAGAN_TIME_ZONE
     "zotero_api_key": None,  # a secret: stored, never shown back on any page  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 
