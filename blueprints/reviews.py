@@ -96,7 +96,7 @@ def save(key: str):
     body, base = request.form.get("body_md", ""), request.form.get("base_version", "")
 
     def refused(exc):
-        return _page(key, status_code=exc.status if exc.status in (409, 413) else 422, error=exc,
+        return _page(key, status_code=exc.status_code if exc.status_code in (409, 413) else 422, error=exc,
                      draft_text=body, base=base)
 
     return perform(lambda: weekly_review.save_version(review, body, access.actor(), base_version=base),

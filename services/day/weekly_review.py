@@ -18,6 +18,7 @@ Other packages hear of a new review through `on_drafted` (email: "weekly review 
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable
@@ -140,10 +141,13 @@ def due_week_end(now: datetime | None = None) -> date:
 
 def parse_week(text) -> date:
     """A week named by its last day, YYYY-MM-DD (a review day), that has begun; a clear error otherwise."""
+    shape = "Name the week by its last day as YYYY-MM-DD, e.g. 2026-12-06."
+    if not isinstance(text, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+        raise ValidationError(shape, field="week")
     try:
-        day = date.fromisoformat(str(text or "").strip())
+        day = date.fromisoformat(text.strip())
     except ValueError:
-        raise ValidationError("Name the week by its last day as YYYY-MM-DD, e.g. 2026-12-06.", field="week")
+        raise ValidationError(f"{text.strip()} is not a date on the calendar.", field="week")
     if week_end_for(day) != day:
         raise ValidationError(f"{day.isoformat()} is not a review day ({schedule()[0]}); the week containing it "
                               f"ends {week_end_for(day).isoformat()}.", field="week")
