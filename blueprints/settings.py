@@ -7,11 +7,12 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services.agents import web_tools
-from services.core import pod_accounts, settings
+from services.core import pod_accounts, registry, settings
 from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
 from services.research import projects, zotero
+from services.day import weekly_review
 from services.results import shares
 from services.workflow import experiments
 
@@ -21,7 +22,7 @@ _SHARE_STASH = "share-links"
 
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
           new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None,
-          ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None):
+          ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None, review_error=None, review_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -42,7 +43,10 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                                          for account, key in accounts.keys().items()],
                            ssh_keys=ssh_keys.views(), ssh_error=ssh_error or {}, ssh_form=ssh_form or {},
                            zotero=zotero.configured(), zotero_error=zotero_error,
-                           zotero_form={k: v for k, v in (zotero_form or {}).items() if k != "api_key"})
+                           zotero_form={k: v for k, v in (zotero_form or {}).items() if k != "api_key"},
+                           review_schedule=weekly_review.schedule(), weekdays=registry.WEEKDAYS,
+                           time_zone=current_app.config.get("SAGAN_TIME_ZONE") or "UTC",
+                           review_error=review_error, review_form=review_form or {})
 
 
 @bp.get("/settings")
@@ -169,3 +173,12 @@ def zotero_library():
     """Save the Zotero library id and API key (the key is never shown back), or forget them."""
     return _save(lambda: zotero.update_settings(request.form),
                  lambda exc: (_page(zotero_error=exc.message, zotero_form=request.form), 422), "#zotero")
+
+
+@bp.post("/settings/weekly-review")
+@access.owner
+def weekly_review_schedule():
+    """The day and hour (owner's time zone) the weekly review is drafted."""
+    form = request.form
+    return _save(lambda: weekly_review.save_schedule(form.get("day"), form.get("hour")),
+                 lambda exc: (_page(review_error=exc.message, review_form=form), 422), "#weekly-review")

@@ -36,8 +36,7 @@ def create_link(*, scope: str, experiment: Experiment | None = None, project=Non
     """Mint a link; returns the row and the token, which is never shown again. `project`
     (a Project) for a project link, `weekly_review` (a WeeklyReview) for a mentor update."""
     if scope not in OWNER_SCOPES:
-        raise ValidationError("Share one experiment, a project, a weekly review or all promoted results.",
-                              field="scope")
+        raise ValidationError("Share one experiment, a project or all promoted results.", field="scope")
     if scope == "weekly_review" and weekly_review is None:
         raise ValidationError("Choose the weekly review to share.", field="weekly_review")
     if scope == "experiment" and experiment is None:

@@ -184,6 +184,21 @@ def test_the_review_day_and_hour_come_from_settings(app, seeded_week):
         assert weekly_review.schedule() == ("saturday", 9)
 
 
+def test_the_settings_page_saves_the_schedule_and_refuses_a_bad_hour(app, client, owner):
+    page = client.get("/settings")
+    assert 'id="weekly-review"' in page.text
+    bad = client.post("/settings/weekly-review", data={"csrf_token": csrf_from(page.text), "day": "friday",
+                                                       "hour": "25"})
+    assert bad.status_code == 422 and "from 0 to 23" in bad.text
+    with app.app_context():
+        assert weekly_review.schedule() == ("sunday", 18)
+    saved = client.post("/settings/weekly-review", data={"csrf_token": csrf_from(page.text), "day": "friday",
+                                                         "hour": "7"})
+    assert saved.status_code == 303
+    with app.app_context():
+        assert weekly_review.schedule() == ("friday", 7)
+
+
 def test_a_misspelt_review_day_stops_start_up():
     from app import create_app
     from config import TestConfig
@@ -452,3 +467,39 @@ def test_the_drafted_hook_hears_a_new_review_once(app, seeded_week):
     finally:
         weekly_review._DRAFTED_HOOKS.clear()
     assert heard == [seeded_week["week"]]
+
+
+# --- the demo ----------------------------------------------------------------------------------------
+
+def test_the_demo_drafts_its_week_and_the_scripted_agent_writes_and_classifies(app, worker, monkeypatch):
+    """`make demo`: the curated demo's week is drafted once, and the scripted weekly-review agent
+    (scripts/demo_agents.py) saves version 2 from it and classifies the week's runs."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import demo_agents
+
+    from services.pipeline import demo
+    agents = demo_agents.DemoAgents().start()
+    for key, value in {"ANTHROPIC_API_KEY": "demo-scripted-agents", "ANTHROPIC_BASE_URL": agents.url,
+                       "SAGAN_AGENT_MODEL": demo_agents.MODEL}.items():
+        monkeypatch.setitem(app.config, key, value)
+    try:
+        with app.app_context():
+            demo.load_curated()
+            review = demo.draft_weekly_review()
+            assert demo.draft_weekly_review().id == review.id
+            review_id = review.id
+            first = weekly_review.latest(review).body_md
+        worker()
+        with app.app_context():
+            review = db.session.get(WeeklyReview, review_id)
+            latest = weekly_review.latest(review)
+            assert latest.version == 2 and latest.author_kind == "agent"
+            assert "scripted weekly-review agent" in latest.body_md
+            assert re.findall(r"#\d+", latest.body_md) == re.findall(r"#\d+", first) != []
+            classified = db.session.scalars(sa.select(AgentRun.classification_by)
+                                            .where(AgentRun.agent != weekly_review.AGENT)).all()
+            assert classified and set(classified) == {"agent"}
+    finally:
+        agents.stop()
