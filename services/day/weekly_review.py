@@ -255,13 +255,14 @@ def gather(week_end: date, now: datetime | None = None) -> dict:
 
 
 def render_draft(summary: dict) -> str:
-    """The record's draft as markdown; every line about an experiment cites it as #N."""
-    lines = [f"# Week ending {summary['weekEnd']}", ""]
-    lines += ["## What we learned", ""]
+    """The record's draft as markdown; every line about an experiment cites it as #N — never at
+    a line's start, where markdown would read "#12 …" as a heading. The page names the week, so
+    the text starts with its first section."""
+    lines = ["## What we learned", ""]
     for item in summary["learned"]:
-        confidence = f" — confidence {item['confidence']}" if item["confidence"] else " — confidence not stated"
-        shared = " (shared)" if item["promotedTo"] == "shared" else ""
-        lines.append(f"- #{item['experimentNumber']}: {item['title']}{confidence}{shared}")
+        confidence = f", {item['confidence']} confidence" if item["confidence"] else ", confidence not stated"
+        shared = ", shared" if item["promotedTo"] == "shared" else ""
+        lines.append(f"- {item['title']} (#{item['experimentNumber']}{confidence}{shared})")
     if not summary["learned"]:
         lines.append("- No result landed this week.")
     lines += ["", "## Belief changes", ""]
@@ -275,7 +276,7 @@ def render_draft(summary: dict) -> str:
     lines += ["", "## What failed and why", ""]
     for failure in summary["failures"]:
         why = f": {failure['why']}" if failure["why"] else " (no reason recorded)"
-        lines.append(f"- #{failure['experimentNumber']} {failure['title']} — {failure['what']}{why}")
+        lines.append(f"- {failure['title']} (#{failure['experimentNumber']}) — {failure['what']}{why}")
     if not summary["failures"]:
         lines.append("- Nothing failed.")
     money = summary["spend"]

@@ -87,9 +87,10 @@ def test_a_review_is_drafted_from_the_weeks_record_citing_experiments(app, seede
         body = weekly_review.latest(review).body_md
         summary = review.summary
     n = seeded_week
-    assert f"- #{n['landed']}: Misalignment emerges — confidence MODERATE" in body
-    assert f"#{n['broken']} Sweep at 7B — failed: CUDA out of memory at step 400" in body
-    assert f"#{n['broken']} Sweep at 7B — pod-provisioner run failed: provider capacity: no GPU available" in body
+    assert f"- Misalignment emerges (#{n['landed']}, MODERATE confidence)" in body
+    assert f"- Sweep at 7B (#{n['broken']}) — failed: CUDA out of memory at step 400" in body
+    assert f"- Sweep at 7B (#{n['broken']}) — pod-provisioner run failed: provider capacity: no GPU available" in body
+    assert not re.search(r"^\s*(- )?#\d", body, re.M)  # never where markdown reads a heading
     assert f"- Run #{n['proposed']}: Replicate at 1B" in body and "Test B2 (Seeds matter): Run 5 more seeds." in body
     split = summary["spend"]["agentsByClassification"]
     assert split["useful"]["usd"] == 1.5 and split["not_useful"]["usd"] == 0.5
