@@ -21,7 +21,7 @@ def _refuse_unknown(data: dict, known: set[str]) -> None:
 def list_reviews():
     """The newest reviews, newest week first (`limit` 1–200, `offset`)."""
     found = weekly_review.newest(int_arg("limit", 30, 1, 200), int_arg("offset", 0, 0, 1_000_000))
-    return {"reviews": [weekly_review.to_json(review, full=False) for review in found]}
+    return {"reviews": weekly_review.list_json(found)}
 
 
 @routes.get("/reviews/<key>")

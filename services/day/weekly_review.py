@@ -540,14 +540,36 @@ def mentor_update(review_id) -> tuple[WeeklyReview, WeeklyReviewVersion, str] | 
     return review, public, render_markdown(mentor_markdown(public.body_md))
 
 
+def version_numbers(review_ids) -> dict:
+    """Review id → (latest version, published version or None), for many reviews in one query."""
+    ids = list(review_ids)
+    if not ids:
+        return {}
+    rows = db.session.execute(
+        sa.select(WeeklyReviewVersion.review_id, sa.func.max(WeeklyReviewVersion.version),
+                  sa.func.max(WeeklyReviewVersion.version).filter(WeeklyReviewVersion.status == "published"))
+        .where(WeeklyReviewVersion.review_id.in_(ids)).group_by(WeeklyReviewVersion.review_id))
+    return {review_id: (newest_version, public) for review_id, newest_version, public in rows}
+
+
+def list_json(reviews: list[WeeklyReview]) -> list[dict]:
+    """The API's list: two queries whatever the number of reviews."""
+    numbers = version_numbers(review.id for review in reviews)
+    return [_head_json(review, *numbers.get(review.id, (None, None))) for review in reviews]
+
+
+def _head_json(review: WeeklyReview, latest_version, published_version) -> dict:
+    return {"id": str(review.id), "weekEnd": review.week_end.isoformat(),
+            "weekStart": (review.week_end - timedelta(days=6)).isoformat(), "timeZone": review.time_zone,
+            "draftedAt": _iso(review.drafted_at), "draftedBy": review.drafted_by,
+            "latestVersion": latest_version, "publishedVersion": published_version,
+            "url": f"/reviews/{review.week_end}"}
+
+
 def to_json(review: WeeklyReview, *, full: bool = True) -> dict:
     current = latest(review)
     public = published(review.id)
-    answer = {"id": str(review.id), "weekEnd": review.week_end.isoformat(),
-              "weekStart": (review.week_end - timedelta(days=6)).isoformat(), "timeZone": review.time_zone,
-              "draftedAt": _iso(review.drafted_at), "draftedBy": review.drafted_by,
-              "latestVersion": current.version if current else None,
-              "publishedVersion": public.version if public else None, "url": f"/reviews/{review.week_end}"}
+    answer = _head_json(review, current.version if current else None, public.version if public else None)
     if full:
         answer.update(summary=review.summary, bodyMd=current.body_md if current else "",
                       versions=[version_json(v) for v in versions(review)])

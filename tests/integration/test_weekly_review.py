@@ -504,3 +504,24 @@ def test_the_demo_drafts_its_week_and_the_scripted_agent_writes_and_classifies(a
             assert classified and set(classified) == {"agent"}
     finally:
         agents.stop()
+
+
+def test_the_api_list_is_a_constant_number_of_queries(app, api_client, seeded_week):
+    client = api_client("read")
+
+    def listed_queries() -> int:
+        with app.app_context():
+            with counting_queries() as seen:
+                answer = client.get("/api/reviews?limit=50")
+        assert answer.status_code == 200
+        return len(seen)
+
+    with app.app_context():
+        weekly_review.draft(seeded_week["week"], "owner")
+    client.get("/api/reviews")  # the token's first use of the minute also stamps it
+    one = listed_queries()
+    with app.app_context():
+        for back in range(1, 5):
+            weekly_review.draft(seeded_week["week"] - timedelta(days=7 * back), "owner")
+    assert listed_queries() == one
+    assert len(client.get("/api/reviews").json["reviews"]) == 5
