@@ -525,3 +525,44 @@ def test_the_api_list_is_a_constant_number_of_queries(app, api_client, seeded_we
             weekly_review.draft(seeded_week["week"] - timedelta(days=7 * back), "owner")
     assert listed_queries() == one
     assert len(client.get("/api/reviews").json["reviews"]) == 5
+
+
+def test_weekly_reviews_work_on_sqlite(tmp_path):
+    """On the embedded default (SQLite, migrated as `make run` does): draft through the API's
+    job, classify a run, save, publish and read the mentor update through its link."""
+    import flask_migrate
+
+    from services.core.auth import create_owner, create_token
+    from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD
+    from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+
+    app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        with app.app_context():
+            flask_migrate.upgrade(directory=MIGRATIONS)
+            create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+            _, secret = create_token("lite writer", "read,write")
+            db.session.commit()
+        api = app.test_client()
+        api.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {secret}"
+        number = api.post("/api/experiments", json={"title": "Lite experiment"}).get_json()["experiment"]["number"]
+        with app.app_context():
+            run = _run(experiments.get_experiment(number).id, "analyzer", 0.4)
+            db.session.commit()
+            run_id, week = run.id, weekly_review.week_end_for(daily_log.today())
+            review, created = weekly_review.draft(week, "owner")
+            assert created and weekly_review.draft(week, "owner")[0].id == review.id
+        assert api.post(f"/api/runs/{run_id}/classification", json={"classification": "useful"}).status_code == 200
+        assert api.post(f"/api/reviews/{week}/versions", json={"bodyMd": f"Lite week (#{number}).\n\n## Spend\n\n$1",
+                                                               "baseVersion": 1}).status_code == 201
+        assert api.post(f"/api/reviews/{week}/publish", json={"version": 2}).status_code == 200
+        with app.app_context():
+            assert weekly_review.week_runs(weekly_review.by_week(week))[0]["classification"] == "useful"
+            _link, token = shares.create_link(scope="weekly_review", weekly_review=weekly_review.by_week(week))
+            db.session.commit()
+        shown = app.test_client().get(f"/s/{token}").text
+        assert f"Lite week (#{number})" in shown and "Spend" not in shown
+    finally:
+        with app.app_context():
+            db.session.remove()
+            db.engine.dispose()
