@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from models import AgentRun, Belief, ShareLink, WeeklyReview, WeeklyReviewVersion, WorkflowEvent, db
 from services.core.actors import Actor
 from services.core.clock import utcnow
-from services.core.errors import Conflict, ValidationError
+from services.core.errors import Conflict, NotFound, ValidationError
 from services.day import daily_log, weekly_review
 from services.research import links, projects
 from services.results import results, shares
@@ -566,3 +566,20 @@ def test_weekly_reviews_work_on_sqlite(tmp_path):
         with app.app_context():
             db.session.remove()
             db.engine.dispose()
+
+
+def test_a_review_is_a_record_links_name_by_its_week(app, client, owner, seeded_week):
+    """Does "review:<week>" name the review, a week without one say so, and Settings list its link?"""
+    week = seeded_week["week"].isoformat()
+    with app.app_context():
+        review, _ = weekly_review.draft(seeded_week["week"], "owner")
+        ref = links.parse_reference(f"review:{week}")
+        assert (ref.kind, ref.id, ref.url) == ("weekly_review", review.id, f"/reviews/{week}")
+        with pytest.raises(NotFound, match="No weekly review for the week ending 2001-01-07"):
+            links.parse_reference("review:2001-01-07")
+        shares.create_link(scope="weekly_review", weekly_review=review, label="For Ada")
+        db.session.commit()
+        review_id = review.id
+    settings_page = client.get("/settings").text
+    assert f'<a href="/reviews/{review_id}">Weekly review</a>' in settings_page
+    assert client.get(f"/reviews/{review_id}").status_code == 200
