@@ -7,9 +7,11 @@ from flask import Blueprint, make_response, redirect, render_template, request, 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
+from services.core import registry
 from services.core.errors import NotFound, ValidationError
 from services.day import daily_log, weekly_review
 from services.results import shares
+from services.workflow import runs
 
 bp = Blueprint("reviews", __name__)
 PAGE_SIZE = 30
@@ -51,7 +53,8 @@ def _review_or_week(key: str):
             raise NotFound(f"No weekly review {key[:40]}: {exc.message}")
 
 
-def _page(key: str, *, status_code: int = 200, error=None, draft_text: str | None = None, base=None):
+def _page(key: str, *, status_code: int = 200, error=None, draft_text: str | None = None, base=None,
+          classify_error: tuple[str, str] | None = None):
     review, week_end = _review_or_week(key)
     if review is None:
         return make_response(render_template("reviews/empty.html", week_end=week_end,
@@ -72,7 +75,8 @@ def _page(key: str, *, status_code: int = 200, error=None, draft_text: str | Non
         "base_version": base if base is not None else (latest.version if latest else 0),
         "error": error, "runs": weekly_review.week_runs(review), "share_links": links, "new_share": new_share,
         "share_error": stashed.get("error"), "week_start": weekly_review.week_start(review),
-        "spend": review.summary.get("spend", {}),
+        "spend": review.summary.get("spend", {}), "classify_error": classify_error,
+        "classifications": registry.RUN_CLASSIFICATIONS,
     }
     response = make_response(render_template("reviews/detail.html", **context), status_code)
     response.headers["Cache-Control"] = "no-store"  # it may carry a new share link's secret
@@ -132,3 +136,16 @@ def create_share_link(key: str):
 
     return perform(create, refused=refused, done=lambda: redirect(url_for("reviews.detail", key=key) + "#share",
                                                                   code=303))
+
+
+@bp.post("/reviews/<key>/runs/<run_id>/classification")
+@access.owner
+def classify_run(key: str, run_id: str):
+    """Classify one of the week's runs from the review (the run page has the same choice);
+    a bad value re-shows the review with the sentence and changes nothing."""
+    review = weekly_review.get_review(key)
+    run = runs.get_run(run_id)
+    return perform(lambda: runs.classify(run, request.form.get("classification"), "owner"), keyed=False,
+                   refused=lambda exc: _page(key, status_code=422, classify_error=(str(run.id), exc.message)),
+                   done=lambda: redirect(url_for("reviews.detail", key=review.week_end.isoformat()) + "#runs",
+                                         code=303))

@@ -583,3 +583,23 @@ def test_a_review_is_a_record_links_name_by_its_week(app, client, owner, seeded_
     settings_page = client.get("/settings").text
     assert f'<a href="/reviews/{review_id}">Weekly review</a>' in settings_page
     assert client.get(f"/reviews/{review_id}").status_code == 200
+
+
+def test_the_owner_classifies_the_weeks_runs_on_the_review(app, client, owner, seeded_week):
+    week = seeded_week["week"].isoformat()
+    with app.app_context():
+        weekly_review.draft(seeded_week["week"], "owner")
+        run_id = db.session.scalar(sa.select(AgentRun.id).where(AgentRun.agent == "pod-provisioner"))
+    page = client.get(f"/reviews/{week}")
+    assert f'action="/reviews/{week}/runs/{run_id}/classification"' in page.text
+    bad = client.post(f"/reviews/{week}/runs/{run_id}/classification",
+                      data={"csrf_token": csrf_from(page.text), "classification": "meh"})
+    assert bad.status_code == 422 and "classification is one of" in bad.text
+    done = client.post(f"/reviews/{week}/runs/{run_id}/classification",
+                       data={"csrf_token": csrf_from(page.text), "classification": "not_useful"})
+    assert done.status_code == 303 and done.headers["Location"].endswith(f"/reviews/{week}#runs")
+    assert client.post(f"/reviews/{week}/runs/{uuid.uuid4()}/classification",
+                       data={"csrf_token": csrf_from(page.text), "classification": "useful"}).status_code == 404
+    with app.app_context():
+        run = db.session.get(AgentRun, run_id)
+        assert (run.classification, run.classification_by) == ("not_useful", "owner")
