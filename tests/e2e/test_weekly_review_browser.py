@@ -8,7 +8,7 @@ at 390 px and 1280 px, light and dark (docs/screenshots/weekly-review-*.png, men
 from __future__ import annotations
 
 import os
-from datetime import datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -25,12 +25,25 @@ from workers import scheduler
 
 pytestmark = pytest.mark.browser
 
-TAP_EXEMPT = ".skip-link"
+# Links inside the review's sentences are inline text (the target-size rule's own exception for links in
+# running text); every control and every other link is checked.
+TAP_EXEMPT = ".skip-link, .review-body a"
 
 
 def _fits(page, viewport) -> None:
+    """No sideways scrolling, and on a phone every control thumb-sized."""
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"{page.url} is {overflow}px too wide at {viewport['width']}px"
+    if viewport is PHONE:
+        small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
+              'a[href], button, summary, select, input:not([type=hidden]), textarea'))
+            .filter(e => e.offsetParent !== null && !e.matches(exempt)
+                    && !(e.closest('details:not([open])') && e.tagName !== 'SUMMARY'))
+            .map(e => [e, e.getBoundingClientRect()])
+            .filter(([e, r]) => r.height < 44 || r.width < 44)
+            .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
+            TAP_EXEMPT)
+        assert small == [], (page.url, small)
 
 
 def _scheduled_demo_week(app) -> str:
@@ -60,7 +73,10 @@ def test_a_scheduled_review_is_edited_published_and_read_by_a_mentor(browser_ses
     week = _scheduled_demo_week(app)
     owner = browser_session(PHONE)
     page = owner.login()
-    page.goto("/reviews")
+    page.goto("/log")
+    page.get_by_role("link", name="Weekly reviews").click()
+    page.wait_for_url("**/reviews")
+    _fits(page, PHONE)
     page.get_by_role("link", name="This week").click()
     page.wait_for_url(f"**/reviews/{week}")
     _fits(page, PHONE)
@@ -85,6 +101,9 @@ def test_a_scheduled_review_is_edited_published_and_read_by_a_mentor(browser_ses
     page.get_by_role("button", name="Create a share link").click()
     page.wait_for_url(f"**/reviews/{week}#share")
     url = page.locator("#new-share-url").input_value()
+    _fits(page, PHONE)
+    page.goto(f"/reviews/{date.fromisoformat(week) - timedelta(weeks=100)}")  # a week never reviewed: Draft it
+    assert "This week has no review yet" in page.content()
     _fits(page, PHONE)
     assert_clean(owner)
 
