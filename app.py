@@ -19,7 +19,7 @@ from services.core.auth import load_user
 from services.core.instance_security import refuse_open_redis
 from services.core.trusted_proxies import TrustedProxyFix
 from services.core.trusted_proxies import parse as parse_trusted_proxies
-from services.day import daily_log
+from services.day import daily_log, weekly_review
 from services.pipeline import side_effects
 
 
@@ -35,6 +35,8 @@ def create_app(config: Config | type | None = None) -> Flask:
     model_api.validate_price_overrides(app.config.get("SAGAN_MODEL_PRICES") or {})
     # A misspelt time zone stops start-up rather than filing the daily log under wrong dates.
     daily_log.zone_named(app.config.get("SAGAN_TIME_ZONE"))
+    # So does a weekly-review day or hour that is not one (the review would never be drafted).
+    weekly_review.check_schedule_config(app.config)
     # An agent definition naming a tool no module defines stops start-up, with its file.
     toolbox.check_agent_definitions()
     # CSRF is checked by the access layer, which knows when a request carries a bearer

@@ -86,6 +86,7 @@ def demo_load(scale: int | None, seed: int) -> None:
     from services.pipeline import demo
     if scale is None:
         count = demo.load_curated()
+        demo.draft_weekly_review()
     else:
         count = demo.load_scale(scale, seed=seed)
     click.echo(f"Loaded {count} experiments.")

@@ -151,6 +151,9 @@ class Config:
     EMAIL_RETRY_SECONDS = [int(x) for x in os.environ.get("SAGAN_EMAIL_RETRY_SECONDS", "60,300,1800").split(",")]
     # At most one owner-turn email per this many minutes, with everything waiting (Settings can change it).
     SAGAN_OWNER_TURN_EMAIL_MINUTES = _env_int("SAGAN_OWNER_TURN_EMAIL_MINUTES", 30)
+    # The weekly review is drafted on this day at this hour of SAGAN_TIME_ZONE (Settings override them).
+    SAGAN_WEEKLY_REVIEW_DAY = os.environ.get("SAGAN_WEEKLY_REVIEW_DAY", "sunday").strip().lower()
+    SAGAN_WEEKLY_REVIEW_HOUR = _env_int("SAGAN_WEEKLY_REVIEW_HOUR", 18)
     CANCEL_GRACE_SECONDS = _env_int("SAGAN_CANCEL_GRACE_SECONDS", 120)
     MODEL_MAX_RETRIES = _env_int("SAGAN_MODEL_MAX_RETRIES", 3)
     MODEL_TIMEOUT_SECONDS = _env_int("SAGAN_MODEL_TIMEOUT_SECONDS", 600)

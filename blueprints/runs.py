@@ -114,7 +114,7 @@ def _header_context(run: AgentRun, **extra) -> dict:
     if run.scope_kind == "experiment" and run.scope_id:
         experiment = db.session.get(Experiment, run.scope_id)
     return {"run": run, "experiment": experiment, "latest_event_at": run_service.latest_event_at(run.id),
-            "cancel_error": None, **extra}
+            "cancel_error": None, "classify_error": None, "classifications": registry.RUN_CLASSIFICATIONS, **extra}
 
 
 def _page_context(run: AgentRun, *, before: int | None = None, **extra) -> dict:
@@ -249,3 +249,25 @@ def cancel(run_id: str):
             lambda: redirect(url_for("runs.detail", run_id=current.id), code=303))
 
     return perform(lambda: run_service.cancel_run(run, access.actor()), refused=refused, done=done)
+
+
+@bp.post("/runs/<run_id>/classification")
+@access.owner
+def classify(run_id: str):
+    """The owner sets whether the run was worth its cost (SPEC §12.3); a bad value is said
+    next to the choice and changes nothing."""
+    run = run_service.get_run(run_id)
+
+    def refused(exc):
+        current = run_service.get_run(run_id)
+        return fragment_or_page(
+            lambda: render_template("runs/_header.html", **_header_context(current, classify_error=exc.message)),
+            lambda: _page(current, classify_error=exc.message))
+
+    def done():
+        current = run_service.get_run(run_id)
+        return fragment_or_page(lambda: render_template("runs/_header.html", **_header_context(current)),
+                                lambda: redirect(url_for("runs.detail", run_id=current.id), code=303))
+
+    return perform(lambda: run_service.classify(run, request.form.get("classification"), "owner"),
+                   refused=refused, done=done, keyed=False)

@@ -12,6 +12,7 @@ from services.core.errors import ValidationError
 from services.dispatch import accounts, costs, pod_secrets, ssh_keys
 from services.dispatch.spec import GPUS
 from services.research import projects, zotero
+from services.day import weekly_review
 from services.results import shares
 from services.workflow import email_notify, email_settings, experiments
 
@@ -22,7 +23,7 @@ _SHARE_STASH = "share-links"
 def _page(error=None, form=None, saved=False, webhook_error=None, share_error=None, share_form=None,
           new_share=None, repo_error=None, secrets_error=None, secrets_form=None, web_error=None, web_form=None,
           ssh_error=None, ssh_form=None, zotero_error=None, zotero_form=None, email_error=None, email_form=None,
-          email_notice=None):
+          email_notice=None, review_error=None, review_form=None):
     stored = settings.get("gpu_prices") or {}
     links = shares.list_links()
     return render_template("settings/index.html", gpus=GPUS, stored=stored, error=error, form=form,
@@ -48,7 +49,9 @@ def _page(error=None, form=None, saved=False, webhook_error=None, share_error=No
                            email_form={k: v for k, v in (email_form or {}).items() if k != "password"},
                            security_labels=email_settings.SECURITY_LABELS,
                            kind_labels=registry.NOTIFICATION_KIND_LABELS, failed_emails=email_notify.failed_emails(),
-                           time_zone=email_settings.owner_zone().key)
+                           time_zone=email_settings.owner_zone().key,
+                           review_schedule=weekly_review.schedule(), weekdays=registry.WEEKDAYS,
+                           review_error=review_error, review_form=review_form or {})
 
 
 @bp.get("/settings")
@@ -217,3 +220,12 @@ def dismiss_failed_email(email_id):
 def retry_failed_email(email_id):
     """Send an email that could not be sent again (with a fresh set of retries)."""
     return _save(lambda: email_notify.retry_failed(email_id), lambda exc: _page(email_error=exc.message), "#email")
+
+
+@bp.post("/settings/weekly-review")
+@access.owner
+def weekly_review_schedule():
+    """The day and hour (owner's time zone) the weekly review is drafted."""
+    form = request.form
+    return _save(lambda: weekly_review.save_schedule(form.get("day"), form.get("hour")),
+                 lambda exc: (_page(review_error=exc.message, review_form=form), 422), "#weekly-review")

@@ -14,6 +14,7 @@ from blueprints import access
 from blueprints.metrics import chart_json
 from services.core import sanitize
 from services.core.errors import RateLimited
+from services.day import weekly_review
 from services.dispatch import metrics
 from services.planning import discussion
 from services.research import narratives, projects
@@ -129,6 +130,8 @@ def view(token: str):
     link, refusal = _open(token)
     if refusal is not None:
         return refusal
+    if link.scope == "weekly_review":
+        return _weekly_review_view(link)
     found = shares.shared_results(link)
     if link.scope == "project":
         return _project_view(link, token, found)
@@ -153,6 +156,22 @@ def _project_view(link, token: str, found):
     return render_template("share/project.html", token=token, link=link, project=project,
                            narrative_html=narrative_html, items=projects.shared_items(found),
                            beliefs=projects.public_beliefs(project.id))
+
+
+def _weekly_review_view(link):
+    """A weekly review link (SPEC §12.3): the published version as the mentor update — the
+    research questions frozen at publishing (Established citing #N, Open, Next step) and the
+    review's text without its costs. A draft saved after publishing waits for the next publish;
+    `#N` stays plain text (the link opens no experiment)."""
+    shown = weekly_review.mentor_update(link.weekly_review_id) if link.weekly_review_id else None
+    if shown is None:
+        return render_template("share/message.html", title="Nothing published yet",
+                               message="The weekly review behind this link has not been published yet; "
+                                       "try again later.")
+    review, version, body_html = shown
+    body_html = sanitize.relink_experiment_refs(body_html, lambda number: None)
+    return render_template("share/weekly_review.html", review=review, version=version, body_html=body_html,
+                           groups=version.questions or [], week_start=weekly_review.week_start(review))
 
 
 @bp.get("/<token>/<int:number>")

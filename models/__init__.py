@@ -85,7 +85,7 @@ def one_of(column: str, values) -> sa.CheckConstraint:
 
 from models.approval import ApprovalRequest, PlanVersion  # noqa: E402,F401
 from models.code import CodeCommit  # noqa: E402,F401
-from models.day import DailyLogEntry, Todo  # noqa: E402,F401
+from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion  # noqa: E402,F401
 from models.event import RunEvent, WorkflowEvent  # noqa: E402,F401
 from models.experiment import Counter, Experiment  # noqa: E402,F401
 from models.literature import LiteratureFeed, LiteratureItem  # noqa: E402,F401

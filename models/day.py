@@ -11,6 +11,7 @@ from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services.core import registry
 
 DAILY_LOG_WRITERS = ["scheduler", "owner", "token"]
+WEEKLY_REVIEW_DRAFTERS = ["scheduler", "owner", "token", "demo"]
 
 
 class Todo(UUIDPrimaryKey, TimestampMixin, db.Model):
@@ -54,3 +55,38 @@ class DailyLogEntry(UUIDPrimaryKey, TimestampMixin, db.Model):
     partial: Mapped[bool] = mapped_column(default=False)
     written_at: Mapped[datetime]
     written_by: Mapped[str] = mapped_column(sa.String(16))
+
+
+class WeeklyReview(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """One week of the record, told for the owner and their mentor (SPEC §12.3). A week is the
+    seven owner-days ending on `week_end` (the configured review day); the unique `week_end`
+    makes a drafting job that runs twice, or two racing, leave one review. `summary` is the
+    structured week the draft was written from; the text lives in its versions."""
+
+    __tablename__ = "weekly_reviews"
+    __table_args__ = (one_of("drafted_by", WEEKLY_REVIEW_DRAFTERS),)
+
+    week_end: Mapped[date] = mapped_column(sa.Date, unique=True)
+    time_zone: Mapped[str] = mapped_column(sa.String(64))
+    summary: Mapped[dict] = mapped_column(JSONType)
+    drafted_at: Mapped[datetime]
+    drafted_by: Mapped[str] = mapped_column(sa.String(16))
+
+
+class WeeklyReviewVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
+    """One version of a review's text. Each save is a new draft; publishing one archives the
+    version published before it. `questions` is the mentor update's research questions as they
+    stood when the version was published (frozen, so a mentor reads what was published)."""
+
+    __tablename__ = "weekly_review_versions"
+    __table_args__ = (one_of("status", registry.WEEKLY_REVIEW_VERSION_STATUSES),
+                      sa.UniqueConstraint("review_id", "version"))
+
+    review_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("weekly_reviews.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int]
+    body_md: Mapped[str] = mapped_column(sa.Text, default="")
+    status: Mapped[str] = mapped_column(sa.String(16), default="draft")
+    author_kind: Mapped[str] = mapped_column(sa.String(16))
+    author_label: Mapped[str] = mapped_column(sa.String(120), default="")
+    questions: Mapped[list | None] = mapped_column(JSONType)
+    published_at: Mapped[datetime | None]

@@ -16,6 +16,9 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     __table_args__ = (
         one_of("kind", registry.RUN_KINDS),
         one_of("status", registry.RUN_STATUSES),
+        one_of("classification", registry.RUN_CLASSIFICATIONS),
+        sa.CheckConstraint("classification_by IS NULL OR classification_by IN ("
+                           + ", ".join(f"'{k}'" for k in registry.RUN_CLASSIFIERS) + ")", name="classification_by"),
         sa.CheckConstraint(
             "failure_reason IS NULL OR failure_reason IN ("
             + ", ".join(f"'{r}'" for r in registry.FAILURE_REASONS) + ")",
@@ -71,6 +74,10 @@ class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     # What a `waiting` run waits for: {"children": [ids]} / {"pods": run id} / {"until": iso}.
     waiting_for: Mapped[dict | None] = mapped_column(JSONType)
     cancel_requested_at: Mapped[datetime | None]
+    # Whether the run was worth its cost (SPEC §12.3): suggested by the weekly-review agent
+    # (`classification_by` "agent") or set by the owner ("owner"), whose choice the agent never overrides.
+    classification: Mapped[str] = mapped_column(sa.String(16), default="pending", server_default="pending")
+    classification_by: Mapped[str | None] = mapped_column(sa.String(16))
 
     @property
     def short_id(self) -> str:

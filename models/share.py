@@ -20,6 +20,9 @@ class ShareLink(UUIDPrimaryKey, TimestampMixin, db.Model):
     experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
     project_id: Mapped[uuid.UUID | None]
+    # A "weekly_review" link shows that review's published version as the mentor update.
+    weekly_review_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("weekly_reviews.id", ondelete="CASCADE"), index=True)
     label: Mapped[str] = mapped_column(sa.String(200), default="")
     include_comments: Mapped[bool] = mapped_column(default=False)
     expires_at: Mapped[datetime | None]

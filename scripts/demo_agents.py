@@ -612,6 +612,25 @@ def _proposer(turn: int) -> dict:
     return _scripted(script, turn, "Proposed one follow-up (demo).")
 
 
+def _weekly_reviewer(messages) -> dict:
+    """Read the week, save a review built from the record's own draft (every #N kept), then
+    suggest each run's classification from how it ended: completed runs useful, failed not."""
+    calls = _calls(messages)
+    done = {name for name, _, _ in calls}
+    if "read_weekly_review" not in done:
+        return reply(text("Reading the week's record (demo)."), tool("read_weekly_review", {}))
+    week = json.loads(next(result for name, _, result in calls if name == "read_weekly_review"))
+    if "write_weekly_review" not in done:
+        body = week["text"].replace("## What we learned", "Written by the demo's scripted weekly-review agent from "
+                                    "the week's record.\n\n## What we learned", 1)
+        return reply(tool("write_weekly_review", {"body_md": body}))
+    if "classify_runs" not in done and week["runs"]:
+        return reply(tool("classify_runs", {"runs": [
+            {"id": run["id"], "classification": "useful" if run["status"] == "completed" else
+             "not_useful" if run["status"] in ("failed", "cancelled") else "pending"} for run in week["runs"]]}))
+    return reply(text("The weekly review is drafted (demo)."))
+
+
 def respond(body: dict, code_stage: bool = False) -> dict:
     """What the scripted agent answers to one Messages API call."""
     messages = body.get("messages") or []
@@ -633,6 +652,8 @@ def respond(body: dict, code_stage: bool = False) -> dict:
         return _critic(agent, turn)
     if agent == "follow-up-proposer":
         return _proposer(turn)
+    if agent == "weekly-review":
+        return _weekly_reviewer(messages)
     return reply(text(f"This demo agent has no script for {agent or 'that request'}."))
 
 

@@ -18,7 +18,7 @@ from flask import Flask
 
 from models import db
 from services.core import redis_store
-from services.day import daily_log
+from services.day import daily_log, weekly_review
 from services.dispatch import artifacts, watcher
 from services.pipeline import sweeps
 from services.planning import follow_ups
@@ -49,13 +49,15 @@ def tick(app: Flask) -> None:
     cancels, bring results back from followups_running once their proposer has ended, and
     re-queue or fail artifacts whose processing job was lost or died, poll the literature
     feeds that are due, write yesterday's daily log entry once the owner's day has ended, and
-    send the notification emails held by quiet hours or the owner-turn interval.
+    send the notification emails held by quiet hours or the owner-turn interval, and
+    draft the week's review once its day and hour have come (SPEC §12.3).
 
     Each part is independent; one failing is logged and the others still run.
     """
     for part in (watcher.watch_now_and_then, parking.wake_ready_runs, sweeps.reconcile_runs, sweeps.hard_stop_cancelled,
                  follow_ups.return_when_done, _orphan_sweep_now_and_then, artifacts.reconcile, feeds.enqueue_due,
-                 daily_log.write_due_days, email_notify.send_due):
+                 daily_log.write_due_days, email_notify.send_due,
+                 weekly_review.draft_due):
         try:
             part()
         except Exception:  # noqa: BLE001 - the next tick retries

@@ -10,7 +10,7 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
     experiments    /experiments: list, create, read, patch
     workflow       /experiments/<ref>/workflow-events, /experiments/<ref>/events
     approvals      /experiments/<ref>/plans, /experiments/<ref>/questions, /approvals/<id>/resolve
-    runs           /runs, /runs/<id>, /runs/<id>/cancel
+    runs           /runs, /runs/<id>, /runs/<id>/cancel, /runs/<id>/classification
     pods           /experiments/<ref>/launch-pods, /pods, /artifacts; /pods/<id>/stop, /artifacts/<id>
     results        /clean-results/<ref>, /experiments/<ref>/promote
     projects       /projects: list, create; /projects/<slug>: read, patch
@@ -19,18 +19,19 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
     literature     /literature: list and search, read, create (fields or identifier), patch
     daily_log      /daily-log: the newest entries, one day's (?day=YYYY-MM-DD), write a day now
     todos          /todos: list, create, read, patch; /todos/<ref>/experiment (make it one)
+    reviews        /reviews: list, draft (queued), read; /reviews/<ref>/versions (save), /reviews/<ref>/publish
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
 from blueprints.api import (approvals, beliefs, daily_log, experiments, literature, pods, projects, registries, results,
-                             runs, todos, workflow)
+                             reviews, runs, todos, workflow)
 from blueprints.api._common import deprecation_notice
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 bp.after_request(deprecation_notice)
 
 for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature,
-                 daily_log, todos):
+                 daily_log, todos, reviews):
     resource.routes.register_on(bp)

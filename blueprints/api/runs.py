@@ -5,7 +5,7 @@ from flask import request
 
 from blueprints import access
 from blueprints._actions import commit_then_run
-from blueprints.api._common import Routes, id_text, int_arg, iso
+from blueprints.api._common import Routes, body_fields, id_text, int_arg, iso
 from models import AgentRun, RunEvent
 from services.core.errors import ValidationError
 from services.workflow import experiments, runs
@@ -31,6 +31,7 @@ def run_json(run: AgentRun) -> dict:
         "heartbeatAt": iso(run.heartbeat_at), "wakeAt": iso(run.wake_at),
         "startedAt": iso(run.started_at), "completedAt": iso(run.completed_at),
         "createdAt": iso(run.created_at),
+        "classification": run.classification, "classificationBy": run.classification_by,
     }
 
 
@@ -86,3 +87,18 @@ def cancel_run(run_id: str):
             "cancelled": run.status == "cancelled",
             "message": (f"Run {run.short_id} cancelled." if run.status == "cancelled"
                         else f"Run {run.short_id} asked to stop; it stops after its current step.")}
+
+
+@routes.post("/runs/<run_id>/classification")
+@access.api("write")
+def classify_run(run_id: str):
+    """Set whether the run was worth its cost: `classification` one of pending, useful,
+    not_useful, archived (the owner's choice; the weekly-review agent only suggests)."""
+    data = body_fields(("classification",))
+    unknown = sorted(set(data) - {"classification"})
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(map(str, unknown))[:200]}.", field=str(unknown[0]))
+    run = runs.get_run(run_id)
+    runs.classify(run, data.get("classification"), "owner")
+    commit_then_run()
+    return {"run": run_json(run)}

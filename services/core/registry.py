@@ -253,6 +253,14 @@ TODO_STATUSES = ["inbox", "scoped", "planning", "open", "in_progress", "running"
 # A todo that has ended: it cannot become an experiment until it is reopened.
 TODO_CLOSED_STATUSES = frozenset({"done", "cancelled", "archived"})
 TODO_INTENTS = ["exploratory", "hypothesis", "replication", "measurement", "engineering"]
+# Whether an agent run was worth its cost (SPEC §12.3): `pending` until the weekly-review agent
+# suggests or the owner sets one; reviews and the spend report split spend by it.
+RUN_CLASSIFICATIONS = ["pending", "useful", "not_useful", "archived"]
+# Who set a run's classification: the agent only suggests, and never over the owner's choice.
+RUN_CLASSIFIERS = ["agent", "owner"]
+# A weekly review's versions: each save a draft, one published at most (the one before archived).
+WEEKLY_REVIEW_VERSION_STATUSES = ["draft", "published", "archived"]
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 
 # Email notifications (SPEC §12.5), in the order Settings lists them: an owner turn (batched),
 # a clean result ready to read and promote, an experiment that failed or is blocked, a weekly
@@ -263,7 +271,7 @@ NOTIFICATION_KIND_LABELS = {"owner_turn": "Your turn (batched)", "result_ready":
 # An email is queued until the SMTP server accepts it; failed after its last try.
 NOTIFICATION_EMAIL_STATUSES = ["queued", "sent", "failed"]
 
-SHARE_SCOPES = ["experiment", "project", "all_promoted"]
+SHARE_SCOPES = ["experiment", "project", "all_promoted", "weekly_review"]
 # Where a promotion puts a result (SPEC §8.4): `shared` reaches share links, `completed` not.
 PROMOTION_TARGETS = ["shared", "completed"]
 

@@ -42,6 +42,8 @@ EDITABLE = {
     "email_kinds": None,  # {kind: on}; every kind on when unset
     "quiet_hours": None,  # {"start": "22:00", "end": "07:00"} in SAGAN_TIME_ZONE
     "owner_turn_email_minutes": "SAGAN_OWNER_TURN_EMAIL_MINUTES",
+    "weekly_review_day": "SAGAN_WEEKLY_REVIEW_DAY",  # the day the weekly review is drafted (services/day/weekly_review.py)
+    "weekly_review_hour": "SAGAN_WEEKLY_REVIEW_HOUR",  # its hour, 0–23, in SAGAN_TIME_ZONE
     "zotero_api_key": None,  # a secret: stored, never shown back on any page  # [domain, …] the web tools may reach; empty: any (services/agents/web_tools.py)
 }
 

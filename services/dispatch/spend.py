@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 
 from models import AgentRun, Pod, db
-from services.core import pod_accounts, records
+from services.core import pod_accounts, records, registry
 from services.core.clock import utcnow
 from services.dispatch import costs
 from services.dispatch import spec as specs
@@ -149,3 +149,18 @@ def spend_between(start: datetime, end: datetime, now: datetime | None = None) -
             continue
         gpu_usd += float(rate) * seconds / 3600.0
     return WindowSpend(float(agents[0] or 0), int(agents[1]), int(agents[2]), round(gpu_usd, 6), counted, unpriced)
+
+
+def agent_spend_by_classification(start: datetime, end: datetime) -> dict:
+    """Agent spend in [start, end) split by the runs' classification (SPEC §12.3): for each of
+    pending (unclassified), useful, not_useful and archived, {"usd", "runs", "unpriced"}. One
+    query; a run counts on the day it started, as in `spend_between`."""
+    run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
+    rows = db.session.execute(
+        sa.select(AgentRun.classification, sa.func.coalesce(sa.func.sum(AgentRun.cost_usd), 0), sa.func.count(),
+                  sa.func.count().filter(AgentRun.cost_usd.is_(None)))
+        .where(run_start >= start, run_start < end).group_by(AgentRun.classification))
+    split = {name: {"usd": 0.0, "runs": 0, "unpriced": 0} for name in registry.RUN_CLASSIFICATIONS}
+    for name, usd, count, unpriced in rows:
+        split[name] = {"usd": round(float(usd or 0), 4), "runs": int(count), "unpriced": int(unpriced)}
+    return split

@@ -18,6 +18,7 @@ from models.research import Belief, RecordLink
 from services.core import pod_accounts, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
+from services.day import daily_log, weekly_review
 from services.dispatch import metrics, pod_secrets
 from services.dispatch.provisioner import PROVISIONER
 from services.pipeline import demo_research, demo_todos
@@ -178,6 +179,12 @@ def load_curated() -> int:
     demo_research.load_research_record()
     demo_todos.load_todos()
     return count
+
+
+def draft_weekly_review():
+    """The demo's week as a weekly review, drafted once (SPEC §12.3); with the scripted agents
+    (make demo) the weekly-review agent then writes its version and classifies the week's runs."""
+    return weekly_review.draft(weekly_review.week_end_for(daily_log.today()), "demo")[0]
 
 
 def _demo_account() -> str:

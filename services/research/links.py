@@ -4,9 +4,9 @@ A link names its ends by kind and id, so the database cannot check that they exi
 module does, through one resolver per record kind (`RESOLVERS`): how to load a record, how
 people and agents name one when they type it ("#12", "B3", "T4", a project's slug), its label
 ("#12 Title", "B3 …") and its page. A kind whose package sits above this one (todos and the
-daily log, in services/day) calls `register` with its resolver and `register_shorthand` with
-its typed form ("T4", "log:2026-12-01"); kinds whose tables arrive with later work (weekly
-reviews) have none yet: linking one is a clear error until they do.
+daily log and weekly reviews, in services/day) calls `register` with its resolver and
+`register_shorthand` with its typed form ("T4", "log:2026-12-01", "review:2026-12-06"); a kind
+whose table arrives with later work (ARRIVING, none now) is a clear error until it does.
 """
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ RESOLVERS: dict[str, Resolver] = {
 }
 
 # Record kinds a link may name whose tables are not here yet, and what brings them.
-ARRIVING = {"weekly_review": "weekly reviews"}
+ARRIVING: dict[str, str] = {}
 
 
 # Typed references of kinds registered later ("log:2026-12-01"), tried after the built-in ones:

@@ -28,15 +28,17 @@ from services.workflow import experiments
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{20,100}")
 MAX_EXPIRY_DAYS = 3650
-OWNER_SCOPES = ("experiment", "all_promoted", "project")
+OWNER_SCOPES = ("experiment", "all_promoted", "project", "weekly_review")
 
 
 def create_link(*, scope: str, experiment: Experiment | None = None, project=None, label: str = "",
-                expires_in_days=None, include_comments: bool = False) -> tuple[ShareLink, str]:
+                expires_in_days=None, include_comments: bool = False, weekly_review=None) -> tuple[ShareLink, str]:
     """Mint a link; returns the row and the token, which is never shown again. `project`
-    (a Project) for a project link."""
+    (a Project) for a project link, `weekly_review` (a WeeklyReview) for a mentor update."""
     if scope not in OWNER_SCOPES:
         raise ValidationError("Share one experiment, a project or all promoted results.", field="scope")
+    if scope == "weekly_review" and weekly_review is None:
+        raise ValidationError("Choose the weekly review to share.", field="weekly_review")
     if scope == "experiment" and experiment is None:
         raise ValidationError("Choose the experiment to share.", field="experiment")
     if scope == "project" and project is None:
@@ -61,11 +63,14 @@ def create_link(*, scope: str, experiment: Experiment | None = None, project=Non
         default_label = f"#{experiment.number}"
     elif scope == "project":
         default_label = f"Project: {project.title}"[:200]
+    elif scope == "weekly_review":
+        default_label = f"Weekly review, week ending {weekly_review.week_end.isoformat()}"
     else:
         default_label = "All promoted results"
     link = ShareLink(id=uuid.uuid4(), token_hash=digest(token), scope=scope,
                      experiment_id=experiment.id if scope == "experiment" else None,
                      project_id=project.id if scope == "project" else None,
+                     weekly_review_id=weekly_review.id if scope == "weekly_review" else None,
                      label=label or default_label,
                      include_comments=bool(include_comments), expires_at=expires_at, use_count=0)
     db.session.add(link)
@@ -73,11 +78,13 @@ def create_link(*, scope: str, experiment: Experiment | None = None, project=Non
     return link, token
 
 
-def list_links(project_id=None) -> list[ShareLink]:
-    """Every link, live ones first; only one project's links when `project_id` is given."""
+def list_links(project_id=None, weekly_review_id=None) -> list[ShareLink]:
+    """Every link, live ones first; only one project's (or one weekly review's) links when given."""
     query = sa.select(ShareLink).order_by(ShareLink.revoked_at.is_not(None), ShareLink.created_at.desc())
     if project_id is not None:
         query = query.where(ShareLink.scope == "project", ShareLink.project_id == project_id)
+    if weekly_review_id is not None:
+        query = query.where(ShareLink.scope == "weekly_review", ShareLink.weekly_review_id == weekly_review_id)
     return list(db.session.scalars(query))
 
 
@@ -171,5 +178,5 @@ def openable_numbers(link: ShareLink, numbers: set[int]) -> set[int]:
 
 
 SCOPE_LABELS = {"experiment": "one experiment", "all_promoted": "all promoted results",
-                "project": "a project"}
+                "project": "a project", "weekly_review": "a weekly review"}
 assert set(SCOPE_LABELS) == set(registry.SHARE_SCOPES)

@@ -40,7 +40,7 @@ LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
 JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
     "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver", "workers.notify.send_email",
-    "workers.literature.poll_feed",
+    "workers.literature.poll_feed", "workers.day.draft_weekly_review",
 })
 # Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
 # whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.

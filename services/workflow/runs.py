@@ -351,3 +351,26 @@ def as_tree(rows: list[AgentRun]) -> list[tuple[AgentRun, int]]:
     for top in children.get(None, []):
         walk(top, 0)
     return ordered
+
+
+# --- classification (SPEC §12.3): was the run worth its cost? --------------------------------
+
+def clean_classification(raw) -> str:
+    value = str(raw or "").strip().lower().replace(" ", "_").replace("-", "_")
+    if value not in registry.RUN_CLASSIFICATIONS:
+        raise ValidationError("A run's classification is one of: " + ", ".join(registry.RUN_CLASSIFICATIONS) + ".",
+                              field="classification")
+    return value
+
+
+def classify(run: AgentRun, raw, by: str) -> bool:
+    """Set the run's classification; `by` is "owner" (always wins) or "agent" (a suggestion,
+    never over the owner's choice). True when the value was applied. The caller commits."""
+    if by not in registry.RUN_CLASSIFIERS:
+        raise ValueError(f"unknown classifier {by!r}")
+    value = clean_classification(raw)
+    if by == "agent" and run.classification_by == "owner":
+        return False
+    run.classification = value
+    run.classification_by = by
+    return True

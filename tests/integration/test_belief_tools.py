@@ -118,7 +118,7 @@ def test_a_proposal_waits_for_the_owner(app, setting):
     ("add_link", {"kind": "cites", "target": "literature:00000000-0000-4000-8000-000000000001"},
      "No literature item"),
     ("add_link", {"kind": "cites", "target": "weekly_review:00000000-0000-4000-8000-000000000001"},
-     "none can be linked yet"),
+     "No weekly review"),
     ("add_link", {"kind": "cites", "target": "T99"}, "No todo T99"),
 ])
 def test_bad_input_is_a_tool_error_that_writes_nothing(app, setting, name, data, message):

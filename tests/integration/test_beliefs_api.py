@@ -161,7 +161,7 @@ def test_links_create_list_and_delete(app, api_client, make_experiment):
     ({"source": "#1", "kind": "tests", "target": "B1", "note": "x" * 2001}, 400, "too long"),
     ({"source": "#1", "kind": "tests", "target": "B1", "weight": 3}, 400, "Unknown field"),
     ({"sourceKind": "weekly_review", "sourceId": "00000000-0000-4000-8000-000000000001", "kind": "tests",
-      "target": "B1"}, 400, "none can be linked yet"),
+      "target": "B1"}, 404, "No weekly review"),
     ({"sourceKind": "todo", "sourceId": "00000000-0000-4000-8000-000000000001", "kind": "tests", "target": "B1"},
      404, "No todo"),
     ({"sourceKind": "belief", "kind": "tests", "target": "B1"}, 400, "together"),

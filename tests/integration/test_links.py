@@ -14,7 +14,7 @@ from models.research import Project, ProjectNarrative, RecordLink
 from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
-from services.day import daily_log, todos
+from services.day import daily_log, todos, weekly_review
 from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
@@ -43,7 +43,8 @@ def records(app, make_experiment):
         db.session.add(narrative)
         entry = daily_log.write(daily_log.today() - timedelta(days=1), "owner")
         db.session.commit()
-        return {"todo": todo.id, "daily_log": entry.id, "log_day": entry.day.isoformat(),
+        review, _ = weekly_review.draft(weekly_review.week_end_for(daily_log.today()), "owner")
+        return {"todo": todo.id, "daily_log": entry.id, "weekly_review": review.id, "log_day": entry.day.isoformat(),
                 "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
                 "project": project.id, "narrative": narrative.id, "run": run.id, "number": number,
                 "belief_number": belief.number, "literature": paper.id}
@@ -93,7 +94,7 @@ def test_typed_references_name_records(app, records):
         assert links.parse_reference("doi:10.48550/arXiv.2502.17424").id == records["literature"]
         assert links.parse_reference(f"literature:{records['literature']}").kind == "literature"
         for bad, message in (("#999", "No experiment #999"), ("B99", "No belief B99"), ("nothing-here", "Nothing is named"),
-                             ("weekly_review:" + str(uuid.uuid4()), "none can be linked yet"),
+                             ("weekly_review:" + str(uuid.uuid4()), "No weekly review"),
                              ("todo:" + str(uuid.uuid4()), "No todo"), ("", "Name the record")):
             with pytest.raises((NotFound, ValidationError), match=message):
                 links.parse_reference(bad)
@@ -154,7 +155,7 @@ def test_the_panel_form_adds_a_link_with_htmx(app, htmx_client, records):
     ("#{number}", "likes", "Unknown link kind"),
     ("literature:" + str(uuid.UUID(int=1)), "cites", "No literature item"),
     ("arXiv:1111.11111", "cites", "Nothing is named"),
-    ("weekly_review:" + str(uuid.UUID(int=1)), "cites", "none can be linked yet"),
+    ("weekly_review:" + str(uuid.UUID(int=1)), "cites", "No weekly review"),
     ("T99", "cites", "No todo T99"),
 ])
 def test_a_bad_link_is_refused_in_the_panel(app, htmx_client, records, target, kind, message):
