@@ -614,7 +614,7 @@ links.register_shorthand("weekly_review", _find_typed)
 def _email_the_owner(review: WeeklyReview) -> None:
     """The "weekly review drafted" email (it never raises; held by quiet hours like the rest)."""
     email_notify.notify_weekly_review_drafted(
-        review.id, f"Weekly review drafted: the week ending {review.week_end.isoformat()}",
+        review.id, f"the week ending {review.week_end.isoformat()}",
         f"/reviews/{review.week_end.isoformat()}")
 
 

@@ -8,7 +8,7 @@ import logging
 import re
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,6 +17,7 @@ from rq.registry import ScheduledJobRegistry
 from models import Notification, NotificationEmail, db
 from services.core import clock, redis_store, settings
 from services.core.actors import Actor
+from services.day import weekly_review
 from services.workflow import email_notify, email_settings, experiments, jobs, lifecycle
 from tests.fakes.smtp_server import FakeSmtp
 from tests.integration.queries import counting_queries
@@ -42,6 +43,10 @@ def smtp(app, monkeypatch):
     """The loopback SMTP server, configured in Settings; one-second SMTP timeout, retries after 10 s and 60 s."""
     monkeypatch.setitem(app.config, "SMTP_TIMEOUT_SECONDS", 1)
     monkeypatch.setitem(app.config, "EMAIL_RETRY_SECONDS", [10, 60])
+    with app.app_context():
+        # The week's review is due on the real clock: drafted now, before email is set up, so
+        # the tests' scheduler ticks do not draft it (and email about it) in the middle.
+        weekly_review.draft_due()
     with FakeSmtp(hold_seconds=3) as fake:
         _configure(app, fake)
         yield fake
@@ -303,6 +308,18 @@ def test_weekly_review_hook_emails_a_link_to_the_review(app, smtp, worker):
     worker()
     assert smtp.received[0].message["Subject"] == "Weekly review drafted: Week 49: what we learned"
     assert "http://localhost/reviews/7" in smtp.received[0].part("plain")
+
+
+def test_a_drafted_weekly_review_emails_once_with_a_working_link(app, client, owner, smtp, worker):
+    """The drafter's hook: one email for a new review, none when the job runs again for the week."""
+    week = date(2026, 11, 22)  # a week the fixture's draft_due did not draft
+    with app.app_context():
+        weekly_review.draft(week, "scheduler")
+        weekly_review.draft(week, "scheduler")
+    worker()
+    assert [m.message["Subject"] for m in smtp.received] == ["Weekly review drafted: the week ending 2026-11-22"]
+    link = next(url for url in _links(smtp.received[0].part("plain")) if "/reviews/" in url)
+    assert client.get(_local(link)).status_code == 200
 
 
 def test_a_clean_result_waiting_for_promotion_is_emailed_as_result_ready(app, client, owner, smtp, worker,
