@@ -328,12 +328,12 @@ def start_proposals(session: IdeationSession) -> AgentRun:
     """A queued run of the ideation agent on the session; the caller commits, then enqueues it
     (services.workflow.jobs.enqueue_run). Refused without a model key, without any answer, or
     while one runs."""
-    if not orchestration.agents_enabled():
-        raise ValidationError("No ANTHROPIC_API_KEY is configured, so Claude cannot propose ideas. "
-                              "Write your own cards below.")
     if not session.answers:
         raise ValidationError("Answer at least one question first: Claude proposes ideas from your answers.",
                               field="answers")
+    if not orchestration.agents_enabled():
+        raise ValidationError("No ANTHROPIC_API_KEY is configured, so Claude cannot propose ideas. "
+                              "Write your own cards below.")
     if is_proposing(latest_run(session)):
         raise Conflict("Claude is already proposing ideas for this session.", code="already_proposing")
     request = (f"Propose idea cards for ideation session {label(session.number)} on "
@@ -429,10 +429,15 @@ def _to_literature_task(session: IdeationSession, card: IdeaCard, actor: Actor, 
 
 def _result_for(session: IdeationSession, ref: str) -> Experiment:
     if ref.strip():
-        named = links.parse_reference(ref if ref.strip()[:1] in "Rr" else f"R{ref.strip().lstrip('#')}")
-        if named.kind != "clean_result":
-            raise ValidationError("Name a clean result: R12 for experiment 12's.", field="target_ref")
-        return db.session.get(Experiment, named.id)
+        digits = ref.strip().lstrip("#Rr").strip()
+        if not digits.isdigit() or len(digits) > 9:
+            raise ValidationError("Name a clean result as R12 (experiment 12's).", field="target_ref")
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == int(digits)))
+        if experiment is None:
+            raise NotFound(f"No experiment #{digits}.")
+        if not experiment.has_clean_result:
+            raise ValidationError(f"#{digits} has no clean result yet.", field="target_ref")
+        return experiment
     if session.source_kind == "clean_result":
         experiment = db.session.get(Experiment, session.source_id)
         if experiment is not None and experiment.has_clean_result:
