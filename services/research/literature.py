@@ -348,16 +348,12 @@ def nearest(text: str, *, exclude_id=None) -> LiteratureItem | None:
         return db.session.scalars(statement.order_by(sa.func.ts_rank(vector, tsquery).desc(),
                                                      LiteratureItem.created_at.desc()).limit(1)).first()
     match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-    rowids = list(db.session.scalars(sa.text("SELECT rowid FROM literature_fts WHERE literature_fts MATCH :match "
-                                             "ORDER BY rank LIMIT 2"), {"match": match}))
-    if not rowids:
-        return None
-    found = {item.id: item for item in db.session.scalars(sa.select(LiteratureItem).where(
-        sa.literal_column("literature_items.rowid").in_(rowids)))}
-    rowid_of = dict(db.session.execute(sa.select(sa.literal_column("literature_items.rowid"), LiteratureItem.id)
-                                       .where(LiteratureItem.id.in_(found))).all()) if found else {}
-    ranked = sorted(found.values(), key=lambda item: rowids.index(rowid_of[item.id]))
-    return next((item for item in ranked if item.id != exclude_id), None)
+    ids = db.session.scalars(sa.text(
+        "SELECT literature_items.id FROM literature_fts JOIN literature_items "
+        "ON literature_items.rowid = literature_fts.rowid WHERE literature_fts MATCH :match "
+        "ORDER BY literature_fts.rank LIMIT 2"), {"match": match}).all()
+    chosen = next((key for key in (uuid.UUID(str(raw)) for raw in ids) if key != exclude_id), None)
+    return db.session.get(LiteratureItem, chosen) if chosen else None
 
 
 def postgres_text_match(query: str):

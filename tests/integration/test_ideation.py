@@ -430,3 +430,33 @@ def test_the_session_page_reads_a_constant_number_of_queries(app, client, owner)
         return len(statements)
 
     assert cost(2) == cost(28)
+
+
+def test_the_nearest_paper_and_belief_on_sqlite(tmp_path):
+    """On the embedded default (SQLite: FTS5's bm25 and the same word count for beliefs), is
+    the nearest item the one sharing the most telling words, the source itself left out?"""
+    import flask_migrate
+
+    from services.research import beliefs
+    from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+    lite = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        with lite.app_context():
+            flask_migrate.upgrade(directory=MIGRATIONS)
+            near = literature.add({"title": "Curriculum learning for language model pretraining"}).item
+            literature.add({"title": "Toy models of superposition"})
+            db.session.add_all([Belief(number=1, title="Curriculum ordering barely matters", current_belief="x",
+                                       status="active"),
+                                Belief(number=2, title="Features are monosemantic", current_belief="y",
+                                       status="active")])
+            db.session.commit()
+            text = "Curriculum ordering changes final loss by <1%"
+            assert literature.nearest(text).title == near.title
+            assert literature.nearest(text, exclude_id=near.id) is None
+            assert literature.nearest("the and of") is None
+            assert beliefs.nearest(text).number == 1
+            assert beliefs.nearest("zebra crossing") is None
+    finally:
+        with lite.app_context():
+            db.session.remove()
+            db.engine.dispose()
