@@ -17,6 +17,7 @@ Queuing, plan approval and launching still need the owner, on the experiment's o
 """
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -98,6 +99,10 @@ def _result_title(experiment: Experiment) -> str:
     return title or experiment.title
 
 
+# A clean result's title ends with its confidence; those words say nothing about its subject.
+_CONFIDENCE_SUFFIX = re.compile(r"\s*\((?:LOW|MODERATE|HIGH) confidence\)\s*$", re.IGNORECASE)
+
+
 def source_of(kind, record_id) -> Source:
     """The source a form names by kind and id; a clear error for an unknown kind or a missing record."""
     if kind not in registry.IDEATION_SOURCE_KINDS:
@@ -106,7 +111,7 @@ def source_of(kind, record_id) -> Source:
     record = links.load(kind, record_id)
     if kind == "clean_result":
         title = _result_title(record)
-        return Source(kind, record, title, f"{title} {record.question or ''} {record.hypothesis or ''}",
+        return Source(kind, record, title, f"{_CONFIDENCE_SUFFIX.sub('', title)} {record.question or ''}",
                       record.project_id)
     if kind == "belief":
         return Source(kind, record, record.title, f"{record.title} {record.current_belief}", record.project_id)
