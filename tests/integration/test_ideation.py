@@ -461,3 +461,36 @@ def test_the_nearest_paper_and_belief_on_sqlite(tmp_path):
         with lite.app_context():
             db.session.remove()
             db.engine.dispose()
+
+
+def test_two_presses_at_once_promote_a_card_once(app, client, owner):
+    """Two requests promoting the same card at the same moment (no shared form key): does the
+    row lock make the second answer the first one's experiment instead of making another?"""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    number, _ = _answered_session(app, client)
+    card_id = _own_card(client, number)
+    both_ready = threading.Barrier(2)
+
+    def press():
+        with app.app_context():
+            session = ideation.get_session(number)
+            card = ideation.get_card(session, card_id)
+            both_ready.wait(timeout=10)
+            promoted = ideation.promote(session, card, "experiment", OWNER)
+            db.session.commit()
+            return promoted.card.promoted_id, promoted.created
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        answers = list(pool.map(lambda _: press(), range(2)))
+    assert len({record_id for record_id, _ in answers}) == 1
+    assert sorted(created for _, created in answers) == [False, True]
+    assert _count(app, Experiment) == 1 and _count(app, RecordLink) == 1
+
+
+def test_a_cards_markdown_is_sanitized(app, client, owner):
+    """Does a card's body (Claude's or the owner's) render through the one sanitizer?"""
+    number, _ = _answered_session(app, client)
+    _own_card(client, number, "Hostile", '**bold** <script>alert(1)</script><img src=x onerror="alert(2)">')
+    page = client.get(f"/ideas/{number}").text
+    assert "<strong>bold</strong>" in page and "<script>alert(1)" not in page and "onerror" not in page
