@@ -494,3 +494,37 @@ def test_a_cards_markdown_is_sanitized(app, client, owner):
     _own_card(client, number, "Hostile", '**bold** <script>alert(1)</script><img src=x onerror="alert(2)">')
     page = client.get(f"/ideas/{number}").text
     assert "<strong>bold</strong>" in page and "<script>alert(1)" not in page and "onerror" not in page
+
+
+def test_the_demo_has_one_session_on_its_curriculum_belief(app, client, owner):
+    """After the curated demo, is there one session on the curriculum belief with its answers
+    and cards (none promoted), shown on the belief's page and the list — and does a second
+    load add nothing?"""
+    from services.pipeline import demo, demo_ideation
+    with app.app_context():
+        demo.load_curated()
+        assert demo_ideation.load_ideation() is False
+        session = db.session.scalar(sa.select(IdeationSession))
+        assert session.source_kind == "belief" and session.answers == demo_ideation.ANSWERS
+        assert [c.status for c in ideation.cards(session)] == ["open", "open"]
+        belief_number = db.session.get(Belief, session.source_id).number
+    assert _count(app, IdeationSession) == 1
+    assert f'href="/ideas/{session.number}"' in client.get(f"/beliefs/{belief_number}").text
+    assert "Ablate the warm-up length at 125M" in client.get(f"/ideas/{session.number}").text
+
+
+def test_the_list_reads_a_constant_number_of_queries(app, client, owner):
+    """Does /ideas cost the same queries with 1 session as with 12 (cards counted in one query)?"""
+    _belief(app, 1, "Ordering matters", "It does.")
+
+    def cost(sessions: int) -> int:
+        with app.app_context():
+            belief = db.session.scalar(sa.select(Belief))
+            for _ in range(sessions):
+                ideation.add_card(ideation.start_session("belief", belief.id, OWNER), "An idea", "")
+            db.session.commit()
+        with counting_queries() as statements:
+            assert client.get("/ideas").status_code == 200
+        return len(statements)
+
+    assert cost(1) == cost(11)
