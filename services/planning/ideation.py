@@ -380,7 +380,7 @@ def _card_text(card: IdeaCard) -> str:
     return f"{card.title}\n\n{card.body_md}".strip()
 
 
-def _to_experiment(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str):
+def _to_experiment(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str, question=None):
     fields = {"title": card.title}
     if card.body_md:
         fields["hypothesis"] = card.body_md
@@ -406,7 +406,7 @@ def _belief_for(session: IdeationSession, ref: str) -> Belief:
     raise ValidationError("Name the belief this idea would update (B3).", field="target_ref")
 
 
-def _to_belief_update(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str):
+def _to_belief_update(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str, question=None):
     belief = _belief_for(session, ref)
     if belief.status in ("retracted", "archived"):
         raise Conflict(f"{beliefs.label(belief.number)} is {belief.status}; no update is proposed to it.",
@@ -420,7 +420,7 @@ def _to_belief_update(session: IdeationSession, card: IdeaCard, actor: Actor, re
             f"/beliefs/{belief.number}#proposals")
 
 
-def _to_literature_task(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str):
+def _to_literature_task(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str, question=None):
     title = f"Literature: {card.title}"
     data = {"title": title if len(title) <= todos.TITLE_MAX else card.title,
             "body_md": f"{card.body_md}\n\n{_from_line(session)}".strip(), "intent": "exploratory"}
@@ -450,9 +450,13 @@ def _result_for(session: IdeationSession, ref: str) -> Experiment:
     raise ValidationError("Name the clean result the question is for (R12).", field="target_ref")
 
 
-def _to_result_question(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str):
+def _question_text(session: IdeationSession, card: IdeaCard) -> str:
+    return f"{_card_text(card)}\n\n{_from_line(session)}"
+
+
+def _to_result_question(session: IdeationSession, card: IdeaCard, actor: Actor, ref: str, question=None):
     experiment = _result_for(session, ref)
-    posted = discussion.post_comment("experiment", experiment, f"{_card_text(card)}\n\n{_from_line(session)}", actor)
+    posted = discussion.post_comment("experiment", experiment, question or _question_text(session, card), actor)
     return (posted.comment.id, f"a question on the result of #{experiment.number}",
             f"/experiments/{experiment.number}#discussion")
 
@@ -470,13 +474,17 @@ def promote(session: IdeationSession, card: IdeaCard, target, actor: Actor, ref=
                               "clean-result question.", field="target")
     if not isinstance(ref, str) or len(ref) > 80:
         raise ValidationError("Name the record in a few characters (B3, R12).", field="target_ref")
+    # A question's comment is rendered first: rendering ends a transaction that has only read
+    # (services.core.unlocked), which would let the card's row lock go.
+    question = discussion.prepare_body(_question_text(session, card)) \
+        if target == "result_question" and card.status == "open" else None
     # Two presses that arrive together take turns on the card's row; the second finds it promoted.
     db.session.refresh(card, with_for_update=True)
     if card.status == "promoted":
         return Promoted(card, False)
     if card.status == "discarded":
         raise Conflict("This card was discarded; restore it before promoting it.", code="card_discarded")
-    record_id, record_label, url = PROMOTERS[target](session, card, actor, ref)
+    record_id, record_label, url = PROMOTERS[target](session, card, actor, ref, question)
     card.status, card.promoted_kind, card.promoted_id = "promoted", target, record_id
     card.promoted_label, card.promoted_url, card.promoted_at = record_label[:400], url[:400], utcnow()
     return Promoted(card, True)

@@ -6,6 +6,7 @@ once; discarding; and every bad form refused with a sentence and nothing changed
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -528,3 +529,41 @@ def test_the_list_reads_a_constant_number_of_queries(app, client, owner):
         return len(statements)
 
     assert cost(1) == cost(11)
+
+
+def test_a_result_question_renders_before_the_card_is_locked(app, client, owner, clean_result, monkeypatch):
+    """Is the question's comment sanitized with no transaction open (on SQLite an open one
+    holds the write lock), so the render neither stalls other writers nor ends the lock?"""
+    from services.core import sanitize
+    number = _start(client, f"/experiments/{clean_result}")
+    card_id = _own_card(client, number, "Is the gap inside the seed spread?")
+    fields = _form(client.get(f"/ideas/{number}").text, f"/ideas/{number}/cards/{card_id}/promote")
+    seen: list[bool] = []
+    real = sanitize._clean
+
+    def noting(html, policy):
+        seen.append(db.session().in_transaction())
+        return real(html, policy)
+
+    locked: list[bool] = []
+    real_post = ideation.discussion.post_comment
+
+    def post_then_check_the_lock(*args, **kwargs):
+        # Another connection tries the card's row: the promotion must still hold it after the comment.
+        posted = real_post(*args, **kwargs)
+        with db.engine.connect() as other:
+            try:
+                other.execute(sa.text("SELECT id FROM idea_cards WHERE id = :id FOR UPDATE NOWAIT"),
+                              {"id": uuid.UUID(card_id)})
+                locked.append(False)
+            except sa.exc.OperationalError:
+                locked.append(True)
+            other.rollback()
+        return posted
+
+    monkeypatch.setattr(sanitize, "_clean", noting)
+    monkeypatch.setattr(ideation.discussion, "post_comment", post_then_check_the_lock)
+    assert _promote(client, number, card_id, "result_question", fields=fields).status_code == 303
+    assert seen and not any(seen), seen
+    assert locked == [True]
+    assert _count(app, Comment) == 1
