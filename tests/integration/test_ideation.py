@@ -247,6 +247,8 @@ def test_claude_proposes_cards_from_the_answers(app, client, owner, fake_anthrop
     assert "The warm-up length." in sent and "has never been ablated" in sent
     done = client.get(f"/ideas/{number}/cards", headers=HTMX).text
     assert "every 2s" not in done and done.count("Claude-proposed") == 2
+    plain = client.get(f"/ideas/{number}/cards")  # not a swap: the page, at its cards
+    assert plain.status_code == 302 and plain.headers["Location"].endswith(f"/ideas/{number}#cards")
     assert "<strong>never ablated</strong>" in done and "Ask Claude for more ideas" in done
     with app.app_context():
         cards = db.session.scalars(sa.select(IdeaCard).order_by(IdeaCard.created_at)).all()
