@@ -88,6 +88,7 @@ from models.code import CodeCommit  # noqa: E402,F401
 from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion  # noqa: E402,F401
 from models.event import RunEvent, WorkflowEvent  # noqa: E402,F401
 from models.experiment import Counter, Experiment  # noqa: E402,F401
+from models.ideation import IdeaCard, IdeationSession  # noqa: E402,F401
 from models.literature import LiteratureFeed, LiteratureItem  # noqa: E402,F401
 from models.metric import MetricBatch, MetricChunk, MetricSeries  # noqa: E402,F401
 from models.notification import Notification, NotificationEmail  # noqa: E402,F401

@@ -1,14 +1,14 @@
 """email notifications: what the owner is told of, and the emails that carry it (SPEC §12.5)
 
 Revision ID: 0026_notifications
-Revises: 0024_weekly_review
+Revises: 0025_ideation
 Create Date: 2026-12-02
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0026_notifications"
-down_revision = "0024_weekly_review"
+down_revision = "0025_ideation"
 branch_labels = None
 depends_on = None
 

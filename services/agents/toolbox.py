@@ -15,6 +15,7 @@ from services.agents import (
     analysis,
     belief_tools,
     code_tools,
+    ideation_tools,
     implementation,
     literature_tools,
     repo_tools,
@@ -28,7 +29,7 @@ from services.claude import loader
 from services.core.errors import SaganError, ValidationError
 
 TOOL_MODULES = (tools, analysis, code_tools, implementation, repo_tools, research_tools, belief_tools,
-                literature_tools, review_tools)
+                literature_tools, review_tools, ideation_tools)
 
 
 def collect(modules: tuple[ModuleType, ...]) -> dict[str, Tool]:

@@ -229,10 +229,17 @@ BELIEF_PROPOSAL_STATUSES = ["pending", "accepted", "rejected", "superseded"]
 # The records a typed link may join (records that arrive with later work are listed already
 # so a link's kind never needs a migration when they land).
 RECORD_KINDS = ["project", "belief", "experiment", "run", "clean_result", "todo", "literature", "narrative",
-                "daily_log", "weekly_review"]
+                "daily_log", "weekly_review", "ideation"]
 LINK_KINDS = ["supports", "contradicts", "tests", "produces_evidence_for", "derives_from", "cites", "answers",
               "blocks", "duplicates", "method", "baseline", "background", "threat", "inspiration", "parent",
               "child", "sibling"]
+
+# Ideation (SPEC §12.4): what a session starts from, who proposed a card, what becomes of a
+# card, and what a card is promoted to (only a promoted card enters the record).
+IDEATION_SOURCE_KINDS = ["clean_result", "belief", "literature", "project"]
+IDEA_CARD_ORIGINS = ["claude", "owner"]
+IDEA_CARD_STATUSES = ["open", "promoted", "discarded"]
+IDEA_PROMOTION_TARGETS = ["experiment", "belief_update", "literature_task", "result_question"]
 
 # The literature library (SPEC §11.3).
 LITERATURE_TYPES = ["paper", "blog_post", "forum_post", "newsletter", "report", "repo", "video", "other"]

@@ -21,7 +21,7 @@ from services.core.clock import utcnow
 from services.day import daily_log, weekly_review
 from services.dispatch import metrics, pod_secrets
 from services.dispatch.provisioner import PROVISIONER
-from services.pipeline import demo_research, demo_todos
+from services.pipeline import demo_ideation, demo_research, demo_todos
 from services.planning import approvals
 from services.research import beliefs, links
 from services.workflow import experiments, lifecycle, runs
@@ -178,6 +178,7 @@ def load_curated() -> int:
     # The research record around them (a project, beliefs with evidence, a narrative), and the owner's todos.
     demo_research.load_research_record()
     demo_todos.load_todos()
+    demo_ideation.load_ideation()
     return count
 
 

@@ -258,6 +258,31 @@ def belief_list(filters: BeliefFilters = BeliefFilters(), *, text: str = "", lim
     return list(db.session.scalars(query.order_by(Belief.updated_at.desc(), Belief.number.desc()).limit(limit)))
 
 
+NEAREST_WORDS = 12
+_COMMON_WORDS = frozenset("the and for with from that this what when does into than are was were how why its "
+                          "our can not".split())
+
+
+def nearest(text: str, *, exclude_id=None) -> Belief | None:
+    """The live belief (not retracted or archived) sharing the most of `text`'s words, a word in
+    its title counting twice; the most recently changed wins a tie; None when no belief shares
+    a word. One query."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in (text or "").lower()).split()
+             if len(w) > 2 and w not in _COMMON_WORDS][:NEAREST_WORDS]
+    if not words:
+        return None
+    score = sa.literal(0)
+    for word in dict.fromkeys(words):
+        pattern = f"%{word}%"
+        score = score + sa.case((Belief.title.ilike(pattern), 2), else_=0) \
+            + sa.case((Belief.current_belief.ilike(pattern), 1), else_=0)
+    statement = sa.select(Belief).where(Belief.status.not_in(("retracted", "archived")), score > 0)
+    if exclude_id is not None:
+        statement = statement.where(Belief.id != exclude_id)
+    return db.session.scalars(statement.order_by(score.desc(), Belief.updated_at.desc(), Belief.number.desc())
+                              .limit(1)).first()
+
+
 def projects_by_id(ids) -> dict:
     ids = {i for i in ids if i}
     if not ids:

@@ -205,6 +205,7 @@ def describe(kind: str, record) -> RecordRef:
 
 
 REFERENCE_HINT = ('Type #12 for an experiment, R12 for its clean result, B3 for a belief, T4 for a todo, '
+                  'I2 for an ideation session, '
                   'a project\'s slug, '
                   'arXiv:2401.01234 or doi:10.… for a paper in the library, or kind:id (run:<uuid>, '
                   'literature:<uuid>, narrative:<uuid>), log:2026-12-01 for a day of the daily log.')
@@ -237,8 +238,8 @@ def parse_reference(text) -> RecordRef:
             return describe(kind, record)
     if re.fullmatch(r"#?\d+", text):
         raise NotFound(f"No experiment {text}.")
-    if re.fullmatch(r"[BbRrTt]\d+", text):
-        noun = {"b": "belief", "r": "clean result", "t": "todo"}[text[0].lower()]
+    if re.fullmatch(r"[BbRrTtIi]\d+", text):
+        noun = {"b": "belief", "r": "clean result", "t": "todo", "i": "ideation session"}[text[0].lower()]
         raise NotFound(f"No {noun} {text}.")
     key = _uuid(text)
     if key is not None:

@@ -324,6 +324,38 @@ def search(filters: Filters, *, limit: int = 50, offset: int = 0) -> list[Litera
     return list(db.session.scalars(statement.order_by(*order).limit(limit).offset(offset)))
 
 
+# Words too common to say which item is nearest (PostgreSQL's english configuration drops
+# these itself; SQLite's FTS5 does not).
+_COMMON_WORDS = frozenset("the and for with from that this what when does into than are was were how why its "
+                          "our can not".split())
+NEAREST_WORDS = 24
+
+
+def nearest(text: str, *, exclude_id=None) -> LiteratureItem | None:
+    """The library item whose words best match `text` (any of its words, not all, ranked by
+    the text search's own relevance), or None when no item shares a word with it. One query
+    on PostgreSQL (ts_rank over the stored vector), two on SQLite (FTS5's bm25, then the row)."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in (text or "").lower()).split()
+             if len(w) > 2 and w not in _COMMON_WORDS][:NEAREST_WORDS]
+    if not words:
+        return None
+    if db.engine.dialect.name == "postgresql":
+        tsquery = sa.func.websearch_to_tsquery(sa.literal_column("'english'::regconfig"), " or ".join(words))
+        vector = sa.literal_column(SEARCH_VECTOR_SQL)
+        statement = sa.select(LiteratureItem).where(vector.op("@@")(tsquery))
+        if exclude_id is not None:
+            statement = statement.where(LiteratureItem.id != exclude_id)
+        return db.session.scalars(statement.order_by(sa.func.ts_rank(vector, tsquery).desc(),
+                                                     LiteratureItem.created_at.desc()).limit(1)).first()
+    match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    ids = db.session.scalars(sa.text(
+        "SELECT literature_items.id FROM literature_fts JOIN literature_items "
+        "ON literature_items.rowid = literature_fts.rowid WHERE literature_fts MATCH :match "
+        "ORDER BY literature_fts.rank LIMIT 2"), {"match": match}).all()
+    chosen = next((key for key in (uuid.UUID(str(raw)) for raw in ids) if key != exclude_id), None)
+    return db.session.get(LiteratureItem, chosen) if chosen else None
+
+
 def postgres_text_match(query: str):
     """The condition of a web-search-style query against the stored search vector the GIN index holds."""
     tsquery = sa.func.websearch_to_tsquery(sa.literal_column("'english'::regconfig"), query)

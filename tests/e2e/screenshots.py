@@ -129,6 +129,36 @@ def _beliefs_demo(number_of: dict) -> int:
     return belief.number
 
 
+def _ideation_demo(number_of: dict) -> int:
+    """An ideation session on the awaiting experiment's clean result: three answers, two
+    Claude-proposed cards (one promoted to a proposed experiment), the owner's own card and a
+    discarded one; returns the session's number."""
+    from models import Experiment, db
+    from services.core.actors import Actor
+    from services.planning import ideation
+    from services.workflow import runs
+    owner = Actor("owner", None, "Owner")
+    experiment = db.session.scalar(db.select(Experiment).where(Experiment.number == number_of["awaiting_promotion"]))
+    session = ideation.start_session("clean_result", experiment.id, owner)
+    ideation.save_answers(session, {
+        "1": "That three seeds are enough to see a 0.6% gap: the spread at 350M may be wider.",
+        "2": "The warm-up length: fixed at 2% of steps in every run.",
+        "4": "Repeat the 125M run with the curriculum reversed (hard-to-easy), two seeds."})
+    run = runs.create_run(kind="apply", agent=ideation.AGENT, request="Propose.", scope_id=session.id,
+                          scope_kind=ideation.SCOPE, status="completed")
+    promoted = ideation.add_card(session, "Ablate the warm-up length at 125M", "From answer 2: the warm-up was "
+                                 "**never ablated**; 0.5%, 2% and 5% of steps, two seeds each.", origin="claude", run=run)
+    ideation.add_card(session, "Reverse the curriculum as a control", "From answer 4: if hard-to-easy matches "
+                      "easy-to-hard, ordering is not what moves the loss.", origin="claude", run=run)
+    ideation.add_card(session, "Read the 2009 curriculum paper's small-model section again",
+                      "Bengio et al. report larger gains; check their model sizes.")
+    dropped = ideation.add_card(session, "Try a 1B model", "Too expensive this month.", origin="claude", run=run)
+    ideation.discard(dropped)
+    ideation.promote(session, promoted, "experiment", owner)
+    db.session.commit()
+    return session.number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
@@ -184,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         _metrics_demo([number_of["awaiting_promotion"], number_of["shared"]])
         share_token, shared_number = _results_demo(number_of)
         belief_number = _beliefs_demo(number_of)
+        ideation_number = _ideation_demo(number_of)
         from services.day import daily_log
         log_day = daily_log.write(daily_log.today(), "owner").day.isoformat()
         db.session.commit()
@@ -220,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         "library": "/library",
         "todos": "/todos",  # the curated demo's todos
         "todo": "/todos/7",  # the demo todo that became an experiment
+        "ideation": f"/ideas/{ideation_number}",
+        "ideas": "/ideas",
     }
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only.split(",")}

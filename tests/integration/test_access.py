@@ -114,6 +114,11 @@ def test_the_known_pages_have_the_expected_rules(app):
         assert rule_of[endpoint] == ("api", "write"), endpoint
     for endpoint in ("daily_log.index", "daily_log.day", "daily_log.write"):
         assert rule_of[endpoint] == ("owner", None), endpoint
+    # Ideation is the owner's rough work: no token reads or promotes it.
+    for endpoint in ("ideation.index", "ideation.start", "ideation.detail", "ideation.save_answers",
+                     "ideation.cards", "ideation.propose", "ideation.add_card", "ideation.promote",
+                     "ideation.discard", "ideation.restore"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
     assert rule_of["api.list_daily_log"] == ("api", "read")
     assert rule_of["api.write_daily_log"] == ("api", "write")
     for endpoint in ("settings.email_server", "settings.email_preferences", "settings.email_test",
@@ -197,7 +202,7 @@ def test_a_route_without_a_rule_is_denied():
 
 
 @pytest.mark.parametrize("path", ["/", "/experiments", "/your-turn", "/api-tokens", "/beliefs", "/beliefs/new",
-                                  "/todos"])
+                                  "/todos", "/ideas"])
 def test_owner_pages_work_with_a_session(client, owner, path):
     """With the owner's session, do the main pages answer 200?"""
     assert client.get(path).status_code == 200

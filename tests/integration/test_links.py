@@ -15,6 +15,7 @@ from services.core import registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.day import daily_log, todos, weekly_review
+from services.planning import ideation
 from services.research import beliefs, links, literature
 from services.results import results
 from services.workflow import experiments, runs
@@ -42,9 +43,10 @@ def records(app, make_experiment):
         todo = todos.create_todo({"title": "Try it at 1B"}, OWNER)
         db.session.add(narrative)
         entry = daily_log.write(daily_log.today() - timedelta(days=1), "owner")
+        session = ideation.start_session("belief", belief.id, OWNER)
         db.session.commit()
         review, _ = weekly_review.draft(weekly_review.week_end_for(daily_log.today()), "owner")
-        return {"todo": todo.id, "daily_log": entry.id, "weekly_review": review.id, "log_day": entry.day.isoformat(),
+        return {"ideation": session.id, "todo": todo.id, "daily_log": entry.id, "weekly_review": review.id, "log_day": entry.day.isoformat(),
                 "experiment": experiment.id, "clean_result": experiment.id, "belief": belief.id,
                 "project": project.id, "narrative": narrative.id, "run": run.id, "number": number,
                 "belief_number": belief.number, "literature": paper.id}
@@ -71,6 +73,7 @@ def test_every_record_kind_resolves_or_says_why_not(app, records):
     assert labels["experiment"] == f"#{records['number']} It generalizes (LOW confidence)"
     assert labels["belief"] == f"B{records['belief_number']} Narrow finetuning generalizes"
     assert labels["todo"] == "T1 Try it at 1B"
+    assert labels["ideation"] == "I1 Ideation on “Narrow finetuning generalizes”"
     assert labels["clean_result"] == f"Result of #{records['number']}: It generalizes (LOW confidence)"
     assert labels["project"] == "Emergent misalignment"
     assert labels["narrative"] == "Narrative v1 of Emergent misalignment"
