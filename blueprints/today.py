@@ -71,10 +71,13 @@ def act(kind: str, key: str):
 
     def answer(message: str, refused: bool):
         def row():
-            # A refused item that still waits keeps its form, with what the owner typed.
-            item = next((n for n in today.needs_you() if n.kind == kind and n.key == key), None) if refused else None
+            # An item that still waits (a refusal, a deferred plan) keeps its row and form, with
+            # what the owner typed after a refusal; the queue's count and the header's follow.
+            needs = today.needs_you()
+            item = next((n for n in needs if n.kind == kind and n.key == key), None)
             return render_template("today/_need_row.html", need=item, kind=kind, key=key, message=message,
-                                   refused=refused, typed=form, usd=cost_ledger.usd)
+                                   refused=refused, typed=form if refused else {}, usd=cost_ledger.usd,
+                                   waiting=len(needs))
 
         def whole_page():
             stash_for(_STASH, {"message": message, "refused": refused, "row": _row_id(kind, key)})

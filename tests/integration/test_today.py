@@ -416,3 +416,45 @@ def test_an_archived_todo_stays_archived(app):
         db.session.commit()
         db.session.expire_all()
         assert db.session.get(Todo, todo.id).status == "archived"
+
+
+def test_today_works_on_sqlite(tmp_path):
+    """The embedded default (SQLite): Today renders every section, approves in place and polls."""
+    import flask_migrate
+
+    from services.core.auth import create_owner
+    from services.pipeline import demo
+    from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD
+    from tests.integration.test_migrations import MIGRATIONS, _scratch_app
+
+    app = _scratch_app(f"sqlite:///{tmp_path / 'sagan.db'}")
+    try:
+        with app.app_context():
+            flask_migrate.upgrade(directory=MIGRATIONS)
+            create_owner(OWNER_EMAIL, OWNER_PASSWORD)
+            for title, status in (("Lite plan", "plan_pending"), ("Lite question", "awaiting_clarifications"),
+                                  ("Lite run", "running")):
+                experiment = experiments.create_experiment({"title": title}, OWNER)
+                demo.walk_to(experiment, status)
+            belief = beliefs.create_belief({"title": "Lite belief", "status": "active", "next_test": "Try it."}, OWNER)
+            beliefs.propose_update(belief, None, None, status="supported", confidence="LOW", text="Holds.",
+                                   evidence="One run.", reasoning="It held once.")
+            db.session.commit()
+            approval = str(db.session.scalar(sa.select(ApprovalRequest.id).where(ApprovalRequest.status == "pending")))
+        client = app.test_client()
+        page = client.get("/login")
+        client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
+                                    "csrf_token": csrf_from(page.text)})
+        html = client.get("/").text
+        for shown in ("Lite plan", "Lite question", "Lite run", "Lite belief", "Try it."):
+            assert shown in html, shown
+        version = re.search(r'data-version="([^"]+)"', html).group(1)
+        assert client.get("/today/live", headers={"If-None-Match": f'"{version}"'}).status_code == 304
+        answer = client.post(f"/today/plan/{approval}", headers={"HX-Request": "true"},
+                             data={"action": "approve", "confirm_unchecked": "1", "csrf_token": csrf_from(html)})
+        assert "Approved" in answer.text
+        assert client.get("/today/live", headers={"If-None-Match": f'"{version}"'}).status_code == 200
+    finally:
+        with app.app_context():
+            db.session.remove()
+            db.engine.dispose()
