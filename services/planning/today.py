@@ -15,6 +15,7 @@ research's (belief updates); the day package sits below planning and cannot reac
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,17 +24,16 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 
-from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, db
+from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, User, db
 from models.day import DailyLogEntry, Todo
 from models.research import Belief, BeliefProposal
 from models.result import Comment
-from services.core import records, registry
+from services.core import lean_reads, records, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
 from services.day import daily_log
 from services.dispatch import spend
-from services.dispatch.view import board_progress
 from services.planning import approvals, board_moves, questions
 from services.research import beliefs
 from services.workflow import lifecycle
@@ -129,8 +129,14 @@ def _experiment_by_number(key: str) -> Experiment:
     return experiment
 
 
-def _waited(experiment: Experiment) -> datetime:
-    return experiment.last_event_at or experiment.created_at
+# What a queue row shows of an experiment: read as columns, not as whole rows (the page
+# reads a hundred of them; loading each full experiment was most of the queue's time).
+_SHOWN = (Experiment.id, Experiment.number, Experiment.title, Experiment.priority, Experiment.status,
+          Experiment.status_before_block, sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).label("waited"))
+
+
+def _experiments_where(*conditions) -> list:
+    return db.session.execute(sa.select(*_SHOWN).where(*conditions)).all()
 
 
 def _note(form: dict) -> str:
@@ -211,11 +217,11 @@ register(NeedSource("belief_update", _gather_belief_updates, ("accept", "reject"
 # Questions the planner asked -------------------------------------------------------------
 
 def _gather_questions() -> list[Need]:
-    waiting = list(db.session.scalars(sa.select(Experiment).where(Experiment.status == "awaiting_clarifications")))
+    waiting = _experiments_where(Experiment.status == "awaiting_clarifications")
     asked = questions.open_questions_of(waiting)
     return [Need("question", str(e.number), f"#{e.number}", e.title,
                  f"Answer {len(asked.get(e.id, []))} question(s) from the planner",
-                 f"/experiments/{e.number}#questions", e.priority, _waited(e),
+                 f"/experiments/{e.number}#questions", e.priority, e.waited,
                  detail={"questions": asked.get(e.id, [])})
             for e in waiting]
 
@@ -233,11 +239,10 @@ register(NeedSource("question", _gather_questions, ("answer",), _act_question))
 # Experiments Claude proposed -------------------------------------------------------------
 
 def _gather_proposed() -> list[Need]:
-    rows = db.session.scalars(sa.select(Experiment).where(
-        Experiment.status == "proposed", Experiment.proposed_by_agent.is_(True),
-        Experiment.parent_experiment_id.is_(None)))
+    rows = _experiments_where(Experiment.status == "proposed", Experiment.proposed_by_agent.is_(True),
+                              Experiment.parent_experiment_id.is_(None))
     return [Need("proposed", str(e.number), f"#{e.number}", e.title, "Claude proposed this experiment: start or dismiss",
-                 f"/experiments/{e.number}", e.priority, _waited(e)) for e in rows]
+                 f"/experiments/{e.number}", e.priority, e.waited) for e in rows]
 
 
 def _act_proposed(key: str, action: str, form: dict, actor: Actor) -> Acted:
@@ -256,11 +261,11 @@ register(NeedSource("proposed", _gather_proposed, ("start", "dismiss"), _act_pro
 # Blocked experiments ---------------------------------------------------------------------
 
 def _gather_blocked() -> list[Need]:
-    rows = db.session.scalars(sa.select(Experiment).where(Experiment.status == "blocked"))
+    rows = _experiments_where(Experiment.status == "blocked")
     return [Need("blocked", str(e.number), f"#{e.number}", e.title,
                  f"Blocked (was {registry.STATUS_BY_NAME[e.status_before_block].label})"
                  if e.status_before_block in registry.STATUS_BY_NAME else "Blocked",
-                 f"/experiments/{e.number}", e.priority, _waited(e),
+                 f"/experiments/{e.number}", e.priority, e.waited,
                  detail={"back_to": e.status_before_block}) for e in rows]
 
 
@@ -282,9 +287,10 @@ register(NeedSource("blocked", _gather_blocked, ("unblock",), _act_blocked))
 # Other owner turns (a gate, a review, a promotion): acted on from the experiment's page ----
 
 def _gather_waiting() -> list[Need]:
-    rows = db.session.scalars(sa.select(Experiment).where(Experiment.status.in_(WAITING_STATUSES)))
-    return [Need("waiting", str(e.number), f"#{e.number}", e.title, e.turn.removeprefix("Owner turn: ").capitalize(),
-                 f"/experiments/{e.number}", e.priority, _waited(e)) for e in rows]
+    rows = _experiments_where(Experiment.status.in_(WAITING_STATUSES))
+    return [Need("waiting", str(e.number), f"#{e.number}", e.title,
+                 registry.turn_for(e.status).removeprefix("Owner turn: ").capitalize(),
+                 f"/experiments/{e.number}", e.priority, e.waited) for e in rows]
 
 
 register(NeedSource("waiting", _gather_waiting))
@@ -323,8 +329,8 @@ register(NeedSource("failed_reply", _gather_failed_replies))
 
 @dataclass(frozen=True)
 class RunningExperiment:
-    experiment: Experiment
-    progress: tuple | None        # (pct, message, spent) of its live pods
+    experiment: tuple             # its shown columns (_SHOWN): number, title, status…
+    progress: tuple | None        # (pct, message) of its live pods: the least advanced pod's pct
     pods: list                    # its live pods
     burn_usd_per_hour: float
 
@@ -339,27 +345,30 @@ class Running:
 def running() -> Running:
     """Experiments Sagan works on, the most recently moved first, with their live pods and
     what those cost an hour (three queries whatever the number)."""
-    shown = list(db.session.scalars(
-        sa.select(Experiment).where(Experiment.status.in_(RUNNING_STATUSES))
-        .order_by(sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()).limit(RUNNING_LIMIT)))
+    shown = db.session.execute(
+        sa.select(*_SHOWN).where(Experiment.status.in_(RUNNING_STATUSES))
+        .order_by(sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()).limit(RUNNING_LIMIT)).all()
     rate = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0)
     total, burn = db.session.execute(sa.select(
         sa.select(sa.func.count()).select_from(Experiment)
         .where(Experiment.status.in_(RUNNING_STATUSES)).correlate(None).scalar_subquery(),
         sa.select(sa.func.coalesce(sa.func.sum(rate), 0)).where(Pod.status == "running").correlate(None)
         .scalar_subquery())).one()
-    ids = [e.id for e in shown]
     pods_of: dict = {}
-    if ids:
-        for pod in db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, ids),
+    if shown:
+        for pod in db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, [e.id for e in shown]),
                                                            Pod.status.in_(registry.POD_LIVE_STATUSES))
                                       .order_by(Pod.created_at)):
             pods_of.setdefault(pod.experiment_id, []).append(pod)
-    progress = board_progress([e.id for e in shown if e.id in pods_of])
-    listed = [RunningExperiment(e, progress.get(e.id), pods_of.get(e.id, []),
-                                sum(float(p.adjusted_cost_per_hr or p.cost_per_hr or 0)
-                                    for p in pods_of.get(e.id, []) if p.status == "running"))
-              for e in shown]
+    listed = []
+    for e in shown:
+        pods = pods_of.get(e.id, [])
+        # As the board's cards: the least advanced pod's progress, the first message.
+        reported = [p.progress_pct for p in pods if p.progress_pct is not None]
+        message = next((p.progress_message for p in pods if p.progress_message), None)
+        progress = (min(reported), message) if reported else None
+        listed.append(RunningExperiment(e, progress, pods, sum(float(p.adjusted_cost_per_hr or p.cost_per_hr or 0)
+                                                                for p in pods if p.status == "running")))
     return Running(listed, int(total or 0), float(burn or 0))
 
 
@@ -399,14 +408,12 @@ class Spend:
 
 
 def spend_so_far(now: datetime | None = None) -> Spend:
-    """Today, this week (from Monday) and this month, in the owner's time zone, agents and GPU apart."""
+    """Today, this week (from Monday) and this month, in the owner's time zone, agents and GPU
+    apart: two queries for the three."""
     now = now or utcnow()
     day = daily_log.today(now)
-    today_start, _ = daily_log.bounds(day)
-    week_start, _ = daily_log.bounds(day - timedelta(days=day.weekday()))
-    month_start, _ = daily_log.bounds(day.replace(day=1))
-    return Spend(spend.spend_between(today_start, now, now), spend.spend_between(week_start, now, now),
-                 spend.spend_between(month_start, now, now))
+    starts = [daily_log.bounds(first)[0] for first in (day, day - timedelta(days=day.weekday()), day.replace(day=1))]
+    return Spend(*spend.spend_windows(starts, now, now))
 
 
 # --- the poll's version ----------------------------------------------------------------------
@@ -414,16 +421,59 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 # Every table a section reads: a row added, edited or removed moves its newest stamp or its
 # count (a pod's progress post stamps its row too: services/dispatch/progress.py).
 _WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment)
+_EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
+
+
+def _as_text(value) -> sa.ColumnElement:
+    return sa.func.coalesce(sa.cast(value, sa.String), _EMPTY)
+
+
+def _fingerprint() -> sa.ColumnElement:
+    """Each watched table's newest change and row count, as one text made by the database
+    (one value for the driver to convert, not eighteen)."""
+    text = None
+    for model in _WATCHED:
+        part = sa.select(_as_text(sa.func.max(model.updated_at)) + _COLON + _as_text(sa.func.count())) \
+            .select_from(model).correlate(None).scalar_subquery()
+        text = part if text is None else text + _BAR + part
+    return text
+
+
+@functools.cache
+def _version_query():
+    """The fingerprint's statement, built once (building it costs more Python than it takes
+    PostgreSQL to run it)."""
+    return sa.select(_fingerprint())
+
+
+@functools.cache
+def _live_poll_query():
+    """The poll's one statement: the fingerprint and, beside it, the session version of the
+    user the session cookie names (front/quiet_polls.py checks it as load_user would)."""
+    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
+        .correlate(None).scalar_subquery()
+    return sa.select(session_version, _fingerprint())
+
+
+def _version_of(fingerprint: str, now: datetime | None) -> str:
+    """The version: the owner's date (Yesterday turns over at midnight) and the fingerprint's digest."""
+    digest = hashlib.blake2b((fingerprint or "").encode(), digest_size=12).hexdigest()
+    return f"{daily_log.today(now).isoformat()}-{digest}"
 
 
 def version(now: datetime | None = None) -> str:
-    """A fingerprint of everything Today shows, in one query: each watched table's newest
-    change and row count, and the owner's date (Yesterday turns over at midnight)."""
-    parts = []
-    for model in _WATCHED:
-        parts.append(sa.select(sa.func.max(model.updated_at)).correlate(None).scalar_subquery())
-        parts.append(sa.select(sa.func.count()).select_from(model).correlate(None).scalar_subquery())
-    row = db.session.execute(sa.select(*parts)).one()
-    stamps = "|".join(value.isoformat() if isinstance(value, datetime) else str(value) for value in row)
-    digest = hashlib.blake2b(stamps.encode(), digest_size=12).hexdigest()
-    return f"{daily_log.today(now).isoformat()}-{digest}"
+    """A fingerprint of everything Today shows, in one query."""
+    return _version_of(db.session.execute(_version_query()).scalar_one(), now)
+
+
+@dataclass(frozen=True)
+class LivePoll:
+    version: str
+    session_version: int | None  # of the user asked for (None: no such user)
+
+
+def live_poll(user_id) -> LivePoll:
+    """Today's version and the session user's session version in one round trip, on the
+    poll connection (services/core/lean_reads.py): read afresh on every call."""
+    session_version, fingerprint = lean_reads.first_row(_live_poll_query(), {"user_id": user_id})
+    return LivePoll(_version_of(fingerprint, None), session_version)
