@@ -366,7 +366,9 @@ def test_today_and_its_poll_run_a_constant_number_of_queries(app, client, owner,
     version = re.search(r'data-version="([^"]+)"', client.get("/").text).group(1)
     poll_many = _queries(client, "/today/live", {"If-None-Match": f'"{version}"'})
     assert few == many, (few, many)
-    assert poll_few == poll_many <= 3, (poll_few, poll_many)
+    # The quiet-polls layer answers the unchanged poll: one statement (the fingerprint beside
+    # the session's version), no Flask request.
+    assert poll_few == poll_many == 1, (poll_few, poll_many)
 
 
 # --- todos follow their experiment -----------------------------------------------------------
@@ -458,3 +460,16 @@ def test_today_works_on_sqlite(tmp_path):
         with app.app_context():
             db.session.remove()
             db.engine.dispose()
+
+
+def test_quiet_poll_never_answers_a_stale_session(app, client, owner):
+    """After "log out everywhere" (the session version moves), the unchanged poll is not
+    answered 304 by the quiet layer: Flask's own check sends the stale session to log in."""
+    from models import User
+    version = re.search(r'data-version="([^"]+)"', client.get("/").text).group(1)
+    headers = {"If-None-Match": f'"{version}"'}
+    assert client.get("/today/live", headers=headers).status_code == 304
+    with app.app_context():
+        db.session.execute(sa.update(User).values(session_version=User.session_version + 1))
+        db.session.commit()
+    assert client.get("/today/live", headers=headers).status_code == 302
