@@ -1,4 +1,4 @@
-"""Today in Chromium at 390 px (issue 28's "done when"): the owner opens Today, approves a
+"""Today in Chromium at 390 px: the owner opens Today, approves a
 plan, defers another, accepts a belief update and answers a question from the queue; each
 leaves Today's queue in place (no reload) and shows its effect on the item's own page."""
 from __future__ import annotations
@@ -16,6 +16,7 @@ from services.workflow import experiments
 from tests.e2e.actions import NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
 
 OWNER = Actor("owner", None, "Ada")
+TAP_EXEMPT = ".skip-link, label input[type=checkbox], label input[type=radio]"
 
 
 def _seed(app) -> dict:
@@ -54,6 +55,14 @@ def test_owner_clears_the_queue_from_a_phone(browser_session, owner_account, app
         page.screenshot(path=f"{shots}/today-queue-phone-light.png", full_page=True)
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"Today is {overflow}px too wide at 390px"
+    small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
+          'a[href], button, summary, select, input:not([type=hidden]), textarea'))
+        .filter(e => e.offsetParent !== null && !e.matches(exempt))
+        .map(e => [e, e.getBoundingClientRect()])
+        .filter(([e, r]) => r.height < 44 || r.width < 44)
+        .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
+        TAP_EXEMPT)
+    assert small == [], small  # thumb-sized controls
     page.evaluate(NO_RELOAD_MARK)
 
     # Approve the urgent plan (its checklist is not ticked: the approval page's guard asks first).
