@@ -34,7 +34,7 @@ from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
 from services.day import daily_log
 from services.dispatch import spend
-from services.planning import approvals, board_moves, questions
+from services.planning import approvals, board_moves, discussion, questions
 from services.research import beliefs
 from services.workflow import lifecycle
 
@@ -317,12 +317,22 @@ def _gather_failed_replies() -> list[Need]:
             label, name, url = "run", "A question on a run", f"/runs/{entity_id}#comment-{comment_id}"
         else:
             label, name, url = "paper", "A question on a paper", f"/library/{entity_id}#comment-{comment_id}"
-        items.append(Need("failed_reply", str(comment_id), label, name, f"Claude's reply {status}: retry it in the thread",
+        items.append(Need("failed_reply", str(comment_id), label, name, f"Claude's reply {status}: ask again",
                           url, priority or "normal", created_at))
     return items
 
 
-register(NeedSource("failed_reply", _gather_failed_replies))
+def _act_failed_reply(key: str, action: str, form: dict, actor: Actor) -> Acted:
+    """Ask Claude again, as the thread's own retry does (discussion.retry_question refuses a
+    question whose reply has not failed, so a second tap asks nothing)."""
+    posted = discussion.retry_question(discussion.get_comment(key), actor)
+    if posted.run is None:
+        return Acted(posted.notice or "Claude was not asked.")
+    return Acted("Asked again: Claude's reply will appear in the thread.",
+                 [lifecycle.SideEffect("enqueue_run", None, actor, {"run_id": str(posted.run.id)})])
+
+
+register(NeedSource("failed_reply", _gather_failed_replies, ("retry",), _act_failed_reply))
 
 
 # --- the other sections --------------------------------------------------------------------

@@ -473,3 +473,34 @@ def test_quiet_poll_never_answers_a_stale_session(app, client, owner):
         db.session.execute(sa.update(User).values(session_version=User.session_version + 1))
         db.session.commit()
     assert client.get("/today/live", headers=headers).status_code == 302
+
+
+def test_a_failed_reply_is_asked_again_from_the_queue(app, htmx_client, make_experiment, fake_anthropic, worker):
+    """An @claude question whose run failed waits in the queue; "Ask Claude again" asks once
+    (a second tap is refused: nothing to retry) and the reply lands in the thread."""
+    from models import AgentRun
+    from models.result import Comment
+    from tests.fakes.anthropic_server import error, reply, text, tool_use
+    number = make_experiment("Probe")
+    fake_anthropic.script(error(400, "invalid_request_error", "prompt is too long"))
+    htmx_client.post(f"/experiments/{number}/comments", headers={"X-CSRFToken": htmx_client.csrf},
+                     data={"body": "@claude is the gap noise?"})
+    worker()
+    with app.app_context():
+        question = str(db.session.scalar(sa.select(Comment.id)))
+        asked_before = db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.kind == "qa"))
+    assert f'id="need-failed_reply-{question}"' in htmx_client.get("/", headers={"HX-Request": "false"}).text
+    fake_anthropic.script(reply(tool_use("add_comment", {"body": "The gap is within the seed spread."})),
+                          reply(text("Done.")))
+    asked = htmx_client.post(f"/today/failed_reply/{question}", data={"action": "retry"},
+                             headers={"X-CSRFToken": htmx_client.csrf})
+    assert "Asked again" in asked.text
+    again = htmx_client.post(f"/today/failed_reply/{question}", data={"action": "retry"},
+                             headers={"X-CSRFToken": htmx_client.csrf})
+    assert again.status_code == 200 and "nothing to retry" in again.text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(AgentRun.id)).where(AgentRun.kind == "qa")) \
+            == asked_before + 1
+    worker()
+    assert "The gap is within the seed spread." in htmx_client.get(f"/experiments/{number}/comments").text
+    assert f"need-failed_reply-{question}" not in htmx_client.get("/", headers={"HX-Request": "false"}).text
