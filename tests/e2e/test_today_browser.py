@@ -13,7 +13,7 @@ from services.core.actors import Actor
 from services.pipeline import demo
 from services.research import beliefs
 from services.workflow import experiments
-from tests.e2e.actions import NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
+from tests.e2e.actions import DESKTOP, NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
 
 OWNER = Actor("owner", None, "Ada")
 TAP_EXEMPT = ".skip-link, label input[type=checkbox], label input[type=radio]"
@@ -116,4 +116,26 @@ def test_owner_clears_the_queue_from_a_phone(browser_session, owner_account, app
     expect(queue.locator(f"#need-belief_update-{made['proposal']}")).to_have_count(0)
     expect(queue.locator(f"#need-question-{made['question']}")).to_have_count(0)
     expect(queue.locator(f"#need-plan-{made['defer_request']}")).to_contain_text("deferred")
+    assert_clean(session)
+
+
+def test_today_refreshes_itself(browser_session, owner_account, app, fast_board_poll):
+    """A laptop left on Today: a belief update Claude proposes meanwhile appears in the queue
+    by the poll, without a reload; with nothing new the poll swaps nothing (304)."""
+    session = browser_session(DESKTOP)
+    page = session.login()
+    expect(page.locator("#needs-title")).to_contain_text("Needs you")
+    page.evaluate(NO_RELOAD_MARK)
+    statuses = []
+    page.on("response", lambda r: statuses.append(r.status) if r.url.endswith("/today/live") else None)
+    page.wait_for_timeout(2_500)
+    assert statuses and set(statuses) == {304}, statuses
+    with app.app_context():
+        belief = beliefs.create_belief({"title": "Sinks survive fine-tuning", "status": "active"}, OWNER)
+        beliefs.propose_update(belief, None, None, status="weakened", confidence="LOW", text="Not at 8k.",
+                               evidence="One run.", reasoning="The sink vanished at 8k.")
+        db.session.commit()
+    expect(page.locator(".today-queue")).to_contain_text("Sinks survive fine-tuning", timeout=10_000)
+    expect(page.locator("#your-turn")).to_contain_text("Your turn (1)")
+    assert_not_reloaded(page)
     assert_clean(session)
