@@ -31,6 +31,7 @@ def register_blueprints(app: Flask) -> None:
     for module in (results, discussion, share, beliefs, links, library, daily_log, reviews, todos, ideation,
                    unsubscribe):
         app.register_blueprint(module.bp)
-    for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress,
-                   projects):
+    from blueprints import today
+    for module in (auth, today, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api,
+                   progress, projects):
         app.register_blueprint(module.bp)

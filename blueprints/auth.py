@@ -17,10 +17,10 @@ bp = Blueprint("auth", __name__)
 def _safe_next(target: str | None) -> str:
     """Only same-site paths: an open redirect after login would be a phishing aid."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return url_for("board.index")
+        return url_for("today.index")
     parts = urlsplit(target)
     if parts.scheme or parts.netloc:
-        return url_for("board.index")
+        return url_for("today.index")
     return target
 
 

@@ -221,7 +221,7 @@ def _url_with_slot(endpoint: str, **args) -> str:
     return f"{path[:-1]}{CARD_SLOT}{mark}{query}"
 
 
-@bp.get("/")
+@bp.get("/board")
 @access.owner
 def index():
     """The board, or just its columns when the filter form asked through htmx; after a

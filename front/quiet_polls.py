@@ -1,7 +1,8 @@
-"""The two live polls' "nothing changed", answered before Flask's request machinery.
+"""The live polls' "nothing changed", answered before Flask's request machinery.
 
 An open experiment page asks `GET /experiments/<n>/live` (If-None-Match: its version)
-every few seconds, an open run page `GET /runs/<id>/events?after=<seq>`; nearly every
+every few seconds, an open run page `GET /runs/<id>/events?after=<seq>`, an open Today
+`GET /today/live` (If-None-Match: its version); nearly every
 answer is "nothing changed" (304, 204). Through Flask each cost the request context,
 routing, every before/after hook, Flask-Login's user load through the ORM and the
 session's save (docs/performance.md, "The live polls"). This WSGI layer,
@@ -43,6 +44,7 @@ from werkzeug.http import parse_cookie
 
 from front import headers, security_headers
 from services.core import registry
+from services.planning import today
 from services.workflow import experiments, runs
 
 EXPERIMENT_LIVE = re.compile(r"/experiments/([0-9]{1,9})/live")
@@ -50,7 +52,9 @@ RUN_EVENTS = re.compile(r"/runs/([0-9a-fA-F-]{32,36})/events")
 AFTER_ONLY = re.compile(r"after=([0-9]{1,18})")
 RUN_STATE_KEY = "sagan.quiet_polls.run_state"
 # The routes this layer answers for, and the rule they must keep (checked at start-up).
-ROUTES = {"/experiments/<int:number>/live": "experiments.live", "/runs/<run_id>/events": "runs.events"}
+ROUTES = {"/experiments/<int:number>/live": "experiments.live", "/runs/<run_id>/events": "runs.events",
+          "/today/live": "today.live"}
+TODAY_LIVE = "/today/live"
 # Verified session cookies kept at once (a few hundred bytes each); past it, all are dropped.
 MAX_CLAIMS = 1_000
 
@@ -81,7 +85,25 @@ class QuietPolls:
             return self._experiment(environ, int(found.group(1)))
         if (found := RUN_EVENTS.fullmatch(path)) is not None:
             return self._run(environ, found.group(1))
+        if path == TODAY_LIVE:
+            return self._today(environ)
         return None
+
+    def _today(self, environ):
+        asked = environ.get("HTTP_IF_NONE_MATCH")
+        if not asked or environ.get("QUERY_STRING") or (claim := self._claim(environ)) is None:
+            return None
+        user_id, version = claim
+        try:
+            with self.app.app_context():
+                poll = today.live_poll(user_id)
+        except sa.exc.SQLAlchemyError:
+            return None  # Flask answers (503 if the database is away)
+        if str(poll.session_version) != version or asked != f'"{poll.version}"':
+            return None
+        # The headers the view's 304 has; `Vary: Cookie` as Flask adds for a session read.
+        return "304 NOT MODIFIED", [("ETag", asked), ("Cache-Control", "no-cache"), ("Vary", "Cookie"),
+                                    *self.security]
 
     def _experiment(self, environ, number: int):
         asked = environ.get("HTTP_IF_NONE_MATCH")

@@ -20,6 +20,7 @@ from models.day import Todo
 from models.research import Project
 from services.core import input_shape, records, registry
 from services.core.actors import Actor
+from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.core.sanitize import check_markdown_nesting, render_markdown
 from services.research import beliefs, links
@@ -196,6 +197,37 @@ def make_experiment(todo: Todo, actor: Actor) -> tuple[Experiment, bool]:
     todo.experiment_id = experiment.id
     todo.status = "planning"
     return experiment, True
+
+
+# --- following the experiment ----------------------------------------------------------
+
+# A todo made into an experiment moves with it (docs/decisions.md, "Todos follow their
+# experiment"): the experiment's status → the todo's. Every experiment status has one.
+TODO_STATUS_OF_EXPERIMENT = {
+    # Still being shaped: asked, clarified, planned, waiting for approval.
+    **dict.fromkeys(("proposed", "clarifying", "awaiting_clarifications", "gate_pending", "planning",
+                     "plan_pending", "awaiting_approval"), "planning"),
+    # Approved and waiting for its turn.
+    **dict.fromkeys(("approved", "queued"), "open"),
+    # The code being written and tested.
+    **dict.fromkeys(("implementing", "code_reviewing", "testing"), "in_progress"),
+    **dict.fromkeys(("running", "uploading", "verifying"), "running"),
+    **dict.fromkeys(("interpreting", "clean_result_drafting", "followups_running", "reviewing"), "interpreting"),
+    "awaiting_promotion": "awaiting_promotion",
+    "blocked": "blocked",
+    **dict.fromkeys(("shared", "completed", "done_experiment", "done_impl"), "done"),
+    # Ended without a result: the todo was not done, and is closed with its experiment.
+    **dict.fromkeys(("failed", "cancelled", "archived"), "cancelled"),
+}
+
+
+def follow_experiment(experiment: Experiment, to: str) -> None:
+    """In the move's transaction: the todo that became `experiment` takes the status that
+    matches `to` — unless the owner archived the todo, which then stays put."""
+    status = TODO_STATUS_OF_EXPERIMENT[to]
+    db.session.execute(sa.update(Todo).where(Todo.experiment_id == experiment.id, Todo.status != "archived",
+                                             Todo.status != status)
+                       .values(status=status, updated_at=utcnow()).execution_options(synchronize_session="fetch"))
 
 
 # --- reading ---------------------------------------------------------------------------

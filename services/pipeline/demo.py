@@ -22,7 +22,7 @@ from services.day import daily_log, weekly_review
 from services.dispatch import metrics, pod_secrets
 from services.dispatch.provisioner import PROVISIONER
 from services.pipeline import demo_ideation, demo_research, demo_todos
-from services.planning import approvals
+from services.planning import approvals, questions
 from services.research import beliefs, links
 from services.workflow import experiments, lifecycle, runs
 
@@ -30,6 +30,11 @@ DEMO_AGENT = Actor("agent", None, "demo agent")
 DEMO_SYSTEM = Actor.system("Sagan (demo)")
 DEMO_OWNER = Actor("owner", None, "demo owner")
 _ACTORS = {"owner": DEMO_OWNER, "agent": DEMO_AGENT, "system": DEMO_SYSTEM}
+# What the demo's planner asks an experiment it leaves waiting for answers (Today answers them in place).
+DEMO_QUESTIONS = [
+    {"key": "baseline", "text": "Which checkpoint is the baseline: the base model or the instruction-tuned one?"},
+    {"key": "budget", "text": "How many seeds can the budget take: three or five?"},
+]
 
 CURATED = [
     ("Does label smoothing help the 2-layer probe on CIFAR-10?", "proposed", "experiment", ["probes"]),
@@ -150,6 +155,8 @@ def walk_to(experiment: Experiment, target: str) -> None:
             plan = approvals.prepare_plan_text(DEMO_PLAN, experiment.kind, experiment.pod_account,
                                                pod_secrets.allowlist())
             approvals.submit_plan(experiment, plan, DEMO_AGENT, source="agent")
+        elif status == "awaiting_clarifications":
+            questions.ask(experiment, DEMO_QUESTIONS, _ACTORS[role])
         elif status == "approved" and experiment.status in ("plan_pending", "awaiting_approval"):
             approval = approvals.take_for_demo(experiment, DEMO_OWNER)
             lifecycle.transition(experiment, status, DEMO_OWNER, note="Demo: plan approved for the tour.",

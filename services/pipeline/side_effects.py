@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from services.agents import implementation
+from services.day import todos
 from services.dispatch import provisioner
 from services.planning import follow_ups
 from services.results import completion_audit, results
@@ -55,6 +56,9 @@ IN_MOVE: dict[str, tuple[Callable, ...]] = {
     "promote": (results.record_promotion,),
 }
 
+# Writes made inside every move's transaction (lifecycle.ON_EVERY_MOVE).
+ON_EVERY_MOVE: tuple[Callable, ...] = (todos.follow_experiment,)
+
 
 def missing_handlers() -> list[str]:
     """Side-effect names in the table of moves that nothing carries out."""
@@ -74,3 +78,4 @@ def install() -> None:
     lifecycle.GUARDS.update({name: list(guards) for name, guards in GUARDS.items()})
     lifecycle.IN_MOVE.clear()
     lifecycle.IN_MOVE.update({name: list(writes) for name, writes in IN_MOVE.items()})
+    lifecycle.ON_EVERY_MOVE[:] = ON_EVERY_MOVE

@@ -60,6 +60,22 @@ def open_questions(experiment: Experiment) -> list[dict]:
     return ((event.metadata_ or {}).get("questions") or []) if event else []
 
 
+def open_questions_of(waiting: list[Experiment]) -> dict:
+    """Experiment id → its latest question set, for many experiments waiting for answers, in
+    one query (Today's queue): `open_questions` for each, without a query each."""
+    ids = [e.id for e in waiting if e.status == "awaiting_clarifications"]
+    if not ids:
+        return {}
+    latest = sa.select(WorkflowEvent.entity_id, sa.func.max(WorkflowEvent.created_at).label("at")) \
+        .where(WorkflowEvent.entity_id.in_(ids), WorkflowEvent.marker == "epm:clarify") \
+        .group_by(WorkflowEvent.entity_id).subquery()
+    rows = db.session.execute(
+        sa.select(WorkflowEvent.entity_id, WorkflowEvent.metadata_)
+        .join(latest, sa.and_(latest.c.entity_id == WorkflowEvent.entity_id, latest.c.at == WorkflowEvent.created_at))
+        .where(WorkflowEvent.marker == "epm:clarify")).all()
+    return {entity_id: (metadata or {}).get("questions") or [] for entity_id, metadata in rows}
+
+
 def clean_answers(answers: dict, allowed: set, *, unknown: str) -> dict:
     """Owner answers keyed by question or textbox: only `allowed` keys (else `unknown`, formatted
     with the key), text, capped, redacted; blanks dropped."""

@@ -153,6 +153,11 @@ GUARDS: dict[str, list[Callable]] = {}
 # metadata); filled like the hooks. An owner's override runs none: it is not that move.
 IN_MOVE: dict[str, list[Callable]] = {}
 
+# Writes every move makes in its own transaction, overrides included: what else follows the
+# experiment's status (a todo that became it: services.day.todos.follow_experiment). A writer
+# receives (experiment, to); filled like the hooks.
+ON_EVERY_MOVE: list[Callable] = []
+
 
 def guard_back_to_code(experiment: Experiment, to: str, actor: Actor, metadata: dict) -> None:
     """A dispatched experiment goes back to the implementer only with a crash to fix."""
@@ -255,6 +260,8 @@ def transition(experiment: Experiment, to: str, actor: Actor, *, note: str | Non
                   from_status=current, to_status=to)
     for write in IN_MOVE.get(rule.side_effect if rule else "", []):
         write(experiment, to, actor, event_metadata)
+    for follow in ON_EVERY_MOVE:
+        follow(experiment, to)
     return effects_of_move(rule, to, experiment.id, actor, event_metadata, note)
 
 

@@ -7,8 +7,9 @@ NO_RELOAD_MARK = "window.__saganNoReload = true"
 
 
 def open_board(session):
-    """Log in through the form and wait for the board; mark the page to detect reloads."""
+    """Log in through the form, open the board and wait for it; mark the page to detect reloads."""
     page = session.login()
+    page.goto("/board")
     page.locator("#board").wait_for()
     page.evaluate(NO_RELOAD_MARK)
     return page

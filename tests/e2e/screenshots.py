@@ -217,10 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         ideation_number = _ideation_demo(number_of)
         from services.day import daily_log
         log_day = daily_log.write(daily_log.today(), "owner").day.isoformat()
+        daily_log.write(daily_log.today() - timedelta(days=1), "scheduler")  # Today's "Yesterday"
         db.session.commit()
     pages = {
         "login": "/login",
-        "board": "/",
+        "today": "/",
+        "board": "/board",
         "experiment-plan-pending": f"/experiments/{number_of['plan_pending']}",
         "experiment-blocked": f"/experiments/{number_of['blocked']}",
         "experiment-with-plan": f"/experiments/{with_plan}",
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "api-tokens": "/api-tokens",
         "new-experiment": "/experiments/new",
         "api-tokens-created": "/api-tokens",  # after creating one: the secret shown once
-        "board-csrf-toast": "/",  # a move refused by an expired CSRF token
+        "board-csrf-toast": "/board",  # a move refused by an expired CSRF token
         "clean-result": f"/experiments/{number_of['awaiting_promotion']}#clean-result",
         "experiment-finished": f"/experiments/{number_of['shared']}",
         "share-list": f"/s/{share_token}",
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "new-belief": "/beliefs/new",
         "log": "/log",
         "log-day": f"/log/{log_day}",
-        "log-day-empty": f"/log/{date.fromisoformat(log_day) - timedelta(days=1)}",
+        "log-day-empty": f"/log/{date.fromisoformat(log_day) - timedelta(days=2)}",  # yesterday is written
         "project": f"/p/{demo_research.PROJECT_SLUG}",
         "library": "/library",
         "todos": "/todos",  # the curated demo's todos

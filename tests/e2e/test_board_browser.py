@@ -275,7 +275,7 @@ def test_the_board_at_1280_reads_every_column_through_its_index(browser_session,
         db.session.commit()
     session = browser_session({"width": 1280, "height": 900})
     page = session.login()
-    page.goto("/")
+    page.goto("/board")
     page.locator("#board .column").first.wait_for()
     assert page.locator("#board .column").count() == 11
     widths = page.evaluate("Array.from(document.querySelectorAll('#board .column'))"

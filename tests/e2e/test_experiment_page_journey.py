@@ -52,7 +52,7 @@ def test_the_open_page_follows_the_journey_and_reloads_repeat_nothing(app, brows
     number = int(re.search(r"/experiments/(\d+)", actor.url).group(1))
     actor.reload()  # the page the create redirected to: a GET, nothing is created again
     assert _count(app, Experiment, Experiment.title == "Do two seeds of the probe agree?") == 1
-    actor.goto("/")
+    actor.goto("/board")
     move_card(actor, number, "clarifying")
     actor.reload()
 

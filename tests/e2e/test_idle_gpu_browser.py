@@ -68,7 +68,7 @@ def test_the_idle_flag_is_on_the_pod_card_the_board_and_the_queue(browser_sessio
     flag.scroll_into_view_if_needed()
     assert flag.is_visible()
     _photograph(page, f"pod-card-idle-gpu-{size}-{scheme}.png")
-    page.goto("/")
+    page.goto("/board")
     card = page.locator(f"#card-{idle_pod}")
     card.scroll_into_view_if_needed()
     assert "GPU idle for 15 min" in card.inner_text()

@@ -161,7 +161,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
     page.get_by_label("Title").fill("Do two seeds of the probe agree?")
     page.get_by_role("button", name="Create").click()
     number = int(re.search(r"/experiments/(\d+)", page.url).group(1))
-    page.goto("/")
+    page.goto("/board")
     move_card(page, number, "clarifying")
     _wait_for(app, number, {"awaiting_clarifications"})
 

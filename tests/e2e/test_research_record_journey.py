@@ -128,7 +128,7 @@ def _start_linked_experiment(page) -> int:
 
 
 def _carry_through_the_journey(app, page, number: int) -> None:
-    page.goto("/")
+    page.goto("/board")
     move_card(page, number, "clarifying")
     _wait_for(app, number, {"awaiting_clarifications"})
     page.goto(f"/experiments/{number}")

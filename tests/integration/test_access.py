@@ -60,7 +60,7 @@ def test_the_known_pages_have_the_expected_rules(app):
     rule_of = {name: getattr(view, "access_rule", None) for name, view in app.view_functions.items()}
     assert rule_of["auth.login"] == ("public", None)
     assert rule_of["health.healthz"] == ("public", None)
-    for endpoint in ("board.index", "board.columns", "board.move", "board.your_turn", "auth.logout",
+    for endpoint in ("today.index", "today.live", "today.act", "board.index", "board.columns", "board.move", "board.your_turn", "auth.logout",
                      "experiments.index", "experiments.new", "experiments.detail",
                      "experiments.timeline", "experiments.live", "experiments.change_status", "experiments.edit",
                      "tokens.index", "tokens.create", "tokens.revoke"):

@@ -359,11 +359,11 @@ def test_max_turns_fails_the_run(app, fake_anthropic, worker, make_experiment):
 def test_pages_say_when_agents_are_off(app, client, owner, make_experiment):
     """Do the board and the experiment page explain that no API key is configured (and not when one is)?"""
     number = make_experiment("Idea")
-    assert "Agents are off" in client.get("/").text
+    assert "Agents are off" in client.get("/board").text
     assert "Agents are off" in client.get(f"/experiments/{number}").text
     app.config["ANTHROPIC_API_KEY"] = "sk-ant-test-0000000000000000"
     try:
-        assert "Agents are off" not in client.get("/").text
+        assert "Agents are off" not in client.get("/board").text
     finally:
         app.config["ANTHROPIC_API_KEY"] = ""
 

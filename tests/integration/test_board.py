@@ -18,7 +18,7 @@ COLUMN_KEYS = [key for key, _title in registry.BOARD_COLUMNS]
 
 def test_board_shows_every_column_in_spec_order(client, owner):
     """Are the eleven columns shown in SPEC order with their titles, even when empty?"""
-    page = client.get("/")
+    page = client.get("/board")
     assert page.status_code == 200
     assert [key for key, _ in columns(page)] == COLUMN_KEYS
     body = text(page)
@@ -30,7 +30,7 @@ def test_card_shows_number_title_chip_and_turn(app, client, owner, make_experime
     """Does a card show #number, the title, a status chip and the turn text (agents on)?"""
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     number = make_experiment("Warmup length vs loss spike", tags=["optim"])
-    card = cards(client.get("/"))[number]
+    card = cards(client.get("/board"))[number]
     assert f"#{number}" in card
     assert "Warmup length vs loss spike" in card
     assert 'class="chip status-proposed"' in card and ">proposed<" in card
@@ -44,7 +44,7 @@ def test_card_shows_number_title_chip_and_turn(app, client, owner, make_experime
 def test_owner_turn_cards_stand_out(client, owner, make_experiment, status):
     """Does a card waiting for the owner carry the owner-turn class and its owner turn text?"""
     number = make_experiment(status=status)
-    card = cards(client.get("/"))[number]
+    card = cards(client.get("/board"))[number]
     assert "owner-turn" in card_classes(card)
     assert registry.turn_for(status) in card
 
@@ -64,7 +64,7 @@ def test_card_sits_in_its_status_column(app, client, owner, make_experiment, sta
         _imported_status(app, number, status)
     else:
         number = make_experiment(status=status)
-    placed = {key: numbers for key, numbers in columns(client.get("/"))}
+    placed = {key: numbers for key, numbers in columns(client.get("/board"))}
     assert number in placed[registry.STATUS_BY_NAME[status].column]
 
 
@@ -92,14 +92,14 @@ def _filter_fixture(make_experiment) -> dict[str, int]:
 def test_filters_narrow_the_cards(client, owner, make_experiment, query, expected):
     """Do the turn / kind / tag / text filters show exactly the matching cards?"""
     made = _filter_fixture(make_experiment)
-    shown = set(cards(client.get(f"/?{query}")))
+    shown = set(cards(client.get(f"/board?{query}")))
     assert shown == {made[name] for name in expected}
 
 
 def test_text_filter_finds_a_number(client, owner, make_experiment):
     """Does searching "#N" find experiment N?"""
     made = _filter_fixture(make_experiment)
-    assert set(cards(client.get(f"/?q=%23{made['infra']}"))) == {made["infra"]}
+    assert set(cards(client.get(f"/board?q=%23{made['infra']}"))) == {made["infra"]}
 
 
 @pytest.mark.parametrize("query", ["turn=everyone", "kind=poem", "q=%25", "q=_", "q=" + "9" * 40,
@@ -107,7 +107,7 @@ def test_text_filter_finds_a_number(client, owner, make_experiment):
 def test_odd_filter_values_never_break_the_board(client, owner, make_experiment, query):
     """Are unknown filter values ignored and odd text searched literally, never a 500?"""
     made = _filter_fixture(make_experiment)
-    response = client.get(f"/?{query}")
+    response = client.get(f"/board?{query}")
     assert response.status_code == 200
     shown = set(cards(response))
     if query.startswith(("turn=", "kind=")):
@@ -119,7 +119,7 @@ def test_odd_filter_values_never_break_the_board(client, owner, make_experiment,
 def test_filter_form_keeps_the_chosen_values(client, owner, make_experiment):
     """Does the filter form show the active filter values after filtering?"""
     _filter_fixture(make_experiment)
-    body = text(client.get("/?turn=owner&kind=survey&q=fert"))
+    body = text(client.get("/board?turn=owner&kind=survey&q=fert"))
     assert '<option value="owner" selected>' in body
     assert '<option value="survey" selected>' in body
     assert 'value="fert"' in body
@@ -128,7 +128,7 @@ def test_filter_form_keeps_the_chosen_values(client, owner, make_experiment):
 def test_htmx_request_gets_only_the_board_fragment(htmx_client, make_experiment):
     """Does an htmx swap get only the #board fragment (no <html>) with Vary: HX-Request?"""
     number = make_experiment("Fragment card")
-    response = htmx_client.get("/?turn=sagan")
+    response = htmx_client.get("/board?turn=sagan")
     assert response.status_code == 200
     assert "<html" not in response.text
     first_tag = re.search(r"<[a-z][^>]*>", response.text).group(0)
@@ -139,7 +139,7 @@ def test_htmx_request_gets_only_the_board_fragment(htmx_client, make_experiment)
 
 def test_full_page_also_varies_on_hx_request(client, owner):
     """Does the full page say Vary: HX-Request too (so caches keep the two apart)?"""
-    response = client.get("/")
+    response = client.get("/board")
     assert "<html" in response.text
     assert "HX-Request" in response.headers.get("Vary", "")
 
@@ -147,7 +147,7 @@ def test_full_page_also_varies_on_hx_request(client, owner):
 def test_boosted_navigation_gets_the_full_page(htmx_client):
     """Does a boosted (or history-restore) htmx request get the whole page, not the fragment?"""
     for header in ("HX-Boosted", "HX-History-Restore-Request"):
-        response = htmx_client.get("/", headers={header: "true"})
+        response = htmx_client.get("/board", headers={header: "true"})
         assert "<html" in response.text, header
 
 
@@ -184,7 +184,7 @@ def test_board_columns_poll_answers_304_until_something_changes(client, owner, m
 def test_page_embeds_the_version_it_polls_with(client, owner, make_experiment):
     """Does the board fragment poll with the same ETag the poll endpoint serves?"""
     make_experiment()
-    page = text(client.get("/"))
+    page = text(client.get("/board"))
     etag = client.get("/board/columns").headers["ETag"]
     assert f'"If-None-Match": "\\{etag[:-1]}\\""' in page
 
@@ -211,11 +211,11 @@ def _queries_for(app, client, url: str) -> int:
 def test_board_is_a_constant_number_of_queries(app, client, owner, make_experiment):
     """Does rendering the board take as many SQL queries for 50 experiments as for 5?"""
     _make_many(make_experiment, 5)
-    few = _queries_for(app, client, "/")
+    few = _queries_for(app, client, "/board")
     few_fragment = _queries_for(app, client, "/board/columns")
     _make_many(make_experiment, 45, start=5)
-    many = _queries_for(app, client, "/")
-    assert len(cards(client.get("/"))) == 50
+    many = _queries_for(app, client, "/board")
+    assert len(cards(client.get("/board"))) == 50
     assert 0 < many == few
     assert _queries_for(app, client, "/board/columns") == few_fragment
 
@@ -225,7 +225,7 @@ def test_done_columns_show_the_latest_few_and_link_to_the_rest(app, client, owne
     """With more finished experiments than the limit, does Done show the newest and "N more"?"""
     monkeypatch.setitem(app.config, "BOARD_DONE_LIMIT", 2)
     numbers = [make_experiment(f"Finished {i}", status="completed") for i in range(4)]
-    page = client.get("/")
+    page = client.get("/board")
     done = dict(columns(page))["done"]
     assert sorted(done) == sorted(numbers[-2:])
     assert "2 more in the table" in text(page)
@@ -240,7 +240,7 @@ def test_an_active_column_shows_its_first_few_and_the_table_lists_the_rest(app, 
     ideas = [make_experiment(f"Idea {i}") for i in range(5)]
     urgent = make_experiment("Idea, urgent", priority="urgent")
     running = make_experiment("Already running", status="running", kind="experiment")
-    page = client.get("/")
+    page = client.get("/board")
     placed = dict(columns(page))
     assert placed["ideas"][0] == urgent and len(placed["ideas"]) == 3
     assert set(placed["ideas"][1:]) == set(ideas[-2:])  # then the most recently moved
@@ -275,13 +275,13 @@ def test_each_finished_column_has_its_own_newest_few_and_count_under_a_filter(ap
         db.session.execute(sa.update(Experiment).where(Experiment.number == closed[0]).values(
             updated_at=clock.utcnow() + timedelta(minutes=1)))
         db.session.commit()
-    page = client.get("/?q=Probe")
+    page = client.get("/board?q=Probe")
     placed = dict(columns(page))
     assert sorted(placed["done"]) == sorted(done[-2:])
     assert sorted(placed["closed"]) == sorted([closed[0], closed[-1]])
     assert "2 more in the table" in text(page) and "1 more in the table" in text(page)
-    everything = dict(columns(client.get("/")))
-    assert len(everything["done"]) == 2 and "Unrelated finished" in text(client.get("/"))
+    everything = dict(columns(client.get("/board")))
+    assert len(everything["done"]) == 2 and "Unrelated finished" in text(client.get("/board"))
 
 
 OWNER_TURN = ["awaiting_clarifications", "plan_pending", "blocked"]
@@ -324,9 +324,9 @@ def test_the_column_index_comes_once_on_the_page_and_out_of_band_with_a_poll(cli
     """Is the column index on the page once, above the board, and does a poll's answer carry it
     out of band (so its counts follow the board), with the new card counted?"""
     make_experiment("Indexed card")
-    page = client.get("/").text
+    page = client.get("/board").text
     assert page.count('id="board-index"') == 1 and page.index('id="board-index"') < page.index('id="board"')
-    fragment = htmx_client.get("/").text
+    fragment = htmx_client.get("/board").text
     assert fragment.count('id="board-index"') == 1
     index = fragment.split('id="board-index"', 1)[1].split("</nav>", 1)[0]
     assert 'hx-swap-oob="true"' in re.search(r'<nav id="board-index"[^>]*>', fragment).group(0)
@@ -340,7 +340,7 @@ def _fresh_board(client) -> str:
     from blueprints import board
     board.CARD_BODIES.clear()
     board._MENUS.clear()
-    return client.get("/").text
+    return client.get("/board").text
 
 
 def test_a_board_of_kept_cards_is_the_board_rendered_afresh(client, owner, make_experiment):
@@ -349,7 +349,7 @@ def test_a_board_of_kept_cards_is_the_board_rendered_afresh(client, owner, make_
     for status in ("proposed", "plan_pending", "running", "blocked", "implementing"):
         make_experiment(f"Kept card at {status}", status=status, tags=["probes"], priority="high")
     fresh = _fresh_board(client)
-    kept = client.get("/").text
+    kept = client.get("/board").text
     # The CSRF token is signed with the time: two requests a second apart carry two tokens.
     token = re.compile(r'(name="csrf_token" value=")[^"]+"|("X-CSRFToken": ")[^"]+"')
     assert token.sub(r"\1\2TOKEN\"", kept) == token.sub(r"\1\2TOKEN\"", fresh)
@@ -361,7 +361,7 @@ def test_a_kept_card_shows_a_change_to_anything_it_shows(app, client, owner, mak
     the next unit, does the next board show it, though the card was kept?"""
     number = make_experiment("Before the change", tags=["optim"])
     pod = make_live_pod("A pod's card")
-    client.get("/")  # both cards kept
+    client.get("/board")  # both cards kept
     with app.app_context():
         db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(
             title="After the change", tags=["sae"], priority="urgent",
@@ -370,7 +370,7 @@ def test_a_kept_card_shows_a_change_to_anything_it_shows(app, client, owner, mak
     response = client.post("/api/progress", json={"progressPct": 42, "message": "epoch 4 of 10", "seq": 1},
                            headers={"Authorization": f"Bearer {pod.secret}"})
     assert response.status_code == 200, response.text
-    shown = cards(client.get("/"))
+    shown = cards(client.get("/board"))
     assert "After the change" in shown[number] and "Before the change" not in shown[number]
     assert ">sae<" in shown[number] and ">optim<" not in shown[number]
     assert "priority-urgent" in shown[number]
@@ -383,12 +383,12 @@ def test_each_session_gets_its_own_csrf_token_in_kept_menus(app, client, owner, 
     that browser's own CSRF token in every card's menu, and does a move with it work?"""
     make_experiment("Menu card one")
     number = make_experiment("Menu card two")
-    first = client.get("/").text
+    first = client.get("/board").text
     other = app.test_client()
     page = other.get("/login")
     other.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
                                "csrf_token": csrf_from(page.text)})
-    second = other.get("/").text
+    second = other.get("/board").text
     tokens_first = set(re.findall(r'name="csrf_token" value="([^"]+)"', first))
     tokens_second = set(re.findall(r'name="csrf_token" value="([^"]+)"', second))
     assert len(tokens_first) == 1 and len(tokens_second) == 1 and tokens_first != tokens_second
@@ -405,6 +405,6 @@ def test_a_kept_card_follows_the_model_key_and_an_idle_flag(app, client, owner, 
     the owner's without), rather than what it said when it was kept?"""
     number = make_experiment("Kept turn", status="proposed")
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "")
-    assert "write the plan (agents are off)" in cards(client.get("/"))[number]
+    assert "write the plan (agents are off)" in cards(client.get("/board"))[number]
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
-    assert "Sagan turn: clarify scope" in cards(client.get("/"))[number]
+    assert "Sagan turn: clarify scope" in cards(client.get("/board"))[number]

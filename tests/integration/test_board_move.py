@@ -159,7 +159,7 @@ def test_move_without_htmx_answers_the_whole_page(app, client, owner, make_exper
     response = client.post(f"/board/move/{number}?turn=sagan", data={"to": "clarifying", "expected": "proposed",
                                                                      "csrf_token": owner.csrf()})
     assert response.status_code == 303
-    assert response.headers["Location"] == f"/?turn=sagan#card-{number}"  # the filters kept
+    assert response.headers["Location"] == f"/board?turn=sagan#card-{number}"  # the filters kept
     page = client.get(response.headers["Location"])
     assert page.status_code == 200 and "<html" in page.text
     assert 'data-status="clarifying"' in cards(page)[number]
@@ -172,11 +172,11 @@ def test_refused_move_without_htmx_comes_back_on_the_card_once(app, client, owne
     number = make_experiment()
     response = client.post(f"/board/move/{number}", data={"to": "blocked", "expected": "proposed", "note": " ",
                                                           "csrf_token": owner.csrf()})
-    assert response.status_code == 303 and response.headers["Location"] == f"/#card-{number}"
+    assert response.status_code == 303 and response.headers["Location"] == f"/board#card-{number}"
     page = client.get(response.headers["Location"])
     assert "needs a note" in _card_error(page, number)
     assert _chosen_option(cards(page)[number]) == "blocked"
-    assert "card-error" not in cards(client.get("/"))[number]
+    assert "card-error" not in cards(client.get("/board"))[number]
     assert _state(app, number) == ("proposed", [])
 
 

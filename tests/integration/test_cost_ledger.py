@@ -89,7 +89,7 @@ def test_an_unpriced_model_and_pod_say_price_unknown_never_zero(app, owner, clie
     section = section[:section.index("</section>")]
     assert section.count("price unknown") >= 3
     assert not re.search(r"\$0\.00/h", section)
-    board = client.get("/").get_data(as_text=True)
+    board = client.get("/board").get_data(as_text=True)
     card = board[board.index(f'id="card-{number}"'):]
     card = card[:card.index("</article>")]
     assert "price unknown" in card and "$0.00/h" not in card
@@ -119,7 +119,7 @@ def test_an_estimate_with_unknown_prices_says_so(app, owner, client, make_experi
 
 
 def test_board_cards_show_spend_and_burn(owner, client, costed):
-    board = client.get("/").get_data(as_text=True)
+    board = client.get("/board").get_data(as_text=True)
     card = board[board.index(f'id="card-{costed}"'):]
     card = card[:card.index("</article>")]
     assert "card-spend" in card and "$1.68" in card and "$0.69/h" in card
@@ -168,7 +168,7 @@ def test_a_card_says_nothing_of_money_when_nothing_costs_any(app, owner, client,
         _pod(_experiment(partly), rate=None, uptime=600, account="local")
         _run(_experiment(partly), model="claude-haiku-4-5", cost=0.12)
         db.session.commit()
-    board = client.get("/").get_data(as_text=True)
+    board = client.get("/board").get_data(as_text=True)
 
     def card(number):
         html = board[board.index(f'id="card-{number}"'):]

@@ -90,7 +90,7 @@ def test_demo_scale_rejects_a_negative_count(app, runner):
 def test_demo_board_renders(app, runner, client, owner):
     """Does the board render the curated demo with every card?"""
     runner.invoke(args=["demo", "load"])
-    response = client.get("/")
+    response = client.get("/board")
     assert response.status_code == 200
     for experiment in _experiments(app):
         assert f'id="card-{experiment.number}"' in response.text
@@ -136,7 +136,7 @@ def test_the_demo_running_card_shows_its_pods_progress(app, runner, client, owne
     runner.invoke(args=["demo", "load"])
     with app.app_context():
         number = db.session.scalar(sa.select(Experiment.number).where(Experiment.status == "running"))
-    board = client.get("/").text
+    board = client.get("/board").text
     card = board[board.index(f'id="card-{number}"'):]
     card = card[:card.index("</article>")]
     assert 'class="pod-progress"' in card and "60%" in card

@@ -136,7 +136,7 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
         response = client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
                                                "csrf_token": token})
         assert response.status_code == 302, response.text
-        board = client.get("/")
+        board = client.get("/board")
         assert board.status_code == 200
         assert "/login" not in str(board.url)
 

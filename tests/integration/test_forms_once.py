@@ -161,7 +161,7 @@ def test_a_planless_card_cannot_be_approved_from_the_board(app, client, owner, m
     """Board → "Move to… approved" on a plan_pending card without a plan: refused with the reason,
     nothing moved, no orchestrator."""
     number = make_planless_pending()
-    board = client.get("/").text
+    board = client.get("/board").text
     response = client.post(f"/board/move/{number}", data={"to": "approved", "expected": "plan_pending",
                                                           "csrf_token": csrf_from(board)})
     assert response.status_code == 303  # post/redirect/get: the refusal is on the board it leads to

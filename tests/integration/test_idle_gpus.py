@@ -80,7 +80,7 @@ def _sample(helper, live_server, secret, folder) -> None:
 
 def _flags(client, number) -> dict:
     return {"pod card": client.get(f"/experiments/{number}").get_data(as_text=True),
-            "board": client.get("/").get_data(as_text=True),
+            "board": client.get("/board").get_data(as_text=True),
             "queue": client.get("/your-turn").get_data(as_text=True)}
 
 

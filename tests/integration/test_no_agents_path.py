@@ -43,14 +43,14 @@ def test_with_agents_off_the_turn_is_the_owners_on_the_card_the_page_and_the_ste
     "write the plan" as the owner's turn — and with a key, Sagan's turn as before?"""
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "")
     number = make_experiment("By hand", status="proposed")
-    board = text(client.get("/"))
+    board = text(client.get("/board"))
     card = board.split(f'id="card-{number}"', 1)[1].split("</article>", 1)[0]
     assert "Owner turn: write the plan (agents are off)" in card and "clarify scope" not in card
     page = re.sub(r"<[^>]+>", "", text(client.get(f"/experiments/{number}")))
     assert re.search(r"Next:\s*You\s*— write the plan \(agents are off\)", page)
     assert "Next: Sagan" not in page
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
-    assert "Sagan turn: clarify scope" in text(client.get("/"))
+    assert "Sagan turn: clarify scope" in text(client.get("/board"))
 
 
 def test_the_plan_form_offers_the_template_with_guidance(app, client, owner, make_experiment, monkeypatch):

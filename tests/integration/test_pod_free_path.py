@@ -116,7 +116,7 @@ def test_board_cards_say_a_survey_runs_no_pods(client, owner, make_experiment):
     """Does the board mark survey and infra cards as pod-free, and not an ordinary experiment's?"""
     survey = make_experiment("Tokenizer survey", kind="survey", status="implementing")
     ordinary = make_experiment("GPU sweep", kind="experiment", status="implementing")
-    body = client.get("/").text
+    body = client.get("/board").text
     card = body.split(f'id="card-{survey}"', 1)[1].split("</article>", 1)[0]
     assert "survey · no pods" in card
     other = body.split(f'id="card-{ordinary}"', 1)[1].split("</article>", 1)[0]

@@ -381,7 +381,7 @@ def test_board_table_and_results_filter_by_project(app, client, owner, make_expe
     pid = _project_id(app, slug)
     mine = _result(app, make_experiment, "Mine has a result (LOW confidence)", pid)
     theirs = _result(app, make_experiment, "Theirs has a result (LOW confidence)")
-    for url in ("/", "/experiments", "/results"):
+    for url in ("/board", "/experiments", "/results"):
         both = client.get(url).text
         assert "Mine has a result" in both and "Theirs has a result" in both, url
         only = client.get(f"{url}?project={slug}")
@@ -397,7 +397,7 @@ def test_board_table_and_results_filter_by_project(app, client, owner, make_expe
     assert 'id="experiments-table"' in fragment.text and "<html" not in fragment.text
     assert "Mine has a result" in fragment.text and "Theirs has a result" not in fragment.text
     # The board's poll keeps the filter.
-    board = client.get(f"/?project={slug}").text
+    board = client.get(f"/board?project={slug}").text
     assert f'hx-get="/board/columns?project={slug}"' in board
     columns = client.get(f"/board/columns?project={slug}")
     assert f"#{mine}" in columns.text and f"#{theirs}" not in columns.text
@@ -599,7 +599,7 @@ def test_projects_work_on_sqlite(tmp_path):
                                     "csrf_token": csrf_from(page.text)})
         shown = client.get("/p/lite-project").text
         assert "Established:</strong> Holds." in shown and f">#{number}</a>" in shown and "Lite story" in shown
-        for url in ("/", "/experiments"):
+        for url in ("/board", "/experiments"):
             filtered = client.get(f"{url}?project=lite-project").text
             assert "Lite experiment" in filtered and "Elsewhere" not in filtered, url
         assert "Lite story" in app.test_client().get(f"/s/{token}").text

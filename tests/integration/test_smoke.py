@@ -11,6 +11,6 @@ def test_login_page_renders(client):
 def test_board_after_login_shows_new_experiment(client, owner, make_experiment):
     """Does a created experiment appear on the board in the Ideas column?"""
     number = make_experiment("Warmup length vs loss spike")
-    response = client.get("/")
+    response = client.get("/board")
     assert response.status_code == 200
     assert f"#{number}" in response.text and "Warmup length vs loss spike" in response.text
