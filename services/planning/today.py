@@ -25,7 +25,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import aliased
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, User, db
-from models.day import DailyLogEntry, Todo
+from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion
+from models.notification import NotificationEmail
 from models.research import Belief, BeliefProposal
 from models.result import Comment
 from services.core import lean_reads, records, registry
@@ -335,6 +336,42 @@ def _act_failed_reply(key: str, action: str, form: dict, actor: Actor) -> Acted:
 register(NeedSource("failed_reply", _gather_failed_replies, ("retry",), _act_failed_reply))
 
 
+# Weekly reviews drafted and not yet published: read, edit and publish on the review's page --
+
+REVIEWS_SHOWN = 4  # the newest unpublished weeks; older ones wait on /reviews
+
+
+def _gather_reviews() -> list[Need]:
+    published = sa.select(WeeklyReviewVersion.id).where(WeeklyReviewVersion.review_id == WeeklyReview.id,
+                                                        WeeklyReviewVersion.status == "published").exists()
+    rows = db.session.execute(sa.select(WeeklyReview.week_end, WeeklyReview.drafted_at)
+                              .where(~published).order_by(WeeklyReview.week_end.desc()).limit(REVIEWS_SHOWN)).all()
+    return [Need("weekly_review", week_end.isoformat(), "Review", f"The week ending {week_end:%a %d %b %Y}",
+                 "Drafted: read it, edit it and publish it for your mentor", f"/reviews/{week_end.isoformat()}",
+                 "normal", drafted_at) for week_end, drafted_at in rows]
+
+
+register(NeedSource("weekly_review", _gather_reviews))
+
+
+# Emails that could not be sent after their last try: Settings says why and can try again --
+
+FAILED_EMAILS_SHOWN = 5
+
+
+def _gather_failed_emails() -> list[Need]:
+    rows = db.session.execute(sa.select(NotificationEmail.id, NotificationEmail.subject, NotificationEmail.last_error,
+                                        NotificationEmail.updated_at)
+                              .where(NotificationEmail.status == "failed")
+                              .order_by(NotificationEmail.updated_at.desc()).limit(FAILED_EMAILS_SHOWN)).all()
+    return [Need("failed_email", str(email_id), "Email", subject,
+                 f"Could not be sent: {(error or 'the server did not take it')[:160]}", "/settings#email",
+                 "normal", failed_at) for email_id, subject, error, failed_at in rows]
+
+
+register(NeedSource("failed_email", _gather_failed_emails))
+
+
 # --- the other sections --------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -430,7 +467,8 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 
 # Every table a section reads: a row added, edited or removed moves its newest stamp or its
 # count (a pod's progress post stamps its row too: services/dispatch/progress.py).
-_WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment)
+_WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment,
+            WeeklyReview, WeeklyReviewVersion, NotificationEmail)
 _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
 # Written into the statement (the poll's statement is compiled once to plain SQL: an IN list
 # of parameters would not be); the registry's own names, nothing from outside.

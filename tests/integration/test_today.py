@@ -3,17 +3,18 @@ Yesterday, Next, Spend, the cheap poll — and todos that follow their experimen
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, Pod, db
 from models.day import Todo
+from models.notification import NotificationEmail
 from models.research import Belief, BeliefProposal
 from services.core import clock, registry
 from services.core.actors import Actor
-from services.day import daily_log, todos
+from services.day import daily_log, todos, weekly_review
 from services.research import beliefs
 from services.workflow import experiments, lifecycle
 from tests.conftest import csrf_from
@@ -504,3 +505,38 @@ def test_a_failed_reply_is_asked_again_from_the_queue(app, htmx_client, make_exp
     worker()
     assert "The gap is within the seed spread." in htmx_client.get(f"/experiments/{number}/comments").text
     assert f"need-failed_reply-{question}" not in htmx_client.get("/", headers={"HX-Request": "false"}).text
+
+
+# --- the weekly review and failed emails join the queue ---------------------------------------
+
+def _version_of_today(client) -> str:
+    return re.search(r'data-version="([^"]+)"', client.get("/").text).group(1)
+
+
+def test_a_drafted_review_waits_on_today_until_it_is_published(app, client, owner):
+    before = _version_of_today(client)
+    week = date(2026, 11, 22)
+    with app.app_context():
+        review, _ = weekly_review.draft(week, "scheduler")
+        db.session.commit()
+    page = client.get("/").text
+    assert 'id="need-weekly_review-2026-11-22"' in page and 'href="/reviews/2026-11-22"' in page
+    assert _version_of_today(client) != before
+    assert client.get("/reviews/2026-11-22").status_code == 200  # the row's link opens the review
+
+    with app.app_context():
+        review = weekly_review.by_week(week)
+        weekly_review.publish(review, weekly_review.latest(review).version, OWNER)
+        db.session.commit()
+    assert 'need-weekly_review-' not in client.get("/").text
+
+
+def test_an_email_that_could_not_be_sent_waits_on_today(app, client, owner):
+    with app.app_context():
+        db.session.add(NotificationEmail(kind="failure", subject="Failed or blocked: #7 Sweep", body_text="x",
+                                         body_html="<p>x</p>", status="failed", attempts=3,
+                                         last_error="550 mailbox unavailable"))
+        db.session.commit()
+    page = client.get("/").text
+    assert "Failed or blocked: #7 Sweep" in page and "550 mailbox unavailable" in page
+    assert 'href="/settings#email"' in page
