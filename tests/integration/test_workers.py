@@ -277,3 +277,33 @@ def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
     with app.app_context():
         assert redis_store.connection().hget(job.key, "status") == b"failed"
         assert after.get_status(refresh=True) == "finished"
+
+
+def test_the_local_queue_runs_only_local_work_even_when_signed(app, job_app, tmp_path):
+    """The `local` queue's worker may be root. A job there naming one of Sagan's other functions
+    (here a notification delivery) — put on Redis by whoever could write to it, or signed by
+    mistake — must fail without running; and Sagan itself refuses to enqueue one there."""
+    with app.app_context():
+        func, args, job_id = "workers.notify.deliver", ("00000000-0000-0000-0000-000000000000",), "stray-on-local"
+        signature = jobs.signature(func, args, job_id, app.config["SECRET_KEY"])
+        stray = queues.get_queue(queues.LOCAL).enqueue(func, args=args, job_id=job_id, meta={"signature": signature})
+        with pytest.raises(ValueError, match="does not run on the local queue"):
+            queues.enqueue(queues.LOCAL, "workers.notify.deliver", "00000000-0000-0000-0000-000000000000")
+    run_one_job(app, queues.LOCAL)
+    with app.app_context():
+        assert stray.get_status(refresh=True) == "failed"
+        assert "does not run on the local queue" in stray.latest_result().exc_string
+
+
+def test_a_dispatch_of_pods_on_this_host_goes_to_the_local_queue(app, app_ctx):
+    """Only the `local` queue's worker may start pods on this host (it is the one that can be
+    root); a dispatch to a remote account goes to `dispatch`, which never needs root."""
+    from services.dispatch import provisioner
+    from services.workflow import runs
+    made = {}
+    for account in ("local", "team"):
+        made[account] = runs.create_run(kind="experiment", agent=provisioner.PROVISIONER, pod_account=account,
+                                        request="Dispatch the approved spec.").id
+    db.session.commit()
+    assert provisioner.dispatch_queue(made["local"]) == queues.LOCAL
+    assert provisioner.dispatch_queue(made["team"]) == queues.DISPATCH
