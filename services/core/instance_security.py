@@ -11,7 +11,8 @@ off every address of the host (services/dispatch/backends/local_network.py). Beh
   start-up when DATABASE_URL carries none;
 - the instance folder's files (database, WAL, secret key, Redis files) are private to
   Sagan's user (`make_instance_private`), and the folder itself may only be passed through,
-  so a pod that escaped its sandbox still could not read or list them.
+  so a pod that escaped its sandbox still could not read or list them; when `make run`
+  starts as root, that user is the workers' unprivileged account (`hand_instance_to`).
 """
 from __future__ import annotations
 
@@ -76,3 +77,20 @@ def make_instance_private(instance_dir: Path | str) -> None:
             continue
         if stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
             os.chmod(path, 0o600 if stat.S_ISREG(mode) else 0o700)
+
+
+def hand_instance_to(instance_dir: Path | str, uid: int, gid: int) -> None:
+    """Give the instance folder and its data files to the account Sagan's unprivileged workers
+    run as when `make run` starts as root (scripts/run_embedded.py): they write the SQLite
+    database, its WAL and Redis's files, and read the key. Modes stay as make_instance_private
+    set them (private to that account); root, which runs the web server and the local worker,
+    reaches them regardless. SQLite run by root gives a journal it creates the database's owner."""
+    root = Path(instance_dir)
+    if not root.is_dir():
+        return
+    os.chown(root, uid, gid)
+    for name in PRIVATE_FILES:
+        try:
+            os.chown(root / name, uid, gid, follow_symlinks=False)
+        except FileNotFoundError:
+            continue

@@ -178,3 +178,73 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     assert not (embedded.instance / "redis.sock").exists()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{embedded.url}/healthz", timeout=2)
+
+
+def _enqueue_signed(instance: Path, queue_name: str, func: str, *args: str):
+    """A job as Sagan puts it on the embedded Redis: JSON, signed with the instance's key."""
+    import redis
+    from rq import Queue
+
+    from services.workflow import jobs
+    secret = (instance / "secret_key").read_text().strip()
+    job_id = f"probe-{queue_name}-{os.urandom(4).hex()}"
+    connection = redis.Redis(unix_socket_path=str(instance / "redis.sock"))
+    return Queue(queue_name, connection=connection, serializer=jobs.SERIALIZER).enqueue(
+        func, args=args, job_id=job_id, meta={"signature": jobs.signature(func, list(args), job_id, secret)})
+
+
+def _wait_done(job, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job.get_status(refresh=True) in ("finished", "failed"):
+            return job
+        time.sleep(0.2)
+    pytest.fail(f"job {job.id} still {job.get_status()} after {timeout}s")
+
+
+def _uid_of_worker(job) -> int:
+    """The uid of the worker that ran `job` (its horse, a fork, has the same)."""
+    from rq import Worker
+    name = job.latest_result().worker_name
+    worker = next(w for w in Worker.all(connection=job.connection) if w.name == name)
+    return psutil.Process(worker.pid).uids().real
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the split by privilege happens only when started as root")
+def test_embedded_default_as_root_runs_only_local_work_as_root(embedded):
+    """Started as root, does `make run` run a job of a shared queue as the unprivileged worker
+    account (its horse forked from a worker whose uid is not 0), keep root for the `local`
+    queue's worker alone, run Redis unprivileged — and does that root worker refuse a job of
+    another kind put on its queue, even one carrying Sagan's signature, without running it?"""
+    import pwd
+    health = embedded.wait_healthy()
+    assert health["workers"] >= 3 and health["artifact_workers"] == 1
+    sagan = pwd.getpwnam("sagan")
+    by_role = {}
+    for process in embedded.descendants():
+        line = " ".join(process.cmdline())
+        if "workers.launcher" in line and "python" in process.name():
+            role = "local" if "--queues local" in line else "artifacts" if "--queues artifacts" in line else "shared"
+            by_role.setdefault(role, set()).add(process.uids().real)
+        elif "redis-server" in line:
+            by_role.setdefault("redis", set()).add(process.uids().real)
+    assert by_role == {"local": {0}, "shared": {sagan.pw_uid}, "artifacts": {sagan.pw_uid}, "redis": {sagan.pw_uid}}
+    assert (embedded.instance / "sagan.db").stat().st_uid == sagan.pw_uid
+
+    # A job of the shared queues (a feed poll: it reads the database) runs, as `sagan`.
+    feed_poll = _wait_done(_enqueue_signed(embedded.instance, "default", "workers.literature.poll_feed",
+                                           "00000000-0000-0000-0000-000000000000"))
+    assert feed_poll.get_status() == "finished", feed_poll.latest_result().exc_string
+    assert _uid_of_worker(feed_poll) == sagan.pw_uid
+
+    # Put on the root worker's queue, signed, a job that is not local work: refused, not run.
+    stray = _wait_done(_enqueue_signed(embedded.instance, "local", "workers.literature.poll_feed",
+                                       "00000000-0000-0000-0000-000000000000"))
+    assert stray.get_status() == "failed"
+    assert "does not run on the local queue" in stray.latest_result().exc_string
+    assert _uid_of_worker(stray) == 0
+    assert "Workers: as sagan" in embedded.output()
+
+    embedded.process.send_signal(signal.SIGTERM)
+    assert embedded.process.wait(timeout=STOP_TIMEOUT) == 0, embedded.output()

@@ -53,7 +53,9 @@ def test_each_queue_enqueues_with_its_configured_timeout(app_ctx, app):
                 "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_LOCAL"],
                 "artifacts": app.config["JOB_TIMEOUT_ARTIFACTS"]}
     for name, timeout in expected.items():
-        job = queues.enqueue(name, "services.core.auth.owner_exists")
+        # `local` takes local work only (jobs.LOCAL_JOB_FUNCTIONS); only enqueued here, never run.
+        func = "workers.code.remove_workspace" if name == "local" else "services.core.auth.owner_exists"
+        job = queues.enqueue(name, func)
         assert (job.origin, job.timeout, job.failure_ttl) == (name, timeout, queues.FAILURE_TTL)
     with pytest.raises(ValueError, match="Unknown queue 'gpu'"):
         queues.get_queue("gpu")
@@ -177,6 +179,16 @@ def test_the_artifacts_queue_is_served_only_by_a_worker_of_its_own(app):
             queue_names(parse_args(argv), {"SAGAN_LOCAL_PODS": False})
     served = [queue_names(parse_args(argv[3:]), {"SAGAN_LOCAL_PODS": True}) for argv in run_embedded.WORKERS.values()]
     assert ["artifacts"] in served and any("agents" in names for names in served)
+
+
+def test_make_run_as_root_keeps_root_for_the_local_queue_alone(app):
+    """Started as root, `make run` splits its workers: the one left as root serves `local` and
+    nothing else, the ones run as the worker account never `local` (even with local pods on)."""
+    served = {name: queue_names(parse_args(argv[3:]), {"SAGAN_LOCAL_PODS": True})
+              for name, argv in run_embedded.ROOT_WORKERS.items()}
+    assert [served[name] for name in run_embedded.ROOT_ONLY] == [["local"]]
+    unprivileged = [names for name, names in served.items() if name not in run_embedded.ROOT_ONLY]
+    assert sorted(sum(unprivileged, [])) == sorted(["agents", "dispatch", "default", "artifacts"])
 
 
 def test_sagan_worker_always_runs_jobs_in_the_app(app, job_app):
