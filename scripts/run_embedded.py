@@ -593,7 +593,7 @@ def blocked_ancestor(path: Path, account) -> Path | None:
 # cannot pass through (`/root`, where pyenv puts Python) is covered by an empty tmpfs holding
 # only the paths the worker needs, bound back in place. The account reaches its interpreter and
 # the checkout and sees nothing else of that folder; nothing outside the namespace changes.
-_REVEAL_SCRIPT = """set -e
+_REVEAL_SCRIPT = r"""set -e
 hold=$(mktemp -d)
 while [ "$1" != "--" ]; do
   covered=$1; shift; count=$1; shift
