@@ -271,9 +271,10 @@ class Stack:
         return account_command(argv, self.account, sorted({*prefixes, ROOT, self.instance}))
 
     def _hand_instance_over(self) -> None:
-        """The instance folder and its data files (database, WAL, key, Redis's files) belong to
-        the worker account, which must write them; root (web, local worker) still reaches
-        them, and they stay private to that account (make_instance_private's modes)."""
+        """The instance folder's data files (database, WAL, key, Redis's files) belong to the
+        worker account, which must write them, and the folder lets it add files but not move
+        root's (services.core.instance_security.hand_instance_to); root (web, local worker)
+        still reaches them, and they stay private to that account."""
         if self.account is None:
             return
         from services.core.instance_security import hand_instance_to

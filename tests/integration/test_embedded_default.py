@@ -7,6 +7,7 @@ Redis and never touches the developer's instance/.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -25,6 +26,9 @@ from tests.integration.test_slow_clients import LOADED_MACHINE_SECONDS
 from tests.slow_clients import HeldConnections, timed_request
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("run_embedded", ROOT / "scripts" / "run_embedded.py")
+run_embedded = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_embedded)
 OWNER_EMAIL = "embedded-owner@example.com"
 OWNER_PASSWORD = "embedded-smoke-password"
 START_TIMEOUT = 90  # the launcher waits up to 60 s for health, then up to 8 s for quiet
@@ -158,7 +162,8 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     assert "workers.launcher --queues artifacts" in names
     # What local pods must not reach: the instance folder can be passed
     # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
-    assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711
+    # (Started as root, the folder is root's with the workers' group writing in it: 1771.)
+    assert stat.S_IMODE(embedded.instance.stat().st_mode) == (0o1771 if os.geteuid() == 0 else 0o711)
     for name in ("sagan.db", "secret_key"):
         assert stat.S_IMODE((embedded.instance / name).stat().st_mode) & 0o077 == 0, name
     redis_server = next(p for p in children if "redis-server" in " ".join(p.cmdline()))
@@ -231,6 +236,15 @@ def test_embedded_default_as_root_runs_only_local_work_as_root(embedded):
             by_role.setdefault("redis", set()).add(process.uids().real)
     assert by_role == {"local": {0}, "shared": {sagan.pw_uid}, "artifacts": {sagan.pw_uid}, "redis": {sagan.pw_uid}}
     assert (embedded.instance / "sagan.db").stat().st_uid == sagan.pw_uid
+    # The folder stays root's: the workers' account adds files (SQLite's WAL) but cannot move
+    # root's folders, e.g. to put a link where the root worker makes local pods.
+    folder = embedded.instance.stat()
+    assert (folder.st_uid, folder.st_gid, stat.S_IMODE(folder.st_mode)) == (0, sagan.pw_gid, 0o1771)
+    argv, identity = run_embedded.account_command(
+        ["mv", str(embedded.instance / "local-pods"), str(embedded.instance / "moved")], sagan, [embedded.instance])
+    moved = subprocess.run(argv, capture_output=True, text=True, **identity)
+    assert moved.returncode != 0 and "Operation not permitted" in moved.stderr, moved
+    assert (embedded.instance / "local-pods").is_dir() and not (embedded.instance / "moved").exists()
 
     # A job of the shared queues (a feed poll: it reads the database) runs, as `sagan`.
     feed_poll = _wait_done(_enqueue_signed(embedded.instance, "default", "workers.literature.poll_feed",
