@@ -463,3 +463,45 @@ def test_with_no_wait_every_progress_post_refreshes_the_page(app, client, owner,
     version = _version(client.get(f"/experiments/{number}").text)
     _post_progress(app, client, token, 1)
     assert _poll(client, number, version).status_code == 200
+
+
+def test_what_besides_progress_changed_is_told_on_the_embedded_sqlite_database(app, tmp_path):
+    """The check behind the wait reads the timeline's stamps and the pods' statuses: on SQLite
+    (make run's default) does a progress event alone count as nothing else, while a note or a
+    pod's new status counts?"""
+    import flask_migrate
+
+    import config as sagan_config
+    from app import create_app
+
+    class SQLiteConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    lite = create_app(SQLiteConfig)
+    with lite.app_context():
+        flask_migrate.upgrade(directory=str(Path(__file__).resolve().parents[2] / "migrations"))
+        experiment = experiments.create_experiment({"title": "On SQLite"}, Actor("owner"))
+        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                              status="completed")
+        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                  name="sagan-lite-0", status="running")
+        db.session.add(pod)
+        db.session.commit()
+        statuses = frozenset({(str(pod.id), "running")})
+        clock.advance(timedelta(seconds=1))
+        since = clock.utcnow()
+        clock.advance(timedelta(seconds=1))
+        events.record(experiment, "progress", Actor("pod", str(pod.id), "pod"), note="10% · step 1")
+        db.session.commit()
+        assert not experiments.changed_besides_progress(experiment.number, since, statuses)
+        clock.advance(timedelta(seconds=1))
+        events.record(experiment, "note", Actor("system", None, "t"), note="A note.")
+        db.session.commit()
+        assert experiments.changed_besides_progress(experiment.number, since, statuses)
+        later = clock.utcnow()
+        assert not experiments.changed_besides_progress(experiment.number, later, statuses)
+        db.session.execute(sa.update(Pod).where(Pod.id == pod.id).values(status="exited"))
+        db.session.commit()
+        assert experiments.changed_besides_progress(experiment.number, later, statuses)
+        db.session.remove()
+        db.engine.dispose()
