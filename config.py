@@ -130,6 +130,9 @@ class Config:
     POLL_BOARD_SECONDS = _env_int("SAGAN_POLL_BOARD_SECONDS", 5)
     # The experiment page: one conditional request per interval (304 while nothing changed).
     POLL_EXPERIMENT_SECONDS = _env_int("SAGAN_POLL_EXPERIMENT_SECONDS", 5)
+    # Pods' progress posts alone refresh the experiment page at most this often (each poll
+    # otherwise rendered every panel afresh: docs/performance.md); anything else at once. 0: at once.
+    LIVE_PROGRESS_SECONDS = _env_int("SAGAN_LIVE_PROGRESS_SECONDS", 15)
 
     # --- workers and runs (SPEC §5, §7) --------------------------------------------
     HEARTBEAT_SECONDS = _env_int("SAGAN_HEARTBEAT_SECONDS", 30)

@@ -96,7 +96,8 @@ class ExperimentPage:
         plans = approvals.plan_overview(experiment)
         open_questions = questions.open_questions(experiment)
         return {
-            "experiment": experiment, "page_version": version.version, "keep_polling": not version.terminal,
+            "experiment": experiment, "page_version": version.version, "page_steady": version.steady,
+            "keep_polling": not version.terminal,
             "poll_seconds": current_app.config["POLL_EXPERIMENT_SECONDS"],
             "errors": self.errors, "preview_error": self.errors.get("preview"), **drafts,
             "stepper": stages.stepper(experiment.status, experiment.status_before_block,

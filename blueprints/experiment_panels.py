@@ -54,7 +54,8 @@ def _pods(experiment: Experiment) -> dict:
 
 
 PANELS: list[Panel] = [
-    Panel("pods", (PageWatch(Pod.updated_at, lambda e: Pod.experiment_id == e),), context=_pods),
+    Panel("pods", (PageWatch(Pod.updated_at, lambda e: Pod.experiment_id == e, moved_by_progress=True),),
+          context=_pods),
     Panel("runs", (PageWatch(AgentRun.updated_at,
                              lambda e: sa.and_(AgentRun.scope_kind == "experiment", AgentRun.scope_id == e)),)),
     Panel("plan", (PageWatch(ApprovalRequest.updated_at, lambda e: ApprovalRequest.experiment_id == e),

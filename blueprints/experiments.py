@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
-from blueprints import access
+from blueprints import access, progress_holds
 from blueprints._actions import perform, stash_for, take_stash
 from blueprints._htmx import fragment_or_page, render, unless_unchanged
 from blueprints.experiment_page import (
@@ -80,7 +80,9 @@ def detail(number: int):
     rest in sections; it refreshes itself through `live` until the experiment ends."""
     experiment = experiments.get_experiment(number)
     page = ExperimentPage.for_request(experiment)
-    response = make_response(render_template("experiments/detail.html", **page.context()))
+    html = progress_holds.rendered(number, page.context,
+                                   lambda context: render_template("experiments/detail.html", **context))
+    response = make_response(html)
     response.headers["Cache-Control"] = "no-store"  # a stashed refusal must not come back from the cache
     return response
 
@@ -91,17 +93,30 @@ def live(number: int):
     """The page's poll: 304 while nothing it shows changed since the version the page has,
     else the live panels afresh. The usual 304 is answered before Flask, in one query
     (front/quiet_polls.py); this view answers the rest (a session that needed the
-    full check, a change, no such experiment)."""
+    full check, a change, no such experiment). When only pods' progress posts moved the
+    version, and the page's version was rendered here less than LIVE_PROGRESS_SECONDS ago,
+    it stays 304 with the page's own version (`progress_holds`): a running experiment whose
+    pods post re-rendered every panel at every poll."""
     poll = experiments.live_poll(number, None)
     if poll.version is None:
         raise NotFound(f"No experiment {number}.")
+    held = progress_holds.held_version(number, request.if_none_match, poll.version)
+    if held is not None:
+        response = make_response("", 304)
+        response.set_etag(held)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
     def panels():
         page = ExperimentPage(experiments.get_experiment(number))
-        return fragment_or_page(lambda: render_template("experiments/_live.html", **page.context()),
+        return fragment_or_page(lambda: progress_holds.rendered(number, page.context, _render_live),
                                 lambda: redirect(url_for("experiments.detail", number=number), code=303))
 
     return unless_unchanged(poll.version.version, panels)
+
+
+def _render_live(context: dict) -> str:
+    return render_template("experiments/_live.html", **context)
 
 
 @bp.get("/experiments/<int:number>/timeline")

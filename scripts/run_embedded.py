@@ -14,6 +14,9 @@ What it starts, in order:
      workers.launcher`, with the scheduler; it serves the `local` queue too) and the
      artifact worker (`--queues artifacts`: large uploads' processing, in a process of its
      own so that an agent job never waits behind it).
+     Started as root, only the `local` queue gets a root worker (with the scheduler); the
+     other workers and Redis run as SAGAN_WORKER_USER (default `sagan`, created when
+     missing), which is given the instance folder and its data files (ROOT_WORKERS says why).
 Then it prints the URL and the owner credentials and watches the children. Ctrl-C or
 SIGTERM stops the web server and the workers (warm: a running job may finish), then Redis.
 A second Ctrl-C stops everything at once.
@@ -29,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -65,6 +69,21 @@ WORKERS = {
     "worker": [PYTHON, "-m", "workers.launcher"],
     "artifact-worker": [PYTHON, "-m", "workers.launcher", "--queues", "artifacts", "--no-scheduler"],
 }
+# Started as root, the same work split by what needs root. Only the `local` queue's worker
+# stays root: it starts local pods and code sandboxes as their own users behind the packet
+# filter, and its scheduler stops pods that run as another user. It runs nothing but local
+# work (services.workflow.jobs.LOCAL_JOB_FUNCTIONS). Agents, dispatches to other hosts,
+# notifications, feeds and artifacts run as the worker account (SAGAN_WORKER_USER), as in a
+# deployment (docs/deploy.md), and so does the embedded Redis.
+ROOT_WORKERS = {
+    "worker": [PYTHON, "-m", "workers.launcher", "--queues", "agents,dispatch,default", "--no-local",
+               "--no-scheduler"],
+    "local-worker": [PYTHON, "-m", "workers.launcher", "--queues", "local", "--local"],
+    "artifact-worker": [PYTHON, "-m", "workers.launcher", "--queues", "artifacts", "--no-scheduler"],
+}
+ROOT_ONLY = {"local-worker"}
+WORKER_USER_SETTING = "SAGAN_WORKER_USER"
+DEFAULT_WORKER_USER = "sagan"
 REDIS_STOP_GRACE = 10.0
 # Even a hurried stop (a second Ctrl-C) leaves Redis this long to write its snapshot: it takes
 # well under a second, and without it the queued jobs of the run are lost.
@@ -141,6 +160,8 @@ class Stack:
         self.args = args
         self.instance = Path(os.environ.get("SAGAN_INSTANCE_DIR") or ROOT / "instance").resolve()
         self.children: dict[str, subprocess.Popen] = {}
+        self.workers = WORKERS  # ROOT_WORKERS once start() has an unprivileged account for them
+        self.account = None  # that account (pwd entry) when started as root
         self.env: dict[str, str] = {}
         self.owner_lines: list[str] = []
         self.socket_dir: Path | None = None  # a temp dir we made for a long socket path
@@ -172,6 +193,7 @@ class Stack:
     def start(self) -> None:
         self.instance.mkdir(parents=True, exist_ok=True)
         self._check_port_free()
+        self._choose_worker_account()
         redis_url = self._start_redis()
         database_url = os.environ.get("DATABASE_URL", "")
         say(f"Database: {masked(database_url) if database_url else self.instance / 'sagan.db'}")
@@ -193,6 +215,7 @@ class Stack:
             sys.path.append(str(ROOT))  # this script runs from scripts/; services/ is beside it
         from services.core.instance_security import make_instance_private
         make_instance_private(self.instance)
+        self._hand_instance_over()
         # Not echoed here: the banner shows these lines once, with the URL (a generated password
         # is printed once, as the README promises).
         owner = self._flask("users", "ensure-owner", capture=True, echo=False)
@@ -204,11 +227,63 @@ class Stack:
             # The scripted code agents work only on the demo's own repository, once it exists.
             self.demo_agents.code_stage = "Code-writing stage: on" in journey
 
+        self._hand_instance_over()  # the database and key the commands above may have created
         self._spawn("web", serve.command(host=self.args.host, port=self.args.port, workers=self.args.web_workers))
-        for name, argv in WORKERS.items():
-            self._spawn(name, argv)
+        for name, argv in self.workers.items():
+            self._spawn(name, argv, as_account=name not in ROOT_ONLY)
         health = self._wait_until_ready()
         self._banner(health)
+
+    def _choose_worker_account(self) -> None:
+        """As root: the unprivileged account the workers (all but the `local` one) and Redis run
+        as, created when missing and checked to reach the code; not root: nothing to do."""
+        if os.geteuid() != 0:
+            return
+        name = (os.environ.get(WORKER_USER_SETTING) or DEFAULT_WORKER_USER).strip()
+        if name == "root":
+            say(f"Workers: every one as root ({WORKER_USER_SETTING}=root): any job runs with full rights.")
+            return
+        from services.code.system_users import UserUnavailable, ensure_user
+        try:
+            account = ensure_user(name)
+        except UserUnavailable as exc:
+            raise StartError(f"{exc} ({WORKER_USER_SETTING} names the account Sagan's workers run as).") from None
+        self.account = account
+        probe_argv, identity = self._as_account([PYTHON, "-c", "import flask, rq"])
+        try:
+            probe = subprocess.run(probe_argv, cwd=ROOT, capture_output=True, text=True, timeout=60, **identity)
+        except OSError as exc:
+            probe = subprocess.CompletedProcess(probe_argv, 127, "", str(exc))
+        if probe.returncode != 0:
+            self.account = None
+            reason = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+            raise StartError(f"The workers run as the account {name!r} when Sagan starts as root, and it cannot run "
+                             f"{PYTHON} in {ROOT} ({reason}). Make the checkout and its .venv readable by others "
+                             f"(chmod o+rX on them and the folders above), or set {WORKER_USER_SETTING}=root to run "
+                             "every worker as root (not recommended).")
+        self.workers = ROOT_WORKERS
+        say(f"Workers: as {name} (uid {account.pw_uid}); the local queue's worker as root.")
+        self._hand_instance_over()
+
+    def _as_account(self, argv: list[str]) -> tuple[list[str], dict]:
+        """`argv` as the worker account, able to reach Python, the checkout and the instance."""
+        prefixes = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(PYTHON).resolve().parent}
+        return account_command(argv, self.account, sorted({*prefixes, ROOT, self.instance}))
+
+    def _hand_instance_over(self) -> None:
+        """The instance folder's data files (database, WAL, key, Redis's files) belong to the
+        worker account, which must write them, and the folder lets it add files but not move
+        root's (services.core.instance_security.hand_instance_to); root (web, local worker)
+        still reaches them, and they stay private to that account."""
+        if self.account is None:
+            return
+        from services.core.instance_security import hand_instance_to
+        hand_instance_to(self.instance, self.account.pw_uid, self.account.pw_gid)
+        if self.socket_dir:
+            os.chown(self.socket_dir, self.account.pw_uid, self.account.pw_gid)
+        home = self.instance / "worker-home"
+        home.mkdir(mode=0o700, exist_ok=True)
+        os.chown(home, self.account.pw_uid, self.account.pw_gid)
 
     def _say_if_local_pods_cannot_start(self, env: dict) -> None:
         """Local pods start only where they can be kept off this host's services (or the owner
@@ -278,7 +353,7 @@ class Stack:
 
         sock = self.instance / "redis.sock"
         if len(str(sock)) > SOCKET_PATH_MAX:
-            self.socket_dir = Path(tempfile.mkdtemp(prefix="sagan-redis-"))
+            self.socket_dir = Path(tempfile.mkdtemp(prefix="sagan-redis-"))  # handed over with the instance
             sock = self.socket_dir / "redis.sock"
         if sock.exists():
             try:
@@ -306,7 +381,8 @@ class Stack:
             "",
         ]))
         try:
-            self._spawn("redis", [executable, str(config_path)])
+            self._hand_instance_over()  # the configuration just written, readable by Redis's account
+            self._spawn("redis", [executable, str(config_path)], as_account=True)
         except OSError as exc:
             raise StartError(REDIS_HELP.format(reason=str(exc))) from None
         deadline = time.monotonic() + 10
@@ -337,11 +413,17 @@ class Stack:
             raise StartError(f"`flask --app app {' '.join(command)}` failed with code {result.returncode}.")
         return result.stdout or ""
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def _spawn(self, name: str, argv: list[str], as_account: bool = False) -> None:
         # A new session: the terminal's Ctrl-C reaches only us, and we stop children in order.
         # Their output passes through us (unchanged), so we know when start-up went quiet.
-        child = subprocess.Popen(argv, cwd=ROOT, env=self.env or None, start_new_session=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # `as_account`: as the unprivileged worker account, when started as root.
+        identity, env = {}, self.env or None
+        if as_account and self.account is not None:
+            argv, identity = self._as_account(argv)
+            env = {**(self.env or os.environ), "HOME": str(self.instance / "worker-home"),
+                   "USER": self.account.pw_name, "LOGNAME": self.account.pw_name}
+        child = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, **identity)
         self.children[name] = child
         for stream, sink in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
             threading.Thread(target=self._forward, args=(stream, sink), daemon=True).start()
@@ -376,7 +458,7 @@ class Stack:
                     last = {"status": exc.code}
             except (OSError, ValueError):
                 pass
-            if last.get("ok") and last.get("workers", 0) >= len(WORKERS) and last.get("artifact_workers", 0) >= 1:
+            if last.get("ok") and last.get("workers", 0) >= len(self.workers) and last.get("artifact_workers", 0) >= 1:
                 return last
             time.sleep(0.3)
         say(f"Warning: not healthy after {READY_TIMEOUT:.0f} s; /healthz says {last or 'nothing'}.")
@@ -430,11 +512,11 @@ class Stack:
         """
         self.shutting_down = True
         clean = True
-        first = [name for name in ("web", *WORKERS) if name in self.children]
+        first = [name for name in ("web", *self.workers) if name in self.children]
         for name in first:
             self._signal(name, signal.SIGTERM)
         for name in first:
-            grace = WORKER_STOP_GRACE if name in WORKERS else WEB_STOP_GRACE
+            grace = WORKER_STOP_GRACE if name in self.workers else WEB_STOP_GRACE
             clean &= self._wait_or_kill(name, grace)
         if "redis" in self.children:
             self._signal("redis", signal.SIGTERM)
@@ -468,7 +550,7 @@ class Stack:
 
         while waiting():
             time.sleep(0.1)
-        if child.poll() is None and name in WORKERS:
+        if child.poll() is None and name in self.workers:
             # A second SIGTERM is RQ's cold shutdown: it kills the running job's work horse.
             say(f"The {name} is still busy; stopping its job." if not self.hurry
                 else f"Stopping the {name}'s running job (it is retried at the next start).")
@@ -488,6 +570,68 @@ class Stack:
             say(f"The {name} process ended with code {child.returncode}.")
             return False
         return True
+
+
+def _traversable(directory: Path, account) -> bool:
+    """Whether `account` (no supplementary groups) may pass through `directory` (mode bits only)."""
+    info = directory.stat()
+    if info.st_uid == account.pw_uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == account.pw_gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
+def blocked_ancestor(path: Path, account) -> Path | None:
+    """The outermost folder above `path` that `account` cannot pass through, or None."""
+    for ancestor in reversed(path.parents):
+        if not _traversable(ancestor, account):
+            return ancestor
+    return None
+
+
+# Run in a private mount namespace as root, then exec'd as the account: each folder the account
+# cannot pass through (`/root`, where pyenv puts Python) is covered by an empty tmpfs holding
+# only the paths the worker needs, bound back in place. The account reaches its interpreter and
+# the checkout and sees nothing else of that folder; nothing outside the namespace changes.
+_REVEAL_SCRIPT = r"""set -e
+hold=$(mktemp -d)
+while [ "$1" != "--" ]; do
+  covered=$1; shift; count=$1; shift
+  i=0
+  while [ "$i" -lt "$count" ]; do
+    mkdir -p "$hold/$i"; mount --rbind "$1" "$hold/$i"; eval "keep_$i=\$1"; shift; i=$((i + 1))
+  done
+  mount -t tmpfs -o mode=0755,size=64k sagan-covered "$covered"
+  i=0
+  while [ "$i" -lt "$count" ]; do
+    eval "kept=\$keep_$i"; mkdir -p "$kept"; mount --rbind "$hold/$i" "$kept"; umount -l "$hold/$i"
+    i=$((i + 1))
+  done
+done
+shift
+rm -rf "$hold"
+exec "$@"
+"""
+
+
+def account_command(argv: list[str], account, needed: list[Path]) -> tuple[list[str], dict]:
+    """`argv` run as `account`: (argv, Popen keyword arguments). Plain uid/gid switching when
+    the account reaches every `needed` path; else through _REVEAL_SCRIPT and setpriv."""
+    identity = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    outermost = [p for p in needed if not any(p != q and q in p.parents for q in needed)]
+    covered: dict[Path, list[Path]] = {}
+    for path in outermost:
+        blocked = blocked_ancestor(path, account)
+        if blocked is not None:
+            covered.setdefault(blocked, []).append(path)
+    if not covered:
+        return argv, identity
+    layout = [str(item) for blocked, paths in covered.items() for item in (blocked, len(paths), *paths)]
+    drop = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+            "--inh-caps=-all", "--"]
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _REVEAL_SCRIPT, "sh",
+            *layout, "--", *drop, *argv], {}
 
 
 def _kill_tree(pid: int) -> None:

@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated queues, in priority order (default: %(default)s)")
     parser.add_argument("--local", action="store_true", default=None,
                         help="also serve the `local` queue (default: when SAGAN_LOCAL_PODS is on)")
+    parser.add_argument("--no-local", dest="local", action="store_false",
+                        help="never add the `local` queue (`make run` as root serves it in a root worker of its own)")
     parser.add_argument("--no-scheduler", action="store_true",
                         help="do not run the scheduler thread in this process")
     parser.add_argument("--burst", action="store_true", help="quit when the queues are empty")

@@ -2,7 +2,8 @@
 
 Whoever can write to Redis can put a job on a queue. So a job is read as JSON (never
 unpickled: that alone would run a writer's code), its function must be one of
-services.workflow.jobs.JOB_FUNCTIONS (checked before the name is imported), it must carry Sagan's
+services.workflow.jobs.JOB_FUNCTIONS (checked before the name is imported) — on the `local`
+queue, whose worker may run as root, one of the shorter LOCAL_JOB_FUNCTIONS — it must carry Sagan's
 signature of its function, arguments and id (an HMAC under SECRET_KEY, services.workflow.jobs.put),
 and it may carry no callbacks (RQ would import and call those by name too). Anything else
 fails without running.
@@ -92,6 +93,9 @@ class AppContextJob(Job):
         if self.func_name not in jobs.JOB_FUNCTIONS or self.instance is not None:
             raise ForeignJob(f"Refused job {self.id}: {self.func_name!r} is not one of Sagan's job functions "
                              "(services/workflow/jobs.py), so it was not run.")
+        if self.origin == LOCAL and self.func_name not in jobs.LOCAL_JOB_FUNCTIONS:
+            raise ForeignJob(f"Refused job {self.id}: {self.func_name!r} does not run on the {LOCAL} queue, whose "
+                             "worker may be root (services.workflow.jobs.LOCAL_JOB_FUNCTIONS), so it was not run.")
         secret = (current_app if has_app_context() else job_app()).config["SECRET_KEY"]
         expected = jobs.signature(self.func_name, self.args, self.id, secret)
         given = (self.meta or {}).get("signature")

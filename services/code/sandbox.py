@@ -37,8 +37,12 @@ as soon as the command does, before its pid namespace is torn down). So:
 - sandboxes that write nothing of the host's (`own_account`: run_analysis) run as one of
   SAGAN_SANDBOX_ACCOUNTS accounts, `<SAGAN_SANDBOX_USER>-<n>`, held with a file lock for the
   time of the run, so each counts its processes alone. Worktree sandboxes stay on the one
-  sandbox account that owns the worktrees: one of them can still crowd out another code
-  sandbox running at the same moment, until its timeout.
+  sandbox account that owns the worktrees;
+- where Sagan is root and a pids cgroup controller is writable, every run (worktree or not)
+  runs in a pids cgroup of its own holding PROCESS_LIMIT (services/code/pids_cgroup.py), and
+  the account's RLIMIT_NPROC is raised to ACCOUNT_RUNS times that: a bomb in one worktree
+  sandbox no longer crowds out another on the same account. Without one, it still can,
+  until its timeout.
 
 Limits of this design (say them, don't hide them): rlimits are per process, not a cgroup
 total, so a command may use N × the memory limit with N processes (the process limit
@@ -76,13 +80,16 @@ from pathlib import Path
 
 from flask import current_app
 
-from services.code import system_users
+from services.code import pids_cgroup, system_users
 from services.core.errors import SaganError
 
 MOUNT_POINT = "/worktree"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A fork bomb stops here; a test suite with a worker pool does not (threads count too).
 PROCESS_LIMIT = 1024
+# With a pids cgroup per run holding PROCESS_LIMIT, the account's own limit lets this many
+# full runs share it (the worktree sandboxes' one account), a backstop rather than the bound.
+ACCOUNT_RUNS = 16
 # How long the end of a run waits for the kernel to empty its pid namespace.
 TEARDOWN_SECONDS = 10
 # How often a run waiting for a free account of its own looks again.
@@ -341,12 +348,12 @@ def _bwrap_args(bwrap: str, worktree: Path, *, writable: bool, limits: Limits, e
     return args
 
 
-def _prlimit_args(prlimit: str, limits: Limits) -> list[str]:
+def _prlimit_args(prlimit: str, limits: Limits, processes: int) -> list[str]:
     memory = limits.memory_mb * 1024 * 1024
     fsize = limits.tmp_mb * 1024 * 1024
     # Soft CPU limit sends SIGXCPU; the hard one, a few seconds later, SIGKILL.
     return [prlimit, f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 5}", f"--as={memory}:{memory}",
-            f"--fsize={fsize}:{fsize}", f"--nproc={PROCESS_LIMIT}:{PROCESS_LIMIT}", "--core=0:0", "--"]
+            f"--fsize={fsize}:{fsize}", f"--nproc={processes}:{processes}", "--core=0:0", "--"]
 
 
 def _data_pipe(text: str) -> int:
@@ -379,21 +386,30 @@ def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits:
         passwd_fd = _data_pipe(f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n")
         group_fd = _data_pipe(f"sandbox:x:{gid}:\n")
         info_read, info_write = os.pipe()
-        command = [*_prlimit_args(prlimit, limits),
+        # The run's own process limit where a pids cgroup can hold it; the account's limit is
+        # then only a backstop, ACCOUNT_RUNS runs wide (pids_cgroup says why).
+        cgroup = pids_cgroup.RunCgroup.make(PROCESS_LIMIT)
+        command = [*_prlimit_args(prlimit, limits, PROCESS_LIMIT * ACCOUNT_RUNS if cgroup else PROCESS_LIMIT),
                    *_bwrap_args(bwrap, worktree, writable=writable, limits=limits, extra_ro=readonly_paths(),
                                 passwd_fd=passwd_fd, group_fd=group_fd, mounts=mounts),
                    "--info-fd", str(info_write), "--", *argv]
+        # user=/group= (or setpriv, after the shell that joins the cgroup) drop privileges
+        # between fork and exec without running Python in the child (a preexec_fn is unsafe
+        # once the worker has threads, e.g. the heartbeat).
+        identity = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}
+        if cgroup:
+            command = cgroup.joining_argv(command, user.pw_uid if user else None, user.pw_gid if user else None)
+            identity = {}
         started = time.monotonic()
         try:
-            # user=/group= drop privileges between fork and exec without running Python in the
-            # child (a preexec_fn is unsafe once the worker has threads, e.g. the heartbeat).
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, env={**environment(), **(env or {})}, cwd="/", start_new_session=True,
-                close_fds=True, pass_fds=(passwd_fd, group_fd, info_write),
-                **({"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}))
+                close_fds=True, pass_fds=(passwd_fd, group_fd, info_write), **identity)
         except OSError as exc:
             os.close(info_read)
+            if cgroup:
+                cgroup.remove()
             raise SandboxUnavailable(f"Could not start the sandbox: {exc}") from None
         finally:
             for fd in (passwd_fd, group_fd, info_write):
@@ -410,6 +426,8 @@ def run(worktree: Path | str, argv: list[str], *, writable: bool = True, limits:
             if process.poll() is None:  # something above failed while the sandbox ran
                 _kill(process)
             _end_namespace(init)
+            if cgroup:
+                cgroup.remove()
     return Outcome(command=shown_as or " ".join(argv), exit_code=process.returncode, output=output,
                    seconds=time.monotonic() - started, timed_out=timed_out, output_capped=capped, limits=limits,
                    disk_capped=disk_capped)

@@ -11,7 +11,8 @@ off every address of the host (services/dispatch/backends/local_network.py). Beh
   start-up when DATABASE_URL carries none;
 - the instance folder's files (database, WAL, secret key, Redis files) are private to
   Sagan's user (`make_instance_private`), and the folder itself may only be passed through,
-  so a pod that escaped its sandbox still could not read or list them.
+  so a pod that escaped its sandbox still could not read or list them; when `make run`
+  starts as root, that user is the workers' unprivileged account (`hand_instance_to`).
 """
 from __future__ import annotations
 
@@ -76,3 +77,38 @@ def make_instance_private(instance_dir: Path | str) -> None:
             continue
         if stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
             os.chmod(path, 0o600 if stat.S_ISREG(mode) else 0o700)
+
+
+# Folders root's own work makes in the instance folder (the local backend's pods, the code
+# agents' worktrees). Made at hand-over, so that the workers' account cannot put a link of
+# its own in their place before root first uses them.
+ROOT_FOLDERS = ("local-pods", "workspaces")
+# The instance folder when its files belong to the workers' account: root's, writable by that
+# account's group so SQLite can make its WAL and journal beside the database, sticky so that
+# the account cannot rename or delete what is not its own (root's folders above), and
+# passable by others (local pods reach local-pods/), as make_instance_private has it.
+SHARED_INSTANCE_MODE = 0o1771
+
+
+def hand_instance_to(instance_dir: Path | str, uid: int, gid: int) -> None:
+    """Give the instance folder's data files to the account Sagan's unprivileged workers run
+    as when `make run` starts as root (scripts/run_embedded.py): they write the SQLite
+    database, its WAL and Redis's files, and read the key. Their modes stay as
+    make_instance_private set them (private to that account); root, which runs the web
+    server and the local worker, reaches them regardless (SQLite run by root gives a
+    journal it creates the database's owner). The folder itself stays root's
+    (SHARED_INSTANCE_MODE says why)."""
+    root = Path(instance_dir)
+    if not root.is_dir():
+        return
+    for name in ROOT_FOLDERS:
+        folder = root / name
+        if not folder.is_symlink() and not folder.exists():
+            folder.mkdir(mode=0o711)
+    os.chown(root, 0, gid)
+    os.chmod(root, SHARED_INSTANCE_MODE)
+    for name in PRIVATE_FILES:
+        try:
+            os.chown(root / name, uid, gid, follow_symlinks=False)
+        except FileNotFoundError:
+            continue

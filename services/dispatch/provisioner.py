@@ -206,8 +206,16 @@ def is_dispatch(run: AgentRun) -> bool:
     return run.kind == "experiment" and run.agent == PROVISIONER
 
 
+def dispatch_queue(run_id) -> str:
+    """Where a dispatch runs: pods on this host are started by the `local` queue's worker (the one
+    that may be root: it starts them as their own user behind the packet filter); pods elsewhere
+    by any worker on `dispatch`, which never needs root."""
+    account = db.session.scalar(sa.select(AgentRun.pod_account).where(AgentRun.id == uuid.UUID(str(run_id))))
+    return jobs.LOCAL if pod_accounts.on_this_host(account) else jobs.DISPATCH
+
+
 def enqueue_dispatch(run_id) -> str:
-    return jobs.enqueue_unique(jobs.DISPATCH, "workers.dispatch.run_dispatch", str(run_id),
+    return jobs.enqueue_unique(dispatch_queue(run_id), "workers.dispatch.run_dispatch", str(run_id),
                                job_id=dispatch_job_id(run_id))
 
 
@@ -292,7 +300,7 @@ def _check_request_size(request: PodRequest) -> None:
 
 
 def run_dispatch(run_id) -> str:
-    """The saga for one dispatch run (a job on the dispatch queue).
+    """The saga for one dispatch run (a job on the dispatch queue; `local` for pods on this host).
 
     The run is claimed with a compare-and-set (two jobs for one run: one proceeds) and
     heartbeats while the saga runs, like an agent run, so the reconciler can tell a saga

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models import Counter, Experiment, User, WorkflowEvent, db
+from models import Counter, Experiment, Pod, User, WorkflowEvent, db
 from models.experiment import StatusFacts
 from models.research import Project
 from services.core import events, input_shape, lean_reads, pod_accounts, registry
@@ -588,9 +588,11 @@ def table(args, *, per_page: int = 50) -> tuple[TablePage, dict]:
 
 @dataclass(frozen=True)
 class PageVersion:
-    """What the experiment page's poll needs: the fingerprint and whether polling goes on."""
+    """What the experiment page's poll needs: the fingerprint and whether polling goes on.
+    `steady`: the fingerprint without the parts a pod's progress post moves (`steady_part`)."""
     version: str
     terminal: bool
+    steady: str = ""
 
 
 # Written into the statement, not sent as parameters with every poll.
@@ -607,6 +609,9 @@ class PageWatch:
     edited, `scope(experiment_id)` picks the experiment's rows (a deleted row moves the count)."""
     stamp: object
     scope: Callable[[object], sa.ColumnElement]
+    # Moved by every progress post of a running pod (the pods' rows): the live poll may let
+    # such a change wait a little (`steady_part`, blueprints/experiments.py).
+    moved_by_progress: bool = False
 
 
 # What the page's poll watches, beside the experiment's own row and its timeline: set once from
@@ -655,7 +660,39 @@ def _fingerprint() -> sa.ColumnElement:
 
 def _version_of(status: str, fingerprint: str) -> PageVersion:
     return PageVersion(version=hashlib.blake2b(fingerprint.encode(), digest_size=12).hexdigest(),
-                       terminal=status in registry.TERMINAL_STATUSES)
+                       terminal=status in registry.TERMINAL_STATUSES, steady=steady_part(fingerprint))
+
+
+# Where the parts sit in the fingerprint's text: status, last edit, the timeline, then the watches.
+_TIMELINE_PART = 2
+_FIRST_WATCH_PART = 3
+
+
+def steady_part(fingerprint: str) -> str:
+    """The fingerprint without what a pod's progress post moves: the timeline's newest stamp
+    (each post is a `progress` event) and the parts of watches `moved_by_progress`. Two
+    versions with the same steady part differ by progress posts — or by something else in
+    those parts, which `changed_besides_progress` tells."""
+    parts = fingerprint.split("|")
+    moved = {_TIMELINE_PART} | {_FIRST_WATCH_PART + index for index, watch in enumerate(_page_watches)
+                                if watch.moved_by_progress}
+    return "|".join(part for index, part in enumerate(parts) if index not in moved)
+
+
+def changed_besides_progress(number: int, since, pod_statuses: frozenset) -> bool:
+    """Whether the experiment's timeline has an event other than a pod's progress since
+    `since`, or its pods are not (id, status) `pod_statuses` any more: what the page must show
+    at once, where progress posts alone may wait. Two short reads, on the changed path only."""
+    experiment_id = db.session.scalar(sa.select(Experiment.id).where(Experiment.number == number))
+    if experiment_id is None:
+        return True
+    other_event = db.session.scalar(sa.select(sa.exists().where(
+        WorkflowEvent.entity_id == experiment_id, WorkflowEvent.created_at > since,
+        WorkflowEvent.event_type != "progress")))
+    if other_event:
+        return True
+    pods = db.session.execute(sa.select(Pod.id, Pod.status).where(Pod.experiment_id == experiment_id)).all()
+    return frozenset((str(pod_id), status) for pod_id, status in pods) != pod_statuses
 
 
 @functools.cache

@@ -42,6 +42,14 @@ JOB_FUNCTIONS = frozenset({
     "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver", "workers.notify.send_email",
     "workers.literature.poll_feed", "workers.day.draft_weekly_review",
 })
+# The only functions a job on the `local` queue may name. Its worker runs as root where local
+# pods run (it starts pods and code sandboxes as their own users behind the packet filter), so
+# anything else found there — however it got there, signed or not — fails without running:
+# notification, feed or artifact work never runs as root.
+LOCAL_JOB_FUNCTIONS = frozenset({
+    "workers.agents.run_agent", "workers.code.run_test_step", "workers.code.remove_workspace",
+    "workers.dispatch.run_dispatch",
+})
 # Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
 # whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.
 SERIALIZER = JSONSerializer
@@ -67,6 +75,8 @@ def signature(func: str, args, job_id: str, secret: str) -> str:
 def put(queue_name: str, func: str, args: tuple = (), *, job_id: str | None = None, **options) -> Job:
     """Every job Sagan enqueues goes through here: signed, with Sagan's TTLs (`options` for the
     rest, e.g. retry=)."""
+    if queue_name == LOCAL and func not in LOCAL_JOB_FUNCTIONS:
+        raise ValueError(f"{func} does not run on the {LOCAL} queue (LOCAL_JOB_FUNCTIONS): its worker would refuse it.")
     job_id = job_id or uuid_lib.uuid4().hex
     args = tuple(args)
     meta = {"signature": signature(func, args, job_id, current_app.config["SECRET_KEY"])}

@@ -7,6 +7,7 @@ Redis and never touches the developer's instance/.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -25,6 +26,9 @@ from tests.integration.test_slow_clients import LOADED_MACHINE_SECONDS
 from tests.slow_clients import HeldConnections, timed_request
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("run_embedded", ROOT / "scripts" / "run_embedded.py")
+run_embedded = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_embedded)
 OWNER_EMAIL = "embedded-owner@example.com"
 OWNER_PASSWORD = "embedded-smoke-password"
 START_TIMEOUT = 90  # the launcher waits up to 60 s for health, then up to 8 s for quiet
@@ -158,7 +162,8 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     assert "workers.launcher --queues artifacts" in names
     # What local pods must not reach: the instance folder can be passed
     # through, not listed; its database and key are Sagan's alone; Redis has no TCP listener.
-    assert stat.S_IMODE(embedded.instance.stat().st_mode) == 0o711
+    # (Started as root, the folder is root's with the workers' group writing in it: 1771.)
+    assert stat.S_IMODE(embedded.instance.stat().st_mode) == (0o1771 if os.geteuid() == 0 else 0o711)
     for name in ("sagan.db", "secret_key"):
         assert stat.S_IMODE((embedded.instance / name).stat().st_mode) & 0o077 == 0, name
     redis_server = next(p for p in children if "redis-server" in " ".join(p.cmdline()))
@@ -178,3 +183,82 @@ def test_embedded_default_starts_serves_login_and_stops_cleanly(embedded):
     assert not (embedded.instance / "redis.sock").exists()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{embedded.url}/healthz", timeout=2)
+
+
+def _enqueue_signed(instance: Path, queue_name: str, func: str, *args: str):
+    """A job as Sagan puts it on the embedded Redis: JSON, signed with the instance's key."""
+    import redis
+    from rq import Queue
+
+    from services.workflow import jobs
+    secret = (instance / "secret_key").read_text().strip()
+    job_id = f"probe-{queue_name}-{os.urandom(4).hex()}"
+    connection = redis.Redis(unix_socket_path=str(instance / "redis.sock"))
+    return Queue(queue_name, connection=connection, serializer=jobs.SERIALIZER).enqueue(
+        func, args=args, job_id=job_id, meta={"signature": jobs.signature(func, list(args), job_id, secret)})
+
+
+def _wait_done(job, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job.get_status(refresh=True) in ("finished", "failed"):
+            return job
+        time.sleep(0.2)
+    pytest.fail(f"job {job.id} still {job.get_status()} after {timeout}s")
+
+
+def _uid_of_worker(job) -> int:
+    """The uid of the worker that ran `job` (its horse, a fork, has the same)."""
+    from rq import Worker
+    name = job.latest_result().worker_name
+    worker = next(w for w in Worker.all(connection=job.connection) if w.name == name)
+    return psutil.Process(worker.pid).uids().real
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the split by privilege happens only when started as root")
+def test_embedded_default_as_root_runs_only_local_work_as_root(embedded):
+    """Started as root, does `make run` run a job of a shared queue as the unprivileged worker
+    account (its horse forked from a worker whose uid is not 0), keep root for the `local`
+    queue's worker alone, run Redis unprivileged — and does that root worker refuse a job of
+    another kind put on its queue, even one carrying Sagan's signature, without running it?"""
+    import pwd
+    health = embedded.wait_healthy()
+    assert health["workers"] >= 3 and health["artifact_workers"] == 1
+    sagan = pwd.getpwnam("sagan")
+    by_role = {}
+    for process in embedded.descendants():
+        line = " ".join(process.cmdline())
+        if "workers.launcher" in line and "python" in process.name():
+            role = "local" if "--queues local" in line else "artifacts" if "--queues artifacts" in line else "shared"
+            by_role.setdefault(role, set()).add(process.uids().real)
+        elif "redis-server" in line:
+            by_role.setdefault("redis", set()).add(process.uids().real)
+    assert by_role == {"local": {0}, "shared": {sagan.pw_uid}, "artifacts": {sagan.pw_uid}, "redis": {sagan.pw_uid}}
+    assert (embedded.instance / "sagan.db").stat().st_uid == sagan.pw_uid
+    # The folder stays root's: the workers' account adds files (SQLite's WAL) but cannot move
+    # root's folders, e.g. to put a link where the root worker makes local pods.
+    folder = embedded.instance.stat()
+    assert (folder.st_uid, folder.st_gid, stat.S_IMODE(folder.st_mode)) == (0, sagan.pw_gid, 0o1771)
+    argv, identity = run_embedded.account_command(
+        ["mv", str(embedded.instance / "local-pods"), str(embedded.instance / "moved")], sagan, [embedded.instance])
+    moved = subprocess.run(argv, capture_output=True, text=True, **identity)
+    assert moved.returncode != 0 and "Operation not permitted" in moved.stderr, moved
+    assert (embedded.instance / "local-pods").is_dir() and not (embedded.instance / "moved").exists()
+
+    # A job of the shared queues (a feed poll: it reads the database) runs, as `sagan`.
+    feed_poll = _wait_done(_enqueue_signed(embedded.instance, "default", "workers.literature.poll_feed",
+                                           "00000000-0000-0000-0000-000000000000"))
+    assert feed_poll.get_status() == "finished", feed_poll.latest_result().exc_string
+    assert _uid_of_worker(feed_poll) == sagan.pw_uid
+
+    # Put on the root worker's queue, signed, a job that is not local work: refused, not run.
+    stray = _wait_done(_enqueue_signed(embedded.instance, "local", "workers.literature.poll_feed",
+                                       "00000000-0000-0000-0000-000000000000"))
+    assert stray.get_status() == "failed"
+    assert "does not run on the local queue" in stray.latest_result().exc_string
+    assert _uid_of_worker(stray) == 0
+    assert "Workers: as sagan" in embedded.output()
+
+    embedded.process.send_signal(signal.SIGTERM)
+    assert embedded.process.wait(timeout=STOP_TIMEOUT) == 0, embedded.output()

@@ -388,3 +388,120 @@ def test_a_reimport_of_older_events_moves_the_version(app, client, owner, make_e
         db.session.commit()
         assert report.events_created == 1
         assert experiments.page_version(number).version != before
+
+
+# --- progress posts wait a little (blueprints/progress_holds.py) --------------------------------
+
+def _posting_pod(app, number: int) -> tuple[uuid.UUID, str]:
+    """A running pod of the experiment with a progress token (its posts go through the real API)."""
+    from services.dispatch import tokens
+    pod_id = _add_pod(app, number)
+    secret, digest = tokens.new_token()
+    with app.app_context():
+        db.session.execute(sa.update(Pod).where(Pod.id == pod_id).values(progress_token_hash=digest))
+        db.session.commit()
+    return pod_id, secret
+
+
+def _post_progress(app, client, token: str, seq: int) -> None:
+    with app.app_context():
+        clock.advance(timedelta(seconds=1))
+    answer = client.post("/api/progress", json={"progressPct": seq, "message": f"step {seq}", "seq": seq},
+                         headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code < 300, answer.text
+
+
+def test_progress_posts_alone_refresh_the_page_at_most_every_few_seconds(app, client, owner, make_experiment,
+                                                                          monkeypatch):
+    """A running experiment's pods post progress, and each post moves the page's version. Does
+    the poll keep the page's version (304, no render) for LIVE_PROGRESS_SECONDS after the page
+    was rendered, then bring the panels with the newest progress — and does anything else (a
+    note in the timeline, a pod's status) still come at once?"""
+    from blueprints import progress_holds
+    progress_holds.forget()
+    now = [1000.0]
+    monkeypatch.setattr(progress_holds.time, "monotonic", lambda: now[0])
+    number = make_experiment("Posting pods", status="running")
+    pod_id, token = _posting_pod(app, number)
+    version = _version(client.get(f"/experiments/{number}").text)
+
+    _post_progress(app, client, token, 1)
+    with app.app_context():
+        assert experiments.page_version(number).version != version  # the post did move it
+    held = _poll(client, number, version)
+    assert held.status_code == 304 and held.headers["ETag"] == f'"{version}"'
+    now[0] += 14
+    _post_progress(app, client, token, 2)
+    assert _poll(client, number, version).status_code == 304
+
+    now[0] += 1  # LIVE_PROGRESS_SECONDS (15) after the render: the panels, with the newest post
+    fresh = _poll(client, number, version)
+    assert fresh.status_code == 200 and "2% · step 2" in fresh.text
+    version = _version(fresh.text)
+
+    _post_progress(app, client, token, 3)
+    assert _poll(client, number, version).status_code == 304
+    _note(app, number, "The analyst looked at the curves.")  # not progress: at once
+    noted = _poll(client, number, version)
+    assert noted.status_code == 200 and "The analyst looked at the curves." in noted.text
+    version = _version(noted.text)
+
+    _post_progress(app, client, token, 4)
+    with app.app_context():
+        db.session.execute(sa.update(Pod).where(Pod.id == pod_id).values(status="exited"))
+        db.session.commit()
+    stopped = _poll(client, number, version)  # a pod's status: at once, though progress came with it
+    assert stopped.status_code == 200 and "pod-exited" in stopped.text
+
+
+def test_with_no_wait_every_progress_post_refreshes_the_page(app, client, owner, make_experiment, monkeypatch):
+    from blueprints import progress_holds
+    progress_holds.forget()
+    monkeypatch.setitem(app.config, "LIVE_PROGRESS_SECONDS", 0)
+    number = make_experiment("Posting pods, no wait", status="running")
+    _pod_id, token = _posting_pod(app, number)
+    version = _version(client.get(f"/experiments/{number}").text)
+    _post_progress(app, client, token, 1)
+    assert _poll(client, number, version).status_code == 200
+
+
+def test_what_besides_progress_changed_is_told_on_the_embedded_sqlite_database(app, tmp_path):
+    """The check behind the wait reads the timeline's stamps and the pods' statuses: on SQLite
+    (make run's default) does a progress event alone count as nothing else, while a note or a
+    pod's new status counts?"""
+    import flask_migrate
+
+    import config as sagan_config
+    from app import create_app
+
+    class SQLiteConfig(sagan_config.TestConfig):
+        SQLALCHEMY_DATABASE_URI = f"sqlite:///{tmp_path / 'sagan.db'}"
+        SQLALCHEMY_ENGINE_OPTIONS: dict = {}
+    lite = create_app(SQLiteConfig)
+    with lite.app_context():
+        flask_migrate.upgrade(directory=str(Path(__file__).resolve().parents[2] / "migrations"))
+        experiment = experiments.create_experiment({"title": "On SQLite"}, Actor("owner"))
+        run = runs.create_run(kind="experiment", agent="provisioner", request="d", scope_id=experiment.id,
+                              status="completed")
+        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, account="local",
+                  name="sagan-lite-0", status="running")
+        db.session.add(pod)
+        db.session.commit()
+        statuses = frozenset({(str(pod.id), "running")})
+        clock.advance(timedelta(seconds=1))
+        since = clock.utcnow()
+        clock.advance(timedelta(seconds=1))
+        events.record(experiment, "progress", Actor("pod", str(pod.id), "pod"), note="10% · step 1")
+        db.session.commit()
+        assert not experiments.changed_besides_progress(experiment.number, since, statuses)
+        clock.advance(timedelta(seconds=1))
+        events.record(experiment, "note", Actor("system", None, "t"), note="A note.")
+        db.session.commit()
+        assert experiments.changed_besides_progress(experiment.number, since, statuses)
+        later = clock.utcnow()
+        assert not experiments.changed_besides_progress(experiment.number, later, statuses)
+        db.session.execute(sa.update(Pod).where(Pod.id == pod.id).values(status="exited"))
+        db.session.commit()
+        assert experiments.changed_besides_progress(experiment.number, later, statuses)
+        db.session.remove()
+        db.engine.dispose()

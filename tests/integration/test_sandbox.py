@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import os
 import pwd
+import re
 import shutil
 import stat
 import tempfile
@@ -477,3 +478,52 @@ def test_a_run_on_an_account_of_its_own_waits_for_a_free_one_then_refuses(app, m
         assert own.output.strip() == str(pwd.getpwnam("sagan-slot-test-1").pw_uid)
         shared = sandbox.run(folder, ["id", "-u"], writable=True, limits=limits, own_account=True)
         assert shared.output.strip() == str(pwd.getpwnam("sagan-slot-test").pw_uid)
+
+
+def test_two_worktree_sandboxes_on_one_account_each_have_their_own_process_limit(app, monkeypatch):
+    """The worktree sandboxes share one account (it owns the worktrees). While one of them
+    holds every process its limit allows, does another, started then on the same account,
+    run normally? (Without a pids cgroup per run it failed: "Creating new namespace failed".)"""
+    import threading
+
+    from services.code import pids_cgroup
+    from tests.integration.test_analysis import FORK_BOMB, _live_processes_of
+    if os.geteuid() != 0 or pids_cgroup.parent_folder() is None:
+        pytest.skip("a pids cgroup per run needs root and a writable pids controller (as where Sagan runs as root)")
+    account = "sagan-bomb-worktree"
+    monkeypatch.setitem(app.config, "SAGAN_SANDBOX_USER", account)
+    monkeypatch.setattr(sandbox, "PROCESS_LIMIT", 256)  # bounded for a shared 2-core test machine
+    folder = Path(tempfile.mkdtemp(prefix="sagan-bomb-", dir="/tmp"))  # pytest's tmp_path is root's alone
+    (folder / "bomb.py").write_text(FORK_BOMB % 10)
+    with app.app_context():
+        owner = sandbox.sandbox_user()
+    os.chown(folder, owner.pw_uid, owner.pw_gid)
+    bombed: dict = {}
+
+    def bomb():
+        with app.app_context():
+            bombed["outcome"] = sandbox.run(folder, ["python3", "bomb.py"], writable=True,
+                                            limits=sandbox.Limits.from_config(timeout=60))
+
+    thread = threading.Thread(target=bomb)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(_live_processes_of(account)) < 0.9 * sandbox.PROCESS_LIMIT and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_live_processes_of(account)) >= 0.9 * sandbox.PROCESS_LIMIT, "the bomb never filled its limit"
+        with app.app_context():
+            calm = sandbox.run(folder, ["python3", "-c", "import os; open('calm', 'w').write('x'); print('calm as', os.getuid())"],
+                               writable=True, limits=sandbox.Limits.from_config(timeout=30))
+        assert calm.ok and f"calm as {owner.pw_uid}" in calm.output, calm.describe()
+        assert (folder / "calm").exists()
+    finally:
+        thread.join(90)
+        shutil.rmtree(folder, ignore_errors=True)
+    outcome = bombed["outcome"]
+    # It forked up to its own limit (the shell, setpriv, bwrap and python count too), not past it.
+    assert outcome.ok and re.search(r"forked 2[0-5]\d as", outcome.output), outcome.describe()
+    assert _live_processes_of(account) == []
+    assert not list(pids_cgroup.parent_folder().iterdir()) or all(
+        not (entry / "cgroup.procs").read_text().strip() for entry in pids_cgroup.parent_folder().iterdir()
+        if entry.is_dir())

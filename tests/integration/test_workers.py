@@ -53,7 +53,9 @@ def test_each_queue_enqueues_with_its_configured_timeout(app_ctx, app):
                 "default": app.config["JOB_TIMEOUT_DEFAULT"], "local": app.config["JOB_TIMEOUT_LOCAL"],
                 "artifacts": app.config["JOB_TIMEOUT_ARTIFACTS"]}
     for name, timeout in expected.items():
-        job = queues.enqueue(name, "services.core.auth.owner_exists")
+        # `local` takes local work only (jobs.LOCAL_JOB_FUNCTIONS); only enqueued here, never run.
+        func = "workers.code.remove_workspace" if name == "local" else "services.core.auth.owner_exists"
+        job = queues.enqueue(name, func)
         assert (job.origin, job.timeout, job.failure_ttl) == (name, timeout, queues.FAILURE_TTL)
     with pytest.raises(ValueError, match="Unknown queue 'gpu'"):
         queues.get_queue("gpu")
@@ -179,6 +181,16 @@ def test_the_artifacts_queue_is_served_only_by_a_worker_of_its_own(app):
     assert ["artifacts"] in served and any("agents" in names for names in served)
 
 
+def test_make_run_as_root_keeps_root_for_the_local_queue_alone(app):
+    """Started as root, `make run` splits its workers: the one left as root serves `local` and
+    nothing else, the ones run as the worker account never `local` (even with local pods on)."""
+    served = {name: queue_names(parse_args(argv[3:]), {"SAGAN_LOCAL_PODS": True})
+              for name, argv in run_embedded.ROOT_WORKERS.items()}
+    assert [served[name] for name in run_embedded.ROOT_ONLY] == [["local"]]
+    unprivileged = [names for name, names in served.items() if name not in run_embedded.ROOT_ONLY]
+    assert sorted(sum(unprivileged, [])) == sorted(["agents", "dispatch", "default", "artifacts"])
+
+
 def test_sagan_worker_always_runs_jobs_in_the_app(app, job_app):
     """Does `rq worker -w workers.runtime.SaganWorker` (which passes rq's own Job class) still
     give every job an app context?"""
@@ -277,3 +289,33 @@ def test_a_pickled_job_is_never_unpickled(app, job_app, tmp_path):
     with app.app_context():
         assert redis_store.connection().hget(job.key, "status") == b"failed"
         assert after.get_status(refresh=True) == "finished"
+
+
+def test_the_local_queue_runs_only_local_work_even_when_signed(app, job_app, tmp_path):
+    """The `local` queue's worker may be root. A job there naming one of Sagan's other functions
+    (here a notification delivery) — put on Redis by whoever could write to it, or signed by
+    mistake — must fail without running; and Sagan itself refuses to enqueue one there."""
+    with app.app_context():
+        func, args, job_id = "workers.notify.deliver", ("00000000-0000-0000-0000-000000000000",), "stray-on-local"
+        signature = jobs.signature(func, args, job_id, app.config["SECRET_KEY"])
+        stray = queues.get_queue(queues.LOCAL).enqueue(func, args=args, job_id=job_id, meta={"signature": signature})
+        with pytest.raises(ValueError, match="does not run on the local queue"):
+            queues.enqueue(queues.LOCAL, "workers.notify.deliver", "00000000-0000-0000-0000-000000000000")
+    run_one_job(app, queues.LOCAL)
+    with app.app_context():
+        assert stray.get_status(refresh=True) == "failed"
+        assert "does not run on the local queue" in stray.latest_result().exc_string
+
+
+def test_a_dispatch_of_pods_on_this_host_goes_to_the_local_queue(app, app_ctx):
+    """Only the `local` queue's worker may start pods on this host (it is the one that can be
+    root); a dispatch to a remote account goes to `dispatch`, which never needs root."""
+    from services.dispatch import provisioner
+    from services.workflow import runs
+    made = {}
+    for account in ("local", "team"):
+        made[account] = runs.create_run(kind="experiment", agent=provisioner.PROVISIONER, pod_account=account,
+                                        request="Dispatch the approved spec.").id
+    db.session.commit()
+    assert provisioner.dispatch_queue(made["local"]) == queues.LOCAL
+    assert provisioner.dispatch_queue(made["team"]) == queues.DISPATCH

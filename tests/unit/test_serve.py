@@ -178,3 +178,42 @@ def test_a_redis_that_ignores_one_stop_request_is_killed_and_reported(capsys, mo
     assert stack.shutdown() is False
     assert child.returncode is not None
     assert "did not stop within" in capsys.readouterr().out
+
+
+def test_a_worker_account_reaches_a_python_behind_a_closed_folder_through_a_covered_mount():
+    """`make run` as root starts its unprivileged workers as the worker account. Where the
+    interpreter sits behind a folder that account cannot pass (pyenv under a 0700 /root), the
+    command covers that folder in a private mount namespace and binds back only what is
+    needed; where nothing is in the way, it is a plain uid/gid switch."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+    from types import SimpleNamespace
+    account = SimpleNamespace(pw_uid=64_000, pw_gid=64_000, pw_name="sagan")
+    tmp_path = Path(tempfile.mkdtemp(prefix="sagan-account-", dir="/tmp"))  # pytest's tmp_path is closed to others
+    closed, open_ = tmp_path / "closed", tmp_path / "open"
+    (closed / "python" / "bin").mkdir(parents=True)
+    (open_ / "checkout").mkdir(parents=True)
+    closed.chmod(0o700)
+    open_.chmod(0o755)
+    tmp_path.chmod(0o755)
+    for folder in tmp_path.parents:
+        if not run_embedded._traversable(folder, account):
+            shutil.rmtree(tmp_path)
+            pytest.skip(f"{folder} is closed to others on this machine")
+    assert run_embedded.blocked_ancestor(closed / "python" / "bin", account) == closed
+    assert run_embedded.blocked_ancestor(open_ / "checkout", account) is None
+
+    argv, identity = run_embedded.account_command(["python", "-m", "x"], account, [open_ / "checkout"])
+    assert argv == ["python", "-m", "x"] and identity == {"user": 64_000, "group": 64_000, "extra_groups": []}
+
+    needed = [closed / "python", closed / "python" / "bin", open_ / "checkout"]
+    argv, identity = run_embedded.account_command(["python", "-m", "x"], account, needed)
+    assert identity == {}  # setpriv drops, after the mounts
+    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
+    layout = argv[argv.index("-c") + 3:]  # after `sh -c SCRIPT sh`
+    # One covered folder, holding one path (the nested one is inside it); then the drop.
+    assert layout[:4] == [str(closed), "1", str(closed / "python"), "--"]
+    assert layout[4:9] == ["setpriv", "--reuid=64000", "--regid=64000", "--clear-groups", "--inh-caps=-all"]
+    assert layout[-3:] == ["python", "-m", "x"]
+    shutil.rmtree(tmp_path)
