@@ -85,7 +85,7 @@ def test_a_scheduled_review_is_edited_published_and_read_by_a_mentor(browser_ses
     drafted = editor.input_value()
     edited = drafted.replace("## What we learned", "The curriculum result held; the 350M repeat is next.\n\n"
                                                    "## What we learned", 1)
-    editor.fill(edited + "\nA note only the owner sees before publishing.\n")
+    editor.fill(edited + "\nEdited before publishing: the 350M repeat comes first next week.\n")
     page.get_by_role("button", name="Save as version 2").click()
     page.wait_for_url(f"**/reviews/{week}")
     assert "Version 2" in page.locator("#latest > h2").inner_text()
@@ -115,7 +115,7 @@ def test_a_scheduled_review_is_edited_published_and_read_by_a_mentor(browser_ses
         _fits(view, PHONE)
         text = view.locator("main").inner_text()
         assert "Research questions" in text and "Established" in text and "Next step" in text
-        assert "The curriculum result held" in text and "A note only the owner sees" in text
+        assert "The curriculum result held" in text and "Edited before publishing" in text
         assert "Curriculum ordering changes final loss by <1%" in text and "MODERATE confidence" in text
         for private in ("unpublished afterthought", "Spend", "Agents: $", "Drafted from the record"):
             assert private not in text, private
