@@ -217,6 +217,13 @@ ARTIFACT_USAGE_SCOPES = ["pod", "experiment"]
 FIGURE_KINDS = ["image", "html_artifact", "svg"]
 COMMENT_AUTHOR_KINDS = ["owner", "agent"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
+
+# --- Accounts (SPEC §13) -------------------------------------------------------------
+
+# The owner is the first account; collaborators and mentors come by invitation, scoped to
+# projects (services/core/permissions.py holds what each role may do).
+ACCOUNT_ROLES = ["owner", "collaborator", "mentor"]
+INVITABLE_ROLES = ["collaborator", "mentor"]
 # --- The research record (SPEC §11) ----------------------------------------------
 
 PROJECT_STATUSES = ["active", "paused", "completed", "archived"]

@@ -671,8 +671,10 @@ def _live_poll_query():
     """The poll's one statement: beside the fingerprint, the session version of the user
     the session cookie names (NULL for no such user, or no user_id), so the session check
     and the answer share one round trip. Built once, like `_page_version_query`."""
-    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
-        .scalar_subquery()
+    # Only the owner's session: a member's cookie finds no version here, so the poll goes on
+    # to Flask, whose access rule answers it (services/core/permissions.py).
+    session_version = sa.select(User.session_version) \
+        .where(User.id == sa.bindparam("user_id"), User.role == "owner").scalar_subquery()
     return sa.select(session_version, Experiment.status, _fingerprint()) \
         .where(Experiment.number == sa.bindparam("number"))
 

@@ -60,7 +60,12 @@ def test_the_known_pages_have_the_expected_rules(app):
     rule_of = {name: getattr(view, "access_rule", None) for name, view in app.view_functions.items()}
     assert rule_of["auth.login"] == ("public", None)
     assert rule_of["health.healthz"] == ("public", None)
-    for endpoint in ("board.index", "board.columns", "board.move", "board.your_turn", "auth.logout",
+    # Signing out is every account's; the members' own pages name their action (permissions.py).
+    assert rule_of["auth.logout"] == rule_of["members.home"] == ("allow", "signed_in")
+    assert rule_of["members.join"] == ("public", None)
+    for endpoint in ("members.index", "members.invite", "members.change", "members.remove", "members.withdraw"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    for endpoint in ("board.index", "board.columns", "board.move", "board.your_turn",
                      "experiments.index", "experiments.new", "experiments.detail",
                      "experiments.timeline", "experiments.live", "experiments.change_status", "experiments.edit",
                      "tokens.index", "tokens.create", "tokens.revoke"):
@@ -124,7 +129,7 @@ def test_the_known_pages_have_the_expected_rules(app):
 
 def test_owner_routes_redirect_to_login_without_a_session(app, client):
     """Does every owner route (any method) send a browser without a session to /login?"""
-    routes = list(_routes(app, {"owner"}))
+    routes = list(_routes(app, {"owner", "allow"}))
     assert len(routes) >= 14
     for method, url, rule in routes:
         response = client.open(url, method=method)
@@ -134,7 +139,7 @@ def test_owner_routes_redirect_to_login_without_a_session(app, client):
 
 def test_owner_routes_answer_htmx_with_401_and_hx_redirect(app, client):
     """Does an htmx request without a session get 401 and HX-Redirect to the login page?"""
-    for method, url, rule in _routes(app, {"owner"}):
+    for method, url, rule in _routes(app, {"owner", "allow"}):
         response = client.open(url, method=method, headers={"HX-Request": "true",
                                                             "HX-Current-URL": "http://localhost/"})
         assert response.status_code == 401, (method, url, response.status_code)
@@ -157,7 +162,7 @@ def test_api_routes_answer_401_json_without_credentials(app, client):
 def test_a_token_does_not_open_owner_pages(app, api_client):
     """Does a bearer token with every scope still not reach any owner page?"""
     scripted = api_client("read,write,dispatch,promote")
-    for method, url, rule in _routes(app, {"owner"}):
+    for method, url, rule in _routes(app, {"owner", "allow"}):
         response = scripted.open(url, method=method)
         assert not 200 <= response.status_code < 300, (method, url, response.status_code)
         assert response.status_code in (302, 401), (method, url)
@@ -249,7 +254,7 @@ def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_
             checked += 1
         elif kind == "owner_api":
             assert response.status_code == 403 and body.get("error") == "owner_session_required", (method, url)
-        elif kind == "owner":
+        elif kind in ("owner", "allow"):
             assert response.status_code in (302, 401), (method, url, response.status_code)
         elif kind == "pod":
             assert response.status_code == 401 and body.get("error") == "invalid_pod_token", (method, url)
@@ -311,7 +316,8 @@ def test_every_state_changing_route_refuses_a_session_request_without_csrf(app, 
     and no CSRF token, as a form and as htmx: 400 csrf_failed, and no row anywhere changed."""
     number = make_experiment("CSRF target", status="proposed")
     before = _row_counts(app)
-    routes = [(m, u) for m, u, k, _s in _all_routes(app) if m in UNSAFE and k in ("owner", "api", "owner_api")]
+    routes = [(m, u) for m, u, k, _s in _all_routes(app)
+              if m in UNSAFE and k in ("owner", "api", "owner_api", "allow")]
     assert len(routes) > 30
     for method, url in routes:
         url = url.replace("/1", f"/{number}", 1) if "/1" in url else url

@@ -1,0 +1,85 @@
+"""members: collaborators and mentors with accounts (SPEC §13) — a role, a removal time and
+the last activity on users, the projects each member covers, and one-time invitations
+
+Revision ID: 0027_members
+Revises: 0023_literature_search
+Create Date: 2026-12-02
+
+Every existing account is the owner (the role's server default), so the upgrade changes no
+one's access.
+"""
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects.postgresql import JSONB
+
+revision = "0027_members"
+down_revision = "0023_literature_search"
+branch_labels = None
+depends_on = None
+
+# The registry's vocabularies as they stand at this revision (a later change is a new migration).
+ACCOUNT_ROLES = ["owner", "collaborator", "mentor"]
+INVITABLE_ROLES = ["collaborator", "mentor"]
+
+
+def _within(column, values) -> str:
+    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+def upgrade():
+    with op.batch_alter_table("users") as batch:
+        batch.add_column(sa.Column("role", sa.String(16), nullable=False, server_default="owner"))
+        batch.add_column(sa.Column("removed_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=True))
+        batch.create_check_constraint(op.f("ck_users_role"), _within("role", ACCOUNT_ROLES))
+    op.create_table(
+        "member_projects",
+        sa.Column("user_id", sa.Uuid(), nullable=False),
+        sa.Column("project_id", sa.Uuid(), nullable=False),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="CASCADE",
+                                name=op.f("fk_member_projects_user_id_users")),
+        sa.ForeignKeyConstraint(["project_id"], ["projects.id"], ondelete="CASCADE",
+                                name=op.f("fk_member_projects_project_id_projects")),
+        sa.PrimaryKeyConstraint("user_id", "project_id", name=op.f("pk_member_projects")),
+    )
+    op.create_index(op.f("ix_member_projects_project_id"), "member_projects", ["project_id"])
+    op.create_table(
+        "invitations",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("email", sa.String(320), nullable=False),
+        sa.Column("display_name", sa.String(120), nullable=False),
+        sa.Column("role", sa.String(16), nullable=False),
+        sa.Column("project_ids", sa.JSON().with_variant(JSONB(), "postgresql"),
+                  nullable=False),
+        sa.Column("token_hash", sa.String(64), nullable=False),
+        sa.Column("invited_by_id", sa.Uuid(), nullable=True),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("accepted_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("user_id", sa.Uuid(), nullable=True),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.CheckConstraint(_within("role", INVITABLE_ROLES), name=op.f("ck_invitations_role")),
+        sa.ForeignKeyConstraint(["invited_by_id"], ["users.id"], ondelete="SET NULL",
+                                name=op.f("fk_invitations_invited_by_id_users")),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="SET NULL",
+                                name=op.f("fk_invitations_user_id_users")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_invitations")),
+        sa.UniqueConstraint("token_hash", name=op.f("uq_invitations_token_hash")),
+    )
+    op.create_index(op.f("ix_invitations_email"), "invitations", ["email"])
+
+
+def downgrade():
+    op.drop_index(op.f("ix_invitations_email"), table_name="invitations")
+    op.drop_table("invitations")
+    op.drop_index(op.f("ix_member_projects_project_id"), table_name="member_projects")
+    op.drop_table("member_projects")
+    # The members' accounts go with their role: only the owner's account existed before.
+    op.execute("DELETE FROM api_tokens WHERE user_id IN (SELECT id FROM users WHERE role <> 'owner')")
+    op.execute("DELETE FROM users WHERE role <> 'owner'")
+    with op.batch_alter_table("users") as batch:
+        batch.drop_constraint(op.f("ck_users_role"), type_="check")
+        batch.drop_column("last_seen_at")
+        batch.drop_column("removed_at")
+        batch.drop_column("role")
