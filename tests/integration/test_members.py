@@ -14,8 +14,7 @@ from services.core import auth as auth_service
 from services.core import clock, members, permissions
 from services.core.errors import Forbidden, ValidationError
 from tests.conftest import csrf_from
-from tests.integration.members_fixtures import (MEMBER_PASSWORD, invite, login, member_client,  # noqa: F401
-                                                owner_account, two_projects)
+from tests.integration.members_fixtures import MEMBER_PASSWORD, invite, login, owner_account
 
 
 def _counts(app) -> dict:
