@@ -1,0 +1,84 @@
+"""Members in Chromium (issue 29, first step): the owner invites a collaborator to one project
+from Settings → Members and copies the link; the collaborator sets a password and lands on
+their own page, which names only their project; the owner's pages answer them with a refusal;
+removing them (after a confirmation) ends their session. At 390 and 1280 px, light and dark."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from models import Project, db
+from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+
+PASSWORD = "collaborator-password-1"
+
+
+def _photograph(page, name: str) -> None:
+    """With SAGAN_SCREENSHOTS_DIR set (docs/screenshots/README.md), keep what each one sees."""
+    shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
+    if shots:
+        page.screenshot(path=str(Path(shots) / name), full_page=True)
+
+
+def _fits(page, what: str) -> None:
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"{what} is {overflow}px too wide"
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_invite_join_refuse_and_remove(app, browser_session, owner_account, viewport, scheme):
+    with app.app_context():
+        db.session.add_all([Project(slug="emergent", title="Emergent misalignment from narrow finetuning"),
+                            Project(slug="sleeper", title="Sleeper agents at small scale")])
+        db.session.commit()
+    size = "phone" if viewport is PHONE else "desktop"
+    owner = browser_session(viewport, color_scheme=scheme)
+    page = owner.login()
+    page.goto("/settings")
+    page.get_by_role("link", name="Members and invitations").click()
+    expect(page.get_by_text("No invitation is waiting.")).to_be_visible()
+    page.get_by_label("Email").fill("grace@example.org")
+    page.get_by_label("Name (optional)").fill("Grace")
+    page.get_by_label("Emergent misalignment from narrow finetuning").check()
+    page.get_by_role("button", name="Invite").click()
+    link = page.locator("#invitation-link").input_value()
+    assert "/join/inv_" in link
+    _fits(page, "the members page")
+    _photograph(page, f"members-invited-{size}-{scheme}.png")
+
+    newcomer = browser_session(viewport, color_scheme=scheme)
+    joining = newcomer.page
+    joining.goto(link)
+    expect(joining.get_by_text("invited as a collaborator")).to_be_visible()
+    assert "Sleeper agents" not in joining.content()
+    _fits(joining, "the join page")
+    _photograph(joining, f"member-join-{size}-{scheme}.png")
+    joining.get_by_label("Password", exact=False).first.fill(PASSWORD)
+    joining.get_by_label("Password again").fill(PASSWORD)
+    joining.get_by_role("button", name="Create my account").click()
+    joining.wait_for_url("**/welcome")
+    expect(joining.get_by_role("heading", name="Welcome, Grace")).to_be_visible()
+    expect(joining.get_by_text("Emergent misalignment from narrow finetuning")).to_be_visible()
+    assert "Sleeper agents" not in joining.content()
+    _fits(joining, "the member's page")
+    _photograph(joining, f"member-home-{size}-{scheme}.png")
+    refused = joining.goto("/")
+    assert refused.status == 403
+    expect(joining.get_by_text("cannot open this")).to_be_visible()
+
+    page.goto("/settings/members")
+    member = page.locator(".member", has_text="grace@example.org")
+    expect(member).to_contain_text("last active just now")
+    _photograph(page, f"members-{size}-{scheme}.png")
+    page.once("dialog", lambda dialog: dialog.accept())
+    member.get_by_role("button", name="Remove").click()
+    expect(page.locator(".member.removed", has_text="grace@example.org")).to_contain_text("removed")
+
+    joining.goto("/welcome")
+    joining.wait_for_url("**/login**")
+    assert_clean(owner)
+    assert_clean(newcomer)
