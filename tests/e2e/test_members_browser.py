@@ -1,4 +1,4 @@
-"""Members in Chromium (issue 29, first step): the owner invites a collaborator to one project
+"""Members in Chromium (SPEC §13, the first step): the owner invites a collaborator to one project
 from Settings → Members and copies the link; the collaborator sets a password and lands on
 their own page, which names only their project; the owner's pages answer them with a refusal;
 removing them (after a confirmation) ends their session. At 390 and 1280 px, light and dark."""

@@ -371,7 +371,7 @@ def test_the_bad_token_count_is_shared_by_every_process(app, api_client):
     assert bad.get("/api/statuses", headers={"Authorization": "Bearer sk_guess-2"}).status_code == 429
 
 
-# --- every route, walked with every role (SPEC §13, issue 29) ------------------------------------
+# --- every route, walked with every role (SPEC §13) ----------------------------------------------
 
 def _endpoint_routes(app):
     """(method, url, kind, scope, endpoint) for every route but static."""

@@ -1,4 +1,4 @@
-"""Members (SPEC §13, issue 29 step 1): invitations that expire and work once, the join form
+"""Members (SPEC §13), the first step: invitations that expire and work once, the join form
 with the owner's password rules, Settings → Members (roles, projects, last activity), and
 removal ending a member's sessions and tokens at once. Every bad form changes nothing."""
 from __future__ import annotations
