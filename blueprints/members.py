@@ -1,8 +1,8 @@
 """Members (SPEC §13): the owner's Settings → Members page, the invitation link a new member
-follows to set a password, and a member's home page. Thin: services/core/members.py decides."""
+follows to set a password, a member's home page and the read-only pages of their projects. Thin: services/core/members.py decides."""
 from __future__ import annotations
 
-from flask import Blueprint, make_response, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, make_response, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_user
 
 from blueprints import access
@@ -10,7 +10,9 @@ from blueprints._actions import perform, stash_for, take_stash
 from services.core import auth, members, permissions, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
-from services.research import projects
+from services.research import narratives, projects
+from services.results import results
+from services.workflow import experiments
 
 bp = Blueprint("members", __name__)
 _STASH = "members"
@@ -140,4 +142,52 @@ def home():
     if account.is_owner:
         return redirect(url_for("board.index"))
     mine = members.projects_by_member([account])[account.id]
-    return render_template("members/home.html", account=account, projects=mine)
+    return render_template("members/home.html", account=account, projects=mine,
+                           may_read=permissions.role_may(account.role, "read_project"))
+
+
+def _member_project(slug: str, action: str):
+    """The project `slug` if the signed-in member may do `action` there, else 404: another
+    project's page answers as one that does not exist (permissions.can decides)."""
+    project = projects.find(slug)
+    if project is None or not permissions.can(current_user._get_current_object(), action, project):
+        abort(404)
+    return project
+
+
+@bp.get("/m/<slug>")
+@access.allow("read_project")
+def project(slug: str):
+    """A member's read-only view of one of their projects: its question and summary, the
+    published narrative, and — as the role allows — its experiments, beliefs and papers.
+    No forms, no costs, no runs, no agent logs. The owner has the full page."""
+    found = _member_project(slug, "read_project")
+    account = current_user._get_current_object()
+    if account.is_owner:
+        return redirect(url_for("projects.detail", slug=slug))
+    published = narratives.shown(narratives.published(found.id)) \
+        if permissions.can(account, "read_narrative", found) else None
+    return render_template("members/project.html", page=projects.page(found), narrative=published,
+                           may={action: permissions.can(account, action, found)
+                                for action in ("read_experiment", "read_belief", "read_literature")})
+
+
+@bp.get("/m/<slug>/experiments/<int:number>")
+@access.allow("read_experiment")
+def experiment(slug: str, number: int):
+    """One experiment of a member's project: what it asks, where it stands and its promoted
+    result. An experiment of another project (or of none) answers 404 whichever project's
+    path it is asked under."""
+    found = _member_project(slug, "read_experiment")
+    account = current_user._get_current_object()
+    if account.is_owner:
+        return redirect(url_for("experiments.detail", number=number))
+    try:
+        record = experiments.get_experiment(number)
+    except NotFound:
+        abort(404)
+    if record.project_id != found.id or not permissions.can(account, "read_experiment", record):
+        abort(404)
+    promotion = results.promotion_of(record) if permissions.can(account, "read_result", record) else None
+    return render_template("members/experiment.html", project=found, experiment=record,
+                           question=results.original_question(record), promotion=promotion)

@@ -448,3 +448,15 @@ def test_a_members_token_reaches_no_route(app, member_client, monkeypatch):
         if kind == "api":  # a scope the role cannot hold is missing; the rest are not for the role
             assert answer.status_code == 403, (method, url)
             assert answer.get_json()["error"] in ("not_for_your_role", "missing_scope"), (method, url)
+
+
+def test_no_two_routes_share_a_path_and_method(app):
+    """A second rule on a taken path is silently shadowed (or shadows the first): a page
+    opened to members on an owner page's path would take the owner's page over."""
+    seen, twice = set(), []
+    for rule in app.url_map.iter_rules():
+        converters = re.sub(r"<(?:[a-z]+:)?[a-z_]+>", "<>", rule.rule)
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            key = (converters, method)
+            (twice.append(key) if key in seen else seen.add(key))
+    assert twice == []

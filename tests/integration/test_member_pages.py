@@ -1,0 +1,142 @@
+"""A member's read-only pages of their projects (SPEC §13): the project (question, summary,
+narrative; experiments, beliefs and papers as the role allows) and an experiment (question,
+status, promoted result; never runs, costs or agent logs). Anything of another project — by
+slug, by number under their own project's path, an experiment with no project, a number
+that does not exist — answers the same 404."""
+from __future__ import annotations
+
+import uuid
+
+import sqlalchemy as sa
+
+from models import AgentRun, Belief, Experiment, LiteratureItem, Project, db
+from services.core.actors import Actor
+from services.results import results
+
+OWNER = Actor("owner", None, "Owner")
+
+
+def _seed(app, make_experiment, project_ids) -> dict:
+    """An experiment in each project (one with a promoted result and an agent run with a cost),
+    one with no project, a belief and a paper in project A."""
+    alpha, beta = (uuid.UUID(p) for p in project_ids)
+    numbers = {"alpha": make_experiment("Alpha curriculum run", status="awaiting_promotion"),
+               "beta": make_experiment("Beta secret sweep", status="proposed"),
+               "loose": make_experiment("Unfiled scratch", status="proposed")}
+    with app.app_context():
+        for key, project_id in (("alpha", alpha), ("beta", beta)):
+            db.session.execute(sa.update(Experiment).where(Experiment.number == numbers[key])
+                               .values(project_id=project_id))
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == numbers["alpha"]))
+        experiment.hypothesis = "Easy-to-hard ordering lowers the final loss."
+        results.save_clean_result(experiment, "<p>The curriculum changed the loss by 0.4%.</p>", OWNER,
+                                  title="Curriculum ordering barely matters (LOW confidence)")
+        results.promote(experiment, "shared", OWNER, confirm_lint=True)
+        db.session.add(AgentRun(id=uuid.uuid4(), kind="apply", agent="code-writer-secret-log", request="r",
+                                status="completed", scope_id=experiment.id, cost_usd=12.34))
+        db.session.add(Belief(number=1, title="Ordering is a second-order effect", project_id=alpha,
+                              current_belief="Within noise at 125M.", status="supported", confidence="LOW"))
+        db.session.add(LiteratureItem(title="Curriculum learning revisited", project_id=alpha, authors=["Bengio"],
+                                      match_key="curriculum-learning-revisited",
+                                      year=2009))
+        db.session.commit()
+    return numbers
+
+
+def test_a_collaborator_reads_their_project_and_its_experiment(app, make_experiment, two_projects, member_client):
+    numbers = _seed(app, make_experiment, two_projects)
+    ada = member_client("ada@example.org", "collaborator", projects=(0,))
+    home = ada.get("/welcome")
+    assert 'href="/m/alpha"' in home.text and "/m/beta" not in home.text
+    page = ada.get("/m/alpha")
+    assert page.status_code == 200
+    # The experiment is listed by its title, which its clean result's title replaced.
+    for shown in ("Alpha project", "Curriculum ordering barely matters", "Ordering is a second-order effect",
+                  "Curriculum learning revisited"):
+        assert shown in page.text, shown
+    for hidden in ("Beta secret sweep", "Unfiled scratch", "<form method=\"post\" action=\"/projects"):
+        assert hidden not in page.text, hidden
+    experiment = ada.get(f"/m/alpha/experiments/{numbers['alpha']}")
+    assert experiment.status_code == 200
+    assert "Asked: Alpha curriculum run" in experiment.text
+    assert "Easy-to-hard ordering" in experiment.text and "changed the loss by 0.4%" in experiment.text
+    for hidden in ("code-writer-secret-log", "12.34", "Runs", "Move to"):
+        assert hidden not in experiment.text, hidden
+
+
+def test_another_projects_records_answer_as_if_they_did_not_exist(app, make_experiment, two_projects,
+                                                                   member_client):
+    numbers = _seed(app, make_experiment, two_projects)
+    bea = member_client("bea@example.org", "collaborator", projects=(1,))
+    missing = bea.get("/m/no-such-project")
+    assert missing.status_code == 404
+    for path in ("/m/alpha", f"/m/alpha/experiments/{numbers['alpha']}",
+                 f"/m/beta/experiments/{numbers['alpha']}",   # A's number under B's own path
+                 f"/m/beta/experiments/{numbers['loose']}",   # an experiment of no project
+                 "/m/beta/experiments/999999", "/m/beta/experiments/99999999999999999999"):
+        answer = bea.get(path)
+        assert answer.status_code == 404, path
+        assert answer.text == missing.text, path  # not a word more than for what does not exist
+    assert bea.get(f"/m/beta/experiments/{numbers['beta']}").status_code == 200
+    # The owner's own routes for the same records are not the member's: one 403 for all.
+    for path in (f"/experiments/{numbers['alpha']}", f"/experiments/{numbers['beta']}", "/experiments/999999",
+                 f"/api/experiments/{numbers['alpha']}", "/p/alpha"):  # the owner's project page
+        assert bea.get(path).status_code == 403, path
+
+
+def test_a_mentor_reads_the_project_but_not_its_experiments_beliefs_or_papers(app, make_experiment, two_projects,
+                                                                              member_client):
+    numbers = _seed(app, make_experiment, two_projects)
+    cy = member_client("cy@example.org", "mentor", projects=(0,))
+    page = cy.get("/m/alpha")
+    assert page.status_code == 200 and "Alpha project" in page.text
+    for hidden in ("Curriculum ordering barely matters", "Ordering is a second-order effect", "Curriculum learning revisited"):
+        assert hidden not in page.text, hidden
+    for number in (numbers["alpha"], 999999):
+        assert cy.get(f"/m/alpha/experiments/{number}").status_code == 403  # the same for every number
+
+
+def test_a_member_removed_from_a_project_loses_it_at_their_next_request(app, client, make_experiment,
+                                                                        two_projects, member_client):
+    from tests.conftest import csrf_from
+    numbers = _seed(app, make_experiment, two_projects)
+    dee = member_client("dee@example.org", "collaborator", projects=(0,))
+    assert dee.get(f"/m/alpha/experiments/{numbers['alpha']}").status_code == 200
+    page = client.get("/settings/members")
+    client.post(f"/settings/members/{dee.member_id}", data={"role": "collaborator", "projects": [two_projects[1]],
+                                                            "csrf_token": csrf_from(page.text)})
+    assert dee.get(f"/m/alpha/experiments/{numbers['alpha']}").status_code == 404
+    assert dee.get("/m/alpha").status_code == 404
+
+
+def test_the_owner_is_sent_to_the_full_pages(app, client, make_experiment, two_projects):
+    numbers = _seed(app, make_experiment, two_projects)
+    assert client.get("/m/alpha").headers["Location"] == "/p/alpha"
+    assert client.get(f"/m/alpha/experiments/{numbers['alpha']}").headers["Location"] == \
+        f"/experiments/{numbers['alpha']}"
+
+
+def test_the_project_page_reads_in_a_constant_number_of_queries(app, make_experiment, two_projects, member_client):
+    """More experiments, beliefs and papers, the same statements."""
+    from tests.integration.queries import counting_queries
+    _seed(app, make_experiment, two_projects)
+    eve = member_client("eve@example.org", "collaborator", projects=(0,))
+    eve.get("/m/alpha")
+    with counting_queries() as few:
+        eve.get("/m/alpha")
+    with app.app_context():
+        alpha = db.session.scalar(sa.select(Project.id).where(Project.slug == "alpha"))
+        for i in range(20):
+            db.session.add(Belief(number=100 + i, title=f"Belief {i}", project_id=alpha, status="active",
+                                  confidence="LOW"))
+            db.session.add(LiteratureItem(title=f"Paper {i}", project_id=alpha, match_key=f"paper-{i}"))
+        db.session.commit()
+    for i in range(20):
+        number = make_experiment(f"More {i}", status="proposed")
+        with app.app_context():
+            db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(project_id=alpha))
+            db.session.commit()
+    with counting_queries() as many:
+        page = eve.get("/m/alpha")
+    assert "More 19" in page.text and "Paper 19" in page.text
+    assert len(many) == len(few)
