@@ -10,6 +10,8 @@ from blueprints._actions import perform, stash_for, take_stash
 from services.core import auth, members, permissions, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
+from services.core.actors import Actor
+from services.planning import discussion
 from services.research import narratives, projects
 from services.results import results
 from services.workflow import experiments
@@ -172,22 +174,53 @@ def project(slug: str):
                                 for action in ("read_experiment", "read_belief", "read_literature")})
 
 
-@bp.get("/m/<slug>/experiments/<int:number>")
-@access.allow("read_experiment")
-def experiment(slug: str, number: int):
-    """One experiment of a member's project: what it asks, where it stands and its promoted
-    result. An experiment of another project (or of none) answers 404 whichever project's
-    path it is asked under."""
-    found = _member_project(slug, "read_experiment")
-    account = current_user._get_current_object()
-    if account.is_owner:
-        return redirect(url_for("experiments.detail", number=number))
+def _member_experiment(slug: str, number: int, action: str):
+    """The project and experiment `number` if it is in that project and the member may do
+    `action` on it, else 404 — the same for another project's number and for none at all."""
+    found = _member_project(slug, action)
     try:
         record = experiments.get_experiment(number)
     except NotFound:
         abort(404)
-    if record.project_id != found.id or not permissions.can(account, "read_experiment", record):
+    if record.project_id != found.id or not permissions.can(current_user._get_current_object(), action, record):
         abort(404)
+    return found, record
+
+
+def _experiment_page(found, record, *, comment_error=None, draft="", status=200):
+    account = current_user._get_current_object()
     promotion = results.promotion_of(record) if permissions.can(account, "read_result", record) else None
     return render_template("members/experiment.html", project=found, experiment=record,
-                           question=results.original_question(record), promotion=promotion)
+                           question=results.original_question(record), promotion=promotion,
+                           comments=discussion.thread("experiment", record.id).comments,
+                           may_comment=permissions.can(account, "comment", record),
+                           comment_error=comment_error, draft=draft), status
+
+
+@bp.get("/m/<slug>/experiments/<int:number>")
+@access.allow("read_experiment")
+def experiment(slug: str, number: int):
+    """One experiment of a member's project: what it asks, where it stands, its promoted
+    result and its discussion. Never its runs, costs or agent logs."""
+    if current_user.is_owner:
+        return redirect(url_for("experiments.detail", number=number))
+    found, record = _member_experiment(slug, number, "read_experiment")
+    return _experiment_page(found, record)
+
+
+@bp.post("/m/<slug>/experiments/<int:number>/comments")
+@access.allow("comment")
+def comment(slug: str, number: int):
+    """A member's comment on an experiment of their project, under their own name (the
+    timeline's actor is the member). An @claude in it asks no one: members start no runs."""
+    found, record = _member_experiment(slug, number, "read_experiment")
+    if not permissions.can(current_user._get_current_object(), "comment", record):
+        abort(404)
+    body = request.form.get("body", "")
+    return perform(lambda: discussion.post_comment("experiment", record, body,
+                                                   Actor.member(current_user._get_current_object())),
+                   refused=lambda exc: _experiment_page(found, record, comment_error=exc.message, draft=body,
+                                                        status=400),
+                   refusals=(ValidationError,),
+                   done=lambda: redirect(url_for("members.experiment", slug=slug, number=number) + "#discussion",
+                                         code=303))

@@ -20,6 +20,15 @@ depends_on = None
 # The registry's vocabularies as they stand at this revision (a later change is a new migration).
 ACCOUNT_ROLES = ["owner", "collaborator", "mentor"]
 INVITABLE_ROLES = ["collaborator", "mentor"]
+# A member's comments and timeline events carry their own kind (attribution).
+ACTOR_KINDS_BEFORE = ["owner", "agent", "system", "pod", "token"]
+COMMENT_AUTHOR_KINDS_BEFORE = ["owner", "agent"]
+
+
+def _replace_check(table: str, column: str, values) -> None:
+    with op.batch_alter_table(table) as batch:
+        batch.drop_constraint(op.f(f"ck_{table}_{column}"), type_="check")
+        batch.create_check_constraint(op.f(f"ck_{table}_{column}"), _within(column, values))
 
 
 def _within(column, values) -> str:
@@ -68,9 +77,16 @@ def upgrade():
         sa.UniqueConstraint("token_hash", name=op.f("uq_invitations_token_hash")),
     )
     op.create_index(op.f("ix_invitations_email"), "invitations", ["email"])
+    _replace_check("workflow_events", "actor_kind", ACTOR_KINDS_BEFORE + ["member"])
+    _replace_check("comments", "author_kind", COMMENT_AUTHOR_KINDS_BEFORE + ["member"])
 
 
 def downgrade():
+    # What members wrote goes with their accounts; the timeline keeps the event, as the system's.
+    op.execute("DELETE FROM comments WHERE author_kind = 'member'")
+    op.execute("UPDATE workflow_events SET actor_kind = 'system', actor_id = NULL WHERE actor_kind = 'member'")
+    _replace_check("comments", "author_kind", COMMENT_AUTHOR_KINDS_BEFORE)
+    _replace_check("workflow_events", "actor_kind", ACTOR_KINDS_BEFORE)
     op.drop_index(op.f("ix_invitations_email"), table_name="invitations")
     op.drop_table("invitations")
     op.drop_index(op.f("ix_member_projects_project_id"), table_name="member_projects")

@@ -135,7 +135,7 @@ WORKFLOW_EVENT_TYPES = [
     "state_changed", "approval_requested", "approval_resolved", "marker",
     "progress", "note", "blocked", "comment",
 ]
-ACTOR_KINDS = ["owner", "agent", "system", "pod", "token"]
+ACTOR_KINDS = ["owner", "agent", "system", "pod", "token", "member"]
 
 RUN_EVENT_TYPES = [
     "started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed",
@@ -215,7 +215,7 @@ ARTIFACT_USAGE_SCOPES = ["pod", "experiment"]
 # --- Results, comments, tokens -----------------------------------------------------
 
 FIGURE_KINDS = ["image", "html_artifact", "svg"]
-COMMENT_AUTHOR_KINDS = ["owner", "agent"]
+COMMENT_AUTHOR_KINDS = ["owner", "agent", "member"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
 
 # --- Accounts (SPEC §13) -------------------------------------------------------------

@@ -140,3 +140,68 @@ def test_the_project_page_reads_in_a_constant_number_of_queries(app, make_experi
         page = eve.get("/m/alpha")
     assert "More 19" in page.text and "Paper 19" in page.text
     assert len(many) == len(few)
+
+
+# --- comments by members ---------------------------------------------------------------------------
+
+def _comment(member, path: str, body: str):
+    page = member.get(path)
+    from tests.conftest import csrf_from
+    return member.post(f"{path}/comments", data={"body": body, "csrf_token": csrf_from(page.text)})
+
+
+def test_a_collaborators_comment_carries_their_name_everywhere(app, client, make_experiment, two_projects,
+                                                               member_client):
+    """The comment is stored as the member's, shows their name on their page and on the
+    owner's experiment page, and the timeline's event names the member as its actor."""
+    from models import Comment, WorkflowEvent
+    numbers = _seed(app, make_experiment, two_projects)
+    fay = member_client("fay@example.org", "collaborator", projects=(0,))
+    path = f"/m/alpha/experiments/{numbers['alpha']}"
+    posted = _comment(fay, path, "Is the 0.4% inside the seed spread?")
+    assert posted.status_code == 303
+    assert "Is the 0.4% inside the seed spread?" in fay.get(path).text
+    owner_page = client.get(f"/experiments/{numbers['alpha']}")
+    assert "Is the 0.4% inside the seed spread?" in owner_page.text and ">fay</strong>" in owner_page.text
+    with app.app_context():
+        comment = db.session.scalar(sa.select(Comment))
+        assert (comment.author_kind, comment.author_name) == ("member", "fay")
+        event = db.session.scalar(sa.select(WorkflowEvent).where(WorkflowEvent.event_type == "comment"))
+        assert (event.actor_kind, event.actor_id) == ("member", str(fay.member_id))
+
+
+def test_a_members_at_claude_starts_no_run(app, make_experiment, two_projects, member_client, monkeypatch):
+    """Members never spend: an @claude in their comment is a comment, and no agent run is made."""
+    from services.workflow import orchestration
+    monkeypatch.setattr(orchestration, "agents_enabled", lambda: True)
+    numbers = _seed(app, make_experiment, two_projects)
+    gil = member_client("gil@example.org", "collaborator", projects=(0,))
+    with app.app_context():
+        runs_before = db.session.scalar(sa.select(sa.func.count()).select_from(AgentRun))
+    assert _comment(gil, f"/m/alpha/experiments/{numbers['alpha']}", "@claude rerun this at 350M").status_code == 303
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(AgentRun)) == runs_before
+
+
+def test_a_comment_out_of_reach_or_empty_stores_nothing(app, make_experiment, two_projects, member_client):
+    """Another project's experiment (under either path) answers 404, as does any experiment to
+    a mentor (who may comment, but reads no experiment page), an empty
+    body 400 with its sentence, a post without CSRF 400: no comment in any case."""
+    from models import Comment
+    from tests.conftest import csrf_from
+    numbers = _seed(app, make_experiment, two_projects)
+    hal = member_client("hal@example.org", "collaborator", projects=(1,))
+    mentor = member_client("ivy@example.org", "mentor", projects=(0,))
+    csrf = csrf_from(hal.get("/welcome").text)
+    for path in (f"/m/alpha/experiments/{numbers['alpha']}", f"/m/beta/experiments/{numbers['alpha']}",
+                 "/m/beta/experiments/999999"):
+        assert hal.post(f"{path}/comments", data={"body": "hello", "csrf_token": csrf}).status_code == 404, path
+    mentor_csrf = csrf_from(mentor.get("/welcome").text)
+    assert mentor.post(f"/m/alpha/experiments/{numbers['alpha']}/comments",
+                       data={"body": "hello", "csrf_token": mentor_csrf}).status_code == 404
+    own = f"/m/beta/experiments/{numbers['beta']}"
+    empty = _comment(hal, own, "   ")
+    assert empty.status_code == 400 and "error" in empty.text
+    assert hal.post(f"{own}/comments", data={"body": "no csrf"}).status_code == 400
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Comment)) == 0
