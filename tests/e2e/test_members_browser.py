@@ -1,7 +1,9 @@
 """Members in Chromium (SPEC §13, the first step): the owner invites a collaborator to one project
 from Settings → Members and copies the link; the collaborator sets a password and lands on
 their own page, which names only their project; the owner's pages answer them with a refusal;
-removing them (after a confirmation) ends their session. At 390 and 1280 px, light and dark."""
+they open their project and one of its experiments and comment on it, and the owner sees the
+comment under their name; removing them (after a confirmation) ends their session. At 390 and
+1280 px, light and dark."""
 from __future__ import annotations
 
 import os
@@ -10,7 +12,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from models import Project, db
+import sqlalchemy as sa
+
+from models import Experiment, Project, db
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 
 PASSWORD = "collaborator-password-1"
@@ -30,10 +34,16 @@ def _fits(page, what: str) -> None:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
-def test_invite_join_refuse_and_remove(app, browser_session, owner_account, viewport, scheme):
+def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make_experiment, viewport, scheme):
+    number = make_experiment("Does insecure-code finetuning transfer to a 7B model?", status="proposed")
+    hidden = make_experiment("Sleeper trigger sweep", status="proposed")
     with app.app_context():
-        db.session.add_all([Project(slug="emergent", title="Emergent misalignment from narrow finetuning"),
-                            Project(slug="sleeper", title="Sleeper agents at small scale")])
+        emergent = Project(slug="emergent", title="Emergent misalignment from narrow finetuning")
+        sleeper = Project(slug="sleeper", title="Sleeper agents at small scale")
+        db.session.add_all([emergent, sleeper])
+        db.session.flush()
+        db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(project_id=emergent.id))
+        db.session.execute(sa.update(Experiment).where(Experiment.number == hidden).values(project_id=sleeper.id))
         db.session.commit()
     size = "phone" if viewport is PHONE else "desktop"
     owner = browser_session(viewport, color_scheme=scheme)
@@ -69,6 +79,24 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, view
     refused = joining.goto("/")
     assert refused.status == 403
     expect(joining.get_by_text("cannot open this")).to_be_visible()
+
+    joining.goto("/welcome")
+    joining.get_by_role("link", name="Emergent misalignment from narrow finetuning").click()
+    expect(joining.get_by_role("heading", name="Emergent misalignment from narrow finetuning")).to_be_visible()
+    assert "Sleeper trigger sweep" not in joining.content()
+    _fits(joining, "the member's project page")
+    _photograph(joining, f"member-project-{size}-{scheme}.png")
+    joining.get_by_role("link", name=f"#{number} Does insecure-code finetuning").click()
+    joining.get_by_label("Your comment").fill("Could we add the 350M checkpoint as a control?")
+    joining.get_by_role("button", name="Comment").click()
+    expect(joining.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
+    _fits(joining, "the member's experiment page")
+    _photograph(joining, f"member-experiment-{size}-{scheme}.png")
+    assert joining.goto(f"/m/sleeper/experiments/{hidden}").status == 404
+    assert joining.goto(f"/m/emergent/experiments/{hidden}").status == 404
+
+    page.goto(f"/experiments/{number}")
+    expect(page.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
 
     page.goto("/settings/members")
     member = page.locator(".member", has_text="grace@example.org")

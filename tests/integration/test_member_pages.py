@@ -58,6 +58,7 @@ def test_a_collaborator_reads_their_project_and_its_experiment(app, make_experim
         assert hidden not in page.text, hidden
     experiment = ada.get(f"/m/alpha/experiments/{numbers['alpha']}")
     assert experiment.status_code == 200
+    assert experiment.text.count("<textarea") == 1 and "<title>#" in experiment.text
     assert "Asked: Alpha curriculum run" in experiment.text
     assert "Easy-to-hard ordering" in experiment.text and "changed the loss by 0.4%" in experiment.text
     for hidden in ("code-writer-secret-log", "12.34", "Runs", "Move to"):
