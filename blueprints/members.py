@@ -20,6 +20,12 @@ bp = Blueprint("members", __name__)
 _STASH = "members"
 
 
+@bp.app_template_global()
+def account_name(user_id) -> str:
+    """The name an account's work is shown under (a member's proposal on the owner's pages)."""
+    return members.display_name(user_id)
+
+
 def _no_store(response):
     """These pages may carry an invitation's secret: never cached, never sent as a referrer."""
     response.headers["Cache-Control"] = "no-store"
@@ -169,9 +175,36 @@ def project(slug: str):
         return redirect(url_for("projects.detail", slug=slug))
     published = narratives.shown(narratives.published(found.id)) \
         if permissions.can(account, "read_narrative", found) else None
+    return _project_page(found, published)
+
+
+def _project_page(found, published, *, proposal_error=None, proposal=None, status=200):
+    account = current_user._get_current_object()
     return render_template("members/project.html", page=projects.page(found), narrative=published,
                            may={action: permissions.can(account, action, found)
-                                for action in ("read_experiment", "read_belief", "read_literature")})
+                                for action in ("read_experiment", "read_belief", "read_literature",
+                                               "propose_experiment")},
+                           proposal_error=proposal_error, proposal=proposal or {}), status
+
+
+@bp.post("/m/<slug>/experiments")
+@access.allow("propose_experiment")
+def propose_experiment(slug: str):
+    """A collaborator proposes an experiment in their project: it enters the owner's queue in
+    `proposed`, as theirs. Only a title and a hypothesis: the plan, the pods and the money are
+    the owner's to decide."""
+    found = _member_project(slug, "propose_experiment")
+    proposal = {"title": request.form.get("title", ""), "hypothesis": request.form.get("hypothesis", "")}
+    account = current_user._get_current_object()
+    made = {}
+
+    def make():
+        made["experiment"] = experiments.propose_for_member(proposal, found.id, account.id, Actor.member(account))
+
+    return perform(make, refusals=(ValidationError,),
+                   refused=lambda exc: _project_page(found, None, proposal_error=exc.message, proposal=proposal,
+                                                     status=400),
+                   done=lambda: redirect(url_for("members.project", slug=slug) + "#experiments", code=303))
 
 
 def _member_experiment(slug: str, number: int, action: str):

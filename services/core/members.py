@@ -238,6 +238,12 @@ def remove(by: User, member_id) -> User:
     return member
 
 
+def display_name(user_id) -> str:
+    """An account's name, or "a former member" when the row is gone."""
+    user = db.session.get(User, user_id) if user_id else None
+    return (user.display_name or user.email) if user is not None else "a former member"
+
+
 def note_activity(account: User) -> None:
     """Record a member's request as their last activity, at most once a minute; commits its
     own one-row UPDATE and leaves the request's transaction clean (like verify_token)."""

@@ -232,6 +232,16 @@ def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> E
     return experiment
 
 
+def propose_for_member(data: dict, project_id: uuid.UUID, member_id: uuid.UUID, actor: Actor) -> Experiment:
+    """An invited collaborator's proposal in their project (the caller checked they may):
+    only a title and a hypothesis, in `proposed`, marked as theirs. The caller commits."""
+    fields = {key: value for key, value in data.items() if key in ("title", "hypothesis") and value is not None}
+    experiment = create_experiment({**fields, "project_id": str(project_id)}, actor,
+                                   note=f"Proposed by {actor.label}.")
+    experiment.proposed_by_member_id = member_id
+    return experiment
+
+
 def update_experiment(experiment: Experiment, data: dict, actor: Actor) -> list[str]:
     """Apply edited fields; records which fields changed. The caller commits."""
     cleaned = clean_fields(data, partial=True)

@@ -206,3 +206,47 @@ def test_a_comment_out_of_reach_or_empty_stores_nothing(app, make_experiment, tw
     assert hal.post(f"{own}/comments", data={"body": "no csrf"}).status_code == 400
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Comment)) == 0
+
+
+# --- proposals by collaborators ---------------------------------------------------------------------
+
+def _propose(member, slug: str, **form):
+    from tests.conftest import csrf_from
+    page = member.get(f"/m/{slug}")
+    return member.post(f"/m/{slug}/experiments", data={**form, "csrf_token": csrf_from(page.text)})
+
+
+def test_a_collaborators_proposal_reaches_the_owner_as_theirs(app, client, two_projects, member_client):
+    """The proposal is an experiment of their project in `proposed` (the board's ideas),
+    marked as theirs: the owner's page says who proposed it, and the member lists it."""
+    jan = member_client("jan@example.org", "collaborator", projects=(0,))
+    answer = _propose(jan, "alpha", title="Add a 350M control run", hypothesis="The gap closes at 350M.")
+    assert answer.status_code == 303
+    with app.app_context():
+        experiment = db.session.scalar(sa.select(Experiment))
+        assert experiment.status == "proposed" and str(experiment.project_id) == two_projects[0]
+        assert experiment.proposed_by_member_id == jan.member_id and not experiment.proposed_by_agent
+        assert experiment.cost_cap_usd is None and experiment.auto_approve_plan is False
+        number = experiment.number
+    owner_page = client.get(f"/experiments/{number}")
+    assert "proposed by jan" in owner_page.text and "The gap closes at 350M." in owner_page.text
+    assert "Add a 350M control run" in client.get("/").text
+    assert "Add a 350M control run" in jan.get("/m/alpha").text
+
+
+def test_a_bad_or_out_of_reach_proposal_makes_nothing(app, two_projects, member_client):
+    """No title, a title too long, another project, a mentor: nothing is made, each with its answer."""
+    kai = member_client("kai@example.org", "collaborator", projects=(0,))
+    mentor = member_client("lou@example.org", "mentor", projects=(0,))
+    empty = _propose(kai, "alpha", title="   ")
+    assert empty.status_code == 400 and "Title is required" in empty.text
+    long = _propose(kai, "alpha", title="x" * 301)
+    assert long.status_code == 400 and "limit is 300" in long.text and 'value="xxx' in long.text
+    from tests.conftest import csrf_from
+    csrf = csrf_from(kai.get("/welcome").text)
+    assert kai.post("/m/beta/experiments", data={"title": "Sneak in", "csrf_token": csrf}).status_code == 404
+    mentor_csrf = csrf_from(mentor.get("/welcome").text)
+    assert mentor.post("/m/alpha/experiments", data={"title": "Mine", "csrf_token": mentor_csrf}).status_code == 403
+    assert kai.post("/m/alpha/experiments", data={"title": "No CSRF"}).status_code == 400
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Experiment)) == 0
