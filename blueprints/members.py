@@ -13,7 +13,8 @@ from services.core.errors import NotFound, ValidationError
 from services.core.actors import Actor
 from services.planning import discussion
 from services.research import narratives, projects
-from services.results import results
+from services.results import results, shares
+from services.results.result_lint import confidence_of, title_without_confidence
 from services.workflow import experiments
 
 bp = Blueprint("members", __name__)
@@ -180,7 +181,10 @@ def project(slug: str):
 
 def _project_page(found, published, *, proposal_error=None, proposal=None, status=200):
     account = current_user._get_current_object()
+    shared = projects.shared_items(shares.shared_in_project(found.id)) \
+        if permissions.can(account, "read_result", found) else []
     return render_template("members/project.html", page=projects.page(found), narrative=published,
+                           shared=shared,
                            may={action: permissions.can(account, action, found)
                                 for action in ("read_experiment", "read_belief", "read_literature",
                                                "propose_experiment")},
@@ -256,4 +260,52 @@ def comment(slug: str, number: int):
                                                         status=400),
                    refusals=(ValidationError,),
                    done=lambda: redirect(url_for("members.experiment", slug=slug, number=number) + "#discussion",
+                                         code=303))
+
+
+def _shared_result(slug: str, number: int):
+    """The project and its result `number` as promoted to `shared`, if the member reads
+    results there; else 404, as for a result that was never shared."""
+    found = _member_project(slug, "read_result")
+    shared = shares.shared_in_project(found.id, number)
+    if not shared:
+        abort(404)
+    return found, shared[0]
+
+
+def _result_page(found, shared, *, comment_error=None, draft="", status=200):
+    account = current_user._get_current_object()
+    promotion = shared.promotion
+    return render_template("members/result.html", project=found, experiment=shared.experiment,
+                           promotion=promotion, result_title=title_without_confidence(promotion.title),
+                           confidence=confidence_of(promotion.title),
+                           comments=discussion.thread("experiment", shared.experiment.id).comments,
+                           may_comment=permissions.can(account, "comment", shared.experiment),
+                           comment_error=comment_error, draft=draft), status
+
+
+@bp.get("/m/<slug>/results/<int:number>")
+@access.allow("read_result")
+def result(slug: str, number: int):
+    """A result of a member's project as it was shared (never a draft), with its discussion:
+    what a mentor's account reads."""
+    if current_user.is_owner:
+        return redirect(url_for("experiments.detail", number=number))
+    found, shared = _shared_result(slug, number)
+    return _result_page(found, shared)
+
+
+@bp.post("/m/<slug>/results/<int:number>/comments")
+@access.allow("comment")
+def comment_on_result(slug: str, number: int):
+    """A member's comment on a shared result of their project, under their own name."""
+    found, shared = _shared_result(slug, number)
+    if not permissions.can(current_user._get_current_object(), "comment", shared.experiment):
+        abort(404)
+    body = request.form.get("body", "")
+    return perform(lambda: discussion.post_comment("experiment", shared.experiment, body,
+                                                   Actor.member(current_user._get_current_object())),
+                   refused=lambda exc: _result_page(found, shared, comment_error=exc.message, draft=body, status=400),
+                   refusals=(ValidationError,),
+                   done=lambda: redirect(url_for("members.result", slug=slug, number=number) + "#discussion",
                                          code=303))

@@ -85,13 +85,44 @@ def test_another_projects_records_answer_as_if_they_did_not_exist(app, make_expe
         assert bea.get(path).status_code == 403, path
 
 
+def test_a_mentor_reads_the_shared_results_and_comments_on_them(app, client, make_experiment, two_projects,
+                                                                member_client):
+    """A mentor's project page lists its results promoted to `shared`; the result page shows
+    the result as promoted and takes a comment under the mentor's name. A result of another
+    project, one not shared, and a draft edited after promotion stay out of reach."""
+    from models import Comment
+    numbers = _seed(app, make_experiment, two_projects)
+    with app.app_context():  # an edit after promotion is the owner's draft, not what was shared
+        experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == numbers["alpha"]))
+        results.save_clean_result(experiment, "<p>DRAFT not yet shared.</p>", OWNER, title="Draft title (LOW confidence)")
+        db.session.commit()
+    mentor = member_client("max@example.org", "mentor", projects=(0,))
+    page = mentor.get("/m/alpha")
+    assert "Curriculum ordering barely matters" in page.text and "LOW" in page.text
+    shown = mentor.get(f"/m/alpha/results/{numbers['alpha']}")
+    assert shown.status_code == 200 and "changed the loss by 0.4%" in shown.text
+    assert "DRAFT not yet shared" not in shown.text and "code-writer-secret-log" not in shown.text
+    from tests.conftest import csrf_from
+    posted = mentor.post(f"/m/alpha/results/{numbers['alpha']}/comments",
+                         data={"body": "Nice and careful.", "csrf_token": csrf_from(shown.text)})
+    assert posted.status_code == 303
+    with app.app_context():
+        comment = db.session.scalar(sa.select(Comment))
+        assert (comment.author_kind, comment.author_name) == ("member", "max")
+    other = member_client("ned@example.org", "mentor", projects=(1,))
+    for path in (f"/m/alpha/results/{numbers['alpha']}", f"/m/beta/results/{numbers['alpha']}",
+                 f"/m/beta/results/{numbers['beta']}", "/m/beta/results/999999"):
+        assert other.get(path).status_code == 404, path
+    assert client.get(f"/m/alpha/results/{numbers['alpha']}").headers["Location"] == f"/experiments/{numbers['alpha']}"
+
+
 def test_a_mentor_reads_the_project_but_not_its_experiments_beliefs_or_papers(app, make_experiment, two_projects,
                                                                               member_client):
     numbers = _seed(app, make_experiment, two_projects)
     cy = member_client("cy@example.org", "mentor", projects=(0,))
     page = cy.get("/m/alpha")
     assert page.status_code == 200 and "Alpha project" in page.text
-    for hidden in ("Curriculum ordering barely matters", "Ordering is a second-order effect", "Curriculum learning revisited"):
+    for hidden in ('id="experiments"', f"/m/alpha/experiments/{numbers['alpha']}", "Ordering is a second-order effect", "Curriculum learning revisited"):
         assert hidden not in page.text, hidden
     for number in (numbers["alpha"], 999999):
         assert cy.get(f"/m/alpha/experiments/{number}").status_code == 403  # the same for every number
