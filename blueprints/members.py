@@ -27,6 +27,13 @@ def account_name(user_id) -> str:
     return members.display_name(user_id)
 
 
+@bp.app_template_global()
+def member_names(events) -> dict:
+    """Member id → name for the members among these timeline events' actors: one query for
+    a page of events, none when no member acted."""
+    return members.names_of({event.actor_id for event in events if event.actor_kind == "member" and event.actor_id})
+
+
 def _no_store(response):
     """These pages may carry an invitation's secret: never cached, never sent as a referrer."""
     response.headers["Cache-Control"] = "no-store"

@@ -244,6 +244,20 @@ def display_name(user_id) -> str:
     return (user.display_name or user.email) if user is not None else "a former member"
 
 
+def names_of(raw_ids) -> dict[str, str]:
+    """str(user id) → name, in one query (nothing asked, no query)."""
+    ids = []
+    for raw in raw_ids:
+        try:
+            ids.append(uuid.UUID(str(raw)))
+        except ValueError:
+            continue
+    if not ids:
+        return {}
+    rows = db.session.execute(sa.select(User.id, User.display_name, User.email).where(User.id.in_(ids)))
+    return {str(row.id): row.display_name or row.email for row in rows}
+
+
 def note_activity(account: User) -> None:
     """Record a member's request as their last activity, at most once a minute; commits its
     own one-row UPDATE and leaves the request's transaction clean (like verify_token)."""

@@ -195,6 +195,7 @@ def test_a_collaborators_comment_carries_their_name_everywhere(app, client, make
     assert "Is the 0.4% inside the seed spread?" in fay.get(path).text
     owner_page = client.get(f"/experiments/{numbers['alpha']}")
     assert "Is the 0.4% inside the seed spread?" in owner_page.text and ">fay</strong>" in owner_page.text
+    assert '<span class="actor">by fay' in owner_page.text  # the timeline names the member
     with app.app_context():
         comment = db.session.scalar(sa.select(Comment))
         assert (comment.author_kind, comment.author_name) == ("member", "fay")
