@@ -95,8 +95,19 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     assert joining.goto(f"/m/sleeper/experiments/{hidden}").status == 404
     assert joining.goto(f"/m/emergent/experiments/{hidden}").status == 404
 
+    joining.goto("/m/emergent")
+    joining.get_by_text("Propose an experiment").click()
+    joining.get_by_label("Title").fill("Add a 350M control to the insecure-code sweep")
+    joining.get_by_label("Hypothesis").fill("The misalignment gap shrinks at 350M.")
+    joining.get_by_role("button", name="Propose").click()
+    expect(joining.locator("#experiments")).to_contain_text("Add a 350M control")
+
     page.goto(f"/experiments/{number}")
     expect(page.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
+    page.goto("/")
+    page.get_by_role("link", name="Add a 350M control to the insecure-code sweep").first.click()
+    expect(page.locator(".proposed-by-member")).to_contain_text("proposed by Grace")
+    _photograph(page, f"member-proposal-owner-view-{size}-{scheme}.png")
 
     page.goto("/settings/members")
     member = page.locator(".member", has_text="grace@example.org")
