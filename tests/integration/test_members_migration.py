@@ -1,7 +1,8 @@
 """0027_members, on PostgreSQL and on SQLite: the account that existed becomes the owner
 (the role's default, so no one's access changes), members and invitations can be stored,
-the role CHECK refuses an unknown role, and the downgrade removes the members' accounts
-with their tokens and keeps the owner's."""
+the role CHECK refuses an unknown role, members' comments and events are allowed; the
+downgrade removes the members' accounts with their tokens and comments, gives their
+timeline events to the system, and keeps the owner's and the experiments they proposed."""
 from __future__ import annotations
 
 import uuid
@@ -65,11 +66,48 @@ def test_the_owner_stays_the_owner_up_and_down(scratch_url):  # noqa: F811 - the
             db.session.rollback()
             tables = set(sa.inspect(db.session.connection()).get_table_names())
             assert {"member_projects", "invitations"} <= tables
+            # What a member wrote: a comment and a timeline event, on an experiment they proposed.
+            experiment_id = uuid.uuid4()
+            experiments = sa.table("experiments", *(sa.column(c) for c in (
+                "title", "status", "kind", "priority", "assignee_kind", "pod_account")),
+                sa.column("id", sa.Uuid()), sa.column("proposed_by_member_id", sa.Uuid()),
+                sa.column("number", sa.Integer()), sa.column("tags", sa.JSON()),
+                *(sa.column(c, sa.Boolean()) for c in ("has_clean_result", "auto_approve_plan", "proposed_by_agent")),
+                sa.column("created_at", sa.DateTime(timezone=True)), sa.column("updated_at", sa.DateTime(timezone=True)))
+            db.session.execute(sa.insert(experiments).values(
+                id=experiment_id, number=1, title="Proposed", status="proposed", kind="experiment", priority="normal",
+                assignee_kind="agent", pod_account="local", tags=[], has_clean_result=False, auto_approve_plan=False,
+                proposed_by_agent=False, proposed_by_member_id=member_id, **STAMPS))
+            comments = sa.table("comments", *(sa.column(c) for c in ("entity_kind", "author_kind", "author_name",
+                                                                      "body_md", "body_html")),
+                                sa.column("id", sa.Uuid()), sa.column("entity_id", sa.Uuid()),
+                                sa.column("created_at", sa.DateTime(timezone=True)),
+                                sa.column("updated_at", sa.DateTime(timezone=True)))
+            db.session.execute(sa.insert(comments), [
+                {"id": uuid.uuid4(), "entity_kind": "experiment", "entity_id": experiment_id, "author_kind": kind,
+                 "author_name": kind, "body_md": "b", "body_html": "<p>b</p>", **STAMPS}
+                for kind in ("member", "owner")])
+            events = sa.table("workflow_events", *(sa.column(c) for c in ("entity_kind", "event_type", "actor_kind",
+                                                                          "actor_id")),
+                              sa.column("id", sa.Uuid()), sa.column("entity_id", sa.Uuid()),
+                              sa.column("experiment_id", sa.Uuid()),
+                              sa.column("created_at", sa.DateTime(timezone=True)),
+                              sa.column("updated_at", sa.DateTime(timezone=True)))
+            db.session.execute(sa.insert(events).values(
+                id=uuid.uuid4(), entity_kind="experiment", entity_id=experiment_id, experiment_id=experiment_id,
+                event_type="comment", actor_kind="member", actor_id=str(member_id), **STAMPS))
+            db.session.commit()
             db.session.remove()
 
             flask_migrate.downgrade(directory=MIGRATIONS, revision=BEFORE)
             assert db.session.execute(sa.text("SELECT email FROM users")).scalars().all() == ["o@example.org"]
             assert db.session.scalar(sa.text("SELECT count(*) FROM api_tokens")) == 1
+            assert db.session.execute(sa.text("SELECT author_kind FROM comments")).scalars().all() == ["owner"]
+            assert db.session.execute(sa.text("SELECT actor_kind, actor_id FROM workflow_events")).all() == \
+                [("system", None)]
+            assert db.session.scalar(sa.text("SELECT title FROM experiments")) == "Proposed"
+            assert "proposed_by_member_id" not in {
+                c["name"] for c in sa.inspect(db.session.connection()).get_columns("experiments")}
             columns = {c["name"] for c in sa.inspect(db.session.connection()).get_columns("users")}
             assert "role" not in columns and "removed_at" not in columns
             tables = set(sa.inspect(db.session.connection()).get_table_names())
