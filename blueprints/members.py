@@ -11,6 +11,7 @@ from services.core import auth, members, permissions, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
 from services.core.actors import Actor
+from services.day import todos
 from services.planning import discussion
 from services.research import narratives, projects
 from services.results import results, shares
@@ -186,7 +187,8 @@ def project(slug: str):
     return _project_page(found, published)
 
 
-def _project_page(found, published, *, proposal_error=None, proposal=None, status=200):
+def _project_page(found, published, *, proposal_error=None, proposal=None, todo_error=None, todo_form=None,
+                  status=200):
     account = current_user._get_current_object()
     shared = projects.shared_items(shares.shared_in_project(found.id)) \
         if permissions.can(account, "read_result", found) else []
@@ -194,8 +196,9 @@ def _project_page(found, published, *, proposal_error=None, proposal=None, statu
                            shared=shared,
                            may={action: permissions.can(account, action, found)
                                 for action in ("read_experiment", "read_belief", "read_literature",
-                                               "propose_experiment")},
-                           proposal_error=proposal_error, proposal=proposal or {}), status
+                                               "propose_experiment", "propose_todo")},
+                           proposal_error=proposal_error, proposal=proposal or {}, todo_error=todo_error,
+                           todo_form=todo_form or {}), status
 
 
 @bp.post("/m/<slug>/experiments")
@@ -268,6 +271,19 @@ def comment(slug: str, number: int):
                    refusals=(ValidationError,),
                    done=lambda: redirect(url_for("members.experiment", slug=slug, number=number) + "#discussion",
                                          code=303))
+
+
+@bp.post("/m/<slug>/todos")
+@access.allow("propose_todo")
+def propose_todo(slug: str):
+    """A collaborator suggests a todo for their project: it lands in the owner's inbox as theirs."""
+    found = _member_project(slug, "propose_todo")
+    form = {"title": request.form.get("title", ""), "body_md": request.form.get("body_md", "")}
+    account = current_user._get_current_object()
+    return perform(lambda: todos.propose_for_member(form, found.slug, account.id, Actor.member(account)),
+                   refusals=(ValidationError,),
+                   refused=lambda exc: _project_page(found, None, todo_error=exc.message, todo_form=form, status=400),
+                   done=lambda: redirect(url_for("members.project", slug=slug, suggested=1) + "#todo", code=303))
 
 
 def _shared_result(slug: str, number: int):

@@ -5,6 +5,9 @@ Revision ID: 0027_members
 Revises: 0023_literature_search
 Create Date: 2026-12-02
 
+A collaborator's proposed experiments and todos name them (`proposed_by_member_id`), and a
+member's comments and timeline events carry the kind `member`.
+
 Every existing account is the owner (the role's server default), so the upgrade changes no
 one's access.
 """
@@ -82,6 +85,10 @@ def upgrade():
         batch.add_column(sa.Column("proposed_by_member_id", sa.Uuid(), nullable=True))
         batch.create_foreign_key(op.f("fk_experiments_proposed_by_member_id_users"), "users",
                                  ["proposed_by_member_id"], ["id"], ondelete="SET NULL")
+    with op.batch_alter_table("todos") as batch:
+        batch.add_column(sa.Column("proposed_by_member_id", sa.Uuid(), nullable=True))
+        batch.create_foreign_key(op.f("fk_todos_proposed_by_member_id_users"), "users",
+                                 ["proposed_by_member_id"], ["id"], ondelete="SET NULL")
     _replace_check("comments", "author_kind", COMMENT_AUTHOR_KINDS_BEFORE + ["member"])
 
 
@@ -89,9 +96,10 @@ def downgrade():
     # What members wrote goes with their accounts; the timeline keeps the event, as the system's.
     op.execute("DELETE FROM comments WHERE author_kind = 'member'")
     op.execute("UPDATE workflow_events SET actor_kind = 'system', actor_id = NULL WHERE actor_kind = 'member'")
-    with op.batch_alter_table("experiments") as batch:
-        batch.drop_constraint(op.f("fk_experiments_proposed_by_member_id_users"), type_="foreignkey")
-        batch.drop_column("proposed_by_member_id")
+    for table in ("experiments", "todos"):
+        with op.batch_alter_table(table) as batch:
+            batch.drop_constraint(op.f(f"fk_{table}_proposed_by_member_id_users"), type_="foreignkey")
+            batch.drop_column("proposed_by_member_id")
     _replace_check("comments", "author_kind", COMMENT_AUTHOR_KINDS_BEFORE)
     _replace_check("workflow_events", "actor_kind", ACTOR_KINDS_BEFORE)
     op.drop_index(op.f("ix_invitations_email"), table_name="invitations")

@@ -282,3 +282,36 @@ def test_a_bad_or_out_of_reach_proposal_makes_nothing(app, two_projects, member_
     assert kai.post("/m/alpha/experiments", data={"title": "No CSRF"}).status_code == 400
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Experiment)) == 0
+
+
+def test_a_collaborators_todo_lands_in_the_owners_inbox_as_theirs(app, client, two_projects, member_client):
+    from models import Todo
+    from tests.conftest import csrf_from
+    ola = member_client("ola@example.org", "collaborator", projects=(0,))
+    page = ola.get("/m/alpha")
+    done = ola.post("/m/alpha/todos", data={"title": "Check the tokenizer version", "body_md": "It changed in May.",
+                                            "csrf_token": csrf_from(page.text)})
+    assert done.status_code == 303 and "Sent to the owner" in ola.get(done.headers["Location"]).text
+    with app.app_context():
+        todo = db.session.scalar(sa.select(Todo))
+        assert (todo.status, str(todo.project_id), todo.proposed_by_member_id) == ("inbox", two_projects[0],
+                                                                                   ola.member_id)
+        number = todo.number
+    assert "proposed by ola" in client.get(f"/todos/{number}").text
+    assert "Check the tokenizer version" in client.get("/todos").text
+
+
+def test_a_bad_or_out_of_reach_todo_makes_nothing(app, two_projects, member_client):
+    from models import Todo
+    from tests.conftest import csrf_from
+    pia = member_client("pia@example.org", "collaborator", projects=(0,))
+    mentor = member_client("quo@example.org", "mentor", projects=(0,))
+    empty = pia.post("/m/alpha/todos", data={"title": " ", "csrf_token": csrf_from(pia.get("/m/alpha").text)})
+    assert empty.status_code == 400 and 'role="alert"' in empty.text
+    csrf = csrf_from(pia.get("/welcome").text)
+    assert pia.post("/m/beta/todos", data={"title": "Sneak", "csrf_token": csrf}).status_code == 404
+    assert mentor.post("/m/alpha/todos", data={"title": "Mine", "csrf_token": csrf_from(mentor.get("/welcome").text)}
+                       ).status_code == 403
+    assert pia.post("/m/alpha/todos", data={"title": "No CSRF"}).status_code == 400
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Todo)) == 0

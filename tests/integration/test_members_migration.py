@@ -106,8 +106,9 @@ def test_the_owner_stays_the_owner_up_and_down(scratch_url):  # noqa: F811 - the
             assert db.session.execute(sa.text("SELECT actor_kind, actor_id FROM workflow_events")).all() == \
                 [("system", None)]
             assert db.session.scalar(sa.text("SELECT title FROM experiments")) == "Proposed"
-            assert "proposed_by_member_id" not in {
-                c["name"] for c in sa.inspect(db.session.connection()).get_columns("experiments")}
+            for table in ("experiments", "todos"):
+                assert "proposed_by_member_id" not in {
+                    c["name"] for c in sa.inspect(db.session.connection()).get_columns(table)}
             columns = {c["name"] for c in sa.inspect(db.session.connection()).get_columns("users")}
             assert "role" not in columns and "removed_at" not in columns
             tables = set(sa.inspect(db.session.connection()).get_table_names())
