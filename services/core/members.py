@@ -95,7 +95,7 @@ def invite(inviter: User, email: str, role: str, project_ids, display_name: str 
     role = _clean_role(role)
     projects = _clean_projects(project_ids)
     name = _clean_name(display_name, email)
-    if db.session.scalar(sa.select(User.id).where(User.email == email)):
+    if db.session.scalar(sa.select(User.id).where(User.email == email, User.removed_at.is_(None))):
         raise ValidationError(f"{email} already has an account here.", field="email")
     now = utcnow()
     db.session.execute(sa.update(Invitation)
@@ -153,7 +153,8 @@ def accept(token: str, display_name: str, password: str, confirm: str) -> User:
         raise ValidationError(f"The password needs at least {auth.PASSWORD_MIN} characters.", field="password")
     if password != confirm:
         raise ValidationError("The two passwords differ; type the same one twice.", field="confirm")
-    if db.session.scalar(sa.select(User.id).where(User.email == invitation.email)):
+    returning = db.session.scalar(sa.select(User).where(User.email == invitation.email))
+    if returning is not None and returning.removed_at is None:
         raise NotFound(_GONE)
     now = utcnow()
     # Spend the link first, conditionally: of two requests racing with one link, one wins.
@@ -163,9 +164,17 @@ def accept(token: str, display_name: str, password: str, confirm: str) -> User:
                                .values(accepted_at=now))
     if spent.rowcount != 1:
         raise NotFound(_GONE)
-    user = User(id=uuid.uuid4(), email=invitation.email, password_hash=auth.hash_password(password),
-                display_name=name, role=invitation.role, last_seen_at=now)
-    db.session.add(user)
+    if returning is not None:
+        # A removed member invited again: the same row, so what they wrote before stays theirs;
+        # nothing of the old account (password, sessions, tokens, projects) carries over.
+        user = returning
+        user.password_hash = auth.hash_password(password)
+        user.display_name, user.role, user.removed_at, user.last_seen_at = name, invitation.role, None, now
+        user.session_version += 1
+    else:
+        user = User(id=uuid.uuid4(), email=invitation.email, password_hash=auth.hash_password(password),
+                    display_name=name, role=invitation.role, last_seen_at=now)
+        db.session.add(user)
     db.session.flush()
     existing = set(db.session.scalars(sa.select(Project.id).where(
         Project.id.in_([uuid.UUID(p) for p in invitation.project_ids]))))

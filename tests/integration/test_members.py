@@ -404,3 +404,24 @@ def test_the_role_table(app, two_projects):
         collaborator.removed_at = clock.utcnow()
         assert not permissions.can(collaborator, "read_experiment", mine)
         assert not permissions.can(None, "read_experiment", mine)
+
+
+def test_a_removed_member_can_be_invited_again(app, client, two_projects, member_client):
+    """Removal keeps the row; a new invitation brings the same account back with the new role,
+    projects and password — and nothing of the old: its tokens stay revoked, its cookie dead."""
+    rex = member_client("rex@example.org", "collaborator", projects=(0,))
+    with app.app_context():
+        _token, old_secret = auth_service.create_token("old", "read", db.session.get(User, rex.member_id))
+        db.session.commit()
+    page = client.get("/settings/members")
+    client.post(f"/settings/members/{rex.member_id}/remove", data={"csrf_token": csrf_from(page.text)})
+    token = invite(app, "rex@example.org", "mentor", [two_projects[1]])
+    assert _join(app, token, "rex@example.org").status_code == 303
+    back = _member(app, "rex@example.org")
+    assert back.id == rex.member_id and back.role == "mentor" and back.removed_at is None
+    assert rex.get("/welcome").status_code == 302  # the old session stays ended
+    assert app.test_client().get("/api/statuses", headers={"Authorization": f"Bearer {old_secret}"}).status_code == 401
+    fresh = app.test_client()
+    assert login(fresh, "rex@example.org").status_code == 302
+    home = fresh.get("/welcome").text
+    assert "Beta project" in home and "Alpha project" not in home
