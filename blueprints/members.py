@@ -13,7 +13,7 @@ from services.core.errors import NotFound, ValidationError
 from services.core.actors import Actor
 from services.day import todos
 from services.planning import discussion
-from services.research import narratives, projects
+from services.research import literature, narratives, projects
 from services.results import results, shares
 from services.results.result_lint import confidence_of, title_without_confidence
 from services.workflow import experiments
@@ -188,7 +188,7 @@ def project(slug: str):
 
 
 def _project_page(found, published, *, proposal_error=None, proposal=None, todo_error=None, todo_form=None,
-                  status=200):
+                  paper_error=None, paper_form=None, status=200):
     account = current_user._get_current_object()
     shared = projects.shared_items(shares.shared_in_project(found.id)) \
         if permissions.can(account, "read_result", found) else []
@@ -196,9 +196,10 @@ def _project_page(found, published, *, proposal_error=None, proposal=None, todo_
                            shared=shared,
                            may={action: permissions.can(account, action, found)
                                 for action in ("read_experiment", "read_belief", "read_literature",
-                                               "propose_experiment", "propose_todo")},
+                                               "propose_experiment", "propose_todo", "propose_literature")},
                            proposal_error=proposal_error, proposal=proposal or {}, todo_error=todo_error,
-                           todo_form=todo_form or {}), status
+                           todo_form=todo_form or {}, paper_error=paper_error, paper_form=paper_form or {},
+                           paper_note=request.args.get("paper")), status
 
 
 @bp.post("/m/<slug>/experiments")
@@ -284,6 +285,26 @@ def propose_todo(slug: str):
                    refusals=(ValidationError,),
                    refused=lambda exc: _project_page(found, None, todo_error=exc.message, todo_form=form, status=400),
                    done=lambda: redirect(url_for("members.project", slug=slug, suggested=1) + "#todo", code=303))
+
+
+@bp.post("/m/<slug>/literature")
+@access.allow("propose_literature")
+def propose_literature(slug: str):
+    """A collaborator adds a paper to their project's library, as theirs."""
+    found = _member_project(slug, "propose_literature")
+    form = {"title": request.form.get("title", ""), "authors": request.form.get("authors", ""),
+            "year": request.form.get("year", ""), "url": request.form.get("url", "")}
+    account = current_user._get_current_object()
+    added = {}
+
+    def make():
+        added["result"] = literature.suggest_for_member(form, found.id, account.id)
+
+    return perform(make, refusals=(ValidationError,),
+                   refused=lambda exc: _project_page(found, None, paper_error=exc.message, paper_form=form, status=400),
+                   done=lambda: redirect(url_for("members.project", slug=slug,
+                                                 paper="added" if added.get("result") is None or added["result"].created
+                                                 else "already") + "#literature", code=303))
 
 
 def _shared_result(slug: str, number: int):

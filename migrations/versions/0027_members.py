@@ -85,6 +85,9 @@ def upgrade():
         batch.add_column(sa.Column("proposed_by_member_id", sa.Uuid(), nullable=True))
         batch.create_foreign_key(op.f("fk_experiments_proposed_by_member_id_users"), "users",
                                  ["proposed_by_member_id"], ["id"], ondelete="SET NULL")
+    # A plain column (no foreign key): on SQLite a constraint would rebuild the table and drop
+    # the search triggers 0020 made on it.
+    op.add_column("literature_items", sa.Column("proposed_by_member_id", sa.Uuid(), nullable=True))
     with op.batch_alter_table("todos") as batch:
         batch.add_column(sa.Column("proposed_by_member_id", sa.Uuid(), nullable=True))
         batch.create_foreign_key(op.f("fk_todos_proposed_by_member_id_users"), "users",
@@ -100,6 +103,7 @@ def downgrade():
         with op.batch_alter_table(table) as batch:
             batch.drop_constraint(op.f(f"fk_{table}_proposed_by_member_id_users"), type_="foreignkey")
             batch.drop_column("proposed_by_member_id")
+    op.drop_column("literature_items", "proposed_by_member_id")  # SQLite ≥ 3.35 drops it in place
     _replace_check("comments", "author_kind", COMMENT_AUTHOR_KINDS_BEFORE)
     _replace_check("workflow_events", "actor_kind", ACTOR_KINDS_BEFORE)
     op.drop_index(op.f("ix_invitations_email"), table_name="invitations")

@@ -315,3 +315,63 @@ def test_a_bad_or_out_of_reach_todo_makes_nothing(app, two_projects, member_clie
     assert pia.post("/m/alpha/todos", data={"title": "No CSRF"}).status_code == 400
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Todo)) == 0
+
+
+# --- papers added by collaborators ---------------------------------------------------------------------
+
+def _add_paper(member, slug: str, **form):
+    from tests.conftest import csrf_from
+    return member.post(f"/m/{slug}/literature", data={**form, "csrf_token": csrf_from(member.get(f"/m/{slug}").text)})
+
+
+def test_a_collaborators_paper_joins_their_projects_library_as_theirs(app, client, two_projects, member_client):
+    rae = member_client("rae@example.org", "collaborator", projects=(0,))
+    added = _add_paper(rae, "alpha", title="Sleeper Agents", authors="Hubinger; Denison", year="2024",
+                       url="https://example.org/sleeper")
+    assert added.status_code == 303 and "Added to the library as yours" in rae.get(added.headers["Location"]).text
+    with app.app_context():
+        item = db.session.scalar(sa.select(LiteratureItem))
+        assert (item.title, item.authors, item.year, str(item.project_id), item.proposed_by_member_id) == (
+            "Sleeper Agents", ["Hubinger", "Denison"], 2024, two_projects[0], rae.member_id)
+        item_id = item.id
+    assert "suggested by rae" in client.get(f"/library/{item_id}").text
+    again = _add_paper(rae, "alpha", title="sleeper agents", authors="Hubinger")
+    assert "already in this project" in rae.get(again.headers["Location"]).text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem)) == 1
+
+
+def test_a_paper_in_another_projects_library_is_neither_revealed_nor_changed(app, two_projects, member_client):
+    """The same work in project B's library: a collaborator of A adding it gets their own row
+    (and the same answer as for a new paper); B's row is untouched."""
+    with app.app_context():
+        db.session.add(LiteratureItem(title="Sleeper Agents", authors=["Hubinger"], project_id=uuid.UUID(two_projects[1]),
+                                      match_key="sleeper agents|hubinger", notes="B's private notes"))
+        db.session.commit()
+        from services.research.literature_sources import match_key
+        db.session.execute(sa.update(LiteratureItem).values(match_key=match_key("Sleeper Agents", ["Hubinger"])))
+        db.session.commit()
+    sam = member_client("sam@example.org", "collaborator", projects=(0,))
+    added = _add_paper(sam, "alpha", title="Sleeper Agents", authors="Hubinger", year="2024")
+    assert "Added to the library as yours" in sam.get(added.headers["Location"]).text
+    with app.app_context():
+        rows = {str(i.project_id): i for i in db.session.scalars(sa.select(LiteratureItem))}
+        assert set(rows) == set(two_projects)
+        assert rows[two_projects[1]].year is None and rows[two_projects[1]].notes == "B's private notes"
+        assert rows[two_projects[1]].proposed_by_member_id is None
+
+
+def test_a_bad_or_out_of_reach_paper_adds_nothing(app, two_projects, member_client):
+    from tests.conftest import csrf_from
+    tom = member_client("tom@example.org", "collaborator", projects=(0,))
+    mentor = member_client("uma@example.org", "mentor", projects=(0,))
+    for form, message in (({"title": ""}, "Give the title"), ({"title": "T", "year": "soon"}, "year"),
+                          ({"title": "x" * 1001}, "the most is 1,000")):
+        refused = _add_paper(tom, "alpha", **form)
+        assert refused.status_code == 400 and message.lower() in refused.text.lower(), form
+    csrf = csrf_from(tom.get("/welcome").text)
+    assert tom.post("/m/beta/literature", data={"title": "Sneak", "csrf_token": csrf}).status_code == 404
+    assert mentor.post("/m/alpha/literature", data={"title": "M", "csrf_token": csrf_from(mentor.get("/welcome").text)}
+                       ).status_code == 403
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LiteratureItem)) == 0
