@@ -19,14 +19,14 @@ def register_blueprints(app: Flask) -> None:
     filters.init_app(app)
     errors.init_app(app)
     security_headers.init_app(app)
-    from blueprints import beliefs, daily_log, discussion, library, links, members, results, share, todos
+    from blueprints import beliefs, daily_log, discussion, library, links, member_pages, members, results, share, todos
     results.init_app(app)
     discussion.init_app(app)
     share.init_app(app)
     beliefs.init_app(app)
     links.init_app(app)
     todos.init_app(app)
-    for module in (results, discussion, share, beliefs, links, library, daily_log, todos, members):
+    for module in (results, discussion, share, beliefs, links, library, daily_log, todos, members, member_pages):
         app.register_blueprint(module.bp)
     for module in (auth, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api, progress,
                    projects):
