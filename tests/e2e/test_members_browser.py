@@ -1,8 +1,8 @@
 """Members in Chromium (SPEC §13, the first step): the owner invites a collaborator to one project
 from Settings → Members and copies the link; the collaborator sets a password and lands on
 their own page, which names only their project; the owner's pages answer them with a refusal;
-they open their project and one of its experiments and comment on it, and the owner sees the
-comment under their name; removing them (after a confirmation) ends their session. At 390 and
+they open their project and one of its experiments, comment on it, propose an experiment and
+add a paper, and the owner sees the comment and the proposal under their name; removing them (after a confirmation) ends their session. At 390 and
 1280 px, light and dark."""
 from __future__ import annotations
 
@@ -96,11 +96,20 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     assert joining.goto(f"/m/emergent/experiments/{hidden}").status == 404
 
     joining.goto("/m/emergent")
-    joining.get_by_text("Propose an experiment").click()
-    joining.get_by_label("Title").fill("Add a 350M control to the insecure-code sweep")
-    joining.get_by_label("Hypothesis").fill("The misalignment gap shrinks at 350M.")
-    joining.get_by_role("button", name="Propose").click()
+    proposals = joining.locator("#experiments")
+    proposals.get_by_text("Propose an experiment").click()
+    proposals.get_by_label("Title").fill("Add a 350M control to the insecure-code sweep")
+    proposals.get_by_label("Hypothesis").fill("The misalignment gap shrinks at 350M.")
+    proposals.get_by_role("button", name="Propose").click()
     expect(joining.locator("#experiments")).to_contain_text("Add a 350M control")
+    papers = joining.locator("#literature")
+    papers.get_by_text("Add a paper").click()
+    papers.get_by_label("Title").fill("Emergent misalignment: narrow finetuning can produce broadly misaligned LLMs")
+    papers.get_by_label("Authors").fill("Betley; Tan; Warncke")
+    papers.get_by_label("Year").fill("2025")
+    papers.get_by_role("button", name="Add the paper").click()
+    expect(joining.locator("#literature")).to_contain_text("Added to the library as yours")
+    expect(joining.locator("#literature")).to_contain_text("narrow finetuning can produce")
 
     page.goto(f"/experiments/{number}")
     expect(page.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
