@@ -11,6 +11,7 @@ from blueprints._actions import perform, stash_for, take_stash
 from services.core import auth, members, permissions, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
+from services.day import member_day
 from services.research import projects
 
 bp = Blueprint("members", __name__)
@@ -149,10 +150,12 @@ def join(token: str):
 @bp.get("/welcome")
 @access.allow(permissions.SIGNED_IN)
 def home():
-    """A member's first page: their role and projects. The owner, who has the board, goes there."""
+    """A member's first page, their Today: their projects, the newest discussion in them and
+    what became of their proposals. The owner, who has the board, goes there."""
     account = current_user._get_current_object()
     if account.is_owner:
         return redirect(url_for("board.index"))
     mine = members.projects_by_member([account])[account.id]
-    return render_template("members/home.html", account=account, projects=mine,
-                           may_read=permissions.role_may(account.role, "read_project"))
+    return render_template("members/home.html", account=account, projects=mine, day=member_day.for_member(account),
+                           may_read=permissions.role_may(account.role, "read_project"),
+                           may_read_experiments=permissions.role_may(account.role, "read_experiment"))
