@@ -110,6 +110,11 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     papers.get_by_role("button", name="Add the paper").click()
     expect(joining.locator("#literature")).to_contain_text("Added to the library as yours")
     expect(joining.locator("#literature")).to_contain_text("narrow finetuning can produce")
+    joining.goto("/welcome")
+    expect(joining.locator("#recent")).to_contain_text("350M checkpoint")
+    expect(joining.locator("#proposals")).to_contain_text("Add a 350M control")
+    _fits(joining, "the member's Today")
+    _photograph(joining, f"member-today-{size}-{scheme}.png")
 
     page.goto(f"/experiments/{number}")
     expect(page.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
