@@ -4,9 +4,16 @@ Deny by default: a view without a rule answers 403 (and the URL-map test fails),
 new route cannot be forgotten. Rules:
 
 - ``public``   — anyone (login page, health check, static files);
-- ``owner``    — the logged-in owner's session;
+- ``owner``    — the logged-in owner's session (a member's session gets 403);
+- ``allow(action)`` — any signed-in account whose role may do `action`
+  (services/core/permissions.py, the one place that decides); the view still checks the
+  record's project with `permissions.can(account, action, record)` and answers 404 outside it;
 - ``api(scope)`` — a bearer API token holding `scope`, or the owner's session;
 - ``owner_api`` — JSON endpoints reserved to the owner's session (no token can);
+
+Deny by default for members too: every rule but ``public``, ``share`` and ``allow`` is the
+owner's alone (``permissions.OWNER_ONLY``), and a member's API token opens no route until
+one is opened to members by name.
 - ``share``    — a mentor's share link (`/s/<token>`): the token in the path is checked by
   the view; no session is read or written there and no owner credential is used;
 - ``signed``   — a link Sagan signed and emailed (one-click unsubscribe, `/email/unsubscribe/<token>`):
@@ -35,7 +42,7 @@ from blueprints.errors import error_response, wants_json, with_message
 from extensions import csrf
 from front import headers
 from services.core import auth as auth_service
-from services.core import redis_store
+from services.core import members, permissions, redis_store
 from services.core.actors import Actor
 from services.core.clock import utcnow
 
@@ -74,6 +81,11 @@ def pod_token_checked_in_write(view: Callable) -> Callable:
 
 def api(scope: str) -> Callable:
     return _mark("api", scope)
+
+
+def allow(action: str) -> Callable:
+    """Open a session route to every role that may do `action` (the owner always may)."""
+    return _mark("allow", action)
 
 
 def body_limit(setting: str) -> Callable:
@@ -136,6 +148,14 @@ def _login_required():
     if wants_json():
         return _json_error(401, "unauthorized", "Log in or send an API token (Authorization: Bearer sk_…).")
     return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+
+
+def _not_for_role(account):
+    """403 for a signed-in member on a route their role does not open: a page for a
+    browser, JSON for the API, and for htmx a 403 its toast reports (nothing swapped)."""
+    home = url_for("members.home")
+    return error_response(403, "not_for_your_role", f"Your account ({account.role}) cannot open this; "
+                          f"your projects are on {home}.", "Not open to your account")
 
 
 def refuse_pod_token():
@@ -254,16 +274,25 @@ def enforce() -> object | None:
         missing = [needed for needed in scope.split("+") if needed not in token.scopes]
         if missing:
             return _json_error(403, "missing_scope", f"This token lacks the {missing[0]!r} scope.")
+        if not permissions.role_may(token.holder_role, permissions.OWNER_ONLY):
+            return _json_error(403, "not_for_your_role", "This API route is not open to a "
+                               f"{token.holder_role}'s token.")
         g.token = token
         g.actor = Actor.token(token)
         return None  # bearer requests carry no cookie, so no CSRF check
 
-    if kind in ("owner", "api", "owner_api"):
+    if kind in ("owner", "api", "owner_api", "allow"):
         if kind == "owner_api" and _bearer_secret() is not None:
             return _json_error(403, "owner_session_required", "Only the owner's session can do this.")
         if not current_user.is_authenticated:
             return _login_required()
-        g.actor = Actor.owner(current_user)
+        account = current_user._get_current_object()
+        if not account.is_owner:
+            members.note_activity(account)
+        needed = scope if kind == "allow" else permissions.OWNER_ONLY
+        if not permissions.can(account, needed):
+            return _not_for_role(account)
+        g.actor = Actor.owner(account) if account.is_owner else Actor.member(account)
 
     if request.method not in SAFE_METHODS:
         csrf.protect()  # raises CSRFError → handled below

@@ -1,4 +1,4 @@
-"""Owner login and logout."""
+"""Signing in and out (the owner and invited members)."""
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -9,6 +9,7 @@ from flask_login import current_user, login_user, logout_user
 from blueprints import access
 from blueprints._actions import perform
 from services.core import auth as auth_service
+from services.core import permissions
 from services.core.errors import RateLimited, ValidationError
 
 bp = Blueprint("auth", __name__)
@@ -48,14 +49,17 @@ def login():
             # secret) carries over; Flask-WTF makes a new CSRF secret on the next form.
             session.clear()
             login_user(user, remember=bool(request.form.get("remember")))
-            return redirect(_safe_next(request.args.get("next")))
+            target = request.args.get("next")
+            if not user.is_owner and not target:
+                return redirect(url_for("members.home"))  # a member's first page is theirs, not the board
+            return redirect(_safe_next(target))
     return render_template("auth/login.html", error=error, email=email), status
 
 
 @bp.post("/logout")
-@access.owner
+@access.allow(permissions.SIGNED_IN)
 def logout():
-    """End the owner's session server-side: a copy of the cookie taken earlier stops working too."""
+    """End the account's session server-side: a copy of the cookie taken earlier stops working too."""
 
     def signed_out():
         logout_user()

@@ -150,14 +150,14 @@ def init_app(app: Flask) -> None:
     def globals_():
         def your_turn_count() -> int:
             # Lazy: only pages that render the header pay for the query.
-            if not current_user.is_authenticated:
+            if not current_user.is_authenticated or not current_user.is_owner:
                 return 0
             from services.research.beliefs import owner_turn_total
             # Proposed belief updates wait for the owner too (one query for both counts).
             return owner_turn_total()
         def fleet_incident():
-            if not current_user.is_authenticated:
-                return None
+            if not current_user.is_authenticated or not current_user.is_owner:
+                return None  # pods, their accounts and dispatch are the owner's alone
             from services.dispatch.watcher import open_incident
             return open_incident()
         return {"your_turn_count": your_turn_count, "registry": registry, "fleet_incident": fleet_incident,

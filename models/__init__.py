@@ -98,4 +98,4 @@ from models.result import CleanResultVersion, Comment, Figure, PromotedResult  #
 from models.run import AgentRun  # noqa: E402,F401
 from models.setting import Setting  # noqa: E402,F401
 from models.share import ShareLink  # noqa: E402,F401
-from models.user import ApiToken, User  # noqa: E402,F401
+from models.user import ApiToken, Invitation, MemberProject, User  # noqa: E402,F401

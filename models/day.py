@@ -35,6 +35,9 @@ class Todo(UUIDPrimaryKey, TimestampMixin, db.Model):
     assignee_kind: Mapped[str] = mapped_column(sa.String(16), default="human")
     project_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("projects.id", ondelete="SET NULL"),
                                                          index=True)
+    # The invited collaborator who proposed it (SPEC §13); the owner's own have none.
+    proposed_by_member_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("users.id", ondelete="SET NULL"))
     experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="SET NULL"), unique=True)
 

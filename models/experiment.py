@@ -85,6 +85,9 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
     # No foreign key: projects are archived, never deleted, and adding one on SQLite would
     # rebuild the experiments table; the services check the project exists.
     project_id: Mapped[uuid.UUID | None] = mapped_column(index=True)
+    # The invited collaborator who proposed it (SPEC §13); the owner's own and Claude's have none.
+    proposed_by_member_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("users.id", ondelete="SET NULL"))
     cost_cap_usd: Mapped[float | None] = mapped_column(sa.Numeric(12, 2, asdecimal=False))
     git_branch: Mapped[str | None] = mapped_column(sa.String(255))
     git_commit: Mapped[str | None] = mapped_column(sa.String(64))

@@ -58,6 +58,9 @@ class LiteratureItem(UUIDPrimaryKey, TimestampMixin, db.Model):
     match_key: Mapped[str] = mapped_column(sa.String(400), index=True)
     project_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("projects.id", ondelete="SET NULL"),
                                                          index=True)
+    # The invited collaborator who suggested it (SPEC §13). No foreign key: adding one on
+    # SQLite rebuilds the table and drops its search triggers; a removed member's row stays.
+    proposed_by_member_id: Mapped[uuid.UUID | None]
     feed_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("literature_feeds.id", ondelete="SET NULL"))
 
     @property

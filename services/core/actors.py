@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Actor:
-    kind: str  # owner | agent | system | pod | token
+    kind: str  # owner | member | agent | system | pod | token
     id: str | None = None
     label: str = ""
 
@@ -19,6 +19,11 @@ class Actor:
     @classmethod
     def owner(cls, user) -> "Actor":
         return cls("owner", str(user.id), user.display_name or user.email)
+
+    @classmethod
+    def member(cls, user) -> "Actor":
+        """An invited collaborator or mentor (SPEC §13), named as the owner sees them."""
+        return cls("member", str(user.id), user.display_name or user.email)
 
     @classmethod
     def system(cls, label: str = "Sagan") -> "Actor":

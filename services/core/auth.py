@@ -1,4 +1,4 @@
-"""Owner accounts, passwords, login throttling and API tokens."""
+"""Accounts (the owner and invited members), passwords, login throttling and API tokens."""
 from __future__ import annotations
 
 import secrets
@@ -11,7 +11,7 @@ from flask import current_app
 from sqlalchemy.orm.attributes import set_committed_value
 
 from models import ApiToken, User, db
-from services.core import input_shape, redis_store, registry
+from services.core import input_shape, permissions, redis_store, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, RateLimited, ValidationError
 from services.core.records import get_by_id
@@ -46,7 +46,7 @@ def create_owner(email: str, password: str, display_name: str = "") -> User:
 
 
 def owner_exists() -> bool:
-    return db.session.scalar(sa.select(sa.func.count(User.id))) > 0
+    return db.session.scalar(sa.select(sa.func.count(User.id)).where(User.role == "owner")) > 0
 
 
 def ensure_owner_from_env() -> tuple[User, str | None] | None:
@@ -73,7 +73,7 @@ def load_user(session_id: str) -> User | None:
         user = db.session.get(User, uuid.UUID(raw_id))
     except (ValueError, AttributeError):
         return None
-    if user is None or str(user.session_version) != version:
+    if user is None or str(user.session_version) != version or user.removed_at is not None:
         return None
     return user
 
@@ -96,7 +96,7 @@ def authenticate(email: str, password: str, address: str) -> User:
     user = db.session.scalar(sa.select(User).where(User.email == (email or "").strip().lower()))
     try:
         _hasher.verify(user.password_hash if user else _DUMMY_HASH, password or "")
-        ok = user is not None
+        ok = user is not None and user.removed_at is None  # a removed member cannot sign in
     except (VerificationError, InvalidHashError):
         ok = False
     if not ok:
@@ -132,12 +132,21 @@ def clean_scopes(raw) -> list[str]:
 
 
 def create_token(name: str, scopes, user: User | None = None) -> tuple[ApiToken, str]:
-    """Mint a token; returns the row and the secret, which is never shown again."""
+    """Mint a token; returns the row and the secret, which is never shown again. A member's
+    token holds no scope beyond their role (services/core/permissions.py)."""
     name = " ".join((name or "").split())
     if not input_shape.has_visible_text(name) or len(name) > 120:
         raise ValidationError("Give the token a name of 1–120 characters, at least one of them visible.",
                               field="name")
     scopes = clean_scopes(scopes)
+    if user is not None:
+        if user.removed_at is not None:
+            raise ValidationError("A removed member holds no tokens.", field="scopes")
+        allowed = permissions.token_scopes_allowed(user.role)
+        beyond = [scope for scope in scopes if scope not in allowed]
+        if beyond:
+            raise ValidationError(f"A {user.role}'s token cannot hold the {beyond[0]!r} scope; "
+                                  f"it may hold {', '.join(allowed)}.", field="scopes")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(id=uuid.uuid4(), name=name, prefix=secret[:10], secret_hash=digest(secret),
                      scopes=scopes, user_id=user.id if user else None)
@@ -162,10 +171,19 @@ def verify_token(secret: str) -> ApiToken | None:
     """The active token for a bearer secret, or None; records its use."""
     if not secret or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         return None
-    token = db.session.scalar(sa.select(ApiToken).where(ApiToken.secret_hash == digest(secret)))
+    # The holder's role and removal in the same round trip: a removed member's token is dead
+    # even if its revocation were missed, and a member's token is known as one (blueprints/access.py).
+    row = db.session.execute(sa.select(ApiToken, User.role, User.removed_at)
+                             .outerjoin(User, User.id == ApiToken.user_id)
+                             .where(ApiToken.secret_hash == digest(secret))).one_or_none()
     now = utcnow()
-    if token is None or token.revoked_at is not None or (token.expires_at and token.expires_at <= now):
+    if row is None:
         return None
+    token, holder_role, holder_removed_at = row
+    if token.revoked_at is not None or (token.expires_at and token.expires_at <= now) or holder_removed_at:
+        return None
+    # Not a column: tokens without a holder (agent runs' tokens, scripts' older ones) act as before.
+    token.holder_role = holder_role or "owner"
     # Write last use at most once a minute: a busy script must not turn reads into writes.
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
         db.session.execute(sa.update(ApiToken).where(ApiToken.id == token.id).values(last_used_at=now))

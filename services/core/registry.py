@@ -135,7 +135,7 @@ WORKFLOW_EVENT_TYPES = [
     "state_changed", "approval_requested", "approval_resolved", "marker",
     "progress", "note", "blocked", "comment",
 ]
-ACTOR_KINDS = ["owner", "agent", "system", "pod", "token"]
+ACTOR_KINDS = ["owner", "agent", "system", "pod", "token", "member"]
 
 RUN_EVENT_TYPES = [
     "started", "assistant_text", "tool_call", "tool_result", "sdk_result", "completed",
@@ -215,8 +215,15 @@ ARTIFACT_USAGE_SCOPES = ["pod", "experiment"]
 # --- Results, comments, tokens -----------------------------------------------------
 
 FIGURE_KINDS = ["image", "html_artifact", "svg"]
-COMMENT_AUTHOR_KINDS = ["owner", "agent"]
+COMMENT_AUTHOR_KINDS = ["owner", "agent", "member"]
 API_TOKEN_SCOPES = ["read", "write", "dispatch", "promote"]
+
+# --- Accounts (SPEC §13) -------------------------------------------------------------
+
+# The owner is the first account; collaborators and mentors come by invitation, scoped to
+# projects (services/core/permissions.py holds what each role may do).
+ACCOUNT_ROLES = ["owner", "collaborator", "mentor"]
+INVITABLE_ROLES = ["collaborator", "mentor"]
 # --- The research record (SPEC §11) ----------------------------------------------
 
 PROJECT_STATUSES = ["active", "paused", "completed", "archived"]

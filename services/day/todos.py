@@ -148,6 +148,15 @@ def create_todo(data: dict, actor: Actor) -> Todo:
     return todo
 
 
+def propose_for_member(data: dict, project_slug: str, member_id, actor: Actor) -> Todo:
+    """An invited collaborator's todo for their project (the caller checked they may): a
+    title and a body, in the owner's inbox, marked as theirs. The caller commits."""
+    fields = {key: value for key, value in data.items() if key in ("title", "body_md") and value is not None}
+    todo = create_todo({**fields, "project": project_slug, "status": "inbox"}, actor)
+    todo.proposed_by_member_id = member_id
+    return todo
+
+
 def update_todo(todo: Todo, data: dict, actor: Actor) -> list[str]:
     """Apply an edit (only the fields sent); answers the names of the fields that changed."""
     cleaned = clean_fields(data, partial=True)

@@ -142,13 +142,16 @@ def _item_brief(item: LiteratureItem) -> str:
 
 
 def post_comment(entity_kind: str, entity, body, actor: Actor) -> Posted:
-    """The owner's comment; @claude asks the comment-responder. The caller commits, then
-    enqueues `posted.run` (if any)."""
+    """The owner's (or an invited member's) comment; @claude asks the comment-responder,
+    for the owner only — a member never starts an agent run, which spends (SPEC §13). The
+    caller commits, then enqueues `posted.run` (if any)."""
     if entity_kind not in ENTITY_KINDS:
         raise ValidationError("Comments go on experiments, runs and literature items.", field="entity_kind")
     prepared = prepare_body(body)
     body = prepared.body
-    comment = Comment(id=uuid.uuid4(), entity_kind=entity_kind, entity_id=entity.id, author_kind="owner",
+    by_member = actor.kind == "member"
+    comment = Comment(id=uuid.uuid4(), entity_kind=entity_kind, entity_id=entity.id,
+                      author_kind="member" if by_member else "owner",
                       author_name=(actor.label or "Owner")[:120], body_md=body, body_html=prepared.html)
     db.session.add(comment)
     experiment = experiment_of(entity_kind, entity)
@@ -157,7 +160,7 @@ def post_comment(entity_kind: str, entity, body, actor: Actor) -> Posted:
                       metadata={"comment_id": str(comment.id), "on": entity_kind,
                                 **({"run_id": str(entity.id)} if entity_kind == "run" else {})})
     posted = Posted(comment)
-    if MENTION.search(body):
+    if MENTION.search(body) and not by_member:
         posted.run, posted.notice = _ask_claude(entity_kind, entity, experiment, comment)
     return posted
 

@@ -220,6 +220,25 @@ def add(data: dict, *, source: str = "manual", strict: bool = True, feed_id=None
     return Added(item, True)
 
 
+def suggest_for_member(data: dict, project_id, member_id) -> Added:
+    """An invited collaborator's paper for their project (the caller checked they may): a
+    title, authors, a year and a link, marked as theirs. A work already in this project's
+    library is answered as such and left alone. A work in another project's library (or in
+    none) is not merged into — the member may neither learn of it nor change it — so this
+    adds a row of its own, without identifiers, for the owner to merge. The caller commits."""
+    fields = clean({key: data.get(key) for key in ("title", "authors", "year", "url") if data.get(key)})
+    key = match_key(fields["title"], fields.get("authors") or [])
+    here = db.session.scalars(sa.select(LiteratureItem).where(LiteratureItem.match_key == key,
+                                                              LiteratureItem.project_id == project_id)).first()
+    if here is not None:
+        return Added(here, False)
+    item = LiteratureItem(**{**NEW_ITEM_DEFAULTS, **fields, "project_id": project_id}, id=uuid.uuid4(),
+                          source="manual", match_key=key, proposed_by_member_id=member_id)
+    db.session.add(item)
+    db.session.flush()
+    return Added(item, True)
+
+
 def fill_missing(item: LiteratureItem, fields: dict, matcher: Matcher | None = None) -> None:
     """Give `item` the fields it has no value for; an identifier another item holds is left alone."""
     for name in MERGE_FIELDS:

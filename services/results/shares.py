@@ -160,6 +160,16 @@ def shared_results(link: ShareLink) -> list[SharedResult]:
     return [SharedResult(experiment, promotion) for experiment, promotion in db.session.execute(query)]
 
 
+def shared_in_project(project_id, number: int | None = None) -> list[SharedResult]:
+    """The project's results promoted to `shared`, newest promotion first (what a mentor's
+    account reads, SPEC §13); only experiment `number`'s when it is given."""
+    query = _shared_promotions().where(Experiment.project_id == project_id) \
+        .order_by(PromotedResult.promoted_at.desc(), Experiment.number.desc())
+    if number is not None:
+        query = query.where(Experiment.number == number)
+    return [SharedResult(experiment, promotion) for experiment, promotion in db.session.execute(query)]
+
+
 def shared_result(link: ShareLink, number: int) -> SharedResult | None:
     return next((r for r in shared_results(link) if r.number == number), None)
 

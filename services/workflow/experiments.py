@@ -232,6 +232,16 @@ def create_experiment(data: dict, actor: Actor, *, note: str | None = None) -> E
     return experiment
 
 
+def propose_for_member(data: dict, project_id: uuid.UUID, member_id: uuid.UUID, actor: Actor) -> Experiment:
+    """An invited collaborator's proposal in their project (the caller checked they may):
+    only a title and a hypothesis, in `proposed`, marked as theirs. The caller commits."""
+    fields = {key: value for key, value in data.items() if key in ("title", "hypothesis") and value is not None}
+    experiment = create_experiment({**fields, "project_id": str(project_id)}, actor,
+                                   note=f"Proposed by {actor.label}.")
+    experiment.proposed_by_member_id = member_id
+    return experiment
+
+
 def update_experiment(experiment: Experiment, data: dict, actor: Actor) -> list[str]:
     """Apply edited fields; records which fields changed. The caller commits."""
     cleaned = clean_fields(data, partial=True)
@@ -708,8 +718,10 @@ def _live_poll_query():
     """The poll's one statement: beside the fingerprint, the session version of the user
     the session cookie names (NULL for no such user, or no user_id), so the session check
     and the answer share one round trip. Built once, like `_page_version_query`."""
-    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
-        .scalar_subquery()
+    # Only the owner's session: a member's cookie finds no version here, so the poll goes on
+    # to Flask, whose access rule answers it (services/core/permissions.py).
+    session_version = sa.select(User.session_version) \
+        .where(User.id == sa.bindparam("user_id"), User.role == "owner").scalar_subquery()
     return sa.select(session_version, Experiment.status, _fingerprint()) \
         .where(Experiment.number == sa.bindparam("number"))
 

@@ -203,8 +203,10 @@ class PollState:
 def _poll_query():
     """Built once: the run's two narrow columns (a poll must not load the conversation) and,
     beside them, the session user's session version, so the session check shares the round trip."""
-    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
-        .scalar_subquery()
+    # Only the owner's session: a member's cookie finds no version here, so the poll goes on
+    # to Flask, whose access rule answers it (services/core/permissions.py).
+    session_version = sa.select(User.session_version) \
+        .where(User.id == sa.bindparam("user_id"), User.role == "owner").scalar_subquery()
     return sa.select(session_version, AgentRun.status, AgentRun.last_seq) \
         .where(AgentRun.id == sa.bindparam("run_id"))
 

@@ -21,6 +21,8 @@ from services.core.actors import Actor
 from services.dispatch import tokens
 from services.planning import approvals
 from services.workflow import experiments, lifecycle, runs
+# Two projects and members signed in through real invitations (SPEC §13).
+from tests.integration.members_fixtures import member_client, two_projects  # noqa: F401
 from tests.processes import stop_process_group
 from tests.slow_clients import free_port
 from workers import fork_guard

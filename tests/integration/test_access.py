@@ -12,6 +12,7 @@ from werkzeug.routing import IntegerConverter, UUIDConverter
 import config as sagan_config
 from app import create_app
 from services.core import clock
+from tests.conftest import csrf_from
 
 SAMPLE_UUID = uuid.UUID("00000000-0000-4000-8000-000000000001")
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -60,7 +61,12 @@ def test_the_known_pages_have_the_expected_rules(app):
     rule_of = {name: getattr(view, "access_rule", None) for name, view in app.view_functions.items()}
     assert rule_of["auth.login"] == ("public", None)
     assert rule_of["health.healthz"] == ("public", None)
-    for endpoint in ("today.index", "today.live", "today.act", "board.index", "board.columns", "board.move", "board.your_turn", "auth.logout",
+    # Signing out is every account's; the members' own pages name their action (permissions.py).
+    assert rule_of["auth.logout"] == rule_of["members.home"] == ("allow", "signed_in")
+    assert rule_of["members.join"] == ("public", None)
+    for endpoint in ("members.index", "members.invite", "members.change", "members.remove", "members.withdraw"):
+        assert rule_of[endpoint] == ("owner", None), endpoint
+    for endpoint in ("today.index", "today.live", "today.act", "board.index", "board.columns", "board.move", "board.your_turn",
                      "experiments.index", "experiments.new", "experiments.detail",
                      "experiments.timeline", "experiments.live", "experiments.change_status", "experiments.edit",
                      "tokens.index", "tokens.create", "tokens.revoke"):
@@ -137,7 +143,7 @@ def test_the_known_pages_have_the_expected_rules(app):
 
 def test_owner_routes_redirect_to_login_without_a_session(app, client):
     """Does every owner route (any method) send a browser without a session to /login?"""
-    routes = list(_routes(app, {"owner"}))
+    routes = list(_routes(app, {"owner", "allow"}))
     assert len(routes) >= 14
     for method, url, rule in routes:
         response = client.open(url, method=method)
@@ -147,7 +153,7 @@ def test_owner_routes_redirect_to_login_without_a_session(app, client):
 
 def test_owner_routes_answer_htmx_with_401_and_hx_redirect(app, client):
     """Does an htmx request without a session get 401 and HX-Redirect to the login page?"""
-    for method, url, rule in _routes(app, {"owner"}):
+    for method, url, rule in _routes(app, {"owner", "allow"}):
         response = client.open(url, method=method, headers={"HX-Request": "true",
                                                             "HX-Current-URL": "http://localhost/"})
         assert response.status_code == 401, (method, url, response.status_code)
@@ -170,7 +176,7 @@ def test_api_routes_answer_401_json_without_credentials(app, client):
 def test_a_token_does_not_open_owner_pages(app, api_client):
     """Does a bearer token with every scope still not reach any owner page?"""
     scripted = api_client("read,write,dispatch,promote")
-    for method, url, rule in _routes(app, {"owner"}):
+    for method, url, rule in _routes(app, {"owner", "allow"}):
         response = scripted.open(url, method=method)
         assert not 200 <= response.status_code < 300, (method, url, response.status_code)
         assert response.status_code in (302, 401), (method, url)
@@ -262,7 +268,7 @@ def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_
             checked += 1
         elif kind == "owner_api":
             assert response.status_code == 403 and body.get("error") == "owner_session_required", (method, url)
-        elif kind == "owner":
+        elif kind in ("owner", "allow"):
             assert response.status_code in (302, 401), (method, url, response.status_code)
         elif kind == "pod":
             assert response.status_code == 401 and body.get("error") == "invalid_pod_token", (method, url)
@@ -324,7 +330,8 @@ def test_every_state_changing_route_refuses_a_session_request_without_csrf(app, 
     and no CSRF token, as a form and as htmx: 400 csrf_failed, and no row anywhere changed."""
     number = make_experiment("CSRF target", status="proposed")
     before = _row_counts(app)
-    routes = [(m, u) for m, u, k, _s in _all_routes(app) if m in UNSAFE and k in ("owner", "api", "owner_api")]
+    routes = [(m, u) for m, u, k, _s in _all_routes(app)
+              if m in UNSAFE and k in ("owner", "api", "owner_api", "allow")]
     assert len(routes) > 30
     for method, url in routes:
         url = url.replace("/1", f"/{number}", 1) if "/1" in url else url
@@ -375,3 +382,94 @@ def test_the_bad_token_count_is_shared_by_every_process(app, api_client):
     bad = app.test_client()
     assert bad.get("/api/statuses", headers={"Authorization": "Bearer sk_guess-1"}).status_code == 401
     assert bad.get("/api/statuses", headers={"Authorization": "Bearer sk_guess-2"}).status_code == 429
+
+
+# --- every route, walked with every role (SPEC §13) ----------------------------------------------
+
+def _endpoint_routes(app):
+    """(method, url, kind, scope, endpoint) for every route but static."""
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        kind, scope = app.view_functions[rule.endpoint].access_rule
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            yield method, _sample_url(rule), kind, scope, rule.endpoint
+
+
+def test_every_route_answers_each_member_role_by_the_role_table(app, client, member_client, make_experiment,
+                                                                monkeypatch):
+    """A collaborator of project A, a collaborator of project B and a mentor walk every route
+    with their sessions and a valid CSRF token: each owner, API and owner-API route answers 403
+    not_for_your_role (as a page, JSON or to htmx alike), an `allow` route answers as the role
+    table says, and no row anywhere changed. Anonymous and the owner are walked above."""
+    from services.core import permissions
+    monkeypatch.setitem(app.config, "LOGIN_MAX_FAILURES", 10_000)  # the sweep posts /login empty…
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)  # …and pod routes without a token
+    number = make_experiment("Role sweep target", status="proposed")
+    walkers = {"collaborator of A": member_client("a@example.org", "collaborator", projects=(0,)),
+               "collaborator of B": member_client("b@example.org", "collaborator", projects=(1,)),
+               "mentor": member_client("m@example.org", "mentor", projects=(0, 1))}
+    before = _row_counts(app)
+    checked = 0
+    for who, walker in walkers.items():
+        role = who.split()[0]
+        csrf = csrf_from(walker.get("/welcome").text)
+        for method, url, kind, scope, endpoint in _endpoint_routes(app):
+            if endpoint == "auth.logout":
+                continue  # it ends the walk; the members' tests sign out on purpose
+            url = url.replace("/1", f"/{number}", 1) if "/1" in url else url
+            for headers in ({"X-CSRFToken": csrf}, {"X-CSRFToken": csrf, "HX-Request": "true"}):
+                answer = walker.open(url, method=method, data={"title": "x", "to": "planning"}, headers=headers)
+                where = (who, method, url, answer.status_code)
+                if kind in ("owner", "api", "owner_api"):
+                    assert answer.status_code == 403, where
+                    assert answer.headers.get("X-Sagan-Error") == "not_for_your_role", where
+                    checked += 1
+                elif kind == "allow":
+                    if permissions.role_may(role, scope):
+                        assert answer.status_code not in (401, 403), where
+                    else:
+                        assert answer.status_code == 403, where
+                elif kind == "pod":
+                    assert answer.status_code == 401, where
+                elif kind == "share":
+                    assert answer.status_code == 404, where
+    assert checked > 300
+    after = _row_counts(app)
+    assert {t: n for t, n in after.items() if t != "users"} == {t: n for t, n in before.items() if t != "users"}
+
+
+def test_a_members_token_reaches_no_route(app, member_client, monkeypatch):
+    """A collaborator's token with every scope their role allows opens nothing: API routes
+    answer 403 not_for_your_role, session routes 302/401/403, pod routes 401."""
+    import sqlalchemy as sa
+
+    from models import User, db
+    from services.core import auth as auth_service
+    monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)
+    holder = member_client("t@example.org")
+    with app.app_context():
+        _token, secret = auth_service.create_token("member script", "read,write",
+                                                   db.session.scalar(sa.select(User).where(User.id == holder.member_id)))
+        db.session.commit()
+    scripted = app.test_client()
+    for method, url, kind, _scope, _endpoint in _endpoint_routes(app):
+        if kind in ("public", "share"):
+            continue
+        answer = scripted.open(url, method=method, headers={"Authorization": f"Bearer {secret}"}, json={})
+        assert not 200 <= answer.status_code < 300, (method, url, answer.status_code)
+        if kind == "api":  # a scope the role cannot hold is missing; the rest are not for the role
+            assert answer.status_code == 403, (method, url)
+            assert answer.get_json()["error"] in ("not_for_your_role", "missing_scope"), (method, url)
+
+
+def test_no_two_routes_share_a_path_and_method(app):
+    """A second rule on a taken path is silently shadowed (or shadows the first): a page
+    opened to members on an owner page's path would take the owner's page over."""
+    seen, twice = set(), []
+    for rule in app.url_map.iter_rules():
+        converters = re.sub(r"<(?:[a-z]+:)?[a-z_]+>", "<>", rule.rule)
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            key = (converters, method)
+            (twice.append(key) if key in seen else seen.add(key))
+    assert twice == []
