@@ -510,9 +510,11 @@ def _version_query():
 @functools.cache
 def _live_poll_query():
     """The poll's one statement: the fingerprint and, beside it, the session version of the
-    user the session cookie names (front/quiet_polls.py checks it as load_user would)."""
-    session_version = sa.select(User.session_version).where(User.id == sa.bindparam("user_id")) \
-        .correlate(None).scalar_subquery()
+    user the session cookie names (front/quiet_polls.py checks it as load_user would). Only the
+    owner's session: a member's cookie finds no version, so their poll goes on to Flask, whose
+    access rule answers it (services/core/permissions.py)."""
+    session_version = sa.select(User.session_version) \
+        .where(User.id == sa.bindparam("user_id"), User.role == "owner").correlate(None).scalar_subquery()
     return sa.select(session_version, _fingerprint())
 
 

@@ -358,6 +358,16 @@ def test_a_members_session_gets_no_quiet_poll_answer(app, client, make_experimen
     assert answer.status_code == 403
 
 
+def test_a_members_session_gets_no_quiet_answer_from_todays_poll(app, client, member_client):
+    """Today's poll is the owner's too: a member's cookie with Today's real version goes on to
+    the access rule (403), never to the owner's 304."""
+    import re
+    version = re.search(r'data-version="([^"]+)"', client.get("/").text).group(1)
+    assert client.get("/today/live", headers={"If-None-Match": f'"{version}"'}).status_code == 304
+    sam = member_client("sam@example.org")
+    assert sam.get("/today/live", headers={"If-None-Match": f'"{version}"'}).status_code == 403
+
+
 def test_a_members_token_opens_no_api_route_and_never_exceeds_the_role(app, member_client):
     """A collaborator's token holds read and write at most (a mentor's, read), and opens no
     API route yet (none is opened to members): each answers 403 not_for_your_role."""
