@@ -1,4 +1,4 @@
-"""The experiment page's poll while its pods post progress (the soak's finding, issue 25).
+"""The experiment page's poll while its pods post progress (a finding of the ten-minute soak).
 
 A running experiment with 10 pods, each posting progress every 10 s through the real API,
 and the page polling every 5 s with the version it holds — simulated time, so a run takes

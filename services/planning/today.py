@@ -237,12 +237,17 @@ def _act_question(key: str, action: str, form: dict, actor: Actor) -> Acted:
 register(NeedSource("question", _gather_questions, ("answer",), _act_question))
 
 
-# Experiments Claude proposed -------------------------------------------------------------
+# Experiments Claude or a collaborator proposed ----------------------------------------------
 
 def _gather_proposed() -> list[Need]:
-    rows = _experiments_where(Experiment.status == "proposed", Experiment.proposed_by_agent.is_(True),
-                              Experiment.parent_experiment_id.is_(None))
-    return [Need("proposed", str(e.number), f"#{e.number}", e.title, "Claude proposed this experiment: start or dismiss",
+    """Claude's proposals and members' (as theirs, by name), in one query."""
+    proposer = sa.func.coalesce(sa.func.nullif(User.display_name, ""), User.email).label("proposer")
+    rows = db.session.execute(
+        sa.select(*_SHOWN, proposer).outerjoin(User, User.id == Experiment.proposed_by_member_id)
+        .where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_(None),
+               sa.or_(Experiment.proposed_by_agent.is_(True), Experiment.proposed_by_member_id.is_not(None)))).all()
+    return [Need("proposed", str(e.number), f"#{e.number}", e.title,
+                 f"{e.proposer or 'Claude'} proposed this experiment: start or dismiss",
                  f"/experiments/{e.number}", e.priority, e.waited) for e in rows]
 
 

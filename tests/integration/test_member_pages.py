@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from models import AgentRun, Belief, Experiment, LiteratureItem, Project, db
 from services.core.actors import Actor
 from services.results import results
+from tests.conftest import csrf_from
 
 OWNER = Actor("owner", None, "Owner")
 
@@ -268,7 +269,12 @@ def test_a_collaborators_proposal_reaches_the_owner_as_theirs(app, client, two_p
         number = experiment.number
     owner_page = client.get(f"/experiments/{number}")
     assert "proposed by jan" in owner_page.text and "The gap closes at 350M." in owner_page.text
-    assert "Add a 350M control run" in client.get("/").text
+    today = client.get("/").text  # the owner's Today queue, as theirs, with its action in place
+    assert f'id="need-proposed-{number}"' in today and "jan proposed this experiment" in today
+    started = client.post(f"/today/proposed/{number}", data={"action": "start", "csrf_token": csrf_from(today)})
+    assert started.status_code in (200, 303)
+    with app.app_context():
+        assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == number)) == "planning"
     assert "Add a 350M control run" in jan.get("/m/alpha").text
 
 
