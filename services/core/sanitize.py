@@ -37,8 +37,12 @@ from bleach._vendor.html5lib.treewalkers.base import TreeWalker
 from bleach.linkifier import TLDS, LinkifyFilter
 from bleach.sanitizer import BleachSanitizerFilter
 
+from flask import current_app
+
 from services.core import markdown_bounds
 from services.core.errors import ValidationError
+from services.core.input_shape import has_visible_text
+from services.core.redact import redact
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -935,3 +939,18 @@ def css_hashes(html: str | None) -> list[str]:
         digest = hashlib.sha256(match.group(1).encode()).digest()
         found.append("'sha256-" + base64.b64encode(digest).decode() + "'")
     return found
+
+
+def clean_markdown_document(raw, what: str, empty: str) -> str:
+    """Owner-written markdown about to be stored as a version (a narrative, a weekly review):
+    visible text, within MARKDOWN_MAX, nesting the renderer can take (checked before storing,
+    not at the first reader), and secrets redacted. `what` names it in the refusal ("The
+    review"), `empty` is the refusal for a blank text."""
+    if not isinstance(raw, str) or not has_visible_text(raw):
+        raise ValidationError(empty, field="body_md")
+    body = raw.strip()
+    limit = current_app.config["MARKDOWN_MAX"]
+    if len(body) > limit:
+        raise ValidationError(f"{what} is {len(body):,} characters; the limit is {limit:,}.", field="body_md")
+    render_markdown(body)
+    return redact(body)

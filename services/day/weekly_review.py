@@ -24,17 +24,16 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Callable
 
 import sqlalchemy as sa
-from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from models import (AgentRun, Belief, BeliefVersion, CleanResultVersion, Experiment, Project, PromotedResult,
                     WeeklyReview, WeeklyReviewVersion, WorkflowEvent, db)
-from services.core import input_shape, registry, settings
+from services.core import registry, settings
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.core.redact import redact
-from services.core.sanitize import render_markdown
+from services.core.sanitize import clean_markdown_document, render_markdown
 from services.day import daily_log
 from services.dispatch import spend
 from services.research import beliefs, links, projects
@@ -428,14 +427,7 @@ def get_version(review: WeeklyReview, version) -> WeeklyReviewVersion:
 
 
 def clean_body(raw) -> str:
-    if not isinstance(raw, str) or not input_shape.has_visible_text(raw):
-        raise ValidationError("The review is empty; write what the week taught first.", field="body_md")
-    body = raw.strip()
-    limit = current_app.config["MARKDOWN_MAX"]
-    if len(body) > limit:
-        raise ValidationError(f"The review is {len(body):,} characters; the limit is {limit:,}.", field="body_md")
-    render_markdown(body)  # refuses markdown nested too deep to render, before it is stored
-    return redact(body)
+    return clean_markdown_document(raw, "The review", "The review is empty; write what the week taught first.")
 
 
 def _lock(review: WeeklyReview) -> None:

@@ -7,16 +7,13 @@ import uuid
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from flask import current_app
 
 from models import db
 from models.research import Project, ProjectNarrative
-from services.core import input_shape
 from services.core.actors import Actor
 from services.core.clock import utcnow
-from services.core.errors import NotFound, ValidationError
-from services.core.redact import redact
-from services.core.sanitize import render_markdown
+from services.core.errors import NotFound
+from services.core.sanitize import clean_markdown_document, render_markdown
 
 
 @dataclass(frozen=True)
@@ -31,14 +28,7 @@ def shown(row: ProjectNarrative | None) -> ShownNarrative | None:
 
 
 def clean_body(raw) -> str:
-    if not isinstance(raw, str) or not input_shape.has_visible_text(raw):
-        raise ValidationError("The narrative is empty; write the project's story first.", field="body_md")
-    body = raw.strip()
-    limit = current_app.config["MARKDOWN_MAX"]
-    if len(body) > limit:
-        raise ValidationError(f"The narrative is {len(body):,} characters; the limit is {limit:,}.", field="body_md")
-    render_markdown(body)  # refuses markdown nested too deep to render, before it is stored
-    return redact(body)
+    return clean_markdown_document(raw, "The narrative", "The narrative is empty; write the project's story first.")
 
 
 def _lock(project: Project) -> None:
