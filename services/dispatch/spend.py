@@ -2,7 +2,7 @@
 what one stretch of time (a day of the daily log) cost, agents and GPU apart."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -111,6 +111,9 @@ class WindowSpend:
     gpu_usd: float
     pods: int
     gpu_unpriced: int
+    # Agent spend by the runs' classification (registry.RUN_CLASSIFICATIONS, "pending" being
+    # unclassified): name → {"usd", "runs", "unpriced"}, as `agent_spend_by_classification`.
+    agents_by_classification: dict = field(default_factory=dict)
 
     @property
     def total_usd(self) -> float:
@@ -131,14 +134,17 @@ def spend_between(start: datetime, end: datetime, now: datetime | None = None) -
 def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = None) -> list[WindowSpend]:
     """`spend_between(start, end)` for each of `starts` (today, this week, this month), in
     the same two queries as one window: the runs' sums filtered per window, the pods of the
-    widest window read once and split in Python."""
+    widest window read once and split in Python. Each window's agent spend is split by the
+    runs' classification in that same query (three more sums per classification)."""
     now = now or utcnow()
     run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
     columns = []
     for start in starts:
         inside = run_start >= start
-        columns += [sa.func.coalesce(sa.func.sum(AgentRun.cost_usd).filter(inside), 0), sa.func.count().filter(inside),
-                    sa.func.count().filter(inside, AgentRun.cost_usd.is_(None))]
+        columns += _agent_sums(inside)
+        for name in registry.RUN_CLASSIFICATIONS:
+            columns += _agent_sums(inside, AgentRun.classification == name)
+    per_window = 3 * (1 + len(registry.RUN_CLASSIFICATIONS))
     earliest = min(starts)
     agents = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)).one()
     pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
@@ -160,10 +166,23 @@ def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = 
                 unpriced += int(pod_accounts.bills(account))
                 continue
             gpu_usd += float(rate) * seconds / 3600.0
-        spent, runs, runs_unpriced = agents[3 * index:3 * index + 3]
+        sums = agents[per_window * index:per_window * (index + 1)]
+        spent, runs, runs_unpriced = sums[:3]
+        by_classification = {name: _agent_split(*sums[3 * (i + 1):3 * (i + 2)])
+                             for i, name in enumerate(registry.RUN_CLASSIFICATIONS)}
         windows.append(WindowSpend(float(spent or 0), int(runs), int(runs_unpriced), round(gpu_usd, 6), counted,
-                                   unpriced))
+                                   unpriced, by_classification))
     return windows
+
+
+def _agent_sums(*conditions) -> list:
+    """USD, runs and runs at an unknown price among the agent runs meeting `conditions`."""
+    return [sa.func.coalesce(sa.func.sum(AgentRun.cost_usd).filter(*conditions), 0),
+            sa.func.count().filter(*conditions), sa.func.count().filter(*conditions, AgentRun.cost_usd.is_(None))]
+
+
+def _agent_split(usd, runs, unpriced) -> dict:
+    return {"usd": round(float(usd or 0), 4), "runs": int(runs), "unpriced": int(unpriced)}
 
 
 def agent_spend_by_classification(start: datetime, end: datetime) -> dict:
@@ -177,5 +196,5 @@ def agent_spend_by_classification(start: datetime, end: datetime) -> dict:
         .where(run_start >= start, run_start < end).group_by(AgentRun.classification))
     split = {name: {"usd": 0.0, "runs": 0, "unpriced": 0} for name in registry.RUN_CLASSIFICATIONS}
     for name, usd, count, unpriced in rows:
-        split[name] = {"usd": round(float(usd or 0), 4), "runs": int(count), "unpriced": int(unpriced)}
+        split[name] = _agent_split(usd, count, unpriced)
     return split

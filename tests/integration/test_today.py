@@ -17,6 +17,7 @@ from services.core.actors import Actor
 from services.day import daily_log, todos, weekly_review
 from services.research import beliefs
 from services.workflow import experiments, lifecycle
+from services.workflow import runs as runs_service
 from tests.conftest import csrf_from
 from tests.integration.queries import counting_queries
 
@@ -310,6 +311,47 @@ def test_running_yesterday_next_and_spend(app, client, owner, make_experiment, m
     assert "$2.50" in spend_section  # an hour of an A100 at $2.50 today
 
 
+def _spend_cells(html: str, row: str) -> dict:
+    """The by-classification table's cells of one row ("This week", "This month")."""
+    table = html.split('today-spend-classes', 1)[1].split("</table>", 1)[0]
+    cells = table.split(f'<th scope="row">{row}</th>', 1)[1].split("</tr>", 1)[0]
+    return {name: " ".join(re.sub(r"<[^>]+>", " ", text).split()) for name, text in
+            re.findall(r'data-classification="([a-z_]+)">(.*?)</td>', cells, re.S)}
+
+
+def test_spend_splits_agents_by_run_classification(app, client, owner, make_experiment):
+    """Are this week's and this month's agent costs split into useful, not useful,
+    unclassified and archived, each with its runs, a run of last month in the month only
+    when it is this month, an unpriced run marked?"""
+    number = make_experiment("Costly", status="running")
+    with app.app_context():
+        experiment_id = experiments.get_experiment(number).id
+        now = clock.utcnow()
+        day = daily_log.today()
+        week_start = daily_log.bounds(day - timedelta(days=day.weekday()))[0]
+        month_start = daily_log.bounds(day.replace(day=1))[0]
+        for classification, cost, started in (("useful", 1.5, now), ("useful", 0.5, now),
+                                              ("not_useful", 0.75, now), ("pending", None, now),
+                                              ("archived", 0.1, now)):
+            run = runs_service.create_run(kind="apply", agent="analyzer", request="Work.", scope_id=experiment_id)
+            run.cost_usd, run.classification, run.started_at = cost, classification, started
+        # Before this week: in the month's split only if it is still this month.
+        earlier = week_start - timedelta(hours=1)
+        older = runs_service.create_run(kind="apply", agent="analyzer", request="Old.", scope_id=experiment_id)
+        older.cost_usd, older.classification, older.started_at = 4.0, "useful", earlier
+        db.session.commit()
+        earlier_in_month = earlier >= month_start
+    html = client.get("/").text
+    week = _spend_cells(html, "This week")
+    assert week["useful"] == "$2.00 2 runs" and week["not_useful"] == "$0.75 1 run"
+    assert week["pending"].startswith("$0.00") and "+?" in week["pending"] and week["pending"].endswith("1 run")
+    assert week["archived"] == "$0.10 1 run"
+    month = _spend_cells(html, "This month")
+    assert month["useful"] == ("$6.00 3 runs" if earlier_in_month else "$2.00 2 runs")
+    assert month["archived"] == "$0.10 1 run"
+    assert "/runs?classification=pending" in html
+
+
 # --- the poll --------------------------------------------------------------------------------
 
 def test_poll_answers_304_until_something_changes(app, client, owner, make_experiment, make_proposal):
@@ -357,6 +399,12 @@ def test_today_and_its_poll_run_a_constant_number_of_queries(app, client, owner,
             make_experiment(f"Run {i}", status="running")
             make_experiment(f"Blocked {i}", status="blocked")
             make_proposal(f"Belief {i}")
+            with app.app_context():
+                # Agent runs of every classification: the Spend section's split reads them.
+                for classification in registry.RUN_CLASSIFICATIONS:
+                    run = runs_service.create_run(kind="apply", agent="analyzer", request="Work.", scope_id=None)
+                    run.cost_usd, run.classification = 0.5, classification
+                db.session.commit()
     fill(1)
     client.get("/")
     few = _queries(client, "/")
