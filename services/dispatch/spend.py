@@ -134,19 +134,17 @@ def spend_between(start: datetime, end: datetime, now: datetime | None = None) -
 def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = None) -> list[WindowSpend]:
     """`spend_between(start, end)` for each of `starts` (today, this week, this month), in
     the same two queries as one window: the runs' sums filtered per window, the pods of the
-    widest window read once and split in Python. Each window's agent spend is split by the
-    runs' classification in that same query (three more sums per classification)."""
+    widest window read once and split in Python. The runs are grouped by classification, so
+    each window's agent spend comes split by it too (registry.RUN_CLASSIFICATIONS; at most
+    four rows), its total being the rows' sum."""
     now = now or utcnow()
     run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
-    columns = []
+    columns = [AgentRun.classification]
     for start in starts:
-        inside = run_start >= start
-        columns += _agent_sums(inside)
-        for name in registry.RUN_CLASSIFICATIONS:
-            columns += _agent_sums(inside, AgentRun.classification == name)
-    per_window = 3 * (1 + len(registry.RUN_CLASSIFICATIONS))
+        columns += _agent_sums(run_start >= start)
     earliest = min(starts)
-    agents = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)).one()
+    agent_rows = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)
+                                    .group_by(AgentRun.classification)).all()
     pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
     pods = db.session.execute(sa.select(
         pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
@@ -166,12 +164,14 @@ def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = 
                 unpriced += int(pod_accounts.bills(account))
                 continue
             gpu_usd += float(rate) * seconds / 3600.0
-        sums = agents[per_window * index:per_window * (index + 1)]
-        spent, runs, runs_unpriced = sums[:3]
-        by_classification = {name: _agent_split(*sums[3 * (i + 1):3 * (i + 2)])
-                             for i, name in enumerate(registry.RUN_CLASSIFICATIONS)}
-        windows.append(WindowSpend(float(spent or 0), int(runs), int(runs_unpriced), round(gpu_usd, 6), counted,
-                                   unpriced, by_classification))
+        spent, runs, runs_unpriced = 0.0, 0, 0
+        by_classification = {name: _agent_split(0, 0, 0) for name in registry.RUN_CLASSIFICATIONS}
+        for row in agent_rows:
+            usd, count, count_unpriced = row[1 + 3 * index:4 + 3 * index]
+            spent, runs, runs_unpriced = spent + float(usd or 0), runs + int(count), runs_unpriced + int(count_unpriced)
+            by_classification[row[0]] = _agent_split(usd, count, count_unpriced)
+        windows.append(WindowSpend(spent, runs, runs_unpriced, round(gpu_usd, 6), counted, unpriced,
+                                   by_classification))
     return windows
 
 
