@@ -1,5 +1,6 @@
 """Today `/` (SPEC §12.1): server time p50/p95 and SQL queries per render at 2,000 experiments
-(about 200 active), 100 items waiting on the owner and 5,000 timeline events, on the web server
+(about 200 active), 100 items waiting on the owner and 5,000 timeline events (and, beside
+them, 100 of Claude's open idea cards and 500 judged agent runs), on the web server
 as deployed (serve.py) on PostgreSQL; and its poll `GET /today/live` with nothing changed
 (304), its request rate under wrk next to the bare hello endpoint on the same server, in the
 same run.
@@ -22,6 +23,9 @@ import harness
 EXPERIMENTS = 2_000
 WAITING = 100
 EVENTS = 5_000
+IDEA_SESSIONS = 20
+IDEA_CARDS = 5
+JUDGED_RUNS = 500
 BUDGET_MS = 50
 BUDGET_RATIO = 0.5
 
@@ -35,6 +39,7 @@ def seed(app, waiting: int) -> dict:
     import sqlalchemy as sa
 
     from models import Experiment, Pod, WorkflowEvent, db
+    from models.ideation import IdeaCard
     from services.core import events as event_log
     from services.core import registry
     from services.core.actors import Actor
@@ -72,6 +77,8 @@ def seed(app, waiting: int) -> dict:
                                progress_pct=10 + i, progress_message=f"epoch {i % 5}/5"))
         daily_log.write(daily_log.today() - timedelta(days=1), "scheduler")
         db.session.commit()
+        if waiting and not db.session.scalar(sa.select(sa.func.count(IdeaCard.id))):
+            _ideas_and_judged_runs(owner, now)
         events = db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id)))
         filler = db.session.scalars(sa.select(Experiment).limit(50)).all()
         for i in range(max(0, EVENTS - events)):
@@ -79,9 +86,34 @@ def seed(app, waiting: int) -> dict:
         db.session.commit()
         active = db.session.scalar(sa.select(sa.func.count(Experiment.id)).where(
             Experiment.status.not_in(registry.TERMINAL_STATUSES)))
-        return {"waiting": len(today.needs_you()),
+        return {"waiting": len(today.needs_you()), "open_ideas": today.claude_ideas()[1],
                 "events": db.session.scalar(sa.select(sa.func.count(WorkflowEvent.id))),
                 "experiments": db.session.scalar(sa.select(sa.func.count(Experiment.id))), "active": active}
+
+
+def _ideas_and_judged_runs(owner, now) -> None:
+    """What "Next" and "Spend" read beyond the queue: idea sessions with Claude's open cards
+    (IDEA_SESSIONS × IDEA_CARDS) and this month's agent runs of every classification."""
+    from datetime import timedelta
+
+    from models import db
+    from services.core import registry
+    from services.planning import ideation
+    from services.research import beliefs
+    from services.workflow import runs
+
+    for i in range(IDEA_SESSIONS):
+        belief = beliefs.create_belief({"title": f"Bench idea source {i}", "status": "active"}, owner)
+        session = ideation.start_session("belief", belief.id, owner)
+        for j in range(IDEA_CARDS):
+            ideation.add_card(session, f"Bench idea {i}.{j}", "Why: the answers.", origin="claude")
+        db.session.commit()
+    for i in range(JUDGED_RUNS):
+        run = runs.create_run(kind="apply", agent="analyzer", request="Bench.", status="completed")
+        run.cost_usd = 0.05 + (i % 7) * 0.1
+        run.classification = registry.RUN_CLASSIFICATIONS[i % len(registry.RUN_CLASSIFICATIONS)]
+        run.started_at = now - timedelta(hours=i % 200)
+    db.session.commit()
 
 
 def main() -> None:

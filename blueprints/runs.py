@@ -151,20 +151,25 @@ def _page(run: AgentRun, **extra) -> str:
 @bp.get("/runs")
 @access.owner
 def index():
-    """All runs, newest first, filterable by status, kind and experiment."""
+    """All runs, newest first, filterable by status, kind, classification and experiment.
+
+    An unknown classification is refused (400, naming the choices) rather than ignored: a
+    spend report's "unclassified runs" link that silently listed every run would mislead."""
     status = request.args.get("status", "")
     kind = request.args.get("kind", "")
     status = status if status in registry.RUN_STATUSES else ""
     kind = kind if kind in registry.RUN_KINDS else ""
+    classification = request.args.get("classification", "").strip()
     experiment_ref = request.args.get("experiment", "").strip()
     experiment = experiments.get_experiment(experiment_ref) if experiment_ref else None
-    run_list = run_service.list_runs(status=status, kind=kind, limit=LIST_LIMIT,
+    run_list = run_service.list_runs(status=status, kind=kind, classification=classification, limit=LIST_LIMIT,
                                      experiment_id=experiment.id if experiment is not None else None)
-    filters = {"status": status, "kind": kind,
+    filters = {"status": status, "kind": kind, "classification": classification,
                "experiment": experiment.number if experiment is not None else ""}
     return render("runs/index.html", "runs/_table.html", runs=run_list, numbers=run_service.experiment_numbers(run_list),
                   filters=filters, experiment=experiment, limit=LIST_LIMIT,
-                  statuses=registry.RUN_STATUSES, kinds=registry.RUN_KINDS)
+                  statuses=registry.RUN_STATUSES, kinds=registry.RUN_KINDS,
+                  classifications=registry.RUN_CLASSIFICATIONS)
 
 
 @bp.get("/runs/<run_id>")

@@ -25,6 +25,14 @@ and the research record (projects, beliefs, the literature library, typed links)
     sagan_state.py literature show 3f2a9c1e-…
     sagan_state.py link "#12" tests B3 --note "the probe sweep tests it"
 
+and ideation (SPEC §12.4):
+
+    sagan_state.py ideas                         # list; `ideas show I3`
+    sagan_state.py ideas start clean_result R12  # or belief B3, literature <uuid>, project SLUG
+    sagan_state.py ideas answer I3 4 "Two more seeds at 1B."
+    sagan_state.py ideas card I3 --title "Ablate the data order" --body-file idea.md
+    sagan_state.py ideas promote I3 3f2a9c1e-… --to experiment
+
 Configuration: --base-url (default $SAGAN_BASE_URL), --token (default $SAGAN_API_TOKEN).
 Exit codes: 0 ok, 1 the server refused (its message is printed), 2 cannot reach the server
 or bad usage.
@@ -254,7 +262,7 @@ def cmd_runs(client: Client, args) -> int:
     if args.runs_command == "cancel":
         return cmd_run_cancel(client, args)
     data = client.request("GET", "/api/runs", query={"experiment": args.experiment, "status": args.status,
-                                                     "limit": args.limit})
+                                                     "classification": args.classification, "limit": args.limit})
     if args.json or not sys.stdout.isatty():
         emit(data)
     else:
@@ -600,6 +608,75 @@ def cmd_link(client: Client, args) -> int:
     return 0
 
 
+def idea_session_line(s: dict) -> str:
+    return (f"{s['cite']:<6} {s['sourceKind']:<12} {s['answered']}/7 answered  {s['openCards']:>2} open "
+            f"{s['promotedCards']:>2} promoted  {s['title'][:70]}")
+
+
+def _session_path(ref: str) -> str:
+    return f"/api/ideas/{urllib.parse.quote(ref, safe='')}"
+
+
+def cmd_ideas(client: Client, args) -> int:
+    command = args.ideas_command
+    if command == "show":
+        data = client.request("GET", _session_path(args.ref))
+        if _as_json(args):
+            emit(data)
+            return 0
+        s = data["session"]
+        print(idea_session_line(s))
+        if s.get("source"):
+            print(f"  from: {s['source']['label']}")
+        for q in s["questions"]:
+            print(f"  {q['position']}. {q['question']}")
+            if q["answer"]:
+                print(f"     → {_one_line(q['answer'], 300)}")
+        for card in s["cards"]:
+            became = f" → {card['promotedLabel']}" if card.get("promotedLabel") else ""
+            print(f"  [{card['status']}] {card['id'][:8]} ({card['origin']}) {card['title'][:90]}{became}")
+        return 0
+    if command == "start":
+        data = client.request("POST", "/api/ideas", {"sourceKind": args.kind, "sourceId": args.source})
+        s = data["session"]
+        print(f"{s['cite']} started on {s['sourceKind'].replace('_', ' ')} “{s['title']}”")
+        return 0
+    if command == "answer":
+        try:
+            text = sys.stdin.read() if args.text == "-" else args.text
+        except OSError as exc:
+            print(f"cannot read standard input: {exc.strerror}", file=sys.stderr)
+            return 2
+        data = client.request("POST", _session_path(args.ref) + "/answers", {"answers": {args.position: text}})
+        print(f"{data['session']['cite']}: answer {args.position} " + ("saved" if data["changed"] else "unchanged"))
+        return 0
+    if command == "card":
+        try:
+            body = _text_arg(args, "body", "body_file")
+        except OSError as exc:
+            print(f"cannot read {args.body_file}: {exc.strerror}", file=sys.stderr)
+            return 2
+        payload = {"title": args.title} | ({"bodyMd": body} if body is not None else {})
+        card = client.request("POST", _session_path(args.ref) + "/cards", payload)["card"]
+        print(f"card {card['id']} added: {card['title']}")
+        return 0
+    if command == "promote":
+        payload = {"target": args.to} | ({"targetRef": args.target_ref} if args.target_ref else {})
+        data = client.request("POST", f"{_session_path(args.ref)}/cards/{urllib.parse.quote(args.card_id, safe='')}"
+                                      "/promote", payload)
+        print(f"{data['message']} ({data['card']['promotedUrl']})")
+        return 0
+    data = client.request("GET", "/api/ideas", query={"limit": args.limit})
+    if _as_json(args):
+        emit(data)
+    else:
+        for s in data["sessions"]:
+            print(idea_session_line(s))
+        if not data["sessions"]:
+            print("no ideation sessions")
+    return 0
+
+
 def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sagan_state.py", description="Sagan command-line client.")
     parser.add_argument("--base-url", default=os.environ.get("SAGAN_BASE_URL", DEFAULT_BASE_URL),
@@ -707,6 +784,8 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
                     "`runs cancel RUN_ID` cancels it. Output is JSON when piped (or with --json).")
     p.add_argument("--experiment", help="only runs of this experiment (number or uuid)")
     p.add_argument("--status", metavar="STATUS", help="one of: " + ", ".join(RUN_STATUSES))
+    p.add_argument("--classification", metavar="CLASS",
+                   help="whether the run was worth it: pending (unclassified), useful, not_useful, archived")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--json", action="store_true", help="always print JSON")
     p.set_defaults(func=cmd_runs, runs_command=None)
@@ -723,7 +802,7 @@ def build_parser(statuses: list[str]) -> argparse.ArgumentParser:
 
 
 def _research_commands(sub) -> None:
-    """projects, beliefs, literature and link: the research record over /api."""
+    """projects, beliefs, literature, link and ideas: the research record over /api."""
     p = sub.add_parser("projects", help="list projects; `projects show SLUG`, `projects create --title …`",
                        description="List projects (active first), or `show SLUG` / `create`. "
                                    "Output is JSON when piped (or with --json).")
@@ -803,6 +882,39 @@ def _research_commands(sub) -> None:
     p.add_argument("target", metavar="TARGET")
     p.add_argument("--note")
     p.set_defaults(func=cmd_link)
+
+    p = sub.add_parser("ideas", help="ideation sessions: list; `ideas show|start|answer|card|promote`",
+                       description="Ideation sessions (SPEC §12.4): list them, show one (its seven questions, "
+                                   "answers and idea cards), start one from a source, answer a question, add a "
+                                   "card, promote a card. Output is JSON when piped (or with --json).")
+    p.add_argument("--limit", type=int, default=50)
+    _output_options(p)
+    p.set_defaults(func=cmd_ideas, ideas_command=None)
+    ideas_sub = p.add_subparsers(dest="ideas_command", metavar="{show,start,answer,card,promote}")
+    q = ideas_sub.add_parser("show", help="one session: questions, answers, cards")
+    q.add_argument("ref", metavar="REF", help="I3, 3 or the session's uuid")
+    _output_options(q)
+    q = ideas_sub.add_parser("start", help="start a session from a source: KIND SOURCE")
+    q.add_argument("kind", metavar="KIND", choices=["clean_result", "belief", "literature", "project"],
+                   help="clean_result, belief, literature or project")
+    q.add_argument("source", metavar="SOURCE", help="R12, B3, a project's slug, or the record's uuid")
+    q = ideas_sub.add_parser("answer", help="answer one question: REF POSITION TEXT (- reads standard input)")
+    q.add_argument("ref", metavar="REF")
+    q.add_argument("position", metavar="POSITION", choices=[str(n) for n in range(1, 8)], help="1 to 7")
+    q.add_argument("text", metavar="TEXT", help="the answer (empty clears it; - for standard input)")
+    q = ideas_sub.add_parser("card", help="add your own idea card")
+    q.add_argument("ref", metavar="REF")
+    q.add_argument("--title", required=True)
+    body = q.add_mutually_exclusive_group()
+    body.add_argument("--body", help="markdown")
+    body.add_argument("--body-file", help="markdown file, or - for standard input")
+    q = ideas_sub.add_parser("promote", help="promote a card: REF CARD_ID --to TARGET")
+    q.add_argument("ref", metavar="REF")
+    q.add_argument("card_id", metavar="CARD_ID", help="the card's uuid")
+    q.add_argument("--to", required=True, choices=["experiment", "belief_update", "literature_task",
+                                                   "result_question"])
+    q.add_argument("--target-ref", dest="target_ref", help="the belief (B3) or clean result (R12), when not the "
+                                                           "session's own")
 
 
 def _usage(parser) -> int:

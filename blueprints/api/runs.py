@@ -53,11 +53,13 @@ def _after_arg() -> int:
 @routes.get("/runs")
 @access.api("read")
 def list_runs():
-    """Runs newest first; `experiment` (uuid or number), `status`, `limit` 1–200 (default 100)."""
+    """Runs newest first; `experiment` (uuid or number), `status`, `classification`, `limit`
+    1–200 (default 100). An unknown status or classification is 400."""
     limit = int_arg("limit", 100, 1, 200)
     ref = (request.args.get("experiment") or "").strip()
     experiment_id = experiments.get_experiment(ref).id if ref else None
-    found = runs.list_runs(experiment_id=experiment_id, status=request.args.get("status") or None, limit=limit)
+    found = runs.list_runs(experiment_id=experiment_id, status=request.args.get("status") or None,
+                           classification=request.args.get("classification") or None, limit=limit)
     return {"runs": [run_json(r) for r in found]}
 
 

@@ -2,7 +2,7 @@
 what one stretch of time (a day of the daily log) cost, agents and GPU apart."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -111,6 +111,9 @@ class WindowSpend:
     gpu_usd: float
     pods: int
     gpu_unpriced: int
+    # Agent spend by the runs' classification (registry.RUN_CLASSIFICATIONS, "pending" being
+    # unclassified): name → {"usd", "runs", "unpriced"}, as `agent_spend_by_classification`.
+    agents_by_classification: dict = field(default_factory=dict)
 
     @property
     def total_usd(self) -> float:
@@ -131,16 +134,17 @@ def spend_between(start: datetime, end: datetime, now: datetime | None = None) -
 def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = None) -> list[WindowSpend]:
     """`spend_between(start, end)` for each of `starts` (today, this week, this month), in
     the same two queries as one window: the runs' sums filtered per window, the pods of the
-    widest window read once and split in Python."""
+    widest window read once and split in Python. The runs are grouped by classification, so
+    each window's agent spend comes split by it too (registry.RUN_CLASSIFICATIONS; at most
+    four rows), its total being the rows' sum."""
     now = now or utcnow()
     run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
-    columns = []
+    columns = [AgentRun.classification]
     for start in starts:
-        inside = run_start >= start
-        columns += [sa.func.coalesce(sa.func.sum(AgentRun.cost_usd).filter(inside), 0), sa.func.count().filter(inside),
-                    sa.func.count().filter(inside, AgentRun.cost_usd.is_(None))]
+        columns += _agent_sums(run_start >= start)
     earliest = min(starts)
-    agents = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)).one()
+    agent_rows = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)
+                                    .group_by(AgentRun.classification)).all()
     pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
     pods = db.session.execute(sa.select(
         pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
@@ -160,10 +164,25 @@ def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = 
                 unpriced += int(pod_accounts.bills(account))
                 continue
             gpu_usd += float(rate) * seconds / 3600.0
-        spent, runs, runs_unpriced = agents[3 * index:3 * index + 3]
-        windows.append(WindowSpend(float(spent or 0), int(runs), int(runs_unpriced), round(gpu_usd, 6), counted,
-                                   unpriced))
+        spent, runs, runs_unpriced = 0.0, 0, 0
+        by_classification = {name: _agent_split(0, 0, 0) for name in registry.RUN_CLASSIFICATIONS}
+        for row in agent_rows:
+            usd, count, count_unpriced = row[1 + 3 * index:4 + 3 * index]
+            spent, runs, runs_unpriced = spent + float(usd or 0), runs + int(count), runs_unpriced + int(count_unpriced)
+            by_classification[row[0]] = _agent_split(usd, count, count_unpriced)
+        windows.append(WindowSpend(spent, runs, runs_unpriced, round(gpu_usd, 6), counted, unpriced,
+                                   by_classification))
     return windows
+
+
+def _agent_sums(*conditions) -> list:
+    """USD, runs and runs at an unknown price among the agent runs meeting `conditions`."""
+    return [sa.func.coalesce(sa.func.sum(AgentRun.cost_usd).filter(*conditions), 0),
+            sa.func.count().filter(*conditions), sa.func.count().filter(*conditions, AgentRun.cost_usd.is_(None))]
+
+
+def _agent_split(usd, runs, unpriced) -> dict:
+    return {"usd": round(float(usd or 0), 4), "runs": int(runs), "unpriced": int(unpriced)}
 
 
 def agent_spend_by_classification(start: datetime, end: datetime) -> dict:
@@ -177,5 +196,5 @@ def agent_spend_by_classification(start: datetime, end: datetime) -> dict:
         .where(run_start >= start, run_start < end).group_by(AgentRun.classification))
     split = {name: {"usd": 0.0, "runs": 0, "unpriced": 0} for name in registry.RUN_CLASSIFICATIONS}
     for name, usd, count, unpriced in rows:
-        split[name] = {"usd": round(float(usd or 0), 4), "runs": int(count), "unpriced": int(unpriced)}
+        split[name] = _agent_split(usd, count, unpriced)
     return split

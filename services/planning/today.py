@@ -26,6 +26,7 @@ from sqlalchemy.orm import aliased
 
 from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, User, db
 from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion
+from models.ideation import IdeaCard, IdeationSession
 from models.notification import NotificationEmail
 from models.research import Belief, BeliefProposal
 from models.result import Comment
@@ -41,6 +42,7 @@ from services.workflow import lifecycle
 
 RUNNING_LIMIT = 30
 NEXT_LIMIT = 10
+IDEAS_SHOWN = 3  # Claude's open idea cards in "Next": a nudge, not a second list (the rest wait on /ideas)
 QUEUE_LIMIT = 200
 # Experiments Sagan is working on (its "run and verify" turn): the Running section.
 RUNNING_STATUSES = tuple(s.name for s in registry.STATUSES if s.turn == registry.TURN_RUN)
@@ -431,14 +433,48 @@ def yesterday() -> tuple:
 
 
 @dataclass(frozen=True)
+class IdeaNudge:
+    """One of Claude's open idea cards, as "Next" lists it: the card and its session."""
+    card_id: str
+    title: str
+    session_number: int
+    session_title: str
+    proposed_at: datetime
+    more_in_session: int          # the session's other open Claude cards, not listed
+
+
+@dataclass(frozen=True)
 class Next:
     todos: list[Todo]
     follow_ups: list[Experiment]
     belief_tests: list[Belief]
+    ideas: list[IdeaNudge] = field(default_factory=list)
+    ideas_total: int = 0          # every open Claude-proposed card, the listed ones included
+
+
+def claude_ideas(limit: int = IDEAS_SHOWN) -> tuple[list[IdeaNudge], int]:
+    """Claude's newest open idea cards, at most one per session so one long deck does not
+    crowd out the rest, and how many such cards there are in all: one query."""
+    claude_open = sa.and_(IdeaCard.origin == "claude", IdeaCard.status == "open")
+    ranked = (sa.select(IdeaCard.id, IdeaCard.title, IdeaCard.created_at, IdeaCard.session_id,
+                        sa.func.row_number().over(partition_by=IdeaCard.session_id,
+                                                  order_by=(IdeaCard.created_at.desc(), IdeaCard.id)).label("nth"),
+                        sa.func.count().over(partition_by=IdeaCard.session_id).label("in_session"),
+                        sa.func.count().over().label("total"))
+              .where(claude_open).subquery())
+    rows = db.session.execute(
+        sa.select(ranked.c.id, ranked.c.title, ranked.c.created_at, ranked.c.in_session, ranked.c.total,
+                  IdeationSession.number, IdeationSession.title)
+        .join(IdeationSession, IdeationSession.id == ranked.c.session_id)
+        .where(ranked.c.nth == 1).order_by(ranked.c.created_at.desc(), ranked.c.id).limit(limit)).all()
+    ideas = [IdeaNudge(str(card_id), title, number, session_title, created_at, int(in_session) - 1)
+             for card_id, title, created_at, in_session, _total, number, session_title in rows]
+    return ideas, int(rows[0].total) if rows else 0
 
 
 def next_up() -> Next:
-    """Open todos (most urgent first), proposed follow-ups and the next tests of active beliefs."""
+    """Open todos (most urgent first), proposed follow-ups, the next tests of active beliefs
+    and Claude's newest open idea cards."""
     priority_first = sa.case({p: rank for rank, p in enumerate(reversed(registry.PRIORITIES))}, value=Todo.priority)
     todos = list(db.session.scalars(
         sa.select(Todo).where(Todo.status.not_in(registry.TODO_CLOSED_STATUSES), Todo.experiment_id.is_(None))
@@ -449,7 +485,8 @@ def next_up() -> Next:
     tests = list(db.session.scalars(
         sa.select(Belief).where(Belief.status == "active", Belief.next_test != "")
         .order_by(Belief.updated_at.desc()).limit(NEXT_LIMIT)))
-    return Next(todos, follow_ups, tests)
+    ideas, ideas_total = claude_ideas()
+    return Next(todos, follow_ups, tests, ideas, ideas_total)
 
 
 @dataclass(frozen=True)
@@ -473,7 +510,7 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 # Every table a section reads: a row added, edited or removed moves its newest stamp or its
 # count (a pod's progress post stamps its row too: services/dispatch/progress.py).
 _WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment,
-            WeeklyReview, WeeklyReviewVersion, NotificationEmail)
+            WeeklyReview, WeeklyReviewVersion, NotificationEmail, IdeaCard)
 _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
 # Written into the statement (the poll's statement is compiled once to plain SQL: an IN list
 # of parameters would not be); the registry's own names, nothing from outside.

@@ -172,8 +172,10 @@ def runs_for_experiment(experiment_id) -> list[AgentRun]:
 
 
 def list_runs(*, experiment_id=None, status: str | None = None, kind: str | None = None,
-              limit: int = 100) -> list[AgentRun]:
-    """Runs newest first, filtered; the growing conversation column is not loaded."""
+              classification: str | None = None, limit: int = 100) -> list[AgentRun]:
+    """Runs newest first, filtered; the growing conversation column is not loaded. A
+    classification outside registry.RUN_CLASSIFICATIONS is a ValidationError ("pending" is
+    the unclassified runs)."""
     from sqlalchemy.orm import defer
     query = (sa.select(AgentRun).options(defer(AgentRun.conversation))
              .order_by(AgentRun.created_at.desc()).limit(limit))
@@ -187,6 +189,11 @@ def list_runs(*, experiment_id=None, status: str | None = None, kind: str | None
         if kind not in registry.RUN_KINDS:
             raise ValidationError(f"Unknown run kind {kind!r}.", field="kind")
         query = query.where(AgentRun.kind == kind)
+    if classification:
+        if classification not in registry.RUN_CLASSIFICATIONS:
+            raise ValidationError("Filter runs by a classification among: "
+                                  + ", ".join(registry.RUN_CLASSIFICATIONS) + ".", field="classification")
+        query = query.where(AgentRun.classification == classification)
     return list(db.session.scalars(query))
 
 

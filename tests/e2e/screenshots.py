@@ -159,6 +159,24 @@ def _ideation_demo(number_of: dict) -> int:
     return session.number
 
 
+def _spend_demo() -> None:
+    """Agent runs of this week with costs, most of them judged, so Today's Spend shows its
+    split by classification and /runs its classification column."""
+    from models import db
+    from services.core.clock import utcnow
+    from services.workflow import runs
+    for agent, cost, classification, by in (("analyzer", 1.84, "useful", "owner"),
+                                            ("experiment-planner", 0.62, "useful", "agent"),
+                                            ("clean-result-critic", 0.41, "not_useful", "owner"),
+                                            ("code-reviewer", 0.27, "pending", None),
+                                            ("literature-scout", None, "pending", None),
+                                            ("weekly-review", 0.12, "archived", "owner")):
+        run = runs.create_run(kind="apply", agent=agent, request="Demo spend.", status="completed")
+        run.cost_usd, run.classification, run.classification_by = cost, classification, by
+        run.started_at = run.completed_at = utcnow()
+    db.session.commit()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="/tmp/sagan-shots", help="directory for the PNG files")
@@ -215,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         share_token, shared_number = _results_demo(number_of)
         belief_number = _beliefs_demo(number_of)
         ideation_number = _ideation_demo(number_of)
+        _spend_demo()
         from services.day import daily_log
         log_day = daily_log.write(daily_log.today(), "owner").day.isoformat()
         daily_log.write(daily_log.today() - timedelta(days=1), "scheduler")  # Today's "Yesterday"

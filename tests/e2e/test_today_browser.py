@@ -139,3 +139,31 @@ def test_today_refreshes_itself(browser_session, owner_account, app, fast_board_
     expect(page.locator("#your-turn")).to_contain_text("Your turn (1)")
     assert_not_reloaded(page)
     assert_clean(session)
+
+
+def test_an_idea_claude_proposes_appears_in_next_and_opens_its_card(browser_session, owner_account, app,
+                                                                     fast_board_poll):
+    """On a phone left on Today, a card Claude proposes meanwhile appears in "Next" by the
+    poll, without a reload; tapping it opens its session at that card."""
+    from services.planning import ideation
+    with app.app_context():
+        belief = beliefs.create_belief({"title": "Curricula barely matter at 125M", "status": "active"}, OWNER)
+        session_number = ideation.start_session("belief", belief.id, OWNER).number
+        db.session.commit()
+    session = browser_session(PHONE)
+    page = session.login()
+    expect(page.locator("#next-title")).to_be_visible()
+    page.evaluate(NO_RELOAD_MARK)
+    with app.app_context():
+        card = ideation.add_card(ideation.get_session(session_number), "Reverse the curriculum as a control",
+                                 "If hard-to-easy matches, order is not what moves the loss.", origin="claude")
+        db.session.commit()
+        card_id = str(card.id)
+    idea = page.locator(f"#idea-{card_id}")
+    expect(idea).to_contain_text("Reverse the curriculum as a control", timeout=10_000)
+    expect(idea).to_contain_text(f"I{session_number}")
+    assert_not_reloaded(page)
+    idea.get_by_role("link", name="Reverse the curriculum as a control").click()
+    page.wait_for_url(f"**/ideas/{session_number}#card-{card_id}")
+    expect(page.locator(f"#card-{card_id}")).to_contain_text("Claude-proposed")
+    assert_clean(session)

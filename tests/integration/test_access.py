@@ -120,11 +120,18 @@ def test_the_known_pages_have_the_expected_rules(app):
         assert rule_of[endpoint] == ("api", "write"), endpoint
     for endpoint in ("daily_log.index", "daily_log.day", "daily_log.write"):
         assert rule_of[endpoint] == ("owner", None), endpoint
-    # Ideation is the owner's rough work: no token reads or promotes it.
+    # Ideation's pages are the owner's.
     for endpoint in ("ideation.index", "ideation.start", "ideation.detail", "ideation.save_answers",
                      "ideation.cards", "ideation.propose", "ideation.add_card", "ideation.promote",
                      "ideation.discard", "ideation.restore"):
         assert rule_of[endpoint] == ("owner", None), endpoint
+    # Its API: a token reads with `read`; starting, answering, adding and promoting (which can
+    # create an experiment) take `write`, the scope creating an experiment takes.
+    for endpoint in ("api.list_ideation_sessions", "api.get_ideation_session"):
+        assert rule_of[endpoint] == ("api", "read"), endpoint
+    for endpoint in ("api.start_ideation_session", "api.save_ideation_answers", "api.add_idea_card",
+                     "api.promote_idea_card"):
+        assert rule_of[endpoint] == rule_of["api.create_experiment"] == ("api", "write"), endpoint
     assert rule_of["api.list_daily_log"] == ("api", "read")
     assert rule_of["api.write_daily_log"] == ("api", "write")
     for endpoint in ("settings.email_server", "settings.email_preferences", "settings.email_test",

@@ -3,6 +3,7 @@ Yesterday, Next, Spend, the cheap poll — and todos that follow their experimen
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import date, timedelta
 
 import pytest
@@ -10,13 +11,16 @@ import sqlalchemy as sa
 
 from models import ApprovalRequest, Experiment, Pod, db
 from models.day import Todo
+from models.ideation import IdeaCard
 from models.notification import NotificationEmail
 from models.research import Belief, BeliefProposal
 from services.core import clock, registry
 from services.core.actors import Actor
 from services.day import daily_log, todos, weekly_review
+from services.planning import ideation
 from services.research import beliefs
 from services.workflow import experiments, lifecycle
+from services.workflow import runs as runs_service
 from tests.conftest import csrf_from
 from tests.integration.queries import counting_queries
 
@@ -30,6 +34,19 @@ def make_belief(app):
             belief = beliefs.create_belief({"title": title, "status": "active", **fields}, OWNER)
             db.session.commit()
             return belief.number
+    return make
+
+
+@pytest.fixture
+def make_ideas(app, make_belief):
+    """A session on a new belief with Claude's open cards `titles`; answers (session number, card ids)."""
+    def make(titles, belief_title="Curricula barely matter"):
+        number = make_belief(belief_title)
+        with app.app_context():
+            session = ideation.start_session("belief", beliefs.get_belief(number).id, OWNER)
+            cards = [ideation.add_card(session, title, "Why: the answers.", origin="claude") for title in titles]
+            db.session.commit()
+            return session.number, [str(card.id) for card in cards]
     return make
 
 
@@ -310,6 +327,84 @@ def test_running_yesterday_next_and_spend(app, client, owner, make_experiment, m
     assert "$2.50" in spend_section  # an hour of an A100 at $2.50 today
 
 
+def _spend_cells(html: str, row: str) -> dict:
+    """The by-classification table's cells of one row ("This week", "This month")."""
+    table = html.split('today-spend-classes', 1)[1].split("</table>", 1)[0]
+    cells = table.split(f'<th scope="row">{row}</th>', 1)[1].split("</tr>", 1)[0]
+    return {name: " ".join(re.sub(r"<[^>]+>", " ", text).split()) for name, text in
+            re.findall(r'data-classification="([a-z_]+)">(.*?)</td>', cells, re.S)}
+
+
+def test_spend_splits_agents_by_run_classification(app, client, owner, make_experiment):
+    """Are this week's and this month's agent costs split into useful, not useful,
+    unclassified and archived, each with its runs, a run of last month in the month only
+    when it is this month, an unpriced run marked?"""
+    number = make_experiment("Costly", status="running")
+    with app.app_context():
+        experiment_id = experiments.get_experiment(number).id
+        now = clock.utcnow()
+        day = daily_log.today()
+        week_start = daily_log.bounds(day - timedelta(days=day.weekday()))[0]
+        month_start = daily_log.bounds(day.replace(day=1))[0]
+        for classification, cost, started in (("useful", 1.5, now), ("useful", 0.5, now),
+                                              ("not_useful", 0.75, now), ("pending", None, now),
+                                              ("archived", 0.1, now)):
+            run = runs_service.create_run(kind="apply", agent="analyzer", request="Work.", scope_id=experiment_id)
+            run.cost_usd, run.classification, run.started_at = cost, classification, started
+        # Before this week: in the month's split only if it is still this month.
+        earlier = week_start - timedelta(hours=1)
+        older = runs_service.create_run(kind="apply", agent="analyzer", request="Old.", scope_id=experiment_id)
+        older.cost_usd, older.classification, older.started_at = 4.0, "useful", earlier
+        db.session.commit()
+        earlier_in_month = earlier >= month_start
+    html = client.get("/").text
+    week = _spend_cells(html, "This week")
+    assert week["useful"] == "$2.00 2 runs" and week["not_useful"] == "$0.75 1 run"
+    assert week["pending"].startswith("$0.00") and "+?" in week["pending"] and week["pending"].endswith("1 run")
+    assert week["archived"] == "$0.10 1 run"
+    month = _spend_cells(html, "This month")
+    assert month["useful"] == ("$6.00 3 runs" if earlier_in_month else "$2.00 2 runs")
+    assert month["archived"] == "$0.10 1 run"
+    assert "/runs?classification=pending" in html
+
+
+def _next_section(html: str) -> str:
+    return html.split('id="next-title"', 1)[1].split("</section>", 1)[0]
+
+
+def test_claude_proposed_ideas_wait_in_next(app, client, owner, make_ideas):
+    """Are Claude's open idea cards in "Next" — newest first, one per session, at most three,
+    each linking to its card on its session — and not the owner's own, a discarded or a
+    promoted card?"""
+    assert "Ideas Claude proposed" not in client.get("/").text
+    first, (oldest, newer_in_first) = make_ideas(["Oldest idea", "Second idea of I1"], "Belief one")
+    second, (mine_placeholder,) = make_ideas(["Discard me"], "Belief two")
+    third, (promote_me,) = make_ideas(["Promote me"], "Belief three")
+    fourth, (shown_fourth,) = make_ideas(["Idea of the fourth"], "Belief four")
+    fifth, (shown_fifth,) = make_ideas(["Idea of the fifth"], "Belief five")
+    sixth, (shown_sixth,) = make_ideas(["Idea of the sixth"], "Belief six")
+    with app.app_context():
+        session = ideation.get_session(second)
+        ideation.discard(ideation.get_card(session, mine_placeholder))
+        ideation.add_card(session, "The owner's own idea", "")  # not Claude's: not a nudge
+        session = ideation.get_session(third)
+        ideation.promote(session, ideation.get_card(session, promote_me), "literature_task", OWNER)
+        # The first session's cards are the newest of all: it is listed by its newest card.
+        db.session.execute(sa.update(IdeaCard).where(IdeaCard.id == uuid.UUID(newer_in_first))
+                           .values(created_at=clock.utcnow() + timedelta(minutes=5)))
+        db.session.commit()
+    section = _next_section(client.get("/").text)
+    assert "Ideas Claude proposed" in section
+    listed = re.findall(r'<li id="idea-([0-9a-f-]+)">', section)
+    assert listed == [newer_in_first, shown_sixth, shown_fifth]
+    assert f'href="/ideas/{first}#card-{newer_in_first}"' in section and "1 more there" in section
+    ideas = section.split("Ideas Claude proposed", 1)[1]
+    for absent in ("Oldest idea", "Discard me", "The owner&#39;s own idea", "Promote me", "Idea of the fourth"):
+        assert absent not in ideas, absent
+    assert "Literature: Promote me" in section  # what the promoted card became: an open todo
+    assert 'href="/ideas"' in section and "All 5 open ideas" in section
+
+
 # --- the poll --------------------------------------------------------------------------------
 
 def test_poll_answers_304_until_something_changes(app, client, owner, make_experiment, make_proposal):
@@ -322,17 +417,23 @@ def test_poll_answers_304_until_something_changes(app, client, owner, make_exper
     assert changed.status_code == 200 and "A new update" in changed.text
 
 
-@pytest.mark.parametrize("change", ["todo", "pod_progress", "yesterday_entry"])
-def test_every_section_moves_the_version(app, client, owner, make_experiment, change):
+@pytest.mark.parametrize("change", ["todo", "pod_progress", "yesterday_entry", "idea_card", "idea_discarded"])
+def test_every_section_moves_the_version(app, client, owner, make_experiment, make_ideas, change):
     number = make_experiment("Watched", status="running")
     with app.app_context():
         db.session.add(Pod(experiment_id=experiments.get_experiment(number).id, account="team", name="pod-v",
                            status="running", cost_per_hr=1.0))
         db.session.commit()
+    session_number, (card_id,) = make_ideas(["Ablate the order"])
     from services.planning import today
     with app.test_request_context():
         before = today.version()
-        if change == "todo":
+        if change == "idea_card":
+            ideation.add_card(ideation.get_session(session_number), "Another idea", "", origin="claude")
+        elif change == "idea_discarded":
+            session = ideation.get_session(session_number)
+            assert ideation.discard(ideation.get_card(session, card_id))
+        elif change == "todo":
             todos.create_todo({"title": "New"}, OWNER)
         elif change == "pod_progress":
             db.session.execute(sa.update(Pod).values(progress_pct=50, updated_at=clock.utcnow()))
@@ -349,14 +450,22 @@ def _queries(client, path, headers=None) -> int:
     return len(statements)
 
 
-def test_today_and_its_poll_run_a_constant_number_of_queries(app, client, owner, make_experiment, make_proposal):
+def test_today_and_its_poll_run_a_constant_number_of_queries(app, client, owner, make_experiment, make_proposal,
+                                                             make_ideas):
     def fill(n):
         for i in range(n):
+            make_ideas([f"Idea {i}a", f"Idea {i}b"], belief_title=f"Ideas belief {i}")
             make_experiment(f"Plan {i}", status="plan_pending")
             make_experiment(f"Ask {i}", status="awaiting_clarifications")
             make_experiment(f"Run {i}", status="running")
             make_experiment(f"Blocked {i}", status="blocked")
             make_proposal(f"Belief {i}")
+            with app.app_context():
+                # Agent runs of every classification: the Spend section's split reads them.
+                for classification in registry.RUN_CLASSIFICATIONS:
+                    run = runs_service.create_run(kind="apply", agent="analyzer", request="Work.", scope_id=None)
+                    run.cost_usd, run.classification = 0.5, classification
+                db.session.commit()
     fill(1)
     client.get("/")
     few = _queries(client, "/")
@@ -442,6 +551,8 @@ def test_today_works_on_sqlite(tmp_path):
             belief = beliefs.create_belief({"title": "Lite belief", "status": "active", "next_test": "Try it."}, OWNER)
             beliefs.propose_update(belief, None, None, status="supported", confidence="LOW", text="Holds.",
                                    evidence="One run.", reasoning="It held once.")
+            session = ideation.start_session("belief", belief.id, OWNER)
+            ideation.add_card(session, "Lite idea", "", origin="claude")
             db.session.commit()
             approval = str(db.session.scalar(sa.select(ApprovalRequest.id).where(ApprovalRequest.status == "pending")))
         client = app.test_client()
@@ -449,7 +560,7 @@ def test_today_works_on_sqlite(tmp_path):
         client.post("/login", data={"email": OWNER_EMAIL, "password": OWNER_PASSWORD,
                                     "csrf_token": csrf_from(page.text)})
         html = client.get("/").text
-        for shown in ("Lite plan", "Lite question", "Lite run", "Lite belief", "Try it."):
+        for shown in ("Lite plan", "Lite question", "Lite run", "Lite belief", "Try it.", "Lite idea"):
             assert shown in html, shown
         version = re.search(r'data-version="([^"]+)"', html).group(1)
         assert client.get("/today/live", headers={"If-None-Match": f'"{version}"'}).status_code == 304

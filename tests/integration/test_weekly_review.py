@@ -604,3 +604,47 @@ def test_the_owner_classifies_the_weeks_runs_on_the_review(app, client, owner, s
     with app.app_context():
         run = db.session.get(AgentRun, run_id)
         assert (run.classification, run.classification_by) == ("not_useful", "owner")
+
+
+# --- the runs list by classification -----------------------------------------------------------
+
+def _listed_agents(html: str) -> set[str]:
+    table = html.split('id="runs-table"', 1)[1]
+    return {agent for agent in ("analyzer", "experiment-planner", "pod-provisioner", "clean-result-critic")
+            if f'<td class="hide-narrow">{agent}</td>' in table}
+
+
+def test_the_runs_list_shows_and_filters_by_classification(app, client, owner, seeded_week):
+    """Does /runs show each run's classification and list only one classification's runs on ask?"""
+    everything = client.get("/runs")
+    assert everything.status_code == 200 and 'name="classification"' in everything.text
+    assert _listed_agents(everything.text) == {"analyzer", "experiment-planner", "pod-provisioner",
+                                               "clean-result-critic"}
+    assert 'data-classification="not_useful">not useful' in everything.text
+    for value, agents in (("useful", {"analyzer"}), ("not_useful", {"experiment-planner"}),
+                          ("pending", {"pod-provisioner"}), ("archived", {"clean-result-critic"})):
+        page = client.get(f"/runs?classification={value}")
+        assert page.status_code == 200 and _listed_agents(page.text) == agents, value
+        assert f'<option value="{value}" selected>' in page.text
+    swap = client.get("/runs?classification=useful", headers={"HX-Request": "true"})
+    assert swap.status_code == 200 and _listed_agents(swap.text) == {"analyzer"}
+
+
+@pytest.mark.parametrize("value", ["great", "USEFUL", "x" * 300, "useful'--"])
+def test_the_runs_list_refuses_an_unknown_classification(client, owner, seeded_week, value):
+    page = client.get("/runs", query_string={"classification": value})
+    assert page.status_code == 400
+    assert "Filter runs by a classification among: pending, useful, not_useful, archived." in page.text
+
+
+def test_the_api_lists_runs_by_classification(app, api_client, seeded_week):
+    client = api_client("read")
+    useful = client.get("/api/runs?classification=useful")
+    assert useful.status_code == 200
+    assert [(r["agent"], r["classification"]) for r in useful.json["runs"]] == [("analyzer", "useful")]
+    pending = client.get("/api/runs?classification=pending").json["runs"]
+    assert [r["agent"] for r in pending] == ["pod-provisioner"]
+    assert len(client.get("/api/runs").json["runs"]) == 4
+    bad = client.get("/api/runs?classification=great")
+    assert bad.status_code == 400 and bad.json["field"] == "classification"
+    assert "pending, useful, not_useful, archived" in bad.json["message"]
