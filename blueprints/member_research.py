@@ -1,0 +1,88 @@
+"""A collaborator's search, compare, chart data and artifacts within one of their projects
+(SPEC §13), under /m/<slug>/…. The owner's views read the whole instance; these ask
+services/research/member_reads.py, which looks only inside the project, so another
+project's experiment — by number, uuid, compare pair, chart or artifact name — answers the
+same 404 as one that does not exist. Only promoted results are read: their charts hold the
+runs they were promoted with, their files what was stored by then."""
+from __future__ import annotations
+
+from flask import Blueprint, abort, render_template, request
+from flask_login import current_user
+
+from blueprints import access
+from blueprints.metrics import chart_json
+from blueprints.pods import artifact_download
+from services.core import permissions
+from services.core.errors import ValidationError
+from services.research import member_reads, projects
+from services.results.result_lint import confidence_of, title_without_confidence
+
+bp = Blueprint("member_research", __name__)
+
+
+def _project(slug: str, action: str):
+    project = projects.find(slug)
+    if project is None or not permissions.can(current_user._get_current_object(), action, project):
+        abort(404)
+    return project
+
+
+def _promoted(slug: str, number: int):
+    """The project and experiment `number`'s (experiment, promotion), or 404."""
+    found = _project(slug, "read_experiment")
+    pair = member_reads.promoted(found.id, number)
+    if pair is None or not permissions.can(current_user._get_current_object(), "read_experiment", pair[0]):
+        abort(404)
+    return found, pair
+
+
+@bp.get("/m/<slug>/search")
+@access.allow("read_experiment")
+def search(slug: str):
+    """The project's experiments, promoted results and papers matching `q`."""
+    found = _project(slug, "read_experiment")
+    query = request.args.get("q", "")
+    try:
+        matches, error, status = member_reads.search(found.id, query), None, 200
+    except ValidationError as exc:
+        matches, error, status = member_reads.Found([], [], []), exc.message, 400
+    return render_template("member_pages/search.html", project=found, query=query[:member_reads.MAX_QUERY],
+                           found=matches, error=error, title_of=title_without_confidence,
+                           confidence_of=confidence_of), status
+
+
+@bp.get("/m/<slug>/compare")
+@access.allow("read_experiment")
+def compare(slug: str):
+    """Promoted results of the project side by side (`?e=12&e=15`): title, confidence and each
+    metric's latest value over the runs the result was promoted with. Never costs."""
+    found = _project(slug, "read_experiment")
+    try:
+        numbers = member_reads.compare_numbers(request.args.getlist("e"))
+    except ValidationError as exc:
+        return render_template("member_pages/compare.html", project=found, compared=[], error=exc.message), 400
+    pairs = member_reads.promoted_many(found.id, numbers)
+    if pairs is None:
+        abort(404)
+    return render_template("member_pages/compare.html", project=found, compared=pairs, error=None,
+                           title_of=title_without_confidence, confidence_of=confidence_of,
+                           **member_reads.compare(pairs))
+
+
+@bp.get("/m/<slug>/experiments/<int:number>/metrics/data")
+@access.allow("read_experiment")
+def chart_data(slug: str, number: int):
+    """One metric's chart data (`?name=`) of a promoted result, the runs it was promoted with."""
+    _, (experiment, promotion) = _promoted(slug, number)
+    return chart_json(experiment, request.args.get("name"), pods_until=promotion.promoted_at)
+
+
+@bp.get("/m/<slug>/experiments/<int:number>/artifacts/<path:name>")
+@access.allow("read_experiment")
+def artifact(slug: str, number: int, name: str):
+    """A file a promoted result's runs stored by its promotion, downloaded (never inline)."""
+    _, (experiment, promotion) = _promoted(slug, number)
+    row = member_reads.artifact(experiment, promotion, name)
+    if row is None:
+        abort(404)
+    return artifact_download(row)
