@@ -18,7 +18,7 @@ from services.planning import discussion
 from services.research import literature, member_reads, narratives, projects
 from services.results import results, shares
 from services.results.result_lint import confidence_of, title_without_confidence
-from services.workflow import experiments
+from services.workflow import experiments, runs
 
 bp = Blueprint("member_pages", __name__)
 
@@ -101,8 +101,11 @@ def _experiment_page(found, record, *, comment_error=None, draft="", status=200)
     # The promoted result's charts and files: the runs it was promoted with, nothing later.
     charts = metrics.page_context(record, pods_until=promotion.promoted_at) if promotion else {}
     files = member_reads.artifact_names(record, promotion) if promotion else []
+    # Agent runs only when the owner shared this experiment's logs (off by default).
+    shared_runs = runs.runs_for_experiment(record.id)[:100] \
+        if record.agent_logs_shared and permissions.can(account, "read_shared_agent_logs", record) else []
     return render_template("member_pages/experiment.html", project=found, experiment=record,
-                           question=results.original_question(record), promotion=promotion, files=files,
+                           question=results.original_question(record), promotion=promotion, files=files, shared_runs=shared_runs,
                            metrics_data_url=url_for("member_research.chart_data", slug=found.slug,
                                                     number=record.number),
                            metrics_refresh=None, **charts,

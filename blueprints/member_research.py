@@ -13,8 +13,9 @@ from blueprints import access
 from blueprints.metrics import chart_json
 from blueprints.pods import artifact_download
 from services.core import permissions
-from services.core.errors import ValidationError
+from services.core.errors import NotFound, ValidationError
 from services.research import member_reads, projects
+from services.workflow import experiments, runs
 from services.results.result_lint import confidence_of, title_without_confidence
 
 bp = Blueprint("member_research", __name__)
@@ -86,3 +87,37 @@ def artifact(slug: str, number: int, name: str):
     if row is None:
         abort(404)
     return artifact_download(row)
+
+
+# How much of a run's transcript one page shows (the newest events; the owner's run page pages back).
+RUN_EVENTS_SHOWN = 300
+
+
+def _shared_logs_experiment(slug: str, number: int):
+    """The project and experiment `number` if the owner shared its agent logs, else 404 — the
+    same as for another project's experiment or none at all."""
+    found = _project(slug, "read_shared_agent_logs")
+    try:
+        record = experiments.get_experiment(number)
+    except NotFound:
+        abort(404)
+    if (record.project_id != found.id or not record.agent_logs_shared
+            or not permissions.can(current_user._get_current_object(), "read_shared_agent_logs", record)):
+        abort(404)
+    return found, record
+
+
+@bp.get("/m/<slug>/experiments/<int:number>/runs/<run_id>")
+@access.allow("read_shared_agent_logs")
+def run(slug: str, number: int, run_id: str):
+    """One agent run of an experiment whose logs the owner shared: its transcript, read-only
+    (no cancel, no classification, no costs)."""
+    found, record = _shared_logs_experiment(slug, number)
+    try:
+        row = runs.get_run(run_id)
+    except (NotFound, ValueError):
+        abort(404)
+    if row.scope_kind != "experiment" or row.scope_id != record.id:
+        abort(404)
+    return render_template("member_pages/run.html", project=found, experiment=record, run=row,
+                           events=runs.latest_events(row.id, RUN_EVENTS_SHOWN), shown=RUN_EVENTS_SHOWN)
