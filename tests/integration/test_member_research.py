@@ -189,3 +189,14 @@ def test_search_reads_a_constant_number_of_statements(app, make_experiment, two_
             db.session.commit()
     assert count() == few
     assert numbers  # the seed's experiments are searched too
+
+
+def test_the_member_routes_name_their_action(app):
+    """Search, compare, charts, files: collaborators' (read_experiment); shared runs need their
+    own action; the owner's toggle stays the owner's."""
+    rule_of = {name: getattr(view, "access_rule", None) for name, view in app.view_functions.items()}
+    for endpoint in ("member_research.search", "member_research.compare", "member_research.chart_data",
+                     "member_research.artifact"):
+        assert rule_of[endpoint] == ("allow", "read_experiment"), endpoint
+    assert rule_of["member_research.run"] == ("allow", "read_shared_agent_logs")
+    assert rule_of["experiments.share_agent_logs"] == ("owner", None)
