@@ -57,7 +57,8 @@ def test_the_owner_shares_and_unshares_an_experiments_agent_logs(app, browser_se
     expect(page.locator("#runs")).to_contain_text("Shared with this project's collaborators, read-only.")
     assert asked and "read every run's transcript" in asked[0]
     _fits(page, "the owner's experiment page")
-    page.evaluate("document.querySelectorAll('details.fold').forEach(fold => fold.open = true)")
+    page.evaluate("document.querySelectorAll('details.fold').forEach(fold => fold.open = true);"
+                  "document.querySelector('.topbar').style.position = 'static'")  # not over the section
     _photograph(page.locator("#runs"), f"agent-logs-shared-owner-{size}-{scheme}.png")
 
     token = invite(app, "grace@example.org", "collaborator", [project_id])
