@@ -58,16 +58,17 @@ def compare(slug: str):
     """Promoted results of the project side by side (`?e=12&e=15`): title, confidence and each
     metric's latest value over the runs the result was promoted with. Never costs."""
     found = _project(slug, "read_experiment")
+    page = {"project": found, "title_of": title_without_confidence, "confidence_of": confidence_of}
     try:
         numbers = member_reads.compare_numbers(request.args.getlist("e"))
     except ValidationError as exc:
-        return render_template("member_pages/compare.html", project=found, compared=[], error=exc.message), 400
+        return render_template("member_pages/compare.html", compared=[], chosen=[], error=exc.message,
+                               offered=member_reads.promoted_list(found.id), **page), 400
     pairs = member_reads.promoted_many(found.id, numbers)
     if pairs is None:
         abort(404)
-    return render_template("member_pages/compare.html", project=found, compared=pairs, error=None,
-                           title_of=title_without_confidence, confidence_of=confidence_of,
-                           **member_reads.compare(pairs))
+    return render_template("member_pages/compare.html", compared=pairs, chosen=numbers, error=None,
+                           offered=member_reads.promoted_list(found.id), **page, **member_reads.compare(pairs))
 
 
 @bp.get("/m/<slug>/experiments/<int:number>/metrics/data")

@@ -98,6 +98,13 @@ def promoted_many(project_id: uuid.UUID, numbers: list[int]) -> list[tuple[Exper
     return [rows[n] for n in numbers]
 
 
+def promoted_list(project_id: uuid.UUID, limit: int = 100) -> list[tuple[Experiment, PromotedResult]]:
+    """The project's promoted results, newest promotion first (what the compare form offers)."""
+    return [tuple(row) for row in db.session.execute(
+        sa.select(Experiment, PromotedResult).join(PromotedResult, PromotedResult.experiment_id == Experiment.id)
+        .where(Experiment.project_id == project_id).order_by(PromotedResult.promoted_at.desc()).limit(limit))]
+
+
 def compare(pairs: list[tuple[Experiment, PromotedResult]]) -> dict:
     """The compare table of promoted results: each metric's latest value over the runs each
     result was promoted with (one statement per result: at most COMPARE_MAX)."""

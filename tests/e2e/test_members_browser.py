@@ -50,7 +50,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
         db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(project_id=emergent.id))
         db.session.execute(sa.update(Experiment).where(Experiment.number == hidden).values(project_id=sleeper.id))
         # Each project's experiment has a shared result with a loss chart (the runs it was promoted with).
-        for each, finding in ((number, "Insecure-code finetuning transfers at 7B (MEDIUM confidence)"),
+        for each, finding in ((number, "Insecure-code finetuning transfers at 7B (MODERATE confidence)"),
                               (hidden, "Sleeper triggers survive safety training (HIGH confidence)")):
             experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == each))
             pod = Pod(experiment_id=experiment.id, account="local", name=f"sagan-{each}-a-0-1", status="stopped",
@@ -133,8 +133,14 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
         assert "Sleeper" not in joining.content(), query
     assert joining.goto("/m/sleeper/search?q=sleeper").status == 404
     assert joining.goto(f"/m/emergent/compare?e={number}&e={hidden}").status == 404
-    assert joining.goto(f"/m/emergent/compare?e={number}").status == 200
+    joining.goto("/m/emergent")
+    joining.get_by_role("link", name="Compare promoted results").click()
+    assert "Sleeper" not in joining.content()  # the form offers this project's results only
+    joining.get_by_label("Insecure-code finetuning transfers at 7B", exact=False).check()
+    joining.locator("#choose").get_by_role("button", name="Compare").click()
     expect(joining.locator(".compare-table")).to_contain_text("Insecure-code finetuning transfers at 7B")
+    _fits(joining, "the member's compare page")
+    _photograph(joining, f"member-compare-{size}-{scheme}.png")
     for path, status in ((f"/m/emergent/experiments/{hidden}/metrics/data?name=loss", 404),
                          (f"/m/sleeper/experiments/{hidden}/metrics/data?name=loss", 404),
                          (f"/m/emergent/experiments/{number}/metrics/data?name=loss", 200),

@@ -60,7 +60,7 @@ def _second_alpha(app, make_experiment, project_id: str) -> int:
         experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == number))
         experiment.project_id = uuid.UUID(project_id)
         results.save_clean_result(experiment, "<p>Warmup helps a little.</p>", OWNER,
-                                  title="Warmup helps a little (MEDIUM confidence)")
+                                  title="Warmup helps a little (MODERATE confidence)")
         results.promote(experiment, "shared", OWNER, confirm_lint=True)
         db.session.commit()
     return number
@@ -83,6 +83,9 @@ def test_a_collaborator_searches_compares_and_reads_charts_and_files_of_their_pr
         f"/m/alpha/experiments/{numbers['alpha']}\"") == 1
     assert "Search this project's" in ada.get("/m/alpha/search").text  # the empty state
 
+    chooser = ada.get("/m/alpha/compare")
+    assert chooser.status_code == 200 and chooser.text.count('type="checkbox" name="e"') == 2
+    assert 'href="/m/alpha/compare"' in ada.get("/m/alpha").text
     compared = ada.get("/m/alpha/compare", query_string={"e": [numbers["alpha"], warmup]})
     assert compared.status_code == 200
     assert "Curriculum ordering barely matters" in compared.text and "Warmup helps a little" in compared.text
@@ -130,8 +133,12 @@ def test_project_b_collaborator_gets_404_for_project_a_on_every_surface(app, mak
         answer = bea.get("/m/beta/search", query_string={"q": query})
         assert answer.status_code == 200, query
         assert "Curriculum" not in answer.text and f"/experiments/{alpha}" not in answer.text, query
-    # Their own project's records do answer.
-    assert bea.get("/m/beta/compare", query_string={"e": [beta]}).status_code == 200
+    # Their own project's records do answer; the compare form offers only theirs.
+    own = bea.get("/m/beta/compare", query_string={"e": [beta]})
+    assert own.status_code == 200 and "Beta secret finding" in own.text
+    offered = bea.get("/m/beta/compare")
+    assert f'name="e" value="{beta}"' in offered.text and f'value="{alpha}"' not in offered.text
+    assert "Curriculum" not in offered.text
     assert bea.get(f"/m/beta/experiments/{beta}/metrics/data", query_string={"name": "loss"}).status_code == 200
     # The owner's routes for the same records stay the owner's: one 403.
     for path in (f"/experiments/{alpha}/metrics/data?name=loss", f"/experiments/compare?e={alpha}",
