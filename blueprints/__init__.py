@@ -19,8 +19,8 @@ def register_blueprints(app: Flask) -> None:
     filters.init_app(app)
     errors.init_app(app)
     security_headers.init_app(app)
-    from blueprints import (beliefs, daily_log, discussion, ideation, library, links, member_pages, members, results,
-                            reviews, share, todos, unsubscribe)
+    from blueprints import (beliefs, daily_log, discussion, ideation, library, links, member_pages, member_research,
+                            members, results, reviews, share, todos, unsubscribe)
     results.init_app(app)
     discussion.init_app(app)
     share.init_app(app)
@@ -29,7 +29,7 @@ def register_blueprints(app: Flask) -> None:
     todos.init_app(app)
     ideation.init_app(app)
     for module in (results, discussion, share, beliefs, links, library, daily_log, reviews, todos, ideation,
-                   unsubscribe, members, member_pages):
+                   unsubscribe, members, member_pages, member_research):
         app.register_blueprint(module.bp)
     from blueprints import today
     for module in (auth, today, board, experiments, metrics, approvals, runs, pods, settings, tokens, health, api,

@@ -16,7 +16,7 @@ from blueprints.experiment_page import (
     timeline_filters,
 )
 from services.core import events, registry
-from services.core.errors import NotFound
+from services.core.errors import NotFound, ValidationError
 from services.planning import approvals, questions
 from services.research import projects
 from services.workflow import experiments, lifecycle
@@ -85,6 +85,25 @@ def detail(number: int):
     response = make_response(html)
     response.headers["Cache-Control"] = "no-store"  # a stashed refusal must not come back from the cache
     return response
+
+
+@bp.post("/experiments/<int:number>/agent-logs-share")
+@access.owner
+def share_agent_logs(number: int):
+    """Share this experiment's agent runs with its project's collaborators (`shared=1`), or
+    stop (`shared=0`). Off by default; the page asks before either."""
+    experiment = experiments.get_experiment(number)
+    choice = request.form.get("shared", "")
+
+    def change():
+        if choice not in ("0", "1"):
+            raise ValidationError("Choose shared=1 to share the agent logs or shared=0 to stop.", field="shared")
+        if choice == "1" and experiment.project_id is None:
+            raise ValidationError("This experiment is in no project, so it has no collaborators to share its "
+                                  "agent logs with. File it in a project first.", field="shared")
+        experiments.share_agent_logs(experiment, choice == "1", access.actor())
+
+    return perform(change, done=lambda: redirect(url_for("experiments.detail", number=number) + "#runs", code=303))
 
 
 @bp.get("/experiments/<int:number>/live")

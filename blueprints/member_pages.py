@@ -13,11 +13,12 @@ from services.core import permissions
 from services.core.actors import Actor
 from services.core.errors import NotFound, ValidationError
 from services.day import todos
+from services.dispatch import metrics
 from services.planning import discussion
-from services.research import literature, narratives, projects
+from services.research import literature, member_reads, narratives, projects
 from services.results import results, shares
 from services.results.result_lint import confidence_of, title_without_confidence
-from services.workflow import experiments
+from services.workflow import experiments, runs
 
 bp = Blueprint("member_pages", __name__)
 
@@ -97,8 +98,17 @@ def _member_experiment(slug: str, number: int, action: str):
 def _experiment_page(found, record, *, comment_error=None, draft="", status=200):
     account = current_user._get_current_object()
     promotion = results.promotion_of(record) if permissions.can(account, "read_result", record) else None
+    # The promoted result's charts and files: the runs it was promoted with, nothing later.
+    charts = metrics.page_context(record, pods_until=promotion.promoted_at) if promotion else {}
+    files = member_reads.artifact_names(record, promotion) if promotion else []
+    # Agent runs only when the owner shared this experiment's logs (off by default).
+    shared_runs = runs.runs_for_experiment(record.id)[:100] \
+        if record.agent_logs_shared and permissions.can(account, "read_shared_agent_logs", record) else []
     return render_template("member_pages/experiment.html", project=found, experiment=record,
-                           question=results.original_question(record), promotion=promotion,
+                           question=results.original_question(record), promotion=promotion, files=files, shared_runs=shared_runs,
+                           metrics_data_url=url_for("member_research.chart_data", slug=found.slug,
+                                                    number=record.number),
+                           metrics_refresh=None, **charts,
                            comments=discussion.thread("experiment", record.id).comments,
                            may_comment=permissions.can(account, "comment", record),
                            comment_error=comment_error, draft=draft), status

@@ -88,6 +88,8 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
     # The invited collaborator who proposed it (SPEC §13); the owner's own and Claude's have none.
     proposed_by_member_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("users.id", ondelete="SET NULL"))
+    # The owner shared this experiment's agent runs with its project's collaborators (read-only).
+    agent_logs_shared: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     cost_cap_usd: Mapped[float | None] = mapped_column(sa.Numeric(12, 2, asdecimal=False))
     git_branch: Mapped[str | None] = mapped_column(sa.String(255))
     git_commit: Mapped[str | None] = mapped_column(sa.String(64))

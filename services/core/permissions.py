@@ -27,6 +27,8 @@ COLLABORATOR_ACTIONS = frozenset({
     "read_project", "read_experiment", "read_result", "read_belief", "read_literature", "read_narrative",
     "comment",
     "propose_experiment", "propose_todo", "propose_literature", "propose_link",
+    # Only an experiment whose logs the owner shared (Experiment.agent_logs_shared; the view checks).
+    "read_shared_agent_logs",
 })
 MENTOR_ACTIONS = frozenset({SIGNED_IN, "read_project", "read_result", "read_narrative", "comment"})
 

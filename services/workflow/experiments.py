@@ -259,6 +259,18 @@ OWNER_ONLY_FIELDS = frozenset({"auto_approve_plan", "cost_cap_usd", "pod_spec"})
 PATCHABLE = frozenset(EDITABLE_FIELDS) | OWNER_ONLY_FIELDS | {"status", "note", "expected_status"}
 
 
+def share_agent_logs(experiment: Experiment, shared: bool, actor: Actor) -> bool:
+    """Share (or stop sharing) the experiment's agent runs with its project's collaborators,
+    read-only (SPEC §13). Recorded on the timeline; True when it changed anything."""
+    if experiment.agent_logs_shared == shared:
+        return False
+    experiment.agent_logs_shared = shared
+    events.record(experiment, "note", actor,
+                  note="Agent logs shared with the project's collaborators." if shared
+                  else "Agent logs no longer shared with collaborators.")
+    return True
+
+
 def _refuse_owner_only_fields(data: dict, actor: Actor) -> None:
     owner_only = OWNER_ONLY_FIELDS & set(data)
     if owner_only and actor.kind != "owner":

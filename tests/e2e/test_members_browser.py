@@ -1,9 +1,11 @@
 """Members in Chromium (SPEC §13, the first step): the owner invites a collaborator to one project
 from Settings → Members and copies the link; the collaborator sets a password and lands on
 their own page, which names only their project; the owner's pages answer them with a refusal;
-they open their project and one of its experiments, comment on it, propose an experiment and
-add a paper, and the owner sees the comment and the proposal under their name; removing them (after a confirmation) ends their session. At 390 and
-1280 px, light and dark."""
+they open their project and its shared result, comment on it, propose an experiment and add a
+paper; they cannot see the second project's experiment anywhere (board, table, search, compare,
+charts, API: the owner's routes answer 403, theirs 404); the owner sees the comment, and the
+proposal in Today's "Needs you" queue as theirs, and starts it from there; removing them (after
+a confirmation) ends their session. At 390 and 1280 px, light and dark (issue 29's done-when)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +16,10 @@ from playwright.sync_api import expect
 
 import sqlalchemy as sa
 
-from models import Experiment, Project, db
+from models import Experiment, Pod, Project, db
+from services.core.actors import Actor
+from services.dispatch import metrics
+from services.results import results
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
 
 PASSWORD = "collaborator-password-1"
@@ -35,8 +40,8 @@ def _fits(page, what: str) -> None:
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
 def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make_experiment, viewport, scheme):
-    number = make_experiment("Does insecure-code finetuning transfer to a 7B model?", status="proposed")
-    hidden = make_experiment("Sleeper trigger sweep", status="proposed")
+    number = make_experiment("Does insecure-code finetuning transfer to a 7B model?", status="awaiting_promotion")
+    hidden = make_experiment("Sleeper trigger sweep", status="awaiting_promotion")
     with app.app_context():
         emergent = Project(slug="emergent", title="Emergent misalignment from narrow finetuning")
         sleeper = Project(slug="sleeper", title="Sleeper agents at small scale")
@@ -44,6 +49,18 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
         db.session.flush()
         db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(project_id=emergent.id))
         db.session.execute(sa.update(Experiment).where(Experiment.number == hidden).values(project_id=sleeper.id))
+        # Each project's experiment has a shared result with a loss chart (the runs it was promoted with).
+        for each, finding in ((number, "Insecure-code finetuning transfers at 7B (MODERATE confidence)"),
+                              (hidden, "Sleeper triggers survive safety training (HIGH confidence)")):
+            experiment = db.session.scalar(sa.select(Experiment).where(Experiment.number == each))
+            pod = Pod(experiment_id=experiment.id, account="local", name=f"sagan-{each}-a-0-1", status="stopped",
+                      gpu_type_id="A100", gpu_count=1, cost_per_hr=1.5, uptime_seconds=60)
+            db.session.add(pod)
+            db.session.flush()
+            metrics.record_batch(pod, metrics.parse_batch({"seq": 0, "points": [
+                {"step": step, "name": "loss", "value": 2.0 / step} for step in range(1, 20)]}))
+            results.save_clean_result(experiment, f"<p>{finding}.</p>", Actor("owner", None, "Owner"), title=finding)
+            results.promote(experiment, "shared", Actor("owner", None, "Owner"), confirm_lint=True)
         db.session.commit()
     size = "phone" if viewport is PHONE else "desktop"
     owner = browser_session(viewport, color_scheme=scheme)
@@ -86,14 +103,52 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     assert "Sleeper trigger sweep" not in joining.content()
     _fits(joining, "the member's project page")
     _photograph(joining, f"member-project-{size}-{scheme}.png")
-    joining.get_by_role("link", name=f"#{number} Does insecure-code finetuning").click()
+    # A comment on the shared result, under their name.
+    joining.locator("#shared-results").get_by_role("link", name="Insecure-code finetuning transfers at 7B").click()
     joining.get_by_label("Your comment").fill("Could we add the 350M checkpoint as a control?")
     joining.get_by_role("button", name="Comment").click()
     expect(joining.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
+    _fits(joining, "the member's result page")
+    # The experiment's page draws the result's chart (the member's own chart data route).
+    joining.goto(f"/m/emergent/experiments/{number}")
+    expect(joining.locator("[data-metric-chart] canvas").first).to_be_visible()
+    expect(joining.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
     _fits(joining, "the member's experiment page")
     _photograph(joining, f"member-experiment-{size}-{scheme}.png")
+
+    # The second project's experiment, nowhere: their pages answer 404, the owner's 403.
     assert joining.goto(f"/m/sleeper/experiments/{hidden}").status == 404
     assert joining.goto(f"/m/emergent/experiments/{hidden}").status == 404
+    for path in ("/", "/experiments", f"/experiments/{hidden}", f"/experiments/compare?e={hidden}"):
+        assert joining.goto(path).status == 403, path  # the board, the table, the owner's compare
+    joining.goto("/m/emergent")
+    joining.get_by_label("Search this project").fill("sleeper")
+    joining.get_by_role("button", name="Search").click()
+    expect(joining.locator("#search-experiments")).to_contain_text("No experiment of this project matches.")
+    expect(joining.locator("#search-results")).to_contain_text("No promoted result of this project matches.")
+    _fits(joining, "the member's search")
+    _photograph(joining, f"member-search-{size}-{scheme}.png")
+    for query in (str(hidden), f"#{hidden}", "trigger"):
+        joining.goto(f"/m/emergent/search?q={query.replace('#', '%23')}")
+        assert "Sleeper" not in joining.content(), query
+    assert joining.goto("/m/sleeper/search?q=sleeper").status == 404
+    assert joining.goto(f"/m/emergent/compare?e={number}&e={hidden}").status == 404
+    joining.goto("/m/emergent")
+    joining.get_by_role("link", name="Compare promoted results").click()
+    assert "Sleeper" not in joining.content()  # the form offers this project's results only
+    joining.get_by_label("Insecure-code finetuning transfers at 7B", exact=False).check()
+    joining.locator("#choose").get_by_role("button", name="Compare").click()
+    expect(joining.locator(".compare-table")).to_contain_text("Insecure-code finetuning transfers at 7B")
+    _fits(joining, "the member's compare page")
+    _photograph(joining, f"member-compare-{size}-{scheme}.png")
+    for path, status in ((f"/m/emergent/experiments/{hidden}/metrics/data?name=loss", 404),
+                         (f"/m/sleeper/experiments/{hidden}/metrics/data?name=loss", 404),
+                         (f"/m/emergent/experiments/{number}/metrics/data?name=loss", 200),
+                         (f"/experiments/{hidden}/metrics/data?name=loss", 403),
+                         (f"/api/experiments/{hidden}", 403), ("/api/experiments", 403)):
+        answer = joining.request.get(path)
+        assert answer.status == status, path
+        assert "Sleeper" not in answer.text(), path
 
     joining.goto("/m/emergent")
     proposals = joining.locator("#experiments")
@@ -118,10 +173,20 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
 
     page.goto(f"/experiments/{number}")
     expect(page.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
+    with app.app_context():
+        proposed = db.session.scalar(sa.select(Experiment.number).where(
+            Experiment.title == "Add a 350M control to the insecure-code sweep"))
     page.goto("/")
-    page.get_by_role("link", name="Add a 350M control to the insecure-code sweep").first.click()
-    expect(page.locator(".proposed-by-member")).to_contain_text("proposed by Grace")
+    need = page.locator(f"#need-proposed-{proposed}")
+    expect(need).to_contain_text("Grace proposed this experiment")
+    _fits(page, "the owner's Today")
     _photograph(page, f"member-proposal-owner-view-{size}-{scheme}.png")
+    need.get_by_role("button", name="Start").click()
+    expect(page.locator(f"#need-proposed-{proposed}")).not_to_contain_text("Grace proposed this experiment")
+    page.goto(f"/experiments/{proposed}")
+    expect(page.locator(".proposed-by-member")).to_contain_text("proposed by Grace")
+    with app.app_context():
+        assert db.session.scalar(sa.select(Experiment.status).where(Experiment.number == proposed)) == "planning"
 
     page.goto("/settings/members")
     member = page.locator(".member", has_text="grace@example.org")
