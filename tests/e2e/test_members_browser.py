@@ -5,7 +5,7 @@ they open their project and its shared result, comment on it, propose an experim
 paper; they cannot see the second project's experiment anywhere (board, table, search, compare,
 charts, API: the owner's routes answer 403, theirs 404); the owner sees the comment, and the
 proposal in Today's "Needs you" queue as theirs, and starts it from there; removing them (after
-a confirmation) ends their session. At 390 and 1280 px, light and dark (issue 29's done-when)."""
+a confirmation) ends their session. At 390 and 1280 px, light and dark (the members' whole journey)."""
 from __future__ import annotations
 
 import os
