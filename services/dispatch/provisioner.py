@@ -682,7 +682,12 @@ def stop_at_provider(pod: Pod, stopped_note: str, *, record_failure: bool = True
     """Ask the provider to stop a pod marked `stop_requested`; True once it is `stopped`.
     A refusal keeps it `stop_requested` with the provider's reason in `last_error` (the
     watcher asks again on its next pass, without a run event each time: record_failure).
+    A pod on this host that this process may not stop is handed to the `local` queue's
+    worker instead: it stays `stop_requested` (shown as stopping) until that job stops it.
     Caller commits."""
+    if stops_elsewhere(pod):
+        hand_to_local_worker(pod)
+        return False
     try:
         if pod.provider_pod_id:
             backend_for(pod.account).stop(pod.provider_pod_id)
@@ -696,6 +701,44 @@ def stop_at_provider(pod: Pod, stopped_note: str, *, record_failure: bool = True
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_stopped", stopped_note, {"pod_id": str(pod.id), "reason": pod.stop_reason})
     return True
+
+
+def stops_elsewhere(pod: Pod) -> bool:
+    """A pod on this host that this process may not stop: it is not root and the pod runs as
+    the pod user (or local pods are off in this process). The scheduler may tick in a worker
+    of the worker account, and the owner's Stop comes through the web: both hand such a stop
+    to the `local` queue's worker, the one that started the pod."""
+    if not pod.provider_pod_id or not pod_accounts.on_this_host(pod.account):
+        return False
+    try:
+        return not backend_for(pod.account).stops_here(pod.provider_pod_id)
+    except BackendError:
+        return True
+
+
+def local_stop_job_id(pod_id) -> str:
+    return f"local-pod-{pod_id}"
+
+
+def hand_to_local_worker(pod: Pod) -> None:
+    """Queue the pod's settling (services.dispatch.watcher.settle_local_pod) on `local` once the
+    caller's transaction commits: the job reads the row, which must say `stop_requested` by
+    then. A fixed job id per pod, so a watcher pass asking again while it waits adds nothing;
+    an enqueue lost with a rollback or a Redis blip is asked for again by the watcher's next
+    pass (the pod is still `stop_requested`)."""
+    session = db.session()
+    pending = session.info.setdefault(LOCAL_STOPS_KEY, set())
+    if not pending:
+        sa.event.listen(session, "after_commit", _enqueue_local_stops, once=True)
+    pending.add(str(pod.id))
+
+
+LOCAL_STOPS_KEY = "sagan_local_pod_stops"
+
+
+def _enqueue_local_stops(session) -> None:
+    for pod_id in sorted(session.info.pop(LOCAL_STOPS_KEY, ())):
+        jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.settle_local_pod", pod_id, job_id=local_stop_job_id(pod_id))
 
 
 def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,
@@ -736,21 +779,27 @@ def stop_owned_pods(run: AgentRun, reason: str, *, extra=()) -> tuple[list[Pod],
     owned = {p.id: p for p in db.session.scalars(sa.select(Pod).where(
         Pod.agent_run_id == run.id, Pod.status.in_(BILLING_STATUSES)))}
     owned.update({p.id: p for p in extra if p.status in BILLING_STATUSES})
-    stopped, failed = [], []
+    stopped, handed, failed = [], [], []
     for pod in sorted(owned.values(), key=lambda p: (p.run_index, p.attempt)):
         stop_pod(pod, "failure")
-        (stopped if pod.status == "stopped" else failed).append(pod)
+        if pod.status == "stopped":
+            stopped.append(pod)
+        else:
+            (handed if stops_elsewhere(pod) else failed).append(pod)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
-    if experiment is not None and (stopped or failed):
+    if experiment is not None and (stopped or handed or failed):
         words = []
         if stopped:
             words.append("stopped " + ", ".join(p.name for p in stopped) + " (volumes kept)")
+        if handed:
+            words.append("stopping " + ", ".join(p.name for p in handed) + " on this host's local worker")
         if failed:
             words.append("could not stop " + ", ".join(p.name for p in failed) + " — stop them by hand")
         events.record(experiment, "note", Actor.system("pod watcher"),
                       note=f"Dispatch {run.short_id} failed ({reason}): " + "; ".join(words) + ".",
                       metadata={"reason": reason, "run_id": str(run.id),
                                 "stopped_pods": [p.name for p in stopped],
+                                "stopping_pods": [p.name for p in handed],
                                 "unstopped_pods": [p.name for p in failed]})
     db.session.commit()
     return stopped, failed
@@ -766,7 +815,8 @@ def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
     for pod in earlier:
         stop_pod(pod, "failure")
     db.session.commit()
-    return [p for p in earlier if p.status != "stopped"]
+    # A pod on this host handed to the local worker is being stopped and bills nothing.
+    return [p for p in earlier if p.status != "stopped" and not stops_elsewhere(p)]
 
 
 # --- after-move hooks (services/pipeline/side_effects.py) -----------------------------------------

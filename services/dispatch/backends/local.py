@@ -228,6 +228,22 @@ class LocalBackend:
         self._kill_group(pod_id, pod_dir)
         return self.get(pod_id)
 
+    def stops_here(self, pod_id: str) -> bool:
+        """Whether this process may stop (and remove) the pod: root may; otherwise only the user
+        that started it, who owns its folder. A pod started by root runs as the pod user, whom
+        only root can signal, in a folder only root can write: a process of the worker account
+        (a `sagan-worker@` unit, the web) must leave its stop to the `local` queue's worker.
+        A pod this host does not have is nothing to stop, here as anywhere."""
+        if os.geteuid() == 0:
+            return True
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None:
+            return True
+        try:
+            return pod_dir.stat().st_uid == os.geteuid()
+        except OSError:
+            return True
+
     def terminate(self, pod_id: str) -> None:
         """Stop the pod and delete its directory."""
         pod_dir = self._dir(pod_id)

@@ -1,0 +1,215 @@
+"""A local pod asked to stop by a process that may not stop it.
+
+In a deployment the scheduler may tick in a `sagan-worker@` unit and the owner's Stop comes
+through the web, both as the worker account; a local pod runs as the pod user, started by the
+`local` queue's worker as root. Such a stop goes to that worker as a job: the pod shows as
+stopping meanwhile, the job stops it, and the job run again does nothing.
+
+The asking process is real: a fork of the test that drops to the worker account's uid before
+it asks, so the backend's own uid check (not a switch) decides. Needs root, nftables and
+bubblewrap, like the other local-pod tests.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import tempfile
+import time
+import traceback
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from models import Pod, RunEvent, db
+from services.core.actors import Actor
+from services.dispatch import provisioner, tokens, watcher
+from services.dispatch.backends import PodRequest, backend_for
+from services.dispatch.backends import local as local_backend
+from services.workflow import jobs, runs
+from tests.fakes.pod_receiver import PodReceiver
+from tests.integration.test_workers import run_one_job
+from workers import runtime
+
+WORKER_ACCOUNT = "sagan"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="local pods run as their own user only under root")
+
+
+@pytest.fixture
+def local_pods(app, monkeypatch):
+    """Local pods on, in a folder of their own that the pod user may traverse."""
+    folder = tempfile.mkdtemp(prefix="sagan-local-pods-", dir="/tmp")
+    os.chmod(folder, 0o711)
+    monkeypatch.setitem(app.config, "SAGAN_LOCAL_PODS", True)
+    monkeypatch.setitem(app.config, "SAGAN_LOCAL_PODS_DIR", folder)
+    monkeypatch.setitem(app.config, "SAGAN_LOCAL_POD_STOP_GRACE_SECONDS", 2)
+    receiver = PodReceiver().start()
+    runtime.set_app(app)  # the `local` worker below runs its jobs in this app
+    yield receiver
+    runtime.set_app(None)
+    with app.app_context():
+        backend = backend_for("local")
+        for pod in backend.list_all(prefix=""):
+            backend.terminate(pod.id)
+    receiver.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running_pod(app, make_experiment, receiver) -> tuple[int, uuid.UUID, str]:
+    """A local pod started as root (as the `local` worker does) and its row; (number, row id, name)."""
+    number = make_experiment("Stopped from elsewhere", status="running")
+    with app.app_context():
+        from services.workflow import experiments
+        experiment = experiments.get_experiment(number)
+        run = runs.create_run(kind="experiment", agent=provisioner.PROVISIONER, scope_id=experiment.id,
+                              request="Dispatch.", status="waiting", pod_account="local")
+        name = f"sagan-{number}-{run.id.hex[:8]}-0-1"
+        _secret, digest = tokens.new_token()
+        made = backend_for("local").create(PodRequest(
+            name=name, image="local", args="sleep 600", gpu_id="cpu", gpu_count=0, cloud="SECURE", disk_gb=0,
+            volume_gb=0, env={**receiver.env(), "SAGAN_KEEP_ALIVE_MINUTES": "0", "SAGAN_POD_NAME": name}))
+        pod = Pod(id=uuid.uuid4(), agent_run_id=run.id, experiment_id=experiment.id, run_index=0, attempt=1,
+                  account="local", name=name, provider_pod_id=made.id, status="running", progress_token_hash=digest,
+                  gpu_type_id="cpu", gpu_count=0, metadata_={})
+        db.session.add(pod)
+        db.session.commit()
+        return number, pod.id, name
+
+
+def _as_worker_account(app, ask) -> str:
+    """Run `ask()` in a fork of this process that dropped to the worker account's uid (what a
+    `sagan-worker@` unit or the web runs as), inside an app context; its answer, or its error."""
+    account = pwd.getpwnam(WORKER_ACCOUNT)
+    with app.app_context():
+        backend_for("local")  # every backend module imported here: the child cannot read the source tree
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's result travels through the pipe
+        os.close(read_end)
+        answer = "error: nothing ran"
+        try:
+            os.setgroups([])
+            os.setgid(account.pw_gid)
+            os.setuid(account.pw_uid)
+            # Another process started the pods: this one has none of them as its children.
+            local_backend._CHILDREN.clear()
+            with app.app_context():
+                db.engine.dispose(close=False)  # the parent's connections stay the parent's
+                answer = f"uid={os.geteuid()} {ask()}"
+                db.session.remove()
+        except BaseException:  # noqa: BLE001 - everything goes back to the test
+            answer = "error: " + traceback.format_exc()
+        finally:
+            os.write(write_end, answer.encode()[:60000])
+            os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while chunk := os.read(read_end, 65536):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(child, 0)
+    return b"".join(chunks).decode()
+
+
+def _row(app, pod_id) -> Pod:
+    with app.app_context():
+        pod = db.session.get(Pod, pod_id)
+        db.session.expunge(pod)
+        return pod
+
+
+def _process_runs(app, name) -> bool:
+    with app.app_context():
+        return backend_for("local").get(name).status == "RUNNING"
+
+
+def test_the_owners_stop_from_the_worker_account_is_done_by_the_local_worker(
+        app, owner, client, make_experiment, local_pods):
+    """Asked from a process of the worker account, is the stop handed to the `local` queue
+    (the pod untouched and shown as stopping), done by that queue's worker, and harmless
+    when the job runs again?"""
+    number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    assert _process_runs(app, name)
+
+    def owners_stop():
+        pod = db.session.get(Pod, pod_id)
+        effects = watcher.stop_from_owner(pod, Actor("owner"))
+        db.session.commit()
+        return f"status={db.session.get(Pod, pod_id).status} effects={len(effects)}"
+
+    answer = _as_worker_account(app, owners_stop)
+    assert answer.startswith(f"uid={pwd.getpwnam(WORKER_ACCOUNT).pw_uid} status=stop_requested"), answer
+
+    # Not stopped by the unprivileged process: the pod runs, its row says stopping, and the
+    # stop waits on the `local` queue (its worker is the only one that may do it).
+    assert _process_runs(app, name)
+    assert _row(app, pod_id).status == "stop_requested"
+    with app.app_context():
+        queued = jobs.queue(jobs.LOCAL).job_ids
+        assert provisioner.local_stop_job_id(pod_id) in queued
+        assert jobs.queue(jobs.DISPATCH).job_ids == [] and jobs.queue(jobs.DEFAULT).job_ids == []
+    page = client.get(f"/experiments/{number}").get_data(as_text=True)
+    assert ">stopping<" in page
+
+    run_one_job(app, jobs.LOCAL)
+    stopped = _row(app, pod_id)
+    assert stopped.status == "stopped" and stopped.stopped_at is not None and stopped.stop_reason == "owner"
+    deadline = time.monotonic() + 10
+    while _process_runs(app, name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _process_runs(app, name)
+    with app.app_context():
+        said = db.session.scalars(sa.select(RunEvent.body).where(RunEvent.run_id == stopped.agent_run_id,
+                                                                 RunEvent.event_type == "pod_stopped")).all()
+    assert said == [f"{name} stopped by this host's local worker; volume kept."]
+
+    # The same job again (a retry, a second hand-off): nothing changes.
+    with app.app_context():
+        again = jobs.put(jobs.LOCAL, "workers.dispatch.settle_local_pod", (str(pod_id),))
+    run_one_job(app, jobs.LOCAL)
+    assert again.get_status(refresh=True) == "finished" and again.return_value() == "nothing to do"
+    assert _row(app, pod_id).status == "stopped" and _row(app, pod_id).stopped_at == stopped.stopped_at
+
+
+def test_a_scheduler_of_the_worker_account_hands_the_stop_on_again_and_the_root_one_stops_itself(
+        app, make_experiment, local_pods):
+    """A stop whose job was lost (Redis flushed): does the watcher's pass in a worker-account
+    scheduler queue it again rather than fail it, and a scheduler running as root (`make run`)
+    stop the pod itself with nothing queued?"""
+    _number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    with app.app_context():
+        pod = db.session.get(Pod, pod_id)
+        pod.status, pod.desired_status, pod.stop_reason = "stop_requested", "stopped", "cost_cap"
+        db.session.commit()
+
+    answer = _as_worker_account(app, lambda: f"checked={watcher.watch()['checked']}")
+    assert "checked=1" in answer, answer
+    assert _row(app, pod_id).status == "stop_requested" and _process_runs(app, name)
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == [provisioner.local_stop_job_id(pod_id)]
+        jobs.queue(jobs.LOCAL).empty()  # lost
+
+    with app.app_context():
+        watcher.watch()  # this process is root: it may stop the pod itself
+        assert jobs.queue(jobs.LOCAL).job_ids == []
+    assert _row(app, pod_id).status == "stopped"
+    assert not _process_runs(app, name)
+
+
+def test_a_local_worker_that_is_not_root_says_so_rather_than_looping(app, make_experiment, local_pods):
+    """The job run where it cannot stop the pod either (a local worker left unprivileged by
+    mistake): does it say what is wrong on the pod and queue nothing again?"""
+    _number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    with app.app_context():
+        pod = db.session.get(Pod, pod_id)
+        pod.status, pod.desired_status, pod.stop_reason = "stop_requested", "stopped", "owner"
+        db.session.commit()
+    answer = _as_worker_account(app, lambda: watcher.settle_local_pod(pod_id))
+    assert answer.endswith("cannot stop here"), answer
+    pod = _row(app, pod_id)
+    assert pod.status == "stop_requested" and "must run as root" in pod.last_error
+    assert _process_runs(app, name)
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == []
