@@ -148,8 +148,10 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
     if experiment.pod_free:
         raise Conflict(f"#{experiment.number} is a {experiment.kind}: its result is a write-up and nothing is "
                        "dispatched. Move it to clean_result_drafting when the work is done.", code="pod_free")
-    approved_spec(experiment)
-    if pod_accounts.on_this_host(experiment.pod_account) and actor.kind != "owner" and experiment.auto_approve_plan:
+    spec = approved_spec(experiment)
+    may_use = costs.accounts_of(specs.as_pods(spec) or [], experiment.pod_account)
+    if any(pod_accounts.on_this_host(a) for a in may_use) and actor.kind != "owner" and experiment.auto_approve_plan:
+        # Its account policy's fallbacks count: a plan asking RunPod first may still end on this host.
         raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")
     gate = _gate_reason(experiment)
     if gate:
@@ -209,9 +211,23 @@ def is_dispatch(run: AgentRun) -> bool:
 def dispatch_queue(run_id) -> str:
     """Where a dispatch runs: pods on this host are started by the `local` queue's worker (the one
     that may be root: it starts them as their own user behind the packet filter); pods elsewhere
-    by any worker on `dispatch`, which never needs root."""
-    account = db.session.scalar(sa.select(AgentRun.pod_account).where(AgentRun.id == uuid.UUID(str(run_id))))
-    return jobs.LOCAL if pod_accounts.on_this_host(account) else jobs.DISPATCH
+    by any worker on `dispatch`, which never needs root. A plan whose account policy may fall
+    back to this host goes to `local` too, whatever account it asks first: a worker on
+    `dispatch` would reach the local candidate only to be refused it."""
+    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
+    if run is None:
+        return jobs.DISPATCH
+    return jobs.LOCAL if any(pod_accounts.on_this_host(a) for a in accounts_it_may_use(run)) else jobs.DISPATCH
+
+
+def accounts_it_may_use(run: AgentRun) -> set[str]:
+    """The accounts a dispatch may create pods on: the run's, and every one the approved plan's
+    account policies allow as a fallback."""
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    terms = approved_terms(experiment) if experiment is not None else None
+    if terms is None:
+        return {run.pod_account}
+    return {run.pod_account} | costs.accounts_of(specs.as_pods(terms.spec) or [], terms.account)
 
 
 def enqueue_dispatch(run_id) -> str:

@@ -1,13 +1,16 @@
-"""A local pod asked to stop by a process that may not stop it.
+"""Local pods are started and stopped by the `local` queue's worker, whoever asks.
 
-In a deployment the scheduler may tick in a `sagan-worker@` unit and the owner's Stop comes
-through the web, both as the worker account; a local pod runs as the pod user, started by the
-`local` queue's worker as root. Such a stop goes to that worker as a job: the pod shows as
-stopping meanwhile, the job stops it, and the job run again does nothing.
+A local pod asked to stop by a process that may not stop it: in a deployment the scheduler
+may tick in a `sagan-worker@` unit and the owner's Stop comes through the web, both as the
+worker account; a local pod runs as the pod user, started by the `local` queue's worker as
+root. Such a stop goes to that worker as a job: the pod shows as stopping meanwhile, the job
+stops it, and the job run again does nothing. The asking process is real: a fork of the test
+that drops to the worker account's uid before it asks, so the backend's own uid check (not a
+switch) decides.
 
-The asking process is real: a fork of the test that drops to the worker account's uid before
-it asks, so the backend's own uid check (not a switch) decides. Needs root, nftables and
-bubblewrap, like the other local-pod tests.
+A plan asking a remote account first with `local` as its fallback is dispatched on `local`
+too, or its fallback pod would be refused. Needs root, nftables and bubblewrap, like the
+other local-pod tests.
 """
 from __future__ import annotations
 
@@ -27,8 +30,11 @@ from services.core.actors import Actor
 from services.dispatch import provisioner, tokens, watcher
 from services.dispatch.backends import PodRequest, backend_for
 from services.dispatch.backends import local as local_backend
-from services.workflow import jobs, runs
+from services.core.errors import Conflict
+from services.workflow import experiments, jobs, lifecycle, runs
 from tests.fakes.pod_receiver import PodReceiver
+from tests.integration.test_dispatch import approved, pod_spec  # noqa: F401 - fixtures
+from tests.integration.test_toy_provider import toycloud  # noqa: F401 - fixture
 from tests.integration.test_workers import run_one_job
 from workers import runtime
 
@@ -61,7 +67,6 @@ def _running_pod(app, make_experiment, receiver) -> tuple[int, uuid.UUID, str]:
     """A local pod started as root (as the `local` worker does) and its row; (number, row id, name)."""
     number = make_experiment("Stopped from elsewhere", status="running")
     with app.app_context():
-        from services.workflow import experiments
         experiment = experiments.get_experiment(number)
         run = runs.create_run(kind="experiment", agent=provisioner.PROVISIONER, scope_id=experiment.id,
                               request="Dispatch.", status="waiting", pod_account="local")
@@ -213,3 +218,58 @@ def test_a_local_worker_that_is_not_root_says_so_rather_than_looping(app, make_e
     assert _process_runs(app, name)
     with app.app_context():
         assert jobs.queue(jobs.LOCAL).job_ids == []
+
+
+# --- a plan that falls back from a remote account to this host ----------------------------------
+
+def test_a_plan_falling_back_to_this_host_is_dispatched_by_the_local_worker(app, local_pods, toycloud, approved,
+                                                                           monkeypatch):
+    """A plan asking Toy Cloud first, with `local` as its account policy's fallback: is its
+    dispatch queued on `local` (a worker on `dispatch` would be refused the local pod), and does
+    that queue's worker, finding Toy Cloud full, start the pod here?"""
+    monkeypatch.setitem(app.config, "SAGAN_BASE_URL", local_pods.url)
+    toycloud.no_capacity("NVIDIA A100-SXM4-80GB")
+    number = approved(pod_spec(substitution_policy={"account": {"allowed": ["toycloud", "local"]}},
+                               dockerArgs="sleep 600"), account="toycloud")
+    with app.app_context():
+        run, effects = provisioner.launch(experiments.get_experiment(number), Actor("owner"))
+        db.session.commit()
+        run_id = run.id
+        lifecycle.run_side_effects(effects)
+        assert jobs.queue(jobs.LOCAL).job_ids == [provisioner.dispatch_job_id(run_id)]
+        assert jobs.queue(jobs.DISPATCH).job_ids == []
+
+    run_one_job(app, jobs.LOCAL)
+    assert toycloud.count("create") == 1  # refused for capacity, then the fallback
+    with app.app_context():
+        pods = list(db.session.scalars(sa.select(Pod).where(Pod.agent_run_id == run_id).order_by(Pod.attempt)))
+        assert [(p.account, p.status) for p in pods] == [("toycloud", "failed"), ("local", "running")], \
+            [p.last_error for p in pods]
+        assert experiments.get_experiment(number).status == "queued"
+    assert _process_runs(app, pods[1].provider_pod_id)
+
+
+def test_a_plan_asking_a_remote_account_alone_stays_on_the_dispatch_queue(app, toycloud, approved):
+    """Without `local` among its accounts, the dispatch goes to `dispatch`, which never needs root."""
+    number = approved(pod_spec(substitution_policy={"account": {"allowed": ["toycloud", "team"]}}),
+                      account="toycloud")
+    with app.app_context():
+        run, _effects = provisioner.launch(experiments.get_experiment(number), Actor("owner"))
+        db.session.commit()
+        assert provisioner.dispatch_queue(run.id) == jobs.DISPATCH
+
+
+def test_an_auto_approved_plan_never_falls_back_to_this_host(app, toycloud, approved):
+    """An auto-approved plan never runs on the local backend: not when its account policy
+    names `local` as a fallback either — refused at launch by anyone but the owner."""
+    number = approved(pod_spec(substitution_policy={"account": {"allowed": ["toycloud", "local"]}}),
+                      account="toycloud")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        experiment.auto_approve_plan = True
+        db.session.commit()
+        with pytest.raises(Conflict) as refused:
+            provisioner.launch(experiment, Actor.system("orchestrator"))
+        assert refused.value.code == "local_refused"
+        db.session.rollback()
+        assert provisioner.live_dispatch(experiment.id) is None
