@@ -138,14 +138,17 @@ def test_the_owners_stop_from_the_worker_account_is_done_by_the_local_worker(
     number, pod_id, name = _running_pod(app, make_experiment, local_pods)
     assert _process_runs(app, name)
 
+    csrf = owner.csrf()
+
     def owners_stop():
-        pod = db.session.get(Pod, pod_id)
-        effects = watcher.stop_from_owner(pod, Actor("owner"))
-        db.session.commit()
-        return f"status={db.session.get(Pod, pod_id).status} effects={len(effects)}"
+        # The owner's Stop button, served by a web process of the worker account.
+        response = client.post(f"/pods/{pod_id}/stop", data={"csrf_token": csrf})
+        db.session.remove()
+        return f"status={db.session.get(Pod, pod_id).status} {response.status_code} {response.location}"
 
     answer = _as_worker_account(app, owners_stop)
-    assert answer.startswith(f"uid={pwd.getpwnam(WORKER_ACCOUNT).pw_uid} status=stop_requested"), answer
+    assert answer.startswith(f"uid={pwd.getpwnam(WORKER_ACCOUNT).pw_uid} status=stop_requested 303"), answer
+    assert "is+stopping" in answer or "is%20stopping" in answer, answer
 
     # Not stopped by the unprivileged process: the pod runs, its row says stopping, and the
     # stop waits on the `local` queue (its worker is the only one that may do it).
