@@ -11,6 +11,7 @@ One live dispatch per experiment is enforced by a partial unique index on agent_
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 import uuid
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from flask import current_app
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
@@ -42,6 +44,8 @@ from services.dispatch.backends import BackendError, PodRequest, backend_for
 from services.dispatch.terms import approved_terms
 from services.workflow import jobs, lifecycle, markers, runs
 from services.workflow.parking import Heartbeat, wake_parent_if_ready
+
+log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 25
 GIT_ENV = specs.GIT_ENV
@@ -754,7 +758,12 @@ LOCAL_STOPS_KEY = "sagan_local_pod_stops"
 
 def _enqueue_local_stops(session) -> None:
     for pod_id in sorted(session.info.pop(LOCAL_STOPS_KEY, ())):
-        jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.settle_local_pod", pod_id, job_id=local_stop_job_id(pod_id))
+        try:
+            jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.settle_local_pod", pod_id,
+                                job_id=local_stop_job_id(pod_id))
+        except RedisError as exc:
+            # The stop is committed (`stop_requested`); the watcher's next pass queues it again.
+            log.warning("could not queue the stop of local pod %s: %s", pod_id, exc)
 
 
 def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,

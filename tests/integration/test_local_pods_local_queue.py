@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import socket
 import tempfile
 import time
 import traceback
@@ -276,3 +277,34 @@ def test_an_auto_approved_plan_never_falls_back_to_this_host(app, toycloud, appr
         assert refused.value.code == "local_refused"
         db.session.rollback()
         assert provisioner.live_dispatch(experiment.id) is None
+
+
+def test_a_stop_handed_off_while_redis_is_down_is_kept_and_queued_by_the_next_pass(app, make_experiment, local_pods,
+                                                                                   monkeypatch):
+    """Redis refuses connections when the hand-off commits: does the commit still hold (the
+    pod `stop_requested`, no error for the caller), and the watcher's next pass queue it?"""
+    _number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    working = app.config["REDIS_URL"]
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+
+    def stop_without_redis():
+        app.config["REDIS_URL"] = dead
+        try:
+            provisioner.stop_pod(db.session.get(Pod, pod_id), "owner")
+            db.session.commit()
+        finally:
+            app.config["REDIS_URL"] = working
+        return db.session.get(Pod, pod_id).status
+
+    answer = _as_worker_account(app, stop_without_redis)
+    assert answer.endswith("stop_requested"), answer
+    assert _row(app, pod_id).status == "stop_requested" and _process_runs(app, name)
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == []
+    assert "stop_requested" in _as_worker_account(app, lambda: f"{watcher.watch()} {db.session.get(Pod, pod_id).status}")
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == [provisioner.local_stop_job_id(pod_id)]
+    run_one_job(app, jobs.LOCAL)
+    assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
