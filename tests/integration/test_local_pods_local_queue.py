@@ -34,12 +34,13 @@ from services.dispatch.backends import local as local_backend
 from services.core.errors import Conflict
 from services.workflow import experiments, jobs, lifecycle, runs
 from tests.fakes.pod_receiver import PodReceiver
-from tests.integration.test_dispatch import approved, pod_spec  # noqa: F401 - fixtures
-from tests.integration.test_toy_provider import toycloud  # noqa: F401 - fixture
+from tests.integration import test_dispatch as dispatch_tests
+from tests.integration import test_toy_provider as toy_tests
 from tests.integration.test_workers import run_one_job
 from workers import runtime
 
 WORKER_ACCOUNT = "sagan"
+approved, toycloud, pod_spec = dispatch_tests.approved, toy_tests.toycloud, dispatch_tests.pod_spec
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="local pods run as their own user only under root")
 
