@@ -587,8 +587,8 @@ def settle_local_pod(pod_id) -> str:
         return "nothing to do"
     if stops_elsewhere(pod):
         # This worker was meant to be the one that can: it is not root (a deployment mistake).
-        pod.last_error = ("This host's local worker cannot stop the pod either: it must run as root "
-                          "(docs/deploy.md, sagan-local-worker).")
+        pod.last_error = ("This host's local worker cannot stop the pod either: it must run as root, "
+                          "with local pods on (docs/deploy.md, sagan-local-worker).")
         db.session.commit()
         return "cannot stop here"
     now = utcnow()
