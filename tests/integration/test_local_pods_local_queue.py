@@ -27,6 +27,7 @@ import pytest
 import sqlalchemy as sa
 
 from models import Pod, RunEvent, db
+from services.agents import toolbox, toolkit
 from services.core.actors import Actor
 from services.dispatch import provisioner, tokens, watcher
 from services.dispatch.backends import PodRequest, backend_for
@@ -307,5 +308,24 @@ def test_a_stop_handed_off_while_redis_is_down_is_kept_and_queued_by_the_next_pa
     assert "stop_requested" in _as_worker_account(app, lambda: f"{watcher.watch()} {db.session.get(Pod, pod_id).status}")
     with app.app_context():
         assert jobs.queue(jobs.LOCAL).job_ids == [provisioner.local_stop_job_id(pod_id)]
+    run_one_job(app, jobs.LOCAL)
+    assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
+
+
+def test_an_agents_stop_pods_from_the_agents_queue_says_the_pod_is_still_stopping(app, make_experiment, local_pods):
+    """The orchestrator's `stop_pods` tool, run by an `agents` worker as `sagan`: does it tell
+    the model the pod is still stopping (not "stopped"), and the local worker then stop it?"""
+    number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+
+    def agents_stop():
+        experiment = experiments.get_experiment(number)
+        run = runs.create_run(kind="qa", agent="experiment-orchestrator", request="Stop.", scope_id=experiment.id)
+        result = toolbox.call(toolkit.ToolContext(run, experiment), "stop_pods", {})
+        db.session.commit()
+        return result.content
+
+    answer = _as_worker_account(app, agents_stop)
+    assert answer.endswith("Stopped 0 pod(s); volumes kept. 1 still stopping (asked again until it holds)."), answer
+    assert _process_runs(app, name)
     run_one_job(app, jobs.LOCAL)
     assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
