@@ -736,6 +736,10 @@ def stops_elsewhere(pod: Pod) -> bool:
         return True
 
 
+# Session.info key: pods whose stop is queued on `local` when the session commits.
+LOCAL_STOPS_KEY = "sagan_local_pod_stops"
+
+
 def local_stop_job_id(pod_id) -> str:
     return f"local-pod-{pod_id}"
 
@@ -751,9 +755,6 @@ def hand_to_local_worker(pod: Pod) -> None:
     if not pending:
         sa.event.listen(session, "after_commit", _enqueue_local_stops, once=True)
     pending.add(str(pod.id))
-
-
-LOCAL_STOPS_KEY = "sagan_local_pod_stops"
 
 
 def _enqueue_local_stops(session) -> None:
@@ -797,7 +798,8 @@ BILLING_STATUSES = (*registry.POD_LIVE_STATUSES, "exited", "stop_requested")
 
 
 def stop_owned_pods(run: AgentRun, reason: str, *, extra=()) -> tuple[list[Pod], list[Pod]]:
-    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped).
+    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped). A pod
+    handed to this host's local worker is in neither: it is being stopped, nobody needs to.
 
     Says so on the experiment's timeline, naming the pods, so the owner sees what was
     stopped and what still needs a hand."""

@@ -26,7 +26,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from models import Pod, RunEvent, db
+from models import AgentRun, Pod, RunEvent, WorkflowEvent, db
 from services.agents import toolbox, toolkit
 from services.core.actors import Actor
 from services.dispatch import provisioner, tokens, watcher
@@ -327,5 +327,26 @@ def test_an_agents_stop_pods_from_the_agents_queue_says_the_pod_is_still_stoppin
     answer = _as_worker_account(app, agents_stop)
     assert answer.endswith("Stopped 0 pod(s); volumes kept. 1 still stopping (asked again until it holds)."), answer
     assert _process_runs(app, name)
+    run_one_job(app, jobs.LOCAL)
+    assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
+
+
+def test_a_failed_dispatch_says_its_local_pod_is_stopping_not_that_it_needs_a_hand(app, make_experiment, local_pods):
+    """A dispatch failing in a worker-account scheduler stops its pods first: is its local pod
+    named as stopping on the local worker, rather than "could not stop — stop them by hand"?"""
+    number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+
+    def fail_it():
+        pod = db.session.get(Pod, pod_id)
+        stopped, unstopped = provisioner.stop_owned_pods(db.session.get(AgentRun, pod.agent_run_id), "pod_exit_nonzero")
+        return f"stopped={len(stopped)} unstopped={len(unstopped)}"
+
+    answer = _as_worker_account(app, fail_it)
+    assert answer.endswith("stopped=0 unstopped=0"), answer  # neither: being stopped elsewhere
+    with app.app_context():
+        note = db.session.scalars(sa.select(WorkflowEvent.note).where(
+            WorkflowEvent.entity_id == experiments.get_experiment(number).id,
+            WorkflowEvent.note.like("Dispatch%failed%"))).one()
+    assert f"stopping {name} on this host's local worker" in note and "by hand" not in note, note
     run_one_job(app, jobs.LOCAL)
     assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
