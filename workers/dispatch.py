@@ -13,3 +13,8 @@ def run_dispatch(run_id: str) -> str:
 def settle_local_pod(pod_id: str) -> str:
     """Stop (or terminate) a pod on this host for a process that could not: on `local` only."""
     return watcher.settle_local_pod(pod_id)
+
+
+def sweep_local_orphans() -> list[str]:
+    """Stop this host's orphan pods for a scheduler that may not list them: on `local` only."""
+    return watcher.sweep_local_orphans()

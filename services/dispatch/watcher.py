@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 from flask import current_app
+from redis.exceptions import RedisError
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
 from services.core import events, pod_accounts, redis_store, registry, settings
@@ -29,7 +30,7 @@ from services.dispatch.provisioner import (
     stops_elsewhere,
 )
 from services.dispatch.spec import pod_noun
-from services.workflow import lifecycle, runs
+from services.workflow import jobs, lifecycle, runs
 from services.workflow.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
@@ -533,14 +534,23 @@ def _enforce_caps(now) -> None:
                 lifecycle.run_side_effects(effects)
 
 
-def orphan_sweep() -> list[str]:
-    """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan)."""
+LOCAL_SWEEP_JOB_ID = "local-orphan-sweep"
+
+
+def orphan_sweep(accounts=None, *, hand_off: bool = True) -> list[str]:
+    """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan).
+
+    A process that may not list this host's pods (the scheduler in a worker of the worker
+    account) queues the sweep of those accounts on `local` instead (`hand_off`; that job
+    sweeps with hand_off=False)."""
     stopped = []
-    for account in pod_accounts.names():
+    for account in pod_accounts.names() if accounts is None else accounts:
         try:
             backend = backend_for(account)
             listed = backend.list_all("sagan-")
-        except BackendError:
+        except BackendError as exc:
+            if hand_off and exc.status == 403 and pod_accounts.on_this_host(account):
+                hand_local_sweep()
             continue  # an account without a key, or local pods off
         live = [p for p in listed if p.status not in ("EXITED", "TERMINATED")]
         # The rows of every listed pod in one query (by provider id, or by name for a pod whose
@@ -573,6 +583,19 @@ def orphan_sweep() -> list[str]:
             log.warning("stopped orphan pod %s on %s", provider_pod.name, account)
     db.session.commit()
     return stopped
+
+
+def hand_local_sweep() -> None:
+    """Queue the orphan sweep of this host's accounts on `local`, once at a time."""
+    try:
+        jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.sweep_local_orphans", job_id=LOCAL_SWEEP_JOB_ID)
+    except RedisError as exc:
+        log.warning("could not queue the sweep of local orphan pods: %s (the next sweep asks again)", exc)
+
+
+def sweep_local_orphans() -> list[str]:
+    """The `local` queue's orphan sweep of this host's accounts, for a scheduler that cannot list them."""
+    return orphan_sweep([a for a in pod_accounts.names() if pod_accounts.on_this_host(a)], hand_off=False)
 
 
 def settle_local_pod(pod_id) -> str:

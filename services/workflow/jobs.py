@@ -40,7 +40,7 @@ LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
 JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
     "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.dispatch.settle_local_pod",
-    "workers.notify.deliver", "workers.notify.send_email",
+    "workers.dispatch.sweep_local_orphans", "workers.notify.deliver", "workers.notify.send_email",
     "workers.literature.poll_feed", "workers.day.draft_weekly_review",
 })
 # The only functions a job on the `local` queue may name. Its worker runs as root where local
@@ -48,10 +48,10 @@ JOB_FUNCTIONS = frozenset({
 # anything else found there — however it got there, signed or not — fails without running:
 # notification, feed or artifact work never runs as root. Stopping a pod on this host is here
 # too: the pod runs as the pod user, so a scheduler or web process of the worker account hands
-# its stop to this worker (services.dispatch.watcher.settle_local_pod).
+# its stop, and the sweep for orphans it cannot list, to this worker (services.dispatch.watcher).
 LOCAL_JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.code.run_test_step", "workers.code.remove_workspace",
-    "workers.dispatch.run_dispatch", "workers.dispatch.settle_local_pod",
+    "workers.dispatch.run_dispatch", "workers.dispatch.settle_local_pod", "workers.dispatch.sweep_local_orphans",
 })
 # Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
 # whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.

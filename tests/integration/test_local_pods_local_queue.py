@@ -22,6 +22,8 @@ import tempfile
 import time
 import traceback
 import uuid
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -29,6 +31,7 @@ import sqlalchemy as sa
 from models import AgentRun, Pod, RunEvent, WorkflowEvent, db
 from services.agents import toolbox, toolkit
 from services.core.actors import Actor
+from services.core.clock import utcnow
 from services.dispatch import provisioner, tokens, watcher
 from services.dispatch.backends import PodRequest, backend_for
 from services.dispatch.backends import local as local_backend
@@ -350,3 +353,50 @@ def test_a_failed_dispatch_says_its_local_pod_is_stopping_not_that_it_needs_a_ha
     assert f"stopping {name} on this host's local worker" in note and "by hand" not in note, note
     run_one_job(app, jobs.LOCAL)
     assert _row(app, pod_id).status == "stopped" and not _process_runs(app, name)
+
+
+def test_retention_from_a_worker_account_scheduler_is_done_by_the_local_worker(app, make_experiment, local_pods):
+    """A stopped local pod past SAGAN_POD_RETENTION_DAYS, seen by a scheduler running as
+    `sagan` (which cannot remove root's folder): is its termination queued on `local`, and
+    done there — the folder gone, the row terminated?"""
+    _number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    with app.app_context():
+        backend_for("local").stop(name)
+        pod = db.session.get(Pod, pod_id)
+        days = app.config["POD_RETENTION_DAYS"]
+        pod.status, pod.stopped_at = "stopped", utcnow() - timedelta(days=days, hours=1)
+        db.session.commit()
+    folder = Path(app.config["SAGAN_LOCAL_PODS_DIR"]) / name
+
+    answer = _as_worker_account(app, lambda: f"{watcher.terminate_expired(utcnow())} {db.session.commit()}")
+    assert answer.endswith("[] None"), answer  # nothing terminated by that process
+    assert folder.is_dir() and _row(app, pod_id).status == "stopped"
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == [provisioner.local_stop_job_id(pod_id)]
+    run_one_job(app, jobs.LOCAL)
+    assert _row(app, pod_id).status == "terminated" and not folder.exists()
+
+
+def test_orphans_a_worker_account_sweep_cannot_list_are_swept_by_the_local_worker(app, make_experiment, local_pods):
+    """The orphan sweep of a scheduler running as `sagan` cannot list this host's pods (their
+    folder is root's, 0711): does it queue the sweep on `local` rather than fail, and does that
+    worker stop both a pod whose row ended and one no row names?"""
+    _number, pod_id, name = _running_pod(app, make_experiment, local_pods)
+    with app.app_context():
+        pod = db.session.get(Pod, pod_id)
+        pod.status, pod.stopped_at = "failed", utcnow()
+        db.session.commit()
+        unknown = "sagan-999-0000abcd-0-1"  # a pod the database does not know (a restored database)
+        backend_for("local").create(PodRequest(
+            name=unknown, image="local", args="sleep 600", gpu_id="cpu", gpu_count=0, cloud="SECURE", disk_gb=0,
+            volume_gb=0, env={**local_pods.env(), "SAGAN_KEEP_ALIVE_MINUTES": "0", "SAGAN_POD_NAME": unknown}))
+
+    answer = _as_worker_account(app, lambda: str(watcher.orphan_sweep()))
+    assert answer.endswith("[]"), answer  # nothing stopped by that process, and no error
+    assert _process_runs(app, name) and _process_runs(app, unknown)
+    with app.app_context():
+        assert jobs.queue(jobs.LOCAL).job_ids == [watcher.LOCAL_SWEEP_JOB_ID]
+    run_one_job(app, jobs.LOCAL)
+    assert not _process_runs(app, name) and not _process_runs(app, unknown)
+    row = _row(app, pod_id)
+    assert row.status == "failed" and row.stop_reason == "orphan"

@@ -214,8 +214,14 @@ class LocalBackend:
         """Every local pod whose name starts with `prefix`."""
         if not self.root.is_dir():
             return []
-        pods = (self.get(entry.name) for entry in sorted(self.root.iterdir())
-                if entry.is_dir() and entry.name.startswith(prefix))
+        try:
+            entries = sorted(self.root.iterdir())
+        except PermissionError:
+            # The folder is root's (0711: pods may pass, nobody else may list): a process of the
+            # worker account cannot see which pods exist; the `local` worker can.
+            raise BackendError("provider_error", f"{self.root} cannot be listed by this process: only this "
+                                                 "host's local worker (root) sees its pods.", status=403) from None
+        pods = (self.get(entry.name) for entry in entries if entry.is_dir() and entry.name.startswith(prefix))
         return [pod for pod in pods if pod is not None]
 
     def stop(self, pod_id: str) -> ProviderPod | None:
