@@ -51,7 +51,14 @@ def stop(pod_id: str):
     experiment = experiments.get_experiment(pod.experiment_id)
     return perform(lambda: watcher.stop_from_owner(pod, access.actor()),
                    refused=lambda exc: _back(experiment.number, exc.message),
-                   done=lambda: _back(experiment.number, f"{pod.name} stopped; volume preserved."))
+                   done=lambda: _back(experiment.number, stop_message(pod)))
+
+
+def stop_message(pod: Pod) -> str:
+    if pod.status == "stopped":
+        return f"{pod.name} stopped; volume preserved."
+    # A pod on this host that the web may not signal: the local worker stops it (watcher.settle_local_pod).
+    return f"{pod.name} is stopping: this host's local worker stops it. Volume preserved."
 
 
 @bp.get("/pods/<pod_id>/logs")

@@ -266,7 +266,12 @@ def stop_pods(ctx: ToolContext, data: dict) -> ToolResult:
         Pod.experiment_id == ctx.need_experiment().id, Pod.status.in_(registry.POD_LIVE_STATUSES))))
     for pod in live:
         stop_pod(pod, "failure", actor=ctx.actor)
-    return ToolResult(f"Stopped {len(live)} pod(s); volumes kept." if live else "No pods are running.")
+    if not live:
+        return ToolResult("No pods are running.")
+    stopping = sum(1 for pod in live if pod.status != "stopped")
+    # A pod on this host is stopped by its local worker, a refused stop is asked again: not yet stopped.
+    return ToolResult(f"Stopped {len(live) - stopping} pod(s); volumes kept."
+                      + (f" {stopping} still stopping (asked again until it holds)." if stopping else ""))
 
 
 @tool("wait_for_pods", "Park this run until the experiment's live dispatch ends (pods finished or failed).")

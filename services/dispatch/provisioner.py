@@ -11,6 +11,7 @@ One live dispatch per experiment is enforced by a partial unique index on agent_
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 import uuid
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from flask import current_app
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from models import AgentRun, Experiment, Pod, RunEvent, db
@@ -42,6 +44,8 @@ from services.dispatch.backends import BackendError, PodRequest, backend_for
 from services.dispatch.terms import approved_terms
 from services.workflow import jobs, lifecycle, markers, runs
 from services.workflow.parking import Heartbeat, wake_parent_if_ready
+
+log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 25
 GIT_ENV = specs.GIT_ENV
@@ -148,8 +152,10 @@ def launch(experiment: Experiment, actor: Actor, *, parent_run_id=None) -> tuple
     if experiment.pod_free:
         raise Conflict(f"#{experiment.number} is a {experiment.kind}: its result is a write-up and nothing is "
                        "dispatched. Move it to clean_result_drafting when the work is done.", code="pod_free")
-    approved_spec(experiment)
-    if pod_accounts.on_this_host(experiment.pod_account) and actor.kind != "owner" and experiment.auto_approve_plan:
+    spec = approved_spec(experiment)
+    may_use = costs.accounts_of(specs.as_pods(spec) or [], experiment.pod_account)
+    if any(pod_accounts.on_this_host(a) for a in may_use) and actor.kind != "owner" and experiment.auto_approve_plan:
+        # Its account policy's fallbacks count: a plan asking RunPod first may still end on this host.
         raise Conflict("An auto-approved plan never dispatches to the local backend.", code="local_refused")
     gate = _gate_reason(experiment)
     if gate:
@@ -209,9 +215,23 @@ def is_dispatch(run: AgentRun) -> bool:
 def dispatch_queue(run_id) -> str:
     """Where a dispatch runs: pods on this host are started by the `local` queue's worker (the one
     that may be root: it starts them as their own user behind the packet filter); pods elsewhere
-    by any worker on `dispatch`, which never needs root."""
-    account = db.session.scalar(sa.select(AgentRun.pod_account).where(AgentRun.id == uuid.UUID(str(run_id))))
-    return jobs.LOCAL if pod_accounts.on_this_host(account) else jobs.DISPATCH
+    by any worker on `dispatch`, which never needs root. A plan whose account policy may fall
+    back to this host goes to `local` too, whatever account it asks first: a worker on
+    `dispatch` would reach the local candidate only to be refused it."""
+    run = db.session.get(AgentRun, uuid.UUID(str(run_id)))
+    if run is None:
+        return jobs.DISPATCH
+    return jobs.LOCAL if any(pod_accounts.on_this_host(a) for a in accounts_it_may_use(run)) else jobs.DISPATCH
+
+
+def accounts_it_may_use(run: AgentRun) -> set[str]:
+    """The accounts a dispatch may create pods on: the run's, and every one the approved plan's
+    account policies allow as a fallback."""
+    experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
+    terms = approved_terms(experiment) if experiment is not None else None
+    if terms is None:
+        return {run.pod_account}
+    return {run.pod_account} | costs.accounts_of(specs.as_pods(terms.spec) or [], terms.account)
 
 
 def enqueue_dispatch(run_id) -> str:
@@ -682,7 +702,12 @@ def stop_at_provider(pod: Pod, stopped_note: str, *, record_failure: bool = True
     """Ask the provider to stop a pod marked `stop_requested`; True once it is `stopped`.
     A refusal keeps it `stop_requested` with the provider's reason in `last_error` (the
     watcher asks again on its next pass, without a run event each time: record_failure).
+    A pod on this host that this process may not stop is handed to the `local` queue's
+    worker instead: it stays `stop_requested` (shown as stopping) until that job stops it.
     Caller commits."""
+    if stops_elsewhere(pod):
+        hand_to_local_worker(pod)
+        return False
     try:
         if pod.provider_pod_id:
             backend_for(pod.account).stop(pod.provider_pod_id)
@@ -696,6 +721,50 @@ def stop_at_provider(pod: Pod, stopped_note: str, *, record_failure: bool = True
     if pod.agent_run_id:
         runs.append_event(pod.agent_run_id, "pod_stopped", stopped_note, {"pod_id": str(pod.id), "reason": pod.stop_reason})
     return True
+
+
+def stops_elsewhere(pod: Pod) -> bool:
+    """A pod on this host that this process may not stop: it is not root and the pod runs as
+    the pod user (or local pods are off in this process). The scheduler may tick in a worker
+    of the worker account, and the owner's Stop comes through the web: both hand such a stop
+    to the `local` queue's worker, the one that started the pod."""
+    if not pod.provider_pod_id or not pod_accounts.on_this_host(pod.account):
+        return False
+    try:
+        return not backend_for(pod.account).stops_here(pod.provider_pod_id)
+    except BackendError:
+        return True
+
+
+# Session.info key: pods whose stop is queued on `local` when the session commits.
+LOCAL_STOPS_KEY = "sagan_local_pod_stops"
+
+
+def local_stop_job_id(pod_id) -> str:
+    return f"local-pod-{pod_id}"
+
+
+def hand_to_local_worker(pod: Pod) -> None:
+    """Queue the pod's settling (services.dispatch.watcher.settle_local_pod) on `local` once the
+    caller's transaction commits: the job reads the row, which must say `stop_requested` by
+    then. A fixed job id per pod, so a watcher pass asking again while it waits adds nothing;
+    an enqueue lost with a rollback or a Redis blip is asked for again by the watcher's next
+    pass (the pod is still `stop_requested`)."""
+    session = db.session()
+    pending = session.info.setdefault(LOCAL_STOPS_KEY, set())
+    if not pending:
+        sa.event.listen(session, "after_commit", _enqueue_local_stops, once=True)
+    pending.add(str(pod.id))
+
+
+def _enqueue_local_stops(session) -> None:
+    for pod_id in sorted(session.info.pop(LOCAL_STOPS_KEY, ())):
+        try:
+            jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.settle_local_pod", pod_id,
+                                job_id=local_stop_job_id(pod_id))
+        except RedisError as exc:
+            # The stop is committed (`stop_requested`); the watcher's next pass queues it again.
+            log.warning("could not queue the stop of local pod %s: %s", pod_id, exc)
 
 
 def _fail(run: AgentRun, experiment: Experiment, reason: str, message: str, *, created: list,
@@ -729,28 +798,35 @@ BILLING_STATUSES = (*registry.POD_LIVE_STATUSES, "exited", "stop_requested")
 
 
 def stop_owned_pods(run: AgentRun, reason: str, *, extra=()) -> tuple[list[Pod], list[Pod]]:
-    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped).
+    """Stop every pod of the dispatch that may still bill; returns (stopped, not stopped). A pod
+    handed to this host's local worker is in neither: it is being stopped, nobody needs to.
 
     Says so on the experiment's timeline, naming the pods, so the owner sees what was
     stopped and what still needs a hand."""
     owned = {p.id: p for p in db.session.scalars(sa.select(Pod).where(
         Pod.agent_run_id == run.id, Pod.status.in_(BILLING_STATUSES)))}
     owned.update({p.id: p for p in extra if p.status in BILLING_STATUSES})
-    stopped, failed = [], []
+    stopped, handed, failed = [], [], []
     for pod in sorted(owned.values(), key=lambda p: (p.run_index, p.attempt)):
         stop_pod(pod, "failure")
-        (stopped if pod.status == "stopped" else failed).append(pod)
+        if pod.status == "stopped":
+            stopped.append(pod)
+        else:
+            (handed if stops_elsewhere(pod) else failed).append(pod)
     experiment = db.session.get(Experiment, run.scope_id) if run.scope_id else None
-    if experiment is not None and (stopped or failed):
+    if experiment is not None and (stopped or handed or failed):
         words = []
         if stopped:
             words.append("stopped " + ", ".join(p.name for p in stopped) + " (volumes kept)")
+        if handed:
+            words.append("stopping " + ", ".join(p.name for p in handed) + " on this host's local worker")
         if failed:
             words.append("could not stop " + ", ".join(p.name for p in failed) + " — stop them by hand")
         events.record(experiment, "note", Actor.system("pod watcher"),
                       note=f"Dispatch {run.short_id} failed ({reason}): " + "; ".join(words) + ".",
                       metadata={"reason": reason, "run_id": str(run.id),
                                 "stopped_pods": [p.name for p in stopped],
+                                "stopping_pods": [p.name for p in handed],
                                 "unstopped_pods": [p.name for p in failed]})
     db.session.commit()
     return stopped, failed
@@ -766,7 +842,8 @@ def stop_earlier_pods(run: AgentRun, experiment: Experiment) -> list[Pod]:
     for pod in earlier:
         stop_pod(pod, "failure")
     db.session.commit()
-    return [p for p in earlier if p.status != "stopped"]
+    # A pod on this host handed to the local worker is being stopped and bills nothing.
+    return [p for p in earlier if p.status != "stopped" and not stops_elsewhere(p)]
 
 
 # --- after-move hooks (services/pipeline/side_effects.py) -----------------------------------------

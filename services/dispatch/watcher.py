@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 from flask import current_app
+from redis.exceptions import RedisError
 
 from models import AgentRun, Experiment, FleetIncident, Pod, PodProgressPost, db
 from services.core import events, pod_accounts, redis_store, registry, settings
@@ -20,9 +21,16 @@ from services.core.errors import Conflict
 from services.dispatch import recovery, spend, verify
 from services.dispatch.backends import BackendError, backend_for
 from services.dispatch.pods import pods_of
-from services.dispatch.provisioner import PARTIAL_NOTE, fail_dispatch, stop_at_provider, stop_pod
+from services.dispatch.provisioner import (
+    PARTIAL_NOTE,
+    fail_dispatch,
+    hand_to_local_worker,
+    stop_at_provider,
+    stop_pod,
+    stops_elsewhere,
+)
 from services.dispatch.spec import pod_noun
-from services.workflow import lifecycle, runs
+from services.workflow import jobs, lifecycle, runs
 from services.workflow.parking import wake_parent_if_ready
 
 log = logging.getLogger(__name__)
@@ -282,22 +290,29 @@ def terminate_expired(now, limit: int = 20) -> list[str]:
         Experiment.id.in_({p.experiment_id for p in expired})))}
     done = []
     for pod in expired:
-        try:
-            backend_for(pod.account).terminate(pod.provider_pod_id)
-        except BackendError as exc:
-            pod.last_error = exc.message[:4000]
+        if stops_elsewhere(pod):
+            hand_to_local_worker(pod)  # its folder is root's: the local worker removes it
             continue
-        pod.status, pod.terminated_at = "terminated", now
-        days = current_app.config["POD_RETENTION_DAYS"]
-        note = f"{pod.name} terminated after {days} day(s) stopped (SAGAN_POD_RETENTION_DAYS); its volume is gone."
-        if pod.agent_run_id:
-            runs.append_event(pod.agent_run_id, "pod_terminated", note, {"pod_id": str(pod.id)})
-        experiment = experiments_by.get(pod.experiment_id)
-        if experiment is not None:
-            events.record(experiment, "note", SYSTEM, note=note,
-                          metadata={"pod_id": str(pod.id), "reason": "retention"})
-        done.append(pod.name)
+        if _terminate(pod, now, experiments_by.get(pod.experiment_id)):
+            done.append(pod.name)
     return done
+
+
+def _terminate(pod: Pod, now, experiment: Experiment | None) -> bool:
+    """Terminate one stopped pod past retention, saying so; False when the provider refused."""
+    try:
+        backend_for(pod.account).terminate(pod.provider_pod_id)
+    except BackendError as exc:
+        pod.last_error = exc.message[:4000]
+        return False
+    pod.status, pod.terminated_at = "terminated", now
+    days = current_app.config["POD_RETENTION_DAYS"]
+    note = f"{pod.name} terminated after {days} day(s) stopped (SAGAN_POD_RETENTION_DAYS); its volume is gone."
+    if pod.agent_run_id:
+        runs.append_event(pod.agent_run_id, "pod_terminated", note, {"pod_id": str(pod.id)})
+    if experiment is not None:
+        events.record(experiment, "note", SYSTEM, note=note, metadata={"pod_id": str(pod.id), "reason": "retention"})
+    return True
 
 
 def _vanished(pod: Pod, now) -> None:
@@ -519,14 +534,23 @@ def _enforce_caps(now) -> None:
                 lifecycle.run_side_effects(effects)
 
 
-def orphan_sweep() -> list[str]:
-    """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan)."""
+LOCAL_SWEEP_JOB_ID = "local-orphan-sweep"
+
+
+def orphan_sweep(accounts=None, *, hand_off: bool = True) -> list[str]:
+    """Stop `sagan-*` pods the database does not know, or whose row is finished (stop_reason orphan).
+
+    A process that may not list this host's pods (the scheduler in a worker of the worker
+    account) queues the sweep of those accounts on `local` instead (`hand_off`; that job
+    sweeps with hand_off=False)."""
     stopped = []
-    for account in pod_accounts.names():
+    for account in pod_accounts.names() if accounts is None else accounts:
         try:
             backend = backend_for(account)
             listed = backend.list_all("sagan-")
-        except BackendError:
+        except BackendError as exc:
+            if hand_off and exc.status == 403 and pod_accounts.on_this_host(account):
+                hand_local_sweep()
             continue  # an account without a key, or local pods off
         live = [p for p in listed if p.status not in ("EXITED", "TERMINATED")]
         # The rows of every listed pod in one query (by provider id, or by name for a pod whose
@@ -539,6 +563,15 @@ def orphan_sweep() -> list[str]:
             row = by_id.get(provider_pod.id) or by_name.get(provider_pod.name)
             if row is not None and row.status in ("deploying", "running", "retrying", "exited", "stop_requested"):
                 continue
+            if pod_accounts.on_this_host(account) and not backend.stops_here(provider_pod.id):
+                # Started by the local worker as the pod user: that worker stops it. A pod no
+                # row knows has no job to name it; a scheduler running as root sweeps it.
+                if row is not None:
+                    hand_to_local_worker(row)
+                else:
+                    log.warning("orphan %s on %s runs as the pod user and no row names it: only a scheduler "
+                                "running as root can stop it", provider_pod.name, account)
+                continue
             try:
                 backend.stop(provider_pod.id)
             except BackendError as exc:
@@ -550,6 +583,54 @@ def orphan_sweep() -> list[str]:
             log.warning("stopped orphan pod %s on %s", provider_pod.name, account)
     db.session.commit()
     return stopped
+
+
+def hand_local_sweep() -> None:
+    """Queue the orphan sweep of this host's accounts on `local`, once at a time."""
+    try:
+        jobs.enqueue_unique(jobs.LOCAL, "workers.dispatch.sweep_local_orphans", job_id=LOCAL_SWEEP_JOB_ID)
+    except RedisError as exc:
+        log.warning("could not queue the sweep of local orphan pods: %s (the next sweep asks again)", exc)
+
+
+def sweep_local_orphans() -> list[str]:
+    """The `local` queue's orphan sweep of this host's accounts, for a scheduler that cannot list them."""
+    return orphan_sweep([a for a in pod_accounts.names() if pod_accounts.on_this_host(a)], hand_off=False)
+
+
+def settle_local_pod(pod_id) -> str:
+    """The `local` queue's job for a pod on this host that another process could not stop
+    (provisioner.stops_elsewhere): do what its row asks, as the worker that started it.
+    `stop_requested` → stopped; stopped past retention → terminated; a finished row whose
+    process still runs (an orphan) → stopped. Anything else is nothing to do, so the job run
+    twice, or after the watcher's own pass got there first, is harmless."""
+    pod = db.session.get(Pod, uuid.UUID(str(pod_id)), with_for_update=True)
+    if pod is None or not pod.provider_pod_id or not pod_accounts.on_this_host(pod.account):
+        db.session.rollback()
+        return "nothing to do"
+    if stops_elsewhere(pod):
+        # This worker was meant to be the one that can: it is not root (a deployment mistake).
+        pod.last_error = ("This host's local worker cannot stop the pod either: it must run as root, "
+                          "with local pods on (docs/deploy.md, sagan-local-worker).")
+        db.session.commit()
+        return "cannot stop here"
+    now = utcnow()
+    outcome = "nothing to do"
+    if pod.status == "stop_requested":
+        stop_at_provider(pod, f"{pod.name} stopped by this host's local worker; volume kept.")
+        outcome = pod.status
+    elif pod.status == "stopped" and retention_ends(pod) is not None and retention_ends(pod) <= now:
+        if _terminate(pod, now, db.session.get(Experiment, pod.experiment_id)):
+            outcome = "terminated"
+    elif pod.status not in WATCHED_POD_STATUSES:
+        found = backend_for(pod.account).get(pod.provider_pod_id)
+        if found is not None and found.status not in ("EXITED", "TERMINATED"):
+            backend_for(pod.account).stop(pod.provider_pod_id)
+            pod.stop_reason = pod.stop_reason or "orphan"
+            log.warning("stopped orphan pod %s on %s", pod.name, pod.account)
+            outcome = "orphan stopped"
+    db.session.commit()
+    return outcome
 
 
 def stop_from_owner(pod: Pod, actor: Actor) -> list:

@@ -196,8 +196,12 @@ def _auto_approvable(experiment: Experiment, plan_json: dict, estimate: dict | N
     """SPEC §4.5: flag on, not a blocker, a known estimate under the limit."""
     if not experiment.auto_approve_plan or plan_json.get("is_blocker"):
         return False
-    if pod_accounts.on_this_host(experiment.pod_account) and experiment.kind == "experiment" and plan_json.get("spec"):
-        return False  # an auto-approved plan never dispatches to the local backend (SPEC §6.9)
+    if experiment.kind == "experiment" and plan_json.get("spec") and any(
+            pod_accounts.on_this_host(a) for a in costs.accounts_of(as_pods(plan_json["spec"]) or [],
+                                                                    experiment.pod_account)):
+        # An auto-approved plan never dispatches to the local backend (SPEC §6.9), not even as
+        # its account policy's fallback.
+        return False
     limit = float(settings.get("auto_approve_max_usd") or 0)
     total = (estimate or {}).get("total_usd") if plan_json.get("spec") else 0.0
     return total is not None and total < limit

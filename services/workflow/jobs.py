@@ -39,16 +39,19 @@ LIVE_JOB_STATES = {"queued", "started", "deferred", "scheduled"}
 # it): whoever can write to Redis must not be able to name one of their own, such as os.system.
 JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.artifacts.process", "workers.code.run_test_step",
-    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.notify.deliver", "workers.notify.send_email",
+    "workers.code.remove_workspace", "workers.dispatch.run_dispatch", "workers.dispatch.settle_local_pod",
+    "workers.dispatch.sweep_local_orphans", "workers.notify.deliver", "workers.notify.send_email",
     "workers.literature.poll_feed", "workers.day.draft_weekly_review",
 })
 # The only functions a job on the `local` queue may name. Its worker runs as root where local
 # pods run (it starts pods and code sandboxes as their own users behind the packet filter), so
 # anything else found there — however it got there, signed or not — fails without running:
-# notification, feed or artifact work never runs as root.
+# notification, feed or artifact work never runs as root. Stopping a pod on this host is here
+# too: the pod runs as the pod user, so a scheduler or web process of the worker account hands
+# its stop, and the sweep for orphans it cannot list, to this worker (services.dispatch.watcher).
 LOCAL_JOB_FUNCTIONS = frozenset({
     "workers.agents.run_agent", "workers.code.run_test_step", "workers.code.remove_workspace",
-    "workers.dispatch.run_dispatch",
+    "workers.dispatch.run_dispatch", "workers.dispatch.settle_local_pod", "workers.dispatch.sweep_local_orphans",
 })
 # Jobs are written and read as JSON, never pickle: unpickling what is in Redis would run
 # whatever code a writer put there before any check. Jobs carry ids only, so JSON holds them.

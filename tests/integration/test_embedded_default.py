@@ -258,6 +258,12 @@ def test_embedded_default_as_root_runs_only_local_work_as_root(embedded):
     assert stray.get_status() == "failed"
     assert "does not run on the local queue" in stray.latest_result().exc_string
     assert _uid_of_worker(stray) == 0
+    # A local pod's stop, handed over by a process of `sagan` (the web, a scheduler elsewhere),
+    # is local work: the root worker runs it (a pod no row names: nothing to do).
+    settle = _wait_done(_enqueue_signed(embedded.instance, "local", "workers.dispatch.settle_local_pod",
+                                        "00000000-0000-0000-0000-000000000000"))
+    assert settle.get_status() == "finished", settle.latest_result().exc_string
+    assert settle.return_value() == "nothing to do" and _uid_of_worker(settle) == 0
     assert "Workers: as sagan" in embedded.output()
 
     embedded.process.send_signal(signal.SIGTERM)

@@ -269,6 +269,20 @@ def test_auto_approve_under_limit(app, app_ctx, make_experiment):
     assert note == "Auto-approved follow-up plan (experiment.auto_approve_plan=true)."
 
 
+def test_never_auto_approved_when_the_account_policy_may_fall_back_to_this_host(app, app_ctx, make_experiment):
+    """A cheap plan asking a RunPod account first but allowing `local` as its fallback: is it
+    left for the owner (an auto-approved plan never runs on the local backend)?"""
+    number = make_experiment("Falls back here", status="planning", pod_account="personal")
+    experiment = experiments.get_experiment(number)
+    experiment.auto_approve_plan = True
+    falls_back = TWO_POD.replace('"gpuType": "RTX 4090"', '"gpuType": "A100", "substitution_policy": '
+                                 '{"account": {"allowed": ["personal", "local"]}}')
+    assert falls_back.count('"local"') == 1  # one pod of the sweep is enough
+    submission = approvals.submit_plan(experiment, falls_back, Actor("token", "t", "cli"), source="api")
+    db.session.commit()
+    assert not submission.auto_approved and experiment.status == "plan_pending", submission.problems
+
+
 def test_never_auto_approved_over_limit_unknown_price_or_blocker(app, app_ctx, make_experiment):
     """Are plans over the limit, with an unknown price, or blockers left for the owner?"""
     for title, markdown in (("unknown price", TWO_POD), ("blocker", BLOCKER),

@@ -214,8 +214,14 @@ class LocalBackend:
         """Every local pod whose name starts with `prefix`."""
         if not self.root.is_dir():
             return []
-        pods = (self.get(entry.name) for entry in sorted(self.root.iterdir())
-                if entry.is_dir() and entry.name.startswith(prefix))
+        try:
+            entries = sorted(self.root.iterdir())
+        except PermissionError:
+            # The folder is root's (0711: pods may pass, nobody else may list): a process of the
+            # worker account cannot see which pods exist; the `local` worker can.
+            raise BackendError("provider_error", f"{self.root} cannot be listed by this process: only this "
+                                                 "host's local worker (root) sees its pods.", status=403) from None
+        pods = (self.get(entry.name) for entry in entries if entry.is_dir() and entry.name.startswith(prefix))
         return [pod for pod in pods if pod is not None]
 
     def stop(self, pod_id: str) -> ProviderPod | None:
@@ -227,6 +233,22 @@ class LocalBackend:
             (pod_dir / "stopped").write_text(f"{time.time()}\n")
         self._kill_group(pod_id, pod_dir)
         return self.get(pod_id)
+
+    def stops_here(self, pod_id: str) -> bool:
+        """Whether this process may stop (and remove) the pod: root may; otherwise only the user
+        that started it, who owns its folder. A pod started by root runs as the pod user, whom
+        only root can signal, in a folder only root can write: a process of the worker account
+        (a `sagan-worker@` unit, the web) must leave its stop to the `local` queue's worker.
+        A pod this host does not have is nothing to stop, here as anywhere."""
+        if os.geteuid() == 0:
+            return True
+        pod_dir = self._dir(pod_id)
+        if pod_dir is None:
+            return True
+        try:
+            return pod_dir.stat().st_uid == os.geteuid()
+        except OSError:
+            return True
 
     def terminate(self, pod_id: str) -> None:
         """Stop the pod and delete its directory."""
