@@ -20,18 +20,19 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
     daily_log      /daily-log: the newest entries, one day's (?day=YYYY-MM-DD), write a day now
     todos          /todos: list, create, read, patch; /todos/<ref>/experiment (make it one)
     reviews        /reviews: list, draft (queued), read; /reviews/<ref>/versions (save), /reviews/<ref>/publish
+    member_api     /m/…: what members read and propose in their projects (their session or own token)
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import (approvals, beliefs, daily_log, experiments, literature, pods, projects, registries, results,
-                             reviews, runs, todos, workflow)
+from blueprints.api import (approvals, beliefs, daily_log, experiments, literature, member_api, pods, projects,
+                             registries, results, reviews, runs, todos, workflow)
 from blueprints.api._common import deprecation_notice
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 bp.after_request(deprecation_notice)
 
 for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature,
-                 daily_log, todos, reviews):
+                 daily_log, todos, reviews, member_api):
     resource.routes.register_on(bp)

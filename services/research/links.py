@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from models import AgentRun, CleanResultVersion, Experiment, db
 from models.literature import LiteratureItem
 from models.research import Belief, Project, ProjectNarrative, RecordLink
-from services.core import registry
+from services.core import permissions, registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.research import beliefs
@@ -275,6 +275,48 @@ def create_link(source: RecordRef, kind: str, target: RecordRef, actor: Actor, n
     db.session.add(link)
     db.session.flush()
     return link
+
+
+# What a member may name at either end of a link, and the role action that reads it: records
+# that carry their project. Runs, drafts of results, narratives and day records stay the owner's.
+MEMBER_LINKABLE = {"experiment": "read_experiment", "belief": "read_belief", "literature": "read_literature",
+                   "project": "read_project"}
+
+
+def _member_end(account, text) -> tuple[RecordRef, uuid.UUID]:
+    """The record a member's typed reference names and its project, if they may read it.
+    Anything else — another project's record, a kind members do not link, a record that
+    does not exist — is one NotFound sentence, so the answer reveals nothing of it."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("Name both records: #12 for an experiment, B3 for a belief, arXiv:… or doi:… "
+                              "for a paper, or a project's slug.", field="target")
+    if len(text) > 200:
+        raise ValidationError("That reference is too long.", field="target")
+    hidden = NotFound(f"Nothing you can link is named {text.strip()!r}: name an experiment (#12), a belief (B3), "
+                      "a paper (arXiv:… or doi:…) or a project (its slug) of your projects.")
+    try:
+        ref = parse_reference(text)
+    except (NotFound, ValidationError):
+        raise hidden from None
+    action = MEMBER_LINKABLE.get(ref.kind)
+    record = RESOLVERS[ref.kind].load(ref.id)
+    if action is None or record is None or not permissions.can(account, action, record):
+        raise hidden
+    return ref, (record.id if isinstance(record, Project) else record.project_id)
+
+
+def create_member_link(account, source_text, kind, target_text, note="") -> RecordLink:
+    """A member's typed link between two records of one of their projects, marked as theirs
+    (its actor is the member). Refused between two projects, even two of theirs: a link
+    would show each project's record on the other's pages."""
+    if not permissions.can(account, "propose_link"):
+        raise NotFound("Nothing you can link is named here.")
+    source, source_project = _member_end(account, source_text)
+    target, target_project = _member_end(account, target_text)
+    if source_project != target_project:
+        raise ValidationError("Both records must be in the same project: a link would show each on the other "
+                              "project's pages.", field="target")
+    return create_link(source, kind, target, Actor.member(account), note if isinstance(note, str) else note)
 
 
 def get_link(link_id) -> RecordLink:
