@@ -15,9 +15,10 @@ from flask import request
 
 from blueprints import access
 from blueprints._actions import commit_then_run
-from blueprints.api._common import Routes, body_fields, int_arg, iso
+from blueprints.api._common import Routes, api_name, body_fields, int_arg, iso
 from models import db
 from services.core import permissions
+from services.core.errors import ValidationError
 from services.day import todos
 from services.planning import discussion
 from services.research import literature as literature_service
@@ -69,6 +70,17 @@ def link_json(link) -> dict:
     return {"id": str(link.id), "kind": link.kind, "source": {"kind": link.source_kind, "id": str(link.source_id)},
             "target": {"kind": link.target_kind, "id": str(link.target_id)}, "note": link.note,
             "actorKind": link.actor_kind, "actorLabel": link.actor_label, "createdAt": iso(link.created_at)}
+
+
+def member_body(accepted: tuple[str, ...]) -> dict:
+    """The JSON body's `accepted` fields; any other field is refused by name, so a member
+    learns at once that an owner's field (a cost cap, an author) is not theirs to set."""
+    data = body_fields(accepted)
+    unknown = sorted(str(key) for key in data if key not in accepted)
+    if unknown:
+        raise ValidationError(f"Unknown field(s): {', '.join(unknown)}; a member sends "
+                              f"{', '.join(api_name(a) for a in accepted)}.", field=unknown[0])
+    return data
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -141,7 +153,7 @@ def member_comment(ref: str):
     """Comment on an experiment of the account's projects (`body`); answers 201 with it. A
     mentor comments on shared results only (as on their pages)."""
     experiment = member_records.commentable_experiment(access.account(), ref)
-    data = body_fields(("body",))
+    data = member_body(("body",))
     posted = discussion.post_comment("experiment", experiment, data.get("body", ""), access.actor())
     db.session.commit()
     return {"comment": comment_json(posted.comment)}, 201
@@ -154,7 +166,7 @@ def member_propose_experiment(slug: str):
     the owner's queue in `proposed`, as the member's. Answers 201 with it."""
     account = access.account()
     project = member_records.project(account, slug, "propose_experiment")
-    data = body_fields(("title", "hypothesis"))
+    data = member_body(("title", "hypothesis"))
     experiment = experiment_service.propose_for_member(data, project.id, account.id, access.actor())
     db.session.commit()
     return {"experiment": experiment_json(experiment, project.slug)}, 201
@@ -167,7 +179,7 @@ def member_propose_todo(slug: str):
     owner's inbox as the member's. Answers 201."""
     account = access.account()
     project = member_records.project(account, slug, "propose_todo")
-    data = body_fields(("title", "body_md"))
+    data = member_body(("title", "body_md"))
     todo = todos.propose_for_member(data, project.slug, account.id, access.actor())
     db.session.commit()
     return {"todo": {"id": str(todo.id), "number": todo.number, "title": todo.title, "status": todo.status,
@@ -181,7 +193,7 @@ def member_propose_literature(slug: str):
     as the member's. 201 when added; 200 when the paper is already in this project's library."""
     account = access.account()
     project = member_records.project(account, slug, "propose_literature")
-    data = body_fields(("title", "authors", "year", "url"))
+    data = member_body(("title", "authors", "year", "url"))
     added = literature_service.suggest_for_member(data, project.id, account.id)
     db.session.commit()
     return {"paper": paper_json(added.item, project.slug), "added": added.created}, 201 if added.created else 200
@@ -192,7 +204,7 @@ def member_propose_literature(slug: str):
 def member_link():
     """Link two records of one of the account's projects (`source`, `kind`, `target`, `note`),
     each named as typed ("#12", "B3", "arXiv:…", a project's slug); marked as the member's."""
-    data = body_fields(("source", "kind", "target", "note"))
+    data = member_body(("source", "kind", "target", "note"))
     link = links.create_member_link(access.account(), data.get("source"), data.get("kind"), data.get("target"),
                                     data.get("note") or "")
     commit_then_run()

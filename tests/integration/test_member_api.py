@@ -93,3 +93,223 @@ def test_removing_a_member_ends_the_token_they_minted(app, client, two_projects,
     assert app.test_client().get("/api/m/projects", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
     with app.app_context():
         assert db.session.get(User, ada.member_id).removed_at is not None
+
+
+# --- the /api/m/ routes --------------------------------------------------------------------------
+
+def _token_client(app, member, scopes=("read", "write")):
+    """A client holding a token the member minted on their own page."""
+    _mint(member, scopes=scopes)
+    scripted = app.test_client()
+    scripted.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {_secret(member.get('/welcome/tokens').text)}"
+    return scripted
+
+
+def _uuid_of(app, number):
+    from models import Experiment
+    with app.app_context():
+        return str(db.session.scalar(sa.select(Experiment.id).where(Experiment.number == number)))
+
+
+def _counts(app) -> dict:
+    from models import Comment, Experiment, LiteratureItem, RecordLink, Todo
+    with app.app_context():
+        return {m.__name__: db.session.scalar(sa.select(sa.func.count()).select_from(m))
+                for m in (Comment, Experiment, LiteratureItem, RecordLink, Todo)}
+
+
+def test_a_collaborators_token_reads_only_their_projects_records(app, make_experiment, two_projects, member_client):
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)), scopes=("read",))
+    listed = ada.get("/api/m/experiments").get_json()["experiments"]
+    assert [e["number"] for e in listed] == [numbers["alpha"]]
+    assert set(listed[0]) == {"id", "number", "title", "status", "hypothesis", "project", "proposedByMember",
+                              "createdAt", "updatedAt"}
+    assert ada.get(f"/api/m/experiments?project=alpha&status={listed[0]['status']}").get_json()["experiments"]
+    other = "proposed" if listed[0]["status"] != "proposed" else "planning"
+    assert ada.get(f"/api/m/experiments?project=alpha&status={other}").get_json()["experiments"] == []
+    assert ada.get("/api/m/experiments?status=nonsense").status_code == 400
+    detail = ada.get(f"/api/m/experiments/{numbers['alpha']}")
+    assert detail.status_code == 200
+    assert detail.get_json()["experiment"]["promotedResult"]["title"].startswith("Curriculum ordering")
+    assert ada.get(f"/api/m/experiments/{_uuid_of(app, numbers['alpha'])}").status_code == 200
+    for hidden in ("code-writer-secret-log", "12.34", "costUsd", "runs", "plan", "pod"):
+        assert hidden not in detail.text, hidden
+    # Another project's experiment, one of no project and none at all: one 404, one sentence shape.
+    for ref in (numbers["beta"], _uuid_of(app, numbers["beta"]), numbers["loose"], 999999, uuid.uuid4(), "x"):
+        answer = ada.get(f"/api/m/experiments/{ref}")
+        assert answer.status_code == 404, ref
+        assert answer.get_json()["message"] == f"No experiment {ref}.", ref
+    for path in ("/api/m/experiments?project=beta", "/api/m/beliefs?project=beta", "/api/m/literature?project=beta",
+                 "/api/m/results?project=beta", "/api/m/experiments?project=nowhere"):
+        answer = ada.get(path)
+        assert answer.status_code == 404, path
+        assert answer.get_json()["message"].startswith("No project"), path
+    assert [p["slug"] for p in ada.get("/api/m/projects").get_json()["projects"]] == ["alpha"]
+    assert [b["title"] for b in ada.get("/api/m/beliefs").get_json()["beliefs"]] == \
+        ["Ordering is a second-order effect"]
+    assert [i["title"] for i in ada.get("/api/m/literature").get_json()["literature"]] == \
+        ["Curriculum learning revisited"]
+    assert [r["number"] for r in ada.get("/api/m/results").get_json()["results"]] == [numbers["alpha"]]
+    # A member of project B sees none of A's.
+    bob = _token_client(app, member_client("bob@example.org", "collaborator", projects=(1,)), scopes=("read",))
+    assert [e["number"] for e in bob.get("/api/m/experiments").get_json()["experiments"]] == [numbers["beta"]]
+    assert bob.get("/api/m/beliefs").get_json()["beliefs"] == []
+    assert bob.get("/api/m/results").get_json()["results"] == []
+    assert bob.get(f"/api/m/experiments/{numbers['alpha']}").status_code == 404
+
+
+def test_the_owners_api_stays_the_owners(app, make_experiment, two_projects, member_client):
+    """A member's token with every scope their role allows opens none of the owner's API."""
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)))
+    for path in ("/api/experiments", f"/api/experiments/{numbers['alpha']}", "/api/runs", "/api/beliefs",
+                 "/api/literature", "/api/projects"):
+        answer = ada.get(path)
+        assert answer.status_code == 403 and answer.get_json()["error"] == "not_for_your_role", path
+
+
+def test_a_collaborator_comments_and_proposes_through_the_api_as_themselves(app, client, make_experiment,
+                                                                             two_projects, member_client):
+    from models import Comment, Experiment, LiteratureItem, Todo
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    member = member_client("ada@example.org", "collaborator", projects=(0,))
+    ada = _token_client(app, member)
+    said = ada.post(f"/api/m/experiments/{numbers['alpha']}/comments", json={"body": "Try a **larger** model?"})
+    assert said.status_code == 201, said.text
+    assert said.get_json()["comment"]["authorName"] == "ada"
+    proposed = ada.post("/api/m/projects/alpha/experiments", json={"title": "Reverse curriculum",
+                                                                   "hypothesis": "Hard first helps."})
+    assert proposed.status_code == 201, proposed.text
+    assert proposed.get_json()["experiment"]["status"] == "proposed"
+    todo = ada.post("/api/m/projects/alpha/todos", json={"title": "Rerun seed 3", "bodyMd": "It diverged."})
+    assert todo.status_code == 201, todo.text
+    paper = ada.post("/api/m/projects/alpha/literature", json={"title": "Self-paced learning", "authors": "Kumar",
+                                                               "year": 2010, "url": "https://example.org/spl"})
+    assert paper.status_code == 201, paper.text
+    with app.app_context():
+        comment = db.session.scalar(sa.select(Comment).where(Comment.body_md == "Try a **larger** model?"))
+        assert comment.author_kind == "member"
+        made = db.session.scalar(sa.select(Experiment).where(Experiment.title == "Reverse curriculum"))
+        assert made.proposed_by_member_id == member.member_id
+        assert db.session.scalar(sa.select(Todo).where(Todo.title == "Rerun seed 3")).proposed_by_member_id \
+            == member.member_id
+        assert db.session.scalar(sa.select(LiteratureItem).where(LiteratureItem.title == "Self-paced learning")) \
+            .proposed_by_member_id == member.member_id
+
+
+def test_bad_or_out_of_reach_writes_through_the_api_change_nothing(app, client, make_experiment, two_projects,
+                                                                   member_client):
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    member = member_client("ada@example.org", "collaborator", projects=(0,))
+    ada = _token_client(app, member)
+    reader = _token_client(app, member, scopes=("read",))
+    before = _counts(app)
+    attempts = [
+        (ada, f"/api/m/experiments/{numbers['beta']}/comments", {"body": "hi"}, 404),
+        (ada, f"/api/m/experiments/{numbers['loose']}/comments", {"body": "hi"}, 404),
+        (ada, f"/api/m/experiments/{numbers['alpha']}/comments", {"body": "   "}, 400),
+        (ada, f"/api/m/experiments/{numbers['alpha']}/comments", {"body": "x", "author": "owner"}, 400),
+        (ada, "/api/m/projects/beta/experiments", {"title": "Sneak", "hypothesis": "h"}, 404),
+        (ada, "/api/m/projects/alpha/experiments", {"title": "", "hypothesis": "h"}, 400),
+        (ada, "/api/m/projects/alpha/experiments", {"title": "t", "costCapUsd": 99}, 400),
+        (ada, "/api/m/projects/beta/todos", {"title": "Sneak"}, 404),
+        (ada, "/api/m/projects/alpha/todos", {"title": ""}, 400),
+        (ada, "/api/m/projects/beta/literature", {"title": "Sneak"}, 404),
+        (ada, "/api/m/projects/alpha/literature", {"title": ""}, 400),
+        (reader, f"/api/m/experiments/{numbers['alpha']}/comments", {"body": "hi"}, 403),
+        (reader, "/api/m/projects/alpha/experiments", {"title": "t"}, 403),
+    ]
+    for who, path, body, status in attempts:
+        answer = who.post(path, json=body)
+        assert answer.status_code == status, (path, body, answer.status_code, answer.text)
+    assert ada.post("/api/m/projects/alpha/todos", data="not json",
+                    content_type="application/json").status_code == 400
+    assert _counts(app) == before
+
+
+def test_a_mentor_reads_shared_results_through_the_api_and_nothing_else(app, make_experiment, two_projects,
+                                                                        member_client):
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    mentor = member_client("mo@example.org", "mentor", projects=(0, 1))
+    scripted = _token_client(app, mentor, scopes=("read",))
+    assert [r["number"] for r in scripted.get("/api/m/results").get_json()["results"]] == [numbers["alpha"]]
+    for path in ("/api/m/experiments", f"/api/m/experiments/{numbers['alpha']}", "/api/m/beliefs",
+                 "/api/m/literature"):
+        answer = scripted.get(path)
+        assert answer.status_code == 403 and answer.get_json()["error"] == "not_for_your_role", path
+    # With their session (and CSRF), a mentor comments on a shared result, never on another.
+    csrf = csrf_from(mentor.get("/welcome").text)
+    assert mentor.post(f"/api/m/experiments/{numbers['alpha']}/comments", json={"body": "Nice."},
+                       headers={"X-CSRFToken": csrf}).status_code == 201
+    assert mentor.post(f"/api/m/experiments/{numbers['beta']}/comments", json={"body": "Nice."},
+                       headers={"X-CSRFToken": csrf}).status_code == 404
+    assert mentor.post(f"/api/m/experiments/{numbers['alpha']}/comments",
+                       json={"body": "No CSRF."}).status_code == 400
+
+
+def test_the_owner_reads_the_member_routes_across_projects(app, client, make_experiment, two_projects):
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    listed = {e["number"] for e in client.get("/api/m/experiments").get_json()["experiments"]}
+    assert {numbers["alpha"], numbers["beta"]} <= listed and numbers["loose"] not in listed
+
+
+# --- typed links --------------------------------------------------------------------------------
+
+def test_a_collaborator_links_two_records_of_their_project_as_theirs(app, client, make_experiment, two_projects,
+                                                                    member_client):
+    from models import RecordLink
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)))
+    made = ada.post("/api/m/links", json={"source": f"#{numbers['alpha']}", "kind": "tests", "target": "B1",
+                                          "note": "The sweep tests it."})
+    assert made.status_code == 201, made.text
+    assert made.get_json()["link"]["actorKind"] == "member" and made.get_json()["link"]["actorLabel"] == "ada"
+    with app.app_context():
+        link = db.session.scalar(sa.select(RecordLink))
+        assert (link.source_kind, link.target_kind, link.actor_kind) == ("experiment", "belief", "member")
+    # The owner's belief page names who linked it.
+    assert "linked by ada" in client.get("/beliefs/1").text
+    again = ada.post("/api/m/links", json={"source": f"#{numbers['alpha']}", "kind": "tests", "target": "B1"})
+    assert again.status_code == 409
+
+
+def test_a_link_out_of_reach_is_refused_and_reveals_nothing(app, make_experiment, two_projects, member_client):
+    from models import AgentRun, Belief
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    with app.app_context():
+        db.session.add(Belief(number=2, title="Beta's belief", project_id=uuid.UUID(two_projects[1])))
+        db.session.commit()
+        run_id = db.session.scalar(sa.select(AgentRun.id))
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)))
+    both = _token_client(app, member_client("both@example.org", "collaborator", projects=(0, 1)))
+    before = _counts(app)
+    alpha = f"#{numbers['alpha']}"
+    hidden = {f"#{numbers['beta']}", f"#{numbers['loose']}", "#999999", "B2", "B99", f"run:{run_id}", "beta",
+              "R999"}
+    for target in hidden:
+        answer = ada.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": target})
+        assert answer.status_code == 404, (target, answer.text)
+        assert answer.get_json()["message"].startswith(f"Nothing you can link is named '{target}'"), target
+        reversed_ = ada.post("/api/m/links", json={"source": target, "kind": "related_to", "target": alpha})
+        assert reversed_.status_code == 404, target
+    for body, status in (({"source": alpha, "kind": "related_to", "target": ""}, 400),
+                         ({"source": alpha, "kind": "nonsense", "target": "B1"}, 400),
+                         ({"source": alpha, "kind": "related_to", "target": alpha}, 400),
+                         ({"source": alpha, "kind": "related_to", "target": "B1", "actorKind": "owner"}, 400),
+                         ({"source": alpha, "kind": "related_to", "target": "x" * 300}, 400)):
+        answer = ada.post("/api/m/links", json=body)
+        assert answer.status_code == status, (body, answer.text)
+    across = both.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": "B2"})
+    assert across.status_code == 400 and "same project" in across.get_json()["message"]
+    mentor = _token_client(app, member_client("mo@example.org", "mentor", projects=(0,)), scopes=("read",))
+    assert mentor.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": "B1"}).status_code == 403
+    assert _counts(app) == before
