@@ -313,3 +313,38 @@ def test_a_link_out_of_reach_is_refused_and_reveals_nothing(app, make_experiment
     mentor = _token_client(app, member_client("mo@example.org", "mentor", projects=(0,)), scopes=("read",))
     assert mentor.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": "B1"}).status_code == 403
     assert _counts(app) == before
+
+
+def test_the_member_lists_read_in_a_constant_number_of_queries(app, make_experiment, two_projects, member_client):
+    """More experiments, beliefs and papers in the member's project, the same statements."""
+    from models import Belief, Experiment, LiteratureItem, Project
+    from tests.integration.queries import counting_queries
+    from tests.integration.test_member_pages import _seed
+    _seed(app, make_experiment, two_projects)
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)), scopes=("read",))
+    paths = ("/api/m/experiments", "/api/m/beliefs", "/api/m/literature", "/api/m/results", "/api/m/projects")
+    for path in paths:
+        ada.get(path)
+    few = {}
+    for path in paths:
+        with counting_queries() as statements:
+            assert ada.get(path).status_code == 200
+        few[path] = len(statements)
+    with app.app_context():
+        alpha = db.session.scalar(sa.select(Project.id).where(Project.slug == "alpha"))
+        for i in range(15):
+            db.session.add(Belief(number=100 + i, title=f"Belief {i}", project_id=alpha, status="active",
+                                  confidence="LOW"))
+            db.session.add(LiteratureItem(title=f"Paper {i}", project_id=alpha, match_key=f"paper-{i}"))
+        db.session.commit()
+    for i in range(15):
+        number = make_experiment(f"More {i}", status="proposed")
+        with app.app_context():
+            db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(project_id=alpha))
+            db.session.commit()
+    for path in paths:
+        with counting_queries() as statements:
+            answer = ada.get(path)
+        assert answer.status_code == 200
+        assert len(statements) == few[path], (path, few[path], len(statements))
+    assert len(ada.get("/api/m/experiments").get_json()["experiments"]) == 16
