@@ -396,6 +396,42 @@ def links_of(kind: str, record_id, *, own_label: str | None = None) -> tuple[lis
 
 
 @dataclass(frozen=True)
+class MemberLinkRow:
+    """A link as a member sees it from one of their records: the other end's label and its
+    member page (under /m/)."""
+    phrase: str
+    direction: str  # "out" | "in"
+    other_label: str
+    other_url: str
+    by_member: str | None  # the member who made it, if a member did
+
+
+def _member_url(kind: str, record, slug: str) -> str:
+    if kind == "experiment":
+        return f"/m/{slug}/experiments/{record.number}"
+    return f"/m/{slug}" + {"belief": "#beliefs", "literature": "#literature"}.get(kind, "")
+
+
+def member_links_of(account, kind: str, record_id) -> list[MemberLinkRow]:
+    """One record's links, both ways, as `account` may see them: only those whose other end is
+    a record their role reads in their projects (a link the owner made to a run, a draft or
+    another project's record is left out, so nothing of it shows)."""
+    outgoing, incoming = links_of(kind, record_id)
+    shown = []
+    for row in outgoing + incoming:
+        other_id = row.link.target_id if row.direction == "out" else row.link.source_id
+        action = MEMBER_LINKABLE.get(row.other_kind)
+        record = RESOLVERS[row.other_kind].load(other_id) if action else None
+        if record is None or not permissions.can(account, action, record):
+            continue
+        project = record if isinstance(record, Project) else db.session.get(Project, record.project_id)
+        shown.append(MemberLinkRow(row.phrase, row.direction, row.other_label,
+                                   _member_url(row.other_kind, record, project.slug),
+                                   row.link.actor_label if row.link.actor_kind == "member" else None))
+    return shown
+
+
+@dataclass(frozen=True)
 class LinkPanel:
     """What templates/links/_panel.html shows for one record."""
     record: RecordRef

@@ -296,22 +296,22 @@ def test_a_link_out_of_reach_is_refused_and_reveals_nothing(app, make_experiment
     hidden = {f"#{numbers['beta']}", f"#{numbers['loose']}", "#999999", "B2", "B99", f"run:{run_id}", "beta",
               "R999"}
     for target in hidden:
-        answer = ada.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": target})
+        answer = ada.post("/api/m/links", json={"source": alpha, "kind": "sibling", "target": target})
         assert answer.status_code == 404, (target, answer.text)
         assert answer.get_json()["message"].startswith(f"Nothing you can link is named '{target}'"), target
-        reversed_ = ada.post("/api/m/links", json={"source": target, "kind": "related_to", "target": alpha})
+        reversed_ = ada.post("/api/m/links", json={"source": target, "kind": "sibling", "target": alpha})
         assert reversed_.status_code == 404, target
-    for body, status in (({"source": alpha, "kind": "related_to", "target": ""}, 400),
+    for body, status in (({"source": alpha, "kind": "sibling", "target": ""}, 400),
                          ({"source": alpha, "kind": "nonsense", "target": "B1"}, 400),
-                         ({"source": alpha, "kind": "related_to", "target": alpha}, 400),
-                         ({"source": alpha, "kind": "related_to", "target": "B1", "actorKind": "owner"}, 400),
-                         ({"source": alpha, "kind": "related_to", "target": "x" * 300}, 400)):
+                         ({"source": alpha, "kind": "sibling", "target": alpha}, 400),
+                         ({"source": alpha, "kind": "sibling", "target": "B1", "actorKind": "owner"}, 400),
+                         ({"source": alpha, "kind": "sibling", "target": "x" * 300}, 400)):
         answer = ada.post("/api/m/links", json=body)
         assert answer.status_code == status, (body, answer.text)
-    across = both.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": "B2"})
+    across = both.post("/api/m/links", json={"source": alpha, "kind": "sibling", "target": "B2"})
     assert across.status_code == 400 and "same project" in across.get_json()["message"]
     mentor = _token_client(app, member_client("mo@example.org", "mentor", projects=(0,)), scopes=("read",))
-    assert mentor.post("/api/m/links", json={"source": alpha, "kind": "related_to", "target": "B1"}).status_code == 403
+    assert mentor.post("/api/m/links", json={"source": alpha, "kind": "sibling", "target": "B1"}).status_code == 403
     assert _counts(app) == before
 
 
@@ -348,3 +348,45 @@ def test_the_member_lists_read_in_a_constant_number_of_queries(app, make_experim
         assert answer.status_code == 200
         assert len(statements) == few[path], (path, few[path], len(statements))
     assert len(ada.get("/api/m/experiments").get_json()["experiments"]) == 16
+
+
+def test_a_collaborator_links_from_the_experiment_page_and_sees_only_links_in_reach(app, make_experiment,
+                                                                                   two_projects, member_client):
+    from models import AgentRun, Experiment, RecordLink
+    from services.core.actors import Actor
+    from services.research import links
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    with app.app_context():
+        alpha = db.session.scalar(sa.select(Experiment).where(Experiment.number == numbers["alpha"]))
+        beta = db.session.scalar(sa.select(Experiment).where(Experiment.number == numbers["beta"]))
+        run = db.session.scalar(sa.select(AgentRun))
+        owner = Actor("owner", None, "Owner")
+        # The owner's links from A's experiment to a run and to B's experiment: never shown to A's member.
+        links.create_link(links.describe("experiment", alpha), "derives_from", links.describe("run", run), owner)
+        links.create_link(links.describe("experiment", alpha), "sibling", links.describe("experiment", beta), owner)
+        db.session.commit()
+    ada = member_client("ada@example.org", "collaborator", projects=(0,))
+    path = f"/m/alpha/experiments/{numbers['alpha']}"
+    page = ada.get(path)
+    assert "No links yet" in page.text
+    assert "Beta secret sweep" not in page.text and "code-writer-secret-log" not in page.text
+    csrf = csrf_from(page.text)
+    before = _counts(app)
+    for target, status in (("B99", 404), (f"#{numbers['beta']}", 404), ("", 400)):
+        refused = ada.post(f"{path}/links", data={"kind": "tests", "target": target, "csrf_token": csrf})
+        assert refused.status_code == status, (target, refused.status_code)
+        assert "Beta secret sweep" not in refused.text
+    assert _counts(app) == before
+    made = ada.post(f"{path}/links", data={"kind": "tests", "target": "B1", "csrf_token": csrf})
+    assert made.status_code == 303
+    page = ada.get(path)
+    assert "linked by ada" in page.text and "Ordering is a second-order effect" in page.text
+    assert 'href="/m/alpha#beliefs"' in page.text
+    assert "Beta secret sweep" not in page.text and "code-writer-secret-log" not in page.text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(RecordLink)
+                                 .where(RecordLink.actor_kind == "member")) == 1
+    mentor = member_client("mo@example.org", "mentor", projects=(0,))
+    assert mentor.post(f"{path}/links", data={"kind": "tests", "target": "B1",
+                                              "csrf_token": csrf_from(mentor.get("/welcome").text)}).status_code == 403
