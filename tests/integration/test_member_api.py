@@ -390,3 +390,37 @@ def test_a_collaborator_links_from_the_experiment_page_and_sees_only_links_in_re
     mentor = member_client("mo@example.org", "mentor", projects=(0,))
     assert mentor.post(f"{path}/links", data={"kind": "tests", "target": "B1",
                                               "csrf_token": csrf_from(mentor.get("/welcome").text)}).status_code == 403
+
+
+def test_a_token_confined_to_one_experiment_opens_no_member_route(app, api_client, owner, make_experiment):
+    """A token bound to one experiment (an agent run's) reaches none of /api/m/, even the owner's."""
+    from models import Experiment
+    number = make_experiment("Confined")
+    scripted = api_client("read,write")
+    with app.app_context():
+        token = db.session.get(ApiToken, scripted.token_id)
+        token.experiment_id = db.session.scalar(sa.select(Experiment.id).where(Experiment.number == number))
+        db.session.commit()
+    for path in ("/api/m/projects", "/api/m/experiments", f"/api/m/experiments/{number}"):
+        answer = scripted.get(path)
+        assert answer.status_code == 403 and answer.get_json()["error"] == "not_for_your_role", path
+
+
+def test_a_members_token_follows_their_role_and_projects_at_the_next_request(app, client, make_experiment,
+                                                                            two_projects, member_client):
+    from tests.integration.test_member_pages import _seed
+    numbers = _seed(app, make_experiment, two_projects)
+    member = member_client("ada@example.org", "collaborator", projects=(0,))
+    ada = _token_client(app, member, scopes=("read",))
+    assert ada.get(f"/api/m/experiments/{numbers['alpha']}").status_code == 200
+    page = client.get("/settings/members")
+    moved = client.post(f"/settings/members/{member.member_id}", data={
+        "role": "collaborator", "projects": [two_projects[1]], "csrf_token": csrf_from(page.text)})
+    assert moved.status_code == 303
+    assert ada.get(f"/api/m/experiments/{numbers['alpha']}").status_code == 404
+    assert [e["number"] for e in ada.get("/api/m/experiments").get_json()["experiments"]] == [numbers["beta"]]
+    page = client.get("/settings/members")
+    client.post(f"/settings/members/{member.member_id}", data={
+        "role": "mentor", "projects": [two_projects[0]], "csrf_token": csrf_from(page.text)})
+    assert ada.get("/api/m/experiments").status_code == 403  # a mentor reads no experiment
+    assert [r["number"] for r in ada.get("/api/m/results").get_json()["results"]] == [numbers["alpha"]]
