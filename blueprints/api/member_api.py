@@ -25,6 +25,7 @@ from services.research import literature as literature_service
 from services.research import links, member_records
 from services.results import results
 from services.workflow import experiments as experiment_service
+from services.workflow import jobs
 
 routes = Routes()
 
@@ -156,6 +157,8 @@ def member_comment(ref: str):
     data = member_body(("body",))
     posted = discussion.post_comment("experiment", experiment, data.get("body", ""), access.actor())
     db.session.commit()
+    if posted.run is not None:  # the owner's @claude (a member's asks no one: members never spend)
+        jobs.enqueue_run(posted.run.id)
     return {"comment": comment_json(posted.comment)}, 201
 
 

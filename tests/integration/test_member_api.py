@@ -424,3 +424,20 @@ def test_a_members_token_follows_their_role_and_projects_at_the_next_request(app
         "role": "mentor", "projects": [two_projects[0]], "csrf_token": csrf_from(page.text)})
     assert ada.get("/api/m/experiments").status_code == 403  # a mentor reads no experiment
     assert [r["number"] for r in ada.get("/api/m/results").get_json()["results"]] == [numbers["alpha"]]
+
+
+def test_a_members_at_claude_through_the_api_starts_no_run(app, make_experiment, two_projects, member_client,
+                                                           monkeypatch):
+    """Members never spend, through the API either: an @claude is a comment, no agent run."""
+    from models import AgentRun
+    from services.workflow import orchestration
+    from tests.integration.test_member_pages import _seed
+    monkeypatch.setattr(orchestration, "agents_enabled", lambda: True)
+    numbers = _seed(app, make_experiment, two_projects)
+    ada = _token_client(app, member_client("ada@example.org", "collaborator", projects=(0,)))
+    with app.app_context():
+        runs_before = db.session.scalar(sa.select(sa.func.count()).select_from(AgentRun))
+    said = ada.post(f"/api/m/experiments/{numbers['alpha']}/comments", json={"body": "@claude rerun this at 350M"})
+    assert said.status_code == 201
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(AgentRun)) == runs_before
