@@ -441,3 +441,14 @@ def test_a_members_at_claude_through_the_api_starts_no_run(app, make_experiment,
     assert said.status_code == 201
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(AgentRun)) == runs_before
+
+
+def test_the_owners_tokens_page_names_a_members_token_and_may_revoke_it(app, client, two_projects, member_client):
+    ada = member_client("ada@example.org", "collaborator")
+    _mint(ada, name="ada notebook")
+    page = client.get("/api-tokens")
+    assert "ada notebook" in page.text and "ada's</span>" in page.text
+    with app.app_context():
+        token_id = db.session.scalar(sa.select(ApiToken.id).where(ApiToken.user_id == ada.member_id))
+    assert client.post(f"/api-tokens/{token_id}/revoke", data={"csrf_token": csrf_from(page.text)}).status_code == 303
+    assert "revoked" in ada.get("/welcome/tokens").text
