@@ -13,9 +13,9 @@ new route cannot be forgotten. Rules:
 - ``member_api(action)`` — JSON routes under /api/m/ for any account whose role may do
   `action`, by session or by that account's token (`read` scope for reading, `write` else);
 
-Deny by default for members too: every rule but ``public``, ``share`` and ``allow`` is the
-owner's alone (``permissions.OWNER_ONLY``), and a member's API token opens no route until
-one is opened to members by name.
+Deny by default for members too: every rule but ``public``, ``share``, ``allow`` and
+``member_api`` is the owner's alone (``permissions.OWNER_ONLY``), and a member's API token
+opens only ``member_api`` routes.
 - ``share``    — a mentor's share link (`/s/<token>`): the token in the path is checked by
   the view; no session is read or written there and no owner credential is used;
 - ``signed``   — a link Sagan signed and emailed (one-click unsubscribe, `/email/unsubscribe/<token>`):

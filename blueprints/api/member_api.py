@@ -84,6 +84,12 @@ def member_body(accepted: tuple[str, ...]) -> dict:
     return data
 
 
+def proposer_id(account):
+    """Whose proposal a write marks: the member's id; none for the owner, whose proposals are
+    simply theirs (the owner is nobody's member)."""
+    return None if account.is_owner else account.id
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 @routes.get("/m/projects")
@@ -170,7 +176,7 @@ def member_propose_experiment(slug: str):
     account = access.account()
     project = member_records.project(account, slug, "propose_experiment")
     data = member_body(("title", "hypothesis"))
-    experiment = experiment_service.propose_for_member(data, project.id, account.id, access.actor())
+    experiment = experiment_service.propose_for_member(data, project.id, proposer_id(account), access.actor())
     db.session.commit()
     return {"experiment": experiment_json(experiment, project.slug)}, 201
 
@@ -183,7 +189,7 @@ def member_propose_todo(slug: str):
     account = access.account()
     project = member_records.project(account, slug, "propose_todo")
     data = member_body(("title", "body_md"))
-    todo = todos.propose_for_member(data, project.slug, account.id, access.actor())
+    todo = todos.propose_for_member(data, project.slug, proposer_id(account), access.actor())
     db.session.commit()
     return {"todo": {"id": str(todo.id), "number": todo.number, "title": todo.title, "status": todo.status,
                      "project": project.slug}}, 201
@@ -197,7 +203,7 @@ def member_propose_literature(slug: str):
     account = access.account()
     project = member_records.project(account, slug, "propose_literature")
     data = member_body(("title", "authors", "year", "url"))
-    added = literature_service.suggest_for_member(data, project.id, account.id)
+    added = literature_service.suggest_for_member(data, project.id, proposer_id(account))
     db.session.commit()
     return {"paper": paper_json(added.item, project.slug), "added": added.created}, 201 if added.created else 200
 

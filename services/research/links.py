@@ -316,7 +316,8 @@ def create_member_link(account, source_text, kind, target_text, note="") -> Reco
     if source_project != target_project:
         raise ValidationError("Both records must be in the same project: a link would show each on the other "
                               "project's pages.", field="target")
-    return create_link(source, kind, target, Actor.member(account), note if isinstance(note, str) else note)
+    actor = Actor.owner(account) if account.is_owner else Actor.member(account)
+    return create_link(source, kind, target, actor, note)
 
 
 def get_link(link_id) -> RecordLink:

@@ -452,3 +452,15 @@ def test_the_owners_tokens_page_names_a_members_token_and_may_revoke_it(app, cli
         token_id = db.session.scalar(sa.select(ApiToken.id).where(ApiToken.user_id == ada.member_id))
     assert client.post(f"/api-tokens/{token_id}/revoke", data={"csrf_token": csrf_from(page.text)}).status_code == 303
     assert "revoked" in ada.get("/welcome/tokens").text
+
+
+def test_the_owners_proposal_through_the_member_routes_is_not_marked_as_a_members(app, client, two_projects):
+    from models import Experiment
+    csrf = csrf_from(client.get("/settings/members").text)
+    made = client.post("/api/m/projects/alpha/experiments", json={"title": "Owner's own idea"},
+                       headers={"X-CSRFToken": csrf})
+    assert made.status_code == 201
+    assert made.get_json()["experiment"]["proposedByMember"] is False
+    with app.app_context():
+        assert db.session.scalar(sa.select(Experiment.proposed_by_member_id)
+                                 .where(Experiment.title == "Owner's own idea")) is None
