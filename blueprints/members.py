@@ -192,7 +192,7 @@ def create_token():
     account = current_user._get_current_object()
 
     def make():
-        token, secret = auth.create_token(request.form.get("name", ""), scopes, account)
+        token, secret = members.mint_own_token(account, request.form.get("name", ""), scopes)
         db.session.flush()
         stash_for(_TOKENS_STASH, {"token_id": str(token.id), "secret": secret})
 

@@ -249,6 +249,21 @@ def remove(by: User, member_id) -> User:
 
 # --- a member's own API tokens -----------------------------------------------------------------
 
+# A member's live tokens at most: enough for every laptop and notebook, and a bound on rows
+# an account the owner invited can make.
+MEMBER_TOKEN_MAX = 20
+
+
+def mint_own_token(account: User, name: str, scopes) -> tuple[ApiToken, str]:
+    """A token for `account` within their role's scopes (auth.create_token refuses more); at
+    most MEMBER_TOKEN_MAX live at once. Returns the row and the secret, shown once."""
+    live = live_token_counts([account])[account.id]
+    if live >= MEMBER_TOKEN_MAX:
+        raise ValidationError(f"You hold {live} live tokens, the most a member may; revoke one you no longer use.",
+                              field="name")
+    return auth.create_token(name, scopes, account)
+
+
 def own_tokens(account: User) -> list[ApiToken]:
     """The tokens `account` holds, live ones first, newest first."""
     return list(db.session.scalars(sa.select(ApiToken).where(ApiToken.user_id == account.id)

@@ -464,3 +464,19 @@ def test_the_owners_proposal_through_the_member_routes_is_not_marked_as_a_member
     with app.app_context():
         assert db.session.scalar(sa.select(Experiment.proposed_by_member_id)
                                  .where(Experiment.title == "Owner's own idea")) is None
+
+
+def test_a_member_holds_at_most_twenty_live_tokens(app, two_projects, member_client):
+    from services.core import members
+    ada = member_client("ada@example.org", "collaborator")
+    with app.app_context():
+        account = db.session.get(User, ada.member_id)
+        for i in range(members.MEMBER_TOKEN_MAX):
+            members.mint_own_token(account, f"t{i}", ["read"])
+        db.session.commit()
+    refused = _mint(ada, name="one more")
+    assert refused.status_code == 303
+    assert "the most a member may" in ada.get("/welcome/tokens").text
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(ApiToken)
+                                 .where(ApiToken.user_id == ada.member_id)) == members.MEMBER_TOKEN_MAX
