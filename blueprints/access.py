@@ -10,10 +10,12 @@ new route cannot be forgotten. Rules:
   record's project with `permissions.can(account, action, record)` and answers 404 outside it;
 - ``api(scope)`` — a bearer API token holding `scope`, or the owner's session;
 - ``owner_api`` — JSON endpoints reserved to the owner's session (no token can);
+- ``member_api(action)`` — JSON routes under /api/m/ for any account whose role may do
+  `action`, by session or by that account's token (`read` scope for reading, `write` else);
 
-Deny by default for members too: every rule but ``public``, ``share`` and ``allow`` is the
-owner's alone (``permissions.OWNER_ONLY``), and a member's API token opens no route until
-one is opened to members by name.
+Deny by default for members too: every rule but ``public``, ``share``, ``allow`` and
+``member_api`` is the owner's alone (``permissions.OWNER_ONLY``), and a member's API token
+opens only ``member_api`` routes.
 - ``share``    — a mentor's share link (`/s/<token>`): the token in the path is checked by
   the view; no session is read or written there and no owner credential is used;
 - ``signed``   — a link Sagan signed and emailed (one-click unsubscribe, `/email/unsubscribe/<token>`):
@@ -86,6 +88,18 @@ def api(scope: str) -> Callable:
 def allow(action: str) -> Callable:
     """Open a session route to every role that may do `action` (the owner always may)."""
     return _mark("allow", action)
+
+
+def member_api(action: str) -> Callable:
+    """Open a JSON route to every role that may do `action`, with a session or with an API
+    token of the account: a `read_…` action needs the token's `read` scope, any other its
+    `write`. The view scopes what it reads or writes to `account()`'s projects."""
+    return _mark("member_api", action)
+
+
+def member_api_scope(action: str) -> str:
+    """The token scope a `member_api` route of `action` needs."""
+    return "read" if action.startswith("read_") else "write"
 
 
 def body_limit(setting: str) -> Callable:
@@ -237,6 +251,7 @@ def enforce() -> object | None:
     kind, scope = rule
     g.actor = None
     g.token = None
+    g.account = None
 
     if kind == "pod":
         from services.dispatch import tokens as pod_tokens
@@ -281,7 +296,10 @@ def enforce() -> object | None:
         g.actor = Actor.token(token)
         return None  # bearer requests carry no cookie, so no CSRF check
 
-    if kind in ("owner", "api", "owner_api", "allow"):
+    if kind == "member_api" and (secret := _bearer_secret()) is not None:
+        return _enforce_member_token(secret, scope)
+
+    if kind in ("owner", "api", "owner_api", "allow", "member_api"):
         if kind == "owner_api" and _bearer_secret() is not None:
             return _json_error(403, "owner_session_required", "Only the owner's session can do this.")
         if not current_user.is_authenticated:
@@ -289,14 +307,42 @@ def enforce() -> object | None:
         account = current_user._get_current_object()
         if not account.is_owner:
             members.note_activity(account)
-        needed = scope if kind == "allow" else permissions.OWNER_ONLY
+        needed = scope if kind in ("allow", "member_api") else permissions.OWNER_ONLY
         if not permissions.can(account, needed):
             return _not_for_role(account)
+        g.account = account
         g.actor = Actor.owner(account) if account.is_owner else Actor.member(account)
 
     if request.method not in SAFE_METHODS:
         csrf.protect()  # raises CSRFError → handled below
     return None
+
+
+def _enforce_member_token(secret: str, action: str):
+    """A bearer token on a `member_api` route: valid, holding the action's scope, not an agent
+    run's (confined to one experiment), and its holder's role may do `action`. The holder is
+    the acting account, so a member's token acts as the member (their name on what it writes)."""
+    if (throttled := _bearer_throttled()) is not None:
+        return throttled
+    token = auth_service.verify_token(secret)
+    if token is None:
+        _bearer_failed()
+        return _json_error(401, "invalid_token", "The API token is unknown, expired or revoked.")
+    needed = member_api_scope(action)
+    if needed not in token.scopes:
+        return _json_error(403, "missing_scope", f"This token lacks the {needed!r} scope.")
+    if token.experiment_id is not None:
+        return _json_error(403, "not_for_your_role", "An agent run's token reaches its own experiment only.")
+    account = members.token_holder(token)
+    if not permissions.can(account, action):
+        return _json_error(403, "not_for_your_role", "This API route is not open to a "
+                           f"{token.holder_role}'s token.")
+    if not account.is_owner:
+        members.note_activity(account)
+    g.token = token
+    g.account = account
+    g.actor = Actor.member(account) if not account.is_owner else Actor.token(token)
+    return None  # bearer requests carry no cookie, so no CSRF check
 
 
 def init_app(app: Flask) -> None:
@@ -312,6 +358,11 @@ def init_app(app: Flask) -> None:
     @app.context_processor
     def inject_actor():
         return {"actor": getattr(g, "actor", None)}
+
+
+def account():
+    """The signed-in account (a session's, or a `member_api` token's holder) of this request."""
+    return g.account
 
 
 def actor() -> Actor:

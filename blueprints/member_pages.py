@@ -9,13 +9,13 @@ from flask_login import current_user
 
 from blueprints import access
 from blueprints._actions import perform
-from services.core import permissions
+from services.core import permissions, registry
 from services.core.actors import Actor
-from services.core.errors import NotFound, ValidationError
+from services.core.errors import Conflict, NotFound, ValidationError
 from services.day import todos
 from services.dispatch import metrics
 from services.planning import discussion
-from services.research import literature, member_reads, narratives, projects
+from services.research import links, literature, member_reads, narratives, projects
 from services.results import results, shares
 from services.results.result_lint import confidence_of, title_without_confidence
 from services.workflow import experiments, runs
@@ -95,7 +95,8 @@ def _member_experiment(slug: str, number: int, action: str):
     return found, record
 
 
-def _experiment_page(found, record, *, comment_error=None, draft="", status=200):
+def _experiment_page(found, record, *, comment_error=None, draft="", link_error=None, link_form=None,
+                     status=200):
     account = current_user._get_current_object()
     promotion = results.promotion_of(record) if permissions.can(account, "read_result", record) else None
     # The promoted result's charts and files: the runs it was promoted with, nothing later.
@@ -111,7 +112,10 @@ def _experiment_page(found, record, *, comment_error=None, draft="", status=200)
                            metrics_refresh=None, **charts,
                            comments=discussion.thread("experiment", record.id).comments,
                            may_comment=permissions.can(account, "comment", record),
-                           comment_error=comment_error, draft=draft), status
+                           comment_error=comment_error, draft=draft,
+                           member_links=links.member_links_of(account, "experiment", record.id),
+                           may_link=permissions.can(account, "propose_link", record), link_kinds=registry.LINK_KINDS,
+                           link_error=link_error, link_form=link_form or {}), status
 
 
 @bp.get("/m/<slug>/experiments/<int:number>")
@@ -140,6 +144,26 @@ def comment(slug: str, number: int):
                                                         status=400),
                    refusals=(ValidationError,),
                    done=lambda: redirect(url_for("member_pages.experiment", slug=slug, number=number) + "#discussion",
+                                         code=303))
+
+
+@bp.post("/m/<slug>/experiments/<int:number>/links")
+@access.allow("propose_link")
+def link_experiment(slug: str, number: int):
+    """A collaborator links an experiment of their project to another record of it (a belief
+    it tests, a paper it builds on), as theirs. A record out of their reach is refused with the
+    sentence one that does not exist gets."""
+    found, record = _member_experiment(slug, number, "read_experiment")
+    account = current_user._get_current_object()
+    form = {"kind": request.form.get("kind", ""), "target": request.form.get("target", ""),
+            "note": request.form.get("note", "")}
+    return perform(lambda: links.create_member_link(account, f"experiment:{record.id}", form["kind"], form["target"],
+                                                    form["note"]),
+                   refusals=(ValidationError, NotFound, Conflict),
+                   refused=lambda exc: _experiment_page(found, record, link_error=exc.message, link_form=form,
+                                                        status=409 if isinstance(exc, Conflict) else
+                                                        404 if isinstance(exc, NotFound) else 400),
+                   done=lambda: redirect(url_for("member_pages.experiment", slug=slug, number=number) + "#links",
                                          code=303))
 
 

@@ -8,6 +8,7 @@ from flask_login import current_user, login_user
 
 from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
+from models import db
 from services.core import auth, members, permissions, registry
 from services.core.clock import utcnow
 from services.core.errors import NotFound, ValidationError
@@ -49,7 +50,7 @@ def index():
         "members/index.html", accounts=accounts, projects_of=members.projects_by_member(accounts),
         invitations=[(invitation, members.invitation_projects(invitation))
                      for invitation in members.pending_invitations()],
-        all_projects=projects.list_projects(),
+        all_projects=projects.list_projects(), token_counts=members.live_token_counts(accounts),
         roles=registry.INVITABLE_ROLES, now=utcnow(), new_link=stashed.get("link"),
         new_email=stashed.get("email"), emailed=stashed.get("emailed"), error=stashed.get("error"),
         error_member=stashed.get("member"), form=stashed.get("form") or {})))
@@ -159,3 +160,54 @@ def home():
     return render_template("members/home.html", account=account, projects=mine, day=member_day.for_member(account),
                            may_read=permissions.role_may(account.role, "read_project"),
                            may_read_experiments=permissions.role_may(account.role, "read_experiment"))
+
+
+_TOKENS_STASH = "member-tokens"
+
+
+@bp.get("/welcome/tokens")
+@access.allow(permissions.SIGNED_IN)
+def tokens():
+    """A member's own API tokens: mint one (its secret shown once), see their last use, revoke.
+    The scopes offered are those the role may hold; the service refuses any other. The owner
+    has the full tokens page."""
+    account = current_user._get_current_object()
+    if account.is_owner:
+        return redirect(url_for("tokens.index"))
+    stashed = take_stash(_TOKENS_STASH)
+    held = members.own_tokens(account)
+    new_token = next((t for t in held if str(t.id) == stashed.get("token_id")), None)
+    return _no_store(make_response(render_template(
+        "members/tokens.html", account=account, tokens=held,
+        scopes=permissions.token_scopes_allowed(account.role),
+        new_secret=stashed.get("secret") if new_token else None, new_token=new_token,
+        error=stashed.get("error"), form=stashed.get("form") or {})))
+
+
+@bp.post("/welcome/tokens")
+@access.allow(permissions.SIGNED_IN)
+def create_token():
+    """Mint a token for the signed-in member, within their role's scopes."""
+    scopes = request.form.getlist("scopes")
+    account = current_user._get_current_object()
+
+    def make():
+        token, secret = members.mint_own_token(account, request.form.get("name", ""), scopes)
+        db.session.flush()
+        stash_for(_TOKENS_STASH, {"token_id": str(token.id), "secret": secret})
+
+    def refused(exc):
+        stash_for(_TOKENS_STASH, {"error": exc.message, "form": {"name": request.form.get("name", ""),
+                                                                  "scopes": scopes}})
+        return redirect(url_for("members.tokens"), code=303)
+
+    return perform(make, refused=refused, refusals=(ValidationError,),
+                   done=lambda: redirect(url_for("members.tokens"), code=303))
+
+
+@bp.post("/welcome/tokens/<uuid:token_id>/revoke")
+@access.allow(permissions.SIGNED_IN)
+def revoke_token(token_id):
+    """Revoke one of the member's own tokens; another's answers 404 as one that does not exist."""
+    return perform(lambda: members.revoke_own_token(current_user._get_current_object(), token_id),
+                   done=lambda: redirect(url_for("members.tokens"), code=303))

@@ -8,7 +8,7 @@ from blueprints import access
 from blueprints._actions import perform, stash_for, take_stash
 from models import db
 from services.core import auth as auth_service
-from services.core import registry
+from services.core import members, registry
 
 bp = Blueprint("tokens", __name__)
 
@@ -22,9 +22,11 @@ def index():
     """List tokens with prefix, scopes and last use; right after a create, its secret, once."""
     stashed = take_stash(_STASH)
     tokens = auth_service.list_tokens()
+    # Members' own tokens are listed too (the owner may revoke them), each under its holder's name.
+    holders = members.names_of({t.user_id for t in tokens if t.user_id and t.user_id != current_user.id})
     new_token = next((t for t in tokens if str(t.id) == stashed.get("token_id")), None)
     response = make_response(render_template(
-        "tokens/index.html", tokens=tokens, scopes=registry.API_TOKEN_SCOPES,
+        "tokens/index.html", tokens=tokens, scopes=registry.API_TOKEN_SCOPES, holders=holders,
         new_secret=stashed.get("secret") if new_token else None, new_token=new_token,
         error=stashed.get("error"), form=stashed.get("form") or {}))
     # The page may carry a secret: never cache it.

@@ -22,12 +22,13 @@ renamed field's old name for now (answered with a `Deprecation` header and a war
     reviews        /reviews: list, draft (queued), read; /reviews/<ref>/versions (save), /reviews/<ref>/publish
     ideation       /ideas: list, start, read; /ideas/<ref>/answers, /ideas/<ref>/cards (add),
                    /ideas/<ref>/cards/<id>/promote
+    member_api     /m/…: what members read and propose in their projects (their session or own token)
 """
 from __future__ import annotations
 
 from flask import Blueprint
 
-from blueprints.api import (approvals, beliefs, daily_log, experiments, ideation, literature, pods, projects,
+from blueprints.api import (approvals, beliefs, daily_log, experiments, ideation, literature, member_api, pods, projects,
                              registries, results, reviews, runs, todos, workflow)
 from blueprints.api._common import deprecation_notice
 
@@ -35,5 +36,5 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 bp.after_request(deprecation_notice)
 
 for resource in (registries, experiments, workflow, approvals, runs, pods, results, projects, beliefs, literature,
-                 daily_log, todos, reviews, ideation):
+                 daily_log, todos, reviews, ideation, member_api):
     resource.routes.register_on(bp)

@@ -247,6 +247,62 @@ def remove(by: User, member_id) -> User:
     return member
 
 
+# --- a member's own API tokens -----------------------------------------------------------------
+
+# A member's live tokens at most: enough for every laptop and notebook, and a bound on rows
+# an account the owner invited can make.
+MEMBER_TOKEN_MAX = 20
+
+
+def mint_own_token(account: User, name: str, scopes) -> tuple[ApiToken, str]:
+    """A token for `account` within their role's scopes (auth.create_token refuses more); at
+    most MEMBER_TOKEN_MAX live at once. Returns the row and the secret, shown once."""
+    live = live_token_counts([account])[account.id]
+    if live >= MEMBER_TOKEN_MAX:
+        raise ValidationError(f"You hold {live} live tokens, the most a member may; revoke one you no longer use.",
+                              field="name")
+    return auth.create_token(name, scopes, account)
+
+
+def own_tokens(account: User) -> list[ApiToken]:
+    """The tokens `account` holds, live ones first, newest first."""
+    return list(db.session.scalars(sa.select(ApiToken).where(ApiToken.user_id == account.id)
+                                   .order_by(ApiToken.revoked_at.is_not(None), ApiToken.created_at.desc())))
+
+
+def revoke_own_token(account: User, token_id) -> ApiToken:
+    """Revoke one of `account`'s own tokens; anyone else's (or none) is NotFound, the same
+    sentence either way, so a member cannot learn which token ids exist."""
+    token = db.session.scalar(sa.select(ApiToken).where(ApiToken.id == token_id, ApiToken.user_id == account.id))
+    if token is None:
+        raise NotFound("You hold no such token.")
+    if token.revoked_at is None:
+        token.revoked_at = utcnow()
+    return token
+
+
+def token_holder(token: ApiToken) -> User | None:
+    """The account a token acts for: its member, or the owner for tokens minted without a
+    holder (scripts' older tokens)."""
+    if token.user_id is not None:
+        return db.session.get(User, token.user_id)
+    return db.session.scalar(sa.select(User).where(User.role == "owner").limit(1))
+
+
+def live_token_counts(accounts) -> dict[uuid.UUID, int]:
+    """Each account's live (unrevoked, unexpired) tokens, in one query: the owner's Members page."""
+    ids = [a.id for a in accounts]
+    counts: dict[uuid.UUID, int] = {i: 0 for i in ids}
+    if ids:
+        now = utcnow()
+        rows = db.session.execute(sa.select(ApiToken.user_id, sa.func.count())
+                                  .where(ApiToken.user_id.in_(ids), ApiToken.revoked_at.is_(None),
+                                         sa.or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now))
+                                  .group_by(ApiToken.user_id))
+        counts.update({user_id: count for user_id, count in rows})
+    return counts
+
+
 def display_name(user_id) -> str:
     """An account's name, or "a former member" when the row is gone."""
     user = db.session.get(User, user_id) if user_id else None

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from models import AgentRun, CleanResultVersion, Experiment, db
 from models.literature import LiteratureItem
 from models.research import Belief, Project, ProjectNarrative, RecordLink
-from services.core import registry
+from services.core import permissions, registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
 from services.research import beliefs
@@ -277,6 +277,49 @@ def create_link(source: RecordRef, kind: str, target: RecordRef, actor: Actor, n
     return link
 
 
+# What a member may name at either end of a link, and the role action that reads it: records
+# that carry their project. Runs, drafts of results, narratives and day records stay the owner's.
+MEMBER_LINKABLE = {"experiment": "read_experiment", "belief": "read_belief", "literature": "read_literature",
+                   "project": "read_project"}
+
+
+def _member_end(account, text) -> tuple[RecordRef, uuid.UUID]:
+    """The record a member's typed reference names and its project, if they may read it.
+    Anything else — another project's record, a kind members do not link, a record that
+    does not exist — is one NotFound sentence, so the answer reveals nothing of it."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("Name both records: #12 for an experiment, B3 for a belief, arXiv:… or doi:… "
+                              "for a paper, or a project's slug.", field="target")
+    if len(text) > 200:
+        raise ValidationError("That reference is too long.", field="target")
+    hidden = NotFound(f"Nothing you can link is named {text.strip()!r}: name an experiment (#12), a belief (B3), "
+                      "a paper (arXiv:… or doi:…) or a project (its slug) of your projects.")
+    try:
+        ref = parse_reference(text)
+    except (NotFound, ValidationError):
+        raise hidden from None
+    action = MEMBER_LINKABLE.get(ref.kind)
+    record = RESOLVERS[ref.kind].load(ref.id)
+    if action is None or record is None or not permissions.can(account, action, record):
+        raise hidden
+    return ref, (record.id if isinstance(record, Project) else record.project_id)
+
+
+def create_member_link(account, source_text, kind, target_text, note="") -> RecordLink:
+    """A member's typed link between two records of one of their projects, marked as theirs
+    (its actor is the member). Refused between two projects, even two of theirs: a link
+    would show each project's record on the other's pages."""
+    if not permissions.can(account, "propose_link"):
+        raise NotFound("Nothing you can link is named here.")
+    source, source_project = _member_end(account, source_text)
+    target, target_project = _member_end(account, target_text)
+    if source_project != target_project:
+        raise ValidationError("Both records must be in the same project: a link would show each on the other "
+                              "project's pages.", field="target")
+    actor = Actor.owner(account) if account.is_owner else Actor.member(account)
+    return create_link(source, kind, target, actor, note)
+
+
 def get_link(link_id) -> RecordLink:
     key = _uuid(link_id)
     link = db.session.get(RecordLink, key) if key else None
@@ -351,6 +394,42 @@ def links_of(kind: str, record_id, *, own_label: str | None = None) -> tuple[lis
                                     own_label))
     del held  # the loaded records stayed in the session until every label was made
     return outgoing, incoming
+
+
+@dataclass(frozen=True)
+class MemberLinkRow:
+    """A link as a member sees it from one of their records: the other end's label and its
+    member page (under /m/)."""
+    phrase: str
+    direction: str  # "out" | "in"
+    other_label: str
+    other_url: str
+    by_member: str | None  # the member who made it, if a member did
+
+
+def _member_url(kind: str, record, slug: str) -> str:
+    if kind == "experiment":
+        return f"/m/{slug}/experiments/{record.number}"
+    return f"/m/{slug}" + {"belief": "#beliefs", "literature": "#literature"}.get(kind, "")
+
+
+def member_links_of(account, kind: str, record_id) -> list[MemberLinkRow]:
+    """One record's links, both ways, as `account` may see them: only those whose other end is
+    a record their role reads in their projects (a link the owner made to a run, a draft or
+    another project's record is left out, so nothing of it shows)."""
+    outgoing, incoming = links_of(kind, record_id)
+    shown = []
+    for row in outgoing + incoming:
+        other_id = row.link.target_id if row.direction == "out" else row.link.source_id
+        action = MEMBER_LINKABLE.get(row.other_kind)
+        record = RESOLVERS[row.other_kind].load(other_id) if action else None
+        if record is None or not permissions.can(account, action, record):
+            continue
+        project = record if isinstance(record, Project) else db.session.get(Project, record.project_id)
+        shown.append(MemberLinkRow(row.phrase, row.direction, row.other_label,
+                                   _member_url(row.other_kind, record, project.slug),
+                                   row.link.actor_label if row.link.actor_kind == "member" else None))
+    return shown
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ def test_owner_routes_answer_htmx_with_401_and_hx_redirect(app, client):
 
 def test_api_routes_answer_401_json_without_credentials(app, client):
     """Does every /api/ route without a session or token answer 401 JSON?"""
-    routes = [(m, u, r) for m, u, r in _routes(app, {"owner", "api", "owner_api"})
+    routes = [(m, u, r) for m, u, r in _routes(app, {"owner", "api", "owner_api", "member_api"})
               if u.startswith("/api/")]
     assert routes
     for method, url, rule in routes:
@@ -258,10 +258,11 @@ def _share_token(app) -> str:
 
 
 @pytest.mark.parametrize("scope", ["read", "write", "dispatch", "promote"])
-def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_client, scope):
+def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_client, owner, scope):
     """Walk every route with a one-scope token: API routes needing another scope answer 403
     missing_scope, owner-only ones 403 or a login redirect, and the rest pass the access check."""
     from app import csrf  # noqa: F401 - the app module is imported for its extensions
+    from blueprints import access
     scripted = api_client(scope)
     checked = 0
     for method, url, kind, rule_scope in _all_routes(app):
@@ -275,6 +276,11 @@ def test_a_token_with_one_scope_reaches_only_routes_needing_that_scope(app, api_
             checked += 1
         elif kind == "owner_api":
             assert response.status_code == 403 and body.get("error") == "owner_session_required", (method, url)
+        elif kind == "member_api":  # the owner's token: its scope decides, as on the owner's API
+            if access.member_api_scope(rule_scope) == scope:
+                assert response.status_code not in (401, 403), (method, url, response.status_code, body)
+            else:
+                assert response.status_code == 403 and body.get("error") == "missing_scope", (method, url)
         elif kind in ("owner", "allow"):
             assert response.status_code in (302, 401), (method, url, response.status_code)
         elif kind == "pod":
@@ -338,7 +344,7 @@ def test_every_state_changing_route_refuses_a_session_request_without_csrf(app, 
     number = make_experiment("CSRF target", status="proposed")
     before = _row_counts(app)
     routes = [(m, u) for m, u, k, _s in _all_routes(app)
-              if m in UNSAFE and k in ("owner", "api", "owner_api", "allow")]
+              if m in UNSAFE and k in ("owner", "api", "owner_api", "allow", "member_api")]
     assert len(routes) > 30
     for method, url in routes:
         url = url.replace("/1", f"/{number}", 1) if "/1" in url else url
@@ -437,6 +443,12 @@ def test_every_route_answers_each_member_role_by_the_role_table(app, client, mem
                         assert answer.status_code not in (401, 403), where
                     else:
                         assert answer.status_code == 403, where
+                elif kind == "member_api":  # the walk's experiment is in no project: 404 when opened
+                    if permissions.role_may(role, scope):
+                        assert answer.status_code not in (401, 403) and answer.status_code < 500, where
+                    else:
+                        assert answer.status_code == 403, where
+                        assert answer.headers.get("X-Sagan-Error") == "not_for_your_role", where
                 elif kind == "pod":
                     assert answer.status_code == 401, where
                 elif kind == "share":
@@ -446,17 +458,23 @@ def test_every_route_answers_each_member_role_by_the_role_table(app, client, mem
     assert {t: n for t, n in after.items() if t != "users"} == {t: n for t, n in before.items() if t != "users"}
 
 
-def test_a_members_token_reaches_no_route(app, member_client, monkeypatch):
-    """A collaborator's token with every scope their role allows opens nothing: API routes
-    answer 403 not_for_your_role, session routes 302/401/403, pod routes 401."""
+@pytest.mark.parametrize("role,scopes", [("collaborator", "read,write"), ("collaborator", "read"),
+                                         ("mentor", "read")])
+def test_a_members_token_reaches_only_the_member_routes_its_role_and_scope_open(app, member_client, monkeypatch,
+                                                                                role, scopes):
+    """A member's token opens only the /api/m/ routes whose action their role may do and whose
+    scope it holds; every other API route answers 403 not_for_your_role (or missing_scope),
+    session routes 302/401/403, pod routes 401."""
+    from blueprints import access
+    from services.core import permissions
     import sqlalchemy as sa
 
     from models import User, db
     from services.core import auth as auth_service
     monkeypatch.setitem(app.config, "BEARER_MAX_FAILURES", 10_000)
-    holder = member_client("t@example.org")
+    holder = member_client("t@example.org", role)
     with app.app_context():
-        _token, secret = auth_service.create_token("member script", "read,write",
+        _token, secret = auth_service.create_token("member script", scopes,
                                                    db.session.scalar(sa.select(User).where(User.id == holder.member_id)))
         db.session.commit()
     scripted = app.test_client()
@@ -464,6 +482,13 @@ def test_a_members_token_reaches_no_route(app, member_client, monkeypatch):
         if kind in ("public", "share"):
             continue
         answer = scripted.open(url, method=method, headers={"Authorization": f"Bearer {secret}"}, json={})
+        if kind == "member_api":
+            if permissions.role_may(role, _scope) and access.member_api_scope(_scope) in scopes.split(","):
+                assert answer.status_code not in (401, 403) and answer.status_code < 500, (method, url)
+            else:
+                assert answer.status_code == 403, (method, url, answer.status_code)
+                assert answer.get_json()["error"] in ("not_for_your_role", "missing_scope"), (method, url)
+            continue
         assert not 200 <= answer.status_code < 300, (method, url, answer.status_code)
         if kind == "api":  # a scope the role cannot hold is missing; the rest are not for the role
             assert answer.status_code == 403, (method, url)
