@@ -1,4 +1,4 @@
-"""The API routes open to members (SPEC §13, issue 29), under /api/m/: their projects'
+"""The API routes open to members (SPEC §13), under /api/m/: their projects'
 experiments, shared results, beliefs and papers; comments; proposed experiments, todos,
 papers and typed links. A member reaches them with their session or a token of their own
 (`access.member_api`: `read` to read, `write` to write); the owner reaches them too.

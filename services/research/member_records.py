@@ -1,4 +1,4 @@
-"""What a member reads of their projects through the API (SPEC §13, issue 29): projects,
+"""What a member reads of their projects through the API (SPEC §13): projects,
 experiments, beliefs, papers and shared results, each confined to the account's projects by
 services/core/permissions.py. A record outside them is NotFound with the sentence a record
 that does not exist gets, so a member learns nothing of another project by number or uuid.

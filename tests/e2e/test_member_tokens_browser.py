@@ -1,4 +1,4 @@
-"""A member's own API tokens in Chromium (issue 29): a collaborator opens "Your API tokens"
+"""A member's own API tokens in Chromium: a collaborator opens "Your API tokens"
 from their page, mints a token (only their role's scopes are offered), copies the secret shown
 once, reads their project through /api/m/ with it (never another project's experiment), and
 revokes it after a confirmation; the owner's Members page counts their tokens. At 390 and

@@ -1,4 +1,4 @@
-"""Members through the API (SPEC §13, issue 29): their own tokens, the member routes under
+"""Members through the API (SPEC §13): their own tokens, the member routes under
 /api/m/ scoped to their projects, and typed links they propose. Another project's record
 answers as one that does not exist, by number, uuid and list filter alike."""
 from __future__ import annotations
