@@ -75,15 +75,24 @@ def _refused_with_form(member_id=None):
 @access.owner
 def invite():
     """Store an invitation; hand it to email if a sender is set up, else show its link once."""
+    made = {}
+
     def make():
         invitation, token = members.invite(current_user._get_current_object(), request.form.get("email", ""),
                                            request.form.get("role", ""), request.form.getlist("projects"),
                                            request.form.get("display_name", ""))
-        link = url_for("members.join", token=token, _external=True)
-        emailed = members.deliver(invitation, link)
-        stash_for(_STASH, {"link": None if emailed else link, "email": invitation.email, "emailed": emailed})
+        made.update(invitation=invitation, link=url_for("members.join", token=token, _external=True))
 
-    return perform(make, refused=_refused_with_form(), refusals=(ValidationError,), done=_back)
+    def sent():
+        # After the commit: the invitation exists before its link leaves, and the SMTP
+        # conversation holds no transaction. Nothing made (a repeated form key): nothing to send.
+        if made:
+            invitation, link = made["invitation"], made["link"]
+            emailed = members.deliver(invitation, link)
+            stash_for(_STASH, {"link": None if emailed else link, "email": invitation.email, "emailed": emailed})
+        return _back()
+
+    return perform(make, refused=_refused_with_form(), refusals=(ValidationError,), done=sent)
 
 
 @bp.post("/settings/members/<uuid:member_id>")

@@ -28,11 +28,12 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from rq import Retry, get_current_job
 
 from models import Experiment, Notification, NotificationEmail, db
-from services.core import registry
+from services.core import members, registry
 from services.core.clock import utcnow
 from services.core.errors import ValidationError
 from services.core.outbound import resolve_allowed
 from services.core.sanitize import sanitize_html
+from services.core.unlocked import outside_transaction
 from services.workflow import email_settings, jobs
 
 UNSUBSCRIBE_SALT = "sagan-email-unsubscribe"
@@ -227,14 +228,16 @@ def message_of(email: NotificationEmail) -> EmailMessage:
     return message
 
 
-def send(message: EmailMessage) -> None:
-    """Hand one message to the SMTP server, for the owner's address only."""
+def send(message: EmailMessage, invitee: str | None = None) -> None:
+    """Hand one message to the SMTP server, for the owner's address only — or, for an
+    invitation the owner has just made, for the one address it invites."""
     smtp = email_settings.smtp()
     if not smtp.ready:
         raise ValidationError("Email is no longer set up (Settings → Email).", field="smtp")
     # Settings checked the address; one set in the environment is checked here, so the
     # owner's one address is the only recipient whatever SAGAN_NOTIFY_EMAIL says.
     email_settings.check_address(smtp.owner, "owner", "owner's address (SAGAN_NOTIFY_EMAIL)")
+    recipient = email_settings.check_address(invitee, "email", "invited address") if invitee else smtp.owner
     timeout = current_app.config["SMTP_TIMEOUT_SECONDS"]
     context = ssl.create_default_context()
     if smtp.security == "tls":
@@ -246,7 +249,7 @@ def send(message: EmailMessage) -> None:
             connection.starttls(context=context)
         if smtp.user:
             connection.login(smtp.user, smtp.password)
-        connection.send_message(message, from_addr=smtp.sender, to_addrs=[smtp.owner])
+        connection.send_message(message, from_addr=smtp.sender, to_addrs=[recipient])
     finally:
         try:
             connection.quit()
@@ -344,6 +347,37 @@ def send_test() -> str:
     except (smtplib.SMTPException, OSError, ValueError, ValidationError) as exc:
         raise ValidationError(f"Not sent. {describe(exc)}", field="test") from None
     return f"Sent a test email to {smtp.owner}."
+
+
+# --- invitations -----------------------------------------------------------------------------
+
+def send_invitation(invitation, link: str) -> bool:
+    """Email a member's one-time link to the address the owner just invited (members.deliver's
+    sender). Sent at once, not queued: the link is never stored (only its hash is), so there is
+    nothing a retry could send again. False — not set up, or the server refused — and the owner
+    copies the link from the page instead. Never anyone the owner did not name in that form."""
+    if not email_settings.smtp().ready:
+        return False
+    smtp = email_settings.smtp()
+    address, role = invitation.email, invitation.role
+    message = EmailMessage()
+    message["Subject"] = f"You are invited to Sagan as a {role}"
+    message["From"], message["To"] = smtp.sender, address
+    message["Date"] = formatdate(localtime=False)
+    message["Auto-Submitted"] = "auto-generated"
+    message.set_content(f"You are invited to Sagan as a {role}. Set your password here (the link works once and "
+                        f"expires in {members.INVITATION_LIFETIME.days} days):\n\n{link}\n\n"
+                        "If you did not expect this, ignore this email.\n")
+    try:
+        # The SMTP conversation (up to SMTP_TIMEOUT_SECONDS) holds no transaction open.
+        outside_transaction(send, message, address)
+    except (smtplib.SMTPException, OSError, ValueError, ValidationError) as exc:
+        current_app.logger.warning("invitation email to %s not sent: %s", address, describe(exc))
+        return False
+    return True
+
+
+members.invitation_senders.append(send_invitation)
 
 
 # --- one-click unsubscribe ----------------------------------------------------------------

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 import pytest
+import sqlalchemy as sa
 from rq.registry import ScheduledJobRegistry
 
 from models import Notification, NotificationEmail, db
@@ -19,6 +20,7 @@ from services.core import clock, redis_store, settings
 from services.core.actors import Actor
 from services.day import weekly_review
 from services.workflow import email_notify, email_settings, experiments, jobs, lifecycle
+from tests.conftest import csrf_from
 from tests.fakes.smtp_server import FakeSmtp
 from tests.integration.queries import counting_queries
 from workers import scheduler
@@ -495,3 +497,30 @@ def test_starttls_and_tls_verify_the_servers_certificate(app, client, owner, cer
         sent = client.post("/settings/email/test", data={"csrf_token": owner.csrf()})
         assert sent.status_code == 200 and "Sent a test email" in sent.text
         assert fake.received[-1].message["Subject"] == "Sagan test email"
+
+
+def test_an_invitation_is_emailed_to_the_invited_address_only_with_a_working_link(app, client, two_projects, smtp):
+    """With email set up, inviting sends the one-time link to the invited address (the one
+    recipient the owner named in that form) and the page says so; the link opens the join page."""
+    page = client.get("/settings/members")
+    client.post("/settings/members/invite", data={"email": "ada@example.org", "role": "collaborator",
+                                                  "projects": [two_projects[0]], "csrf_token": csrf_from(page.text)})
+    shown = client.get("/settings/members").text
+    assert "Invitation sent" in shown and "/join/inv_" not in shown
+    [received] = smtp.received
+    assert received.recipients == ["ada@example.org"]
+    assert received.message["Subject"] == "You are invited to Sagan as a collaborator"
+    link = next(url for url in _links(received.part("plain")) if "/join/inv_" in url)
+    assert app.test_client().get(_local(link)).status_code == 200
+    with app.app_context():  # the link itself is never stored: no email row holds it
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(NotificationEmail)) == 0
+
+
+def test_an_invitation_the_server_refuses_falls_back_to_the_link_to_copy(app, client, two_projects, smtp):
+    smtp.script("refuse")
+    page = client.get("/settings/members")
+    client.post("/settings/members/invite", data={"email": "bo@example.org", "role": "mentor",
+                                                  "projects": [two_projects[1]], "csrf_token": csrf_from(page.text)})
+    shown = client.get("/settings/members").text
+    assert "Copy the invitation link now" in shown and "/join/inv_" in shown
+    assert smtp.received == []
