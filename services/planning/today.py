@@ -28,6 +28,7 @@ from models import AgentRun, ApprovalRequest, Experiment, PlanVersion, Pod, User
 from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion
 from models.ideation import IdeaCard, IdeationSession
 from models.notification import NotificationEmail
+from models.literature import LiteratureItem
 from models.research import Belief, BeliefProposal
 from models.result import Comment
 from services.core import lean_reads, records, registry
@@ -239,13 +240,17 @@ def _act_question(key: str, action: str, form: dict, actor: Actor) -> Acted:
 register(NeedSource("question", _gather_questions, ("answer",), _act_question))
 
 
+def _proposer():
+    """The name a member's proposal is shown under (joined on `users`)."""
+    return sa.func.coalesce(sa.func.nullif(User.display_name, ""), User.email).label("proposer")
+
+
 # Experiments Claude or a collaborator proposed ----------------------------------------------
 
 def _gather_proposed() -> list[Need]:
     """Claude's proposals and members' (as theirs, by name), in one query."""
-    proposer = sa.func.coalesce(sa.func.nullif(User.display_name, ""), User.email).label("proposer")
     rows = db.session.execute(
-        sa.select(*_SHOWN, proposer).outerjoin(User, User.id == Experiment.proposed_by_member_id)
+        sa.select(*_SHOWN, _proposer()).outerjoin(User, User.id == Experiment.proposed_by_member_id)
         .where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_(None),
                sa.or_(Experiment.proposed_by_agent.is_(True), Experiment.proposed_by_member_id.is_not(None)))).all()
     return [Need("proposed", str(e.number), f"#{e.number}", e.title,
@@ -341,6 +346,36 @@ def _act_failed_reply(key: str, action: str, form: dict, actor: Actor) -> Acted:
 
 
 register(NeedSource("failed_reply", _gather_failed_replies, ("retry",), _act_failed_reply))
+
+
+# Todos and papers a collaborator suggested, not yet looked at: opened from their own pages --
+
+SUGGESTIONS_SHOWN = 10
+
+
+def _gather_suggested_todos() -> list[Need]:
+    rows = db.session.execute(
+        sa.select(Todo.number, Todo.title, Todo.priority, Todo.created_at, _proposer())
+        .join(User, User.id == Todo.proposed_by_member_id)
+        .where(Todo.status == "inbox").order_by(Todo.created_at).limit(SUGGESTIONS_SHOWN)).all()
+    return [Need("suggested_todo", str(row.number), f"T{row.number}", row.title,
+                 f"{row.proposer} suggested this todo: scope it or close it", f"/todos/{row.number}",
+                 row.priority, row.created_at) for row in rows]
+
+
+def _gather_suggested_papers() -> list[Need]:
+    rows = db.session.execute(
+        sa.select(LiteratureItem.id, LiteratureItem.title, LiteratureItem.created_at, _proposer())
+        .join(User, User.id == LiteratureItem.proposed_by_member_id)
+        .where(LiteratureItem.read_state == "unread").order_by(LiteratureItem.created_at)
+        .limit(SUGGESTIONS_SHOWN)).all()
+    return [Need("suggested_paper", str(row.id), "Paper", row.title,
+                 f"{row.proposer} added this paper to the project's library: read it or merge it",
+                 f"/library/{row.id}", "normal", row.created_at) for row in rows]
+
+
+register(NeedSource("suggested_todo", _gather_suggested_todos))
+register(NeedSource("suggested_paper", _gather_suggested_papers))
 
 
 # Weekly reviews drafted and not yet published: read, edit and publish on the review's page --
@@ -508,9 +543,11 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 # --- the poll's version ----------------------------------------------------------------------
 
 # Every table a section reads: a row added, edited or removed moves its newest stamp or its
-# count (a pod's progress post stamps its row too: services/dispatch/progress.py).
+# count (a pod's progress post stamps its row too: services/dispatch/progress.py). The library
+# (tens of thousands of rows) is not counted on every poll: a member's suggested paper stamps
+# their `users` row instead (literature.suggest_for_member).
 _WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment,
-            WeeklyReview, WeeklyReviewVersion, NotificationEmail, IdeaCard)
+            WeeklyReview, WeeklyReviewVersion, NotificationEmail, IdeaCard, User)
 _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
 # Written into the statement (the poll's statement is compiled once to plain SQL: an IN list
 # of parameters would not be); the registry's own names, nothing from outside.

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from models import LiteratureItem, Project, db
+from models import LiteratureItem, Project, User, db
 from models.literature import SEARCH_VECTOR_SQL
+from services.core.clock import utcnow
 from services.core import registry
 from services.core.errors import NotFound, ValidationError
 from services.research.literature_sources import identify, lookup, match_key, normalize_arxiv_id, normalize_doi
@@ -235,6 +236,8 @@ def suggest_for_member(data: dict, project_id, member_id) -> Added:
     item = LiteratureItem(**{**NEW_ITEM_DEFAULTS, **fields, "project_id": project_id}, id=uuid.uuid4(),
                           source="manual", match_key=key, proposed_by_member_id=member_id)
     db.session.add(item)
+    # Stamp the member's row: the owner's Today watches `users`, not the whole library.
+    db.session.execute(sa.update(User).where(User.id == member_id).values(updated_at=utcnow()))
     db.session.flush()
     return Added(item, True)
 

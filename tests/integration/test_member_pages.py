@@ -314,6 +314,8 @@ def test_a_collaborators_todo_lands_in_the_owners_inbox_as_theirs(app, client, t
         number = todo.number
     assert "proposed by ola" in client.get(f"/todos/{number}").text
     assert "Check the tokenizer version" in client.get("/todos").text
+    today = client.get("/").text  # waiting on the owner's Today as theirs, until scoped or closed
+    assert f'id="need-suggested_todo-{number}"' in today and "ola suggested this todo" in today
 
 
 def test_a_bad_or_out_of_reach_todo_makes_nothing(app, two_projects, member_client):
@@ -341,6 +343,7 @@ def _add_paper(member, slug: str, **form):
 
 def test_a_collaborators_paper_joins_their_projects_library_as_theirs(app, client, two_projects, member_client):
     rae = member_client("rae@example.org", "collaborator", projects=(0,))
+    before = re.search(r'data-version="([^"]+)"', client.get("/").text).group(1)
     added = _add_paper(rae, "alpha", title="Sleeper Agents", authors="Hubinger; Denison", year="2024",
                        url="https://example.org/sleeper")
     assert added.status_code == 303 and "Added to the library as yours" in rae.get(added.headers["Location"]).text
@@ -350,6 +353,10 @@ def test_a_collaborators_paper_joins_their_projects_library_as_theirs(app, clien
             "Sleeper Agents", ["Hubinger", "Denison"], 2024, two_projects[0], rae.member_id)
         item_id = item.id
     assert "suggested by rae" in client.get(f"/library/{item_id}").text
+    today = client.get("/").text
+    assert f'id="need-suggested_paper-{item_id}"' in today and "rae added this paper" in today
+    # Today's poll saw it: the member's row was stamped (the library itself is not watched).
+    assert client.get("/today/live", headers={"If-None-Match": f'"{before}"'}).status_code == 200
     again = _add_paper(rae, "alpha", title="sleeper agents", authors="Hubinger")
     assert "already in this project" in rae.get(again.headers["Location"]).text
     with app.app_context():
