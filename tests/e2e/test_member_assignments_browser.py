@@ -1,4 +1,4 @@
-"""What waits on a member and reviews shown to mentors, in Chromium (SPEC §13, issue 29 item 5):
+"""What waits on a member and reviews shown to mentors, in Chromium (SPEC §13):
 the owner assigns a todo to a collaborator on the todo page; the collaborator finds it first on
 their home page and marks it done (after a confirmation); the owner shows a published weekly
 review to mentor accounts (after a confirmation) and a mentor reads it without its spend. At 390

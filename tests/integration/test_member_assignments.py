@@ -1,5 +1,5 @@
-"""What waits on a member and the weekly reviews shown to mentor accounts (SPEC §13, issue 29
-item 5). The owner assigns a todo of a project to a collaborator of that project; it waits on
+"""What waits on a member and the weekly reviews shown to mentor accounts (SPEC §13).
+The owner assigns a todo of a project to a collaborator of that project; it waits on
 them on /welcome, where they open it and mark it done. The owner shows a published weekly review
 to mentor accounts; mentors list and read it as the mentor update. Everything else answers 404
 as if it did not exist, and every refused form changes nothing."""
