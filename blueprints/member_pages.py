@@ -12,10 +12,11 @@ from blueprints._actions import perform
 from services.core import permissions, registry
 from services.core.actors import Actor
 from services.core.errors import Conflict, NotFound, ValidationError
-from services.day import todos
+from services.core import sanitize
+from services.day import todos, weekly_review
 from services.dispatch import metrics
 from services.planning import discussion
-from services.research import links, literature, member_reads, narratives, projects
+from services.research import beliefs, links, literature, member_reads, narratives, projects
 from services.results import results, shares
 from services.results.result_lint import confidence_of, title_without_confidence
 from services.workflow import experiments, runs
@@ -246,3 +247,52 @@ def comment_on_result(slug: str, number: int):
                    refusals=(ValidationError,),
                    done=lambda: redirect(url_for("member_pages.result", slug=slug, number=number) + "#discussion",
                                          code=303))
+
+
+# --- what waits on a member, and the reviews shown to mentors ----------------------------------
+
+def _assigned_todo(number: int):
+    """The todo `number` if the owner assigned it to the signed-in collaborator, in a project
+    they still work on; else 404, the same for another's todo, another project's and none."""
+    try:
+        return todos.assigned_to(current_user._get_current_object(), number)
+    except NotFound:
+        abort(404)
+
+
+@bp.get("/m/todos/<int:number>")
+@access.allow(todos.WORK_ON_ASSIGNED)
+def assigned_todo(number: int):
+    """A todo the owner assigned to this collaborator: its title, notes, project and priority,
+    and one action, done. The owner has the full todo page."""
+    if current_user.is_owner:
+        return redirect(url_for("todos.detail", number=number))
+    todo = _assigned_todo(number)
+    return render_template("member_pages/todo.html", todo=todo, project=beliefs.projects_by_id([todo.project_id]).get(todo.project_id),
+                           closed=registry.TODO_CLOSED_STATUSES)
+
+
+@bp.post("/m/todos/<int:number>/done")
+@access.allow(todos.WORK_ON_ASSIGNED)
+def finish_assigned_todo(number: int):
+    """The assigned collaborator marks their todo done; it leaves their "Waiting on you"."""
+    todo = _assigned_todo(number)
+    return perform(lambda: todos.mark_done_by_member(todo, Actor.member(current_user._get_current_object())),
+                   keyed=False, done=lambda: redirect(url_for("members.home") + "#waiting", code=303))
+
+
+@bp.get("/m/reviews/<key>")
+@access.allow("read_shown_review")
+def shown_review(key: str):
+    """A weekly review the owner showed to mentor accounts, as the mentor update: the published
+    version only, no spend, `#N` plain (a review spans projects the mentor may not read).
+    Not shown, not published or not there: 404 alike."""
+    if current_user.is_owner:
+        return redirect(url_for("reviews.detail", key=key))
+    try:
+        review, version, body_html = weekly_review.mentor_update_shown(key)
+    except NotFound:
+        abort(404)
+    body_html = sanitize.relink_experiment_refs(body_html, lambda number: None)
+    return render_template("member_pages/review.html", review=review, version=version, body_html=body_html,
+                           groups=version.questions or [], week_start=weekly_review.week_start(review))

@@ -168,7 +168,9 @@ def home():
     mine = members.projects_by_member([account])[account.id]
     return render_template("members/home.html", account=account, projects=mine, day=member_day.for_member(account),
                            may_read=permissions.role_may(account.role, "read_project"),
-                           may_read_experiments=permissions.role_may(account.role, "read_experiment"))
+                           may_read_experiments=permissions.role_may(account.role, "read_experiment"),
+                           may_work_on_todos=permissions.role_may(account.role, "work_on_assigned_todo"),
+                           may_read_reviews=permissions.role_may(account.role, "read_shown_review"))
 
 
 _TOKENS_STASH = "member-tokens"

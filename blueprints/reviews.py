@@ -116,6 +116,20 @@ def publish(key: str, version: int):
                    done=lambda: redirect(url_for("reviews.detail", key=key) + "#published", code=303))
 
 
+@bp.post("/reviews/<key>/mentors")
+@access.owner
+def show_to_mentors(key: str):
+    """Show this review's published version to mentor accounts (`shown=1`) or stop (`shown=0`).
+    Off by default: a review spans every project, and mentors' accounts are scoped to theirs."""
+    review = weekly_review.get_review(key)
+    choice = request.form.get("shown", "")
+    if choice not in ("0", "1"):
+        raise ValidationError("Say whether to show this review to mentor accounts (shown=1) or not (shown=0).",
+                              field="shown")
+    return perform(lambda: weekly_review.show_to_mentors(review, choice == "1"), keyed=False,
+                   done=lambda: redirect(url_for("reviews.detail", key=key) + "#mentors", code=303))
+
+
 @bp.post("/reviews/<key>/share-links")
 @access.owner
 def create_share_link(key: str):

@@ -99,10 +99,13 @@ def _form_of(todo: Todo) -> dict:
             "project": project.slug if project else ""}
 
 
-def _page(todo: Todo, *, error: SaganError | None = None, form: dict | None = None, status: int = 200):
+def _page(todo: Todo, *, error: SaganError | None = None, form: dict | None = None, status: int = 200,
+          assign_error: SaganError | None = None, assign_choice: str | None = None):
     project = beliefs.projects_by_id([todo.project_id]).get(todo.project_id)
     body = render_template(
         "todos/detail.html", todo=todo, project=project, experiment=todos.experiment_of(todo), error=error,
+        assignable=todos.assignable_members(todo), assign_error=assign_error,
+        assign_choice=str(todo.assigned_member_id or "") if assign_choice is None else assign_choice,
         form=form or _form_of(todo), statuses=registry.TODO_STATUSES, intents=registry.TODO_INTENTS,
         priorities=registry.PRIORITIES, assignee_kinds=registry.ASSIGNEE_KINDS,
         projects=beliefs.project_choices(todo.project_id), closed=registry.TODO_CLOSED_STATUSES)
@@ -125,6 +128,20 @@ def edit(number: int):
     return perform(lambda: todos.update_todo(todo, form, access.actor()),
                    done=lambda: redirect(url_for("todos.detail", number=number), code=303),
                    refused=lambda exc: _page(todos.get_todo(number), error=exc, form=form, status=_status(exc)))
+
+
+@bp.post("/todos/<int:number>/assign")
+@access.owner
+def assign(number: int):
+    """Assign the todo to a collaborator of its project (it waits on them, on their /welcome), or
+    take it back (an empty choice). A mentor, a removed member or someone not on the project is
+    refused with the sentence and nothing changes."""
+    todo = todos.get_todo(number)
+    member = request.form.get("member", "")
+    return perform(lambda: todos.assign(todo, member, access.actor()), keyed=False,
+                   done=lambda: redirect(url_for("todos.detail", number=number) + "#assign", code=303),
+                   refused=lambda exc: _page(todos.get_todo(number), assign_error=exc, assign_choice=member,
+                                             status=_status(exc)))
 
 
 @bp.post("/todos/<int:number>/experiment")

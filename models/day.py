@@ -38,6 +38,9 @@ class Todo(UUIDPrimaryKey, TimestampMixin, db.Model):
     # The invited collaborator who proposed it (SPEC §13); the owner's own have none.
     proposed_by_member_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("users.id", ondelete="SET NULL"))
+    # The collaborator of its project the owner assigned it to: it waits on them (their /welcome).
+    assigned_member_id: Mapped[uuid.UUID | None] = mapped_column(
+        sa.ForeignKey("users.id", ondelete="SET NULL"), index=True)
     experiment_id: Mapped[uuid.UUID | None] = mapped_column(
         sa.ForeignKey("experiments.id", ondelete="SET NULL"), unique=True)
 
@@ -74,6 +77,8 @@ class WeeklyReview(UUIDPrimaryKey, TimestampMixin, db.Model):
     summary: Mapped[dict] = mapped_column(JSONType)
     drafted_at: Mapped[datetime]
     drafted_by: Mapped[str] = mapped_column(sa.String(16))
+    # The owner showed its published version to mentor accounts (off by default: a review spans every project).
+    shown_to_mentors: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
 
 class WeeklyReviewVersion(UUIDPrimaryKey, TimestampMixin, db.Model):

@@ -27,10 +27,14 @@ COLLABORATOR_ACTIONS = frozenset({
     "read_project", "read_experiment", "read_result", "read_belief", "read_literature", "read_narrative",
     "comment",
     "propose_experiment", "propose_todo", "propose_literature", "propose_link",
+    # A todo the owner assigned to them (services/day/todos.py): see it and mark it done.
+    "work_on_assigned_todo",
     # Only an experiment whose logs the owner shared (Experiment.agent_logs_shared; the view checks).
     "read_shared_agent_logs",
 })
-MENTOR_ACTIONS = frozenset({SIGNED_IN, "read_project", "read_result", "read_narrative", "comment"})
+MENTOR_ACTIONS = frozenset({SIGNED_IN, "read_project", "read_result", "read_narrative", "comment",
+                            # A weekly review the owner showed to mentor accounts (it spans every project).
+                            "read_shown_review"})
 
 # What no member may do, whatever their projects; listed so the table is explicit (and tested)
 # rather than implied by absence. Agent logs and private notes wait for a per-experiment share.

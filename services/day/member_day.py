@@ -1,5 +1,5 @@
-"""A member's first page (SPEC §13): what changed in their projects and what became of what
-they proposed — in a constant number of queries, whatever the projects hold.
+"""A member's first page (SPEC §13): what waits on them, what changed in their projects and what
+became of what they proposed — in a constant number of queries, whatever the projects hold.
 
 Only what the member could open anyway: the discussion of their projects' experiments (for
 roles that read experiments), and their own proposals with where each stands now.
@@ -11,11 +11,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from models import Comment, Experiment, Project, Todo, db
-from services.core import permissions
+from services.core import permissions, registry
 from services.core.records import among
+from services.day import todos, weekly_review
 
 RECENT_COMMENTS = 10
 OWN_PROPOSALS = 20
+WAITING_SHOWN = 50
 
 
 @dataclass
@@ -23,6 +25,25 @@ class MemberDay:
     recent_comments: list  # rows: author_name, author_kind, created_at, body_md, number, project_slug
     proposed_experiments: list  # rows: number, title, status, project_slug
     proposed_todos: list  # rows: number, title, status
+    waiting: list  # todos assigned to them, open: number, title, priority, status, project_slug, project_title
+    reviews: list  # weekly reviews shown to mentor accounts: week_end, version, published_at
+
+
+_PRIORITY_FIRST = sa.case({p: rank for rank, p in enumerate(reversed(registry.PRIORITIES))}, value=Todo.priority)
+
+
+def waiting_on(account, project_ids) -> list:
+    """The open todos the owner assigned to this member in projects they still work on, most
+    urgent first (one query; none for a role that works on no todo)."""
+    if not project_ids or not permissions.role_may(account.role, todos.WORK_ON_ASSIGNED):
+        return []
+    return db.session.execute(
+        sa.select(Todo.number, Todo.title, Todo.priority, Todo.status, Project.slug.label("project_slug"),
+                  Project.title.label("project_title"))
+        .join(Project, Project.id == Todo.project_id)
+        .where(Todo.assigned_member_id == account.id, among(Todo.project_id, project_ids),
+               Todo.status.not_in(sorted(registry.TODO_CLOSED_STATUSES)))
+        .order_by(_PRIORITY_FIRST, Todo.number.desc()).limit(WAITING_SHOWN)).all()
 
 
 def for_member(account) -> MemberDay:
@@ -43,8 +64,10 @@ def for_member(account) -> MemberDay:
         .join(Project, Project.id == Experiment.project_id)
         .where(Experiment.proposed_by_member_id == account.id, among(Experiment.project_id, project_ids))
         .order_by(Experiment.number.desc()).limit(OWN_PROPOSALS)).all() if project_ids else []
-    todos = db.session.execute(
+    proposed = db.session.execute(
         sa.select(Todo.number, Todo.title, Todo.status)
         .where(Todo.proposed_by_member_id == account.id, among(Todo.project_id, project_ids))
         .order_by(Todo.number.desc()).limit(OWN_PROPOSALS)).all() if project_ids else []
-    return MemberDay(comments, experiments, todos)
+    reviews = weekly_review.shown_to_mentors() \
+        if permissions.role_may(account.role, "read_shown_review") else []
+    return MemberDay(comments, experiments, proposed, waiting_on(account, project_ids), reviews)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from models import Experiment, db
+from models import Experiment, MemberProject, User, db
 from models.day import Todo
 from models.research import Project
-from services.core import input_shape, records, registry
+from services.core import input_shape, permissions, records, registry
 from services.core.actors import Actor
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound, ValidationError
@@ -169,6 +169,75 @@ def update_todo(todo: Todo, data: dict, actor: Actor) -> list[str]:
 def set_status(todo: Todo, status, actor: Actor) -> bool:
     """The list's quick status change; False when the todo already had it."""
     return bool(update_todo(todo, {"status": status}, actor))
+
+
+# --- assigning to a collaborator (what waits on a member) -----------------------------
+
+# A member may work on a todo assigned to them (see it, mark it done) only with this action.
+WORK_ON_ASSIGNED = "work_on_assigned_todo"
+
+
+def assignable_members(todo: Todo) -> list[User]:
+    """The collaborators of the todo's project who are still members, by name: whom the owner
+    may assign it to (none for a todo of no project)."""
+    if todo.project_id is None:
+        return []
+    return list(db.session.scalars(
+        sa.select(User).join(MemberProject, MemberProject.user_id == User.id)
+        .where(MemberProject.project_id == todo.project_id, User.removed_at.is_(None))
+        .order_by(sa.func.lower(User.display_name), User.email)
+        .where(User.role.in_([role for role in registry.ACCOUNT_ROLES if permissions.role_may(role, WORK_ON_ASSIGNED)
+                              and role != "owner"]))))
+
+
+def assign(todo: Todo, member_id, actor: Actor) -> bool:
+    """Assign the todo to a collaborator of its project, or take the assignment back (an empty
+    `member_id`). Refused, changing nothing, for a mentor, a removed member, the owner, someone
+    not on the todo's project and a todo of no project. Answers whether anything changed."""
+    if member_id in (None, ""):
+        changed = todo.assigned_member_id is not None
+        todo.assigned_member_id = None
+        return changed
+    try:
+        member = db.session.get(User, uuid.UUID(str(member_id).strip()))
+    except ValueError:
+        member = None
+    if member is None or member.role == "owner":
+        raise ValidationError("Choose a collaborator of this todo's project to assign it to.", field="member")
+    if member.removed_at is not None:
+        raise ValidationError(f"{member.display_name} was removed; a removed member cannot be assigned a todo.",
+                              field="member")
+    if not permissions.role_may(member.role, WORK_ON_ASSIGNED):
+        raise ValidationError(f"{member.display_name} is a {member.role}: only collaborators work on todos.",
+                              field="member")
+    if todo.project_id is None:
+        raise ValidationError("Give the todo a project first: it is assigned to a collaborator of its project.",
+                              field="member")
+    if not permissions.can(member, WORK_ON_ASSIGNED, todo):
+        raise ValidationError(f"{member.display_name} is not on this todo's project.", field="member")
+    changed = todo.assigned_member_id != member.id
+    todo.assigned_member_id = member.id
+    return changed
+
+
+def assigned_to(account, number: int) -> Todo:
+    """The todo `number` if it is assigned to `account` and in a project it still works on;
+    NotFound otherwise — the same for another's todo, another project's and one that does not exist."""
+    todo = db.session.scalar(sa.select(Todo).where(Todo.number == number, Todo.assigned_member_id == account.id))
+    if todo is None or not permissions.can(account, WORK_ON_ASSIGNED, todo):
+        raise NotFound(f"No todo {label(number)} waits on you.")
+    return todo
+
+
+def mark_done_by_member(todo: Todo, actor: Actor) -> bool:
+    """The assigned collaborator's one action: done (the caller found it with `assigned_to`).
+    False when it was already done; a cancelled or archived todo is the owner's to reopen."""
+    if todo.status == "done":
+        return False
+    if todo.status in registry.TODO_CLOSED_STATUSES:
+        raise Conflict(f"{label(todo.number)} is {todo.status}; it no longer waits on you.", code="todo_closed")
+    todo.status = "done"
+    return True
 
 
 # --- making an experiment --------------------------------------------------------------

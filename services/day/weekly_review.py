@@ -532,6 +532,45 @@ def mentor_update(review_id) -> tuple[WeeklyReview, WeeklyReviewVersion, str] | 
     return review, public, render_markdown(mentor_markdown(public.body_md))
 
 
+# --- mentor accounts -------------------------------------------------------------------------
+# A review spans every project, so no mentor account reads one by its projects: only a review the
+# owner showed to mentor accounts (`shown_to_mentors`), and then only its published version.
+
+SHOWN_LISTED = 20
+
+
+def show_to_mentors(review: WeeklyReview, shown: bool) -> bool:
+    """Show (or stop showing) the review's published version to every mentor account; answers
+    whether anything changed. The caller commits."""
+    changed = review.shown_to_mentors != bool(shown)
+    review.shown_to_mentors = bool(shown)
+    return changed
+
+
+def shown_to_mentors(limit: int = SHOWN_LISTED) -> list:
+    """The reviews a mentor account may read, newest week first: shown and published (one query).
+    Rows: week_end, version, published_at."""
+    return db.session.execute(
+        sa.select(WeeklyReview.week_end, WeeklyReviewVersion.version, WeeklyReviewVersion.published_at)
+        .join(WeeklyReviewVersion, sa.and_(WeeklyReviewVersion.review_id == WeeklyReview.id,
+                                           WeeklyReviewVersion.status == "published"))
+        .where(WeeklyReview.shown_to_mentors.is_(True))
+        .order_by(WeeklyReview.week_end.desc()).limit(limit)).all()
+
+
+def mentor_update_shown(key) -> tuple[WeeklyReview, WeeklyReviewVersion, str]:
+    """The mentor update of a review the owner showed to mentor accounts; NotFound for one not
+    shown, not published or not there — the same sentence for each."""
+    try:
+        review = get_review(key)
+    except NotFound:
+        review = None
+    shown = mentor_update(review.id) if review is not None and review.shown_to_mentors else None
+    if shown is None:
+        raise NotFound("No weekly review of that week was shown to you.")
+    return shown
+
+
 def version_numbers(review_ids) -> dict:
     """Review id → (latest version, published version or None), for many reviews in one query."""
     ids = list(review_ids)
