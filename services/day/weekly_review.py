@@ -369,12 +369,26 @@ def _start_agent(review: WeeklyReview) -> AgentRun | None:
     return run
 
 
+def week_has_record(week_end: date) -> bool:
+    """Did anything happen in the week: an experiment event, an agent run or a belief change?
+    One statement."""
+    start, end = week_bounds(week_end)
+    happened = [sa.select(model.id).where(model.created_at >= start, model.created_at < end).exists()
+                for model in (WorkflowEvent, AgentRun, BeliefVersion)]
+    return bool(db.session.scalar(sa.select(sa.or_(*happened))))
+
+
 def draft_due(now: datetime | None = None) -> WeeklyReview | None:
     """The scheduler's part: once the review day's hour has passed, draft that week's review if
-    it is missing (one indexed query on every other tick)."""
+    it is missing (one indexed query on every other tick). A week in which nothing happened (a
+    new install's first week, a holiday) is not drafted by the scheduler: there is nothing to
+    review, and with a model key the agent's run would cost money for an empty page. The owner
+    can still draft it by hand."""
     now = now or utcnow()
     week_end = due_week_end(now)
     if by_week(week_end) is not None:
+        return None
+    if not week_has_record(week_end):  # an EXISTS that stops at the week's first event
         return None
     review, created = draft(week_end, "scheduler", now)
     return review if created else None

@@ -154,6 +154,20 @@ def test_two_jobs_racing_on_a_week_leave_one_review(app, seeded_week):
         assert _count(WeeklyReview) == 1
 
 
+def test_the_scheduler_leaves_a_week_in_which_nothing_happened(app, seeded_week):
+    """A week with no experiment event, agent run or belief change (a new install's first, a
+    holiday) is not drafted by the scheduler — no paid agent run for an empty page — while the
+    owner can still draft it by hand."""
+    empty_week = seeded_week["week"] - timedelta(days=70)
+    after = datetime.combine(empty_week, time(weekly_review.DEFAULT_HOUR, 1), tzinfo=timezone.utc)
+    with app.app_context():
+        assert weekly_review.due_week_end(after) == empty_week
+        assert not weekly_review.week_has_record(empty_week) and weekly_review.week_has_record(seeded_week["week"])
+        assert weekly_review.draft_due(after) is None and weekly_review.by_week(empty_week) is None
+        review, created = weekly_review.draft(empty_week, "owner", after)
+        assert created and review.week_end == empty_week
+
+
 def test_the_scheduler_drafts_once_the_day_and_hour_have_come(app, seeded_week):
     """Is nothing drafted before the review day's hour, one review after it, and none more on the next ticks?"""
     week = seeded_week["week"]
@@ -461,13 +475,16 @@ def test_with_a_key_the_agent_writes_the_next_version_and_suggests_classificatio
 
 def test_the_drafted_hook_hears_a_new_review_once(app, seeded_week):
     heard = []
-    weekly_review.on_drafted(lambda review: heard.append(review.week_end))
+
+    def listen(review):
+        heard.append(review.week_end)
+    weekly_review.on_drafted(listen)
     try:
         with app.app_context():
             weekly_review.draft(seeded_week["week"], "owner")
             weekly_review.draft(seeded_week["week"], "owner")
     finally:
-        weekly_review._DRAFTED_HOOKS.clear()
+        weekly_review._DRAFTED_HOOKS.remove(listen)  # only ours: the email hook stays registered
     assert heard == [seeded_week["week"]]
 
 
