@@ -13,9 +13,9 @@ import sqlalchemy as sa
 from models import Figure, MetricSeries, Pod, db
 from services.core.actors import Actor
 from services.dispatch import metrics
-from services.results import results, shares
+from services.results import results
 from services.workflow import experiments
-from tests.integration.old_rows import old_experiment
+from tests.integration.old_rows import old_experiment, old_share_link
 from tests.integration.test_metric_chunks_migration import MIGRATIONS, _scratch_app, scratch_url  # noqa: F401
 
 OWNER = Actor("owner", None, "Owner")
@@ -48,7 +48,7 @@ def test_promotions_are_copied_and_points_kept_up_and_down(scratch_url):  # noqa
             for seq in (1, 2):
                 points = [{"step": seq * 10 + i, "name": "loss", "value": 1.0 / (i + 1)} for i in range(5)]
                 metrics.record_batch(pod, metrics.parse_batch({"seq": seq, "points": points}))
-            _link, token = shares.create_link(scope="all_promoted")
+            token = old_share_link("all_promoted")
             db.session.commit()
             pod_id = pod.id
             db.session.remove()
