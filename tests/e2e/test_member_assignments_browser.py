@@ -6,7 +6,6 @@ and 1280 px, light and dark."""
 from __future__ import annotations
 
 import os
-import uuid
 from datetime import date
 from pathlib import Path
 
