@@ -1,4 +1,4 @@
-"""Board render (ARCHITECTURE §5): server time p50/p95 and SQL queries per render of `/`
+"""Board render (ARCHITECTURE §5): server time p50/p95 and SQL queries per render of `/board`
 at 100, 2,000 and 10,000 experiments (about 10% active: 200 active cards at 2,000),
 the web server as deployed (serve.py) on PostgreSQL. Also the polled columns fragment, and its 304 when nothing changed.
 
@@ -44,7 +44,7 @@ def main() -> None:
             # enough for every worker thread's connection to have prepared its statements
             # (psycopg prepares one on its sixth run) and its caches filled.
             warmup = 4 * harness.WORKERS * harness.THREADS
-            board = harness.sample(client, "/", args.requests, warmup=warmup)
+            board = harness.sample(client, "/board", args.requests, warmup=warmup)
             columns = harness.sample(client, "/board/columns", args.requests, warmup=warmup)
             etag = client.get("/board/columns").headers["ETag"]
             unchanged = harness.sample(client, "/board/columns", args.requests,

@@ -37,7 +37,7 @@ def web_rss(app) -> dict:
     with harness.Server(workers=2) as server:
         client = harness.login(server.url)
         for _ in range(30):
-            client.get("/")
+            client.get("/board")
             client.get(f"/runs/{run_id}")
             client.get("/experiments")
         client.close()

@@ -383,7 +383,7 @@ async def owner_client(base_url: str, record: Record, end: float, data: dict) ->
         while time.monotonic() < end:
             number = data["running"][turn % len(data["running"])]
             turn += 1
-            board = await get("board", "/")
+            board = await get("board", "/board")
             version = re.search(r'data-version="([^"]+)"', board.text) if board is not None else None
             for _ in range(2):
                 await asyncio.sleep(POLL_SECONDS)
