@@ -83,6 +83,12 @@ def one_of(column: str, values) -> sa.CheckConstraint:
     return sa.CheckConstraint(f"{column} IN ({quoted})", name=column)
 
 
+def newest_change_index(table: str) -> sa.Index:
+    """An index on `updated_at`, for a table Today's poll watches: the table's newest change
+    is then one probe of the index, whatever the table's size (services/planning/today.py)."""
+    return sa.Index(f"ix_{table}_updated_at", "updated_at")
+
+
 from models.approval import ApprovalRequest, PlanVersion  # noqa: E402,F401
 from models.code import CodeCommit  # noqa: E402,F401
 from models.day import DailyLogEntry, Todo, WeeklyReview, WeeklyReviewVersion  # noqa: E402,F401

@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -32,6 +32,7 @@ class PlanVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
 class ApprovalRequest(UUIDPrimaryKey, TimestampMixin, db.Model):
     __tablename__ = "approval_requests"
     __table_args__ = (
+        newest_change_index("approval_requests"),
         one_of("kind", registry.APPROVAL_KINDS),
         one_of("status", registry.APPROVAL_STATUSES),
         sa.Index("ix_approval_requests_experiment_status", "experiment_id", "status"),

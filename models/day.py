@@ -7,7 +7,7 @@ from datetime import date, datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 DAILY_LOG_WRITERS = ["scheduler", "owner", "token"]
@@ -21,7 +21,8 @@ class Todo(UUIDPrimaryKey, TimestampMixin, db.Model):
     derives_from todo")."""
 
     __tablename__ = "todos"
-    __table_args__ = (one_of("status", registry.TODO_STATUSES),
+    __table_args__ = (newest_change_index("todos"),
+                      one_of("status", registry.TODO_STATUSES),
                       one_of("intent", registry.TODO_INTENTS),
                       one_of("priority", registry.PRIORITIES),
                       one_of("assignee_kind", registry.ASSIGNEE_KINDS))
@@ -51,7 +52,8 @@ class DailyLogEntry(UUIDPrimaryKey, TimestampMixin, db.Model):
     same as markdown. The unique `day` makes two schedulers writing the same day harmless."""
 
     __tablename__ = "daily_log_entries"
-    __table_args__ = (one_of("written_by", DAILY_LOG_WRITERS),)
+    __table_args__ = (newest_change_index("daily_log_entries"),
+                      one_of("written_by", DAILY_LOG_WRITERS),)
 
     day: Mapped[date] = mapped_column(sa.Date, unique=True)
     time_zone: Mapped[str] = mapped_column(sa.String(64))
@@ -70,7 +72,8 @@ class WeeklyReview(UUIDPrimaryKey, TimestampMixin, db.Model):
     structured week the draft was written from; the text lives in its versions."""
 
     __tablename__ = "weekly_reviews"
-    __table_args__ = (one_of("drafted_by", WEEKLY_REVIEW_DRAFTERS),)
+    __table_args__ = (newest_change_index("weekly_reviews"),
+                      one_of("drafted_by", WEEKLY_REVIEW_DRAFTERS),)
 
     week_end: Mapped[date] = mapped_column(sa.Date, unique=True)
     time_zone: Mapped[str] = mapped_column(sa.String(64))
@@ -87,7 +90,8 @@ class WeeklyReviewVersion(UUIDPrimaryKey, TimestampMixin, db.Model):
     stood when the version was published (frozen, so a mentor reads what was published)."""
 
     __tablename__ = "weekly_review_versions"
-    __table_args__ = (one_of("status", registry.WEEKLY_REVIEW_VERSION_STATUSES),
+    __table_args__ = (newest_change_index("weekly_review_versions"),
+                      one_of("status", registry.WEEKLY_REVIEW_VERSION_STATUSES),
                       sa.UniqueConstraint("review_id", "version"))
 
     review_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("weekly_reviews.id", ondelete="CASCADE"), index=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -55,7 +55,7 @@ class Experiment(StatusFacts, UUIDPrimaryKey, TimestampMixin, db.Model):
             name="status_before_block"),
         sa.CheckConstraint("length(title) BETWEEN 1 AND 300", name="title_length"),
         sa.Index("ix_experiments_status", "status"),
-        sa.Index("ix_experiments_updated_at", "updated_at"),
+        newest_change_index("experiments"),
     )
 
     number: Mapped[int] = mapped_column(unique=True)

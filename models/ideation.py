@@ -10,7 +10,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -43,7 +43,8 @@ class IdeaCard(UUIDPrimaryKey, TimestampMixin, db.Model):
     record is later deleted."""
 
     __tablename__ = "idea_cards"
-    __table_args__ = (one_of("origin", registry.IDEA_CARD_ORIGINS),
+    __table_args__ = (newest_change_index("idea_cards"),
+                      one_of("origin", registry.IDEA_CARD_ORIGINS),
                       one_of("status", registry.IDEA_CARD_STATUSES),
                       one_of("promoted_kind", registry.IDEA_PROMOTION_TARGETS))
 

@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -17,7 +17,8 @@ class NotificationEmail(UUIDPrimaryKey, TimestampMixin, db.Model):
     `failed` after the last try, with the SMTP server's answer in `last_error` (Settings lists it)."""
 
     __tablename__ = "notification_emails"
-    __table_args__ = (one_of("kind", registry.NOTIFICATION_KINDS),
+    __table_args__ = (newest_change_index("notification_emails"),
+                      one_of("kind", registry.NOTIFICATION_KINDS),
                       one_of("status", registry.NOTIFICATION_EMAIL_STATUSES))
 
     kind: Mapped[str] = mapped_column(sa.String(24), index=True)

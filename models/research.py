@@ -8,7 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -49,7 +49,8 @@ class Belief(UUIDPrimaryKey, TimestampMixin, db.Model):
     change is a BeliefVersion, so the page can show the history as a timeline of evidence."""
 
     __tablename__ = "beliefs"
-    __table_args__ = (one_of("status", registry.BELIEF_STATUSES), one_of("confidence", registry.CONFIDENCES))
+    __table_args__ = (newest_change_index("beliefs"),
+                      one_of("status", registry.BELIEF_STATUSES), one_of("confidence", registry.CONFIDENCES))
 
     number: Mapped[int] = mapped_column(unique=True)
     project_id: Mapped[uuid.UUID | None] = mapped_column(sa.ForeignKey("projects.id", ondelete="SET NULL"),
@@ -95,7 +96,8 @@ class BeliefProposal(UUIDPrimaryKey, TimestampMixin, db.Model):
     agent read, so accepting a proposal made against an older version is refused."""
 
     __tablename__ = "belief_proposals"
-    __table_args__ = (one_of("status", registry.BELIEF_PROPOSAL_STATUSES),
+    __table_args__ = (newest_change_index("belief_proposals"),
+                      one_of("status", registry.BELIEF_PROPOSAL_STATUSES),
                       one_of("proposed_status", registry.BELIEF_STATUSES),
                       one_of("proposed_confidence", registry.CONFIDENCES))
 

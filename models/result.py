@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
@@ -62,6 +62,7 @@ class Comment(UUIDPrimaryKey, TimestampMixin, db.Model):
 
     __tablename__ = "comments"
     __table_args__ = (
+        newest_change_index("comments"),
         one_of("author_kind", registry.COMMENT_AUTHOR_KINDS),
         sa.Index("ix_comments_entity", "entity_kind", "entity_id"),
     )

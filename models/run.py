@@ -7,13 +7,14 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
 class AgentRun(UUIDPrimaryKey, TimestampMixin, db.Model):
     __tablename__ = "agent_runs"
     __table_args__ = (
+        newest_change_index("agent_runs"),
         one_of("kind", registry.RUN_KINDS),
         one_of("status", registry.RUN_STATUSES),
         one_of("classification", registry.RUN_CLASSIFICATIONS),

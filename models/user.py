@@ -8,13 +8,14 @@ import sqlalchemy as sa
 from flask_login import UserMixin
 from sqlalchemy.orm import Mapped, mapped_column
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
 from services.core import registry
 
 
 class User(UUIDPrimaryKey, TimestampMixin, UserMixin, db.Model):
     __tablename__ = "users"
-    __table_args__ = (one_of("role", registry.ACCOUNT_ROLES),)
+    __table_args__ = (newest_change_index("users"),
+                      one_of("role", registry.ACCOUNT_ROLES),)
 
     email: Mapped[str] = mapped_column(sa.String(320), unique=True)
     password_hash: Mapped[str] = mapped_column(sa.String(255))

@@ -542,10 +542,11 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 
 # --- the poll's version ----------------------------------------------------------------------
 
-# Every table a section reads: a row added, edited or removed moves its newest stamp or its
-# count (a pod's progress post stamps its row too: services/dispatch/progress.py). The library
-# (tens of thousands of rows) is not counted on every poll: a member's suggested paper stamps
-# their `users` row instead (literature.suggest_for_member).
+# Every table a section reads. A row added or edited moves the table's newest `updated_at`
+# (a pod's progress post stamps its row too: services/dispatch/progress.py); each of these
+# tables has an index on it (models.newest_change_index), so the newest is one probe of an
+# index, whatever the table's size. The library (tens of thousands of rows) is not watched:
+# a member's suggested paper stamps their `users` row instead (literature.suggest_for_member).
 _WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment,
             WeeklyReview, WeeklyReviewVersion, NotificationEmail, IdeaCard, User)
 _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
@@ -554,25 +555,35 @@ _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("
 _UNFINISHED = [sa.literal_column(f"'{status}'", sa.String) for status in sorted(registry.NON_TERMINAL_STATUSES)]
 
 
+def _counted() -> dict:
+    """The rows counted beside a table's newest change, where a count is needed: a removed
+    row moves no stamp, so the two kinds of row Today shows that can be removed are counted
+    (an @claude question, whose failed reply waits in the queue, deleted from its thread; a
+    failed email dismissed), each on an index over the few rows of that kind. Unfinished
+    experiments are counted too, on their status index: one made by a transaction that
+    commits after a later change still moves the count. (For the other tables such a
+    milliseconds-wide race leaves the row to show at the next change; a whole-table count
+    of each was most of the poll's database time.)"""
+    return {Experiment: Experiment.status.in_(_UNFINISHED),
+            Comment: Comment.qa_run_id.is_not(None),
+            NotificationEmail: NotificationEmail.status == sa.literal_column("'failed'", sa.String)}
+
+
 def _as_text(value) -> sa.ColumnElement:
     return sa.func.coalesce(sa.cast(value, sa.String), _EMPTY)
 
 
 def _fingerprint() -> sa.ColumnElement:
-    """Each watched table's newest change and row count, as one text made by the database
-    (one value for the driver to convert, not eighteen). Experiments, the one table of
-    thousands, are counted among the unfinished only, on their status index (the whole
-    table's count was most of the poll's database time): Today shows no finished one, and a
-    finished one that moves or is reopened moves the newest change, read from its index."""
-    def part(newest, count) -> sa.ColumnElement:
-        return _as_text(newest.correlate(None).scalar_subquery()) + _COLON + \
-            _as_text(count.correlate(None).scalar_subquery())
-
-    parts = [part(sa.select(sa.func.max(Experiment.updated_at)),
-                  sa.select(sa.func.count()).select_from(Experiment)
-                  .where(Experiment.status.in_(_UNFINISHED)))]
-    parts += [part(sa.select(sa.func.max(model.updated_at)), sa.select(sa.func.count()).select_from(model))
-              for model in _WATCHED if model is not Experiment]
+    """Each watched table's newest change (and, for the few of `_counted`, a count), as one
+    text made by the database: one value for the driver to convert, not fourteen."""
+    counted = _counted()
+    parts = []
+    for model in _WATCHED:
+        part = _as_text(sa.select(sa.func.max(model.updated_at)).correlate(None).scalar_subquery())
+        if model in counted:
+            count = sa.select(sa.func.count()).select_from(model).where(counted[model])
+            part = part + _COLON + _as_text(count.correlate(None).scalar_subquery())
+        parts.append(part)
     text = parts[0]
     for other in parts[1:]:
         text = text + _BAR + other

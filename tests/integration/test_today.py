@@ -443,6 +443,56 @@ def test_every_section_moves_the_version(app, client, owner, make_experiment, ma
         assert today.version() != before
 
 
+@pytest.mark.parametrize("removed", ["question", "failed_email"])
+def test_removing_what_today_shows_moves_the_version(app, client, owner, make_experiment, removed):
+    """A removed row moves no table's newest stamp: the two kinds of row Today shows that can
+    be removed (an @claude question whose reply failed, deleted from its thread; a failed
+    email, dismissed) still move the version. A newer row of the same table, written after
+    the removed one, keeps the table's newest stamp where it was: only the count can tell."""
+    from models.result import Comment
+    from services.planning import discussion, today
+    from services.workflow import email_notify
+    number = make_experiment("Questions asked")
+    with app.app_context():
+        experiment = experiments.get_experiment(number)
+        if removed == "question":
+            run = runs_service.create_run(kind="qa", agent="qa", request="Is the gap noise?", status="failed")
+            db.session.flush()
+            gone = Comment(entity_kind="experiment", entity_id=experiment.id, author_kind="owner", author_name="o",
+                           body_md="@claude is the gap noise?", body_html="<p>@claude is the gap noise?</p>",
+                           qa_run_id=run.id)
+            newer = Comment(entity_kind="experiment", entity_id=experiment.id, author_kind="owner", author_name="o",
+                            body_md="A note.", body_html="<p>A note.</p>")
+        else:
+            gone = NotificationEmail(kind="failure", subject="Failed: #1", body_text="x", body_html="<p>x</p>",
+                                     status="failed", attempts=3, last_error="550 mailbox unavailable")
+            newer = NotificationEmail(kind="result_ready", subject="Ready: #1", body_text="x", body_html="<p>x</p>",
+                                      status="sent", attempts=1)
+        db.session.add(gone)
+        db.session.commit()
+        newer.updated_at = gone.updated_at + timedelta(minutes=1)
+        db.session.add(newer)
+        db.session.commit()
+        gone_id = gone.id
+    with app.test_request_context():
+        before = today.version()
+        if removed == "question":
+            discussion.delete_comment(db.session.get(Comment, gone_id), OWNER)
+        else:
+            email_notify.dismiss_failed(gone_id)
+        db.session.commit()
+        assert today.version() != before
+
+
+def test_each_watched_table_finds_its_newest_change_on_an_index():
+    """The poll reads every watched table's newest `updated_at` on each call: on an index,
+    that is one probe whatever the table's size (a table without one is scanned whole)."""
+    from services.planning import today
+    for model in today._WATCHED:
+        indexed = [[column.name for column in index.columns] for index in model.__table__.indexes]
+        assert ["updated_at"] in indexed, model.__tablename__
+
+
 def _queries(client, path, headers=None) -> int:
     with counting_queries() as statements:
         response = client.get(path, headers=headers or {})
