@@ -175,7 +175,11 @@ def _card_facts(cards: list, pod_progress: dict, card_spend: dict, card_errors: 
     return facts
 
 
-def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None) -> dict:
+def _board_context(filters: experiments.BoardFilters, card_errors: dict | None = None,
+                   version: str | None = None) -> dict:
+    # The version before the cards: a move landing between the two reads then leaves the page
+    # a version older than its cards (one extra refresh), never newer (a move it would miss).
+    version = version or experiments.board_version()
     columns = experiments.board(filters)
     cards = [e for c in columns for e in c.cards]
     move_url_pattern = _url_with_slot("board.move", **filters.as_args())
@@ -194,7 +198,7 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "filters": filters,
         "tags": experiments.all_tags(),
         "kinds": registry.EXPERIMENT_KINDS,
-        "version": experiments.board_version(),
+        "version": version,
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],
         "card_menu": card_menu,
         "board_cards": _board_cards(facts, card_menu, detail_url_pattern),
@@ -237,8 +241,9 @@ def index():
 @access.owner
 def columns():
     """The polled board fragment; 304 when nothing changed since the version the page has."""
-    return unless_unchanged(experiments.board_version(), lambda: render_template(
-        "board/_board.html", **_board_context(experiments.BoardFilters.from_args(request.args))))
+    version = experiments.board_version()
+    return unless_unchanged(version, lambda: render_template(
+        "board/_board.html", **_board_context(experiments.BoardFilters.from_args(request.args), version=version)))
 
 
 @bp.post("/board/move/<int:number>")

@@ -31,11 +31,15 @@ def _action_urls():
     return lambda kind, key: pattern.replace("KIND", kind).replace("KEY", key)
 
 
-def _context() -> dict:
+def _context(version: str | None = None) -> dict:
+    # The version is read before the sections: a change landing between the two reads then
+    # makes the page's version older than its content (one extra refresh), never newer (a
+    # page that would miss the change until the next one).
+    version = version or today.version()
     needs = today.needs_you()
     day, entry = today.yesterday()
     return {"needs": needs, "running": today.running(), "yesterday": day, "yesterday_entry": entry,
-            "next_up": today.next_up(), "spend": today.spend_so_far(), "version": today.version(),
+            "next_up": today.next_up(), "spend": today.spend_so_far(), "version": version,
             "poll_seconds": current_app.config["POLL_BOARD_SECONDS"], "usd": cost_ledger.usd,
             "today_date": daily_log.today(), "act_url": _action_urls()}
 
@@ -51,7 +55,8 @@ def index():
 @access.owner
 def live():
     """The polled sections; 304 when nothing changed since the version the page has."""
-    return unless_unchanged(today.version(), lambda: render_template("today/_sections.html", **_context()))
+    version = today.version()
+    return unless_unchanged(version, lambda: render_template("today/_sections.html", **_context(version)))
 
 
 def _row_id(kind: str, key: str) -> str:

@@ -615,8 +615,10 @@ def _version_of(fingerprint: str, now: datetime | None) -> str:
 
 
 def version(now: datetime | None = None) -> str:
-    """A fingerprint of everything Today shows, in one query."""
-    return _version_of(db.session.execute(_version_query()).scalar_one(), now)
+    """A fingerprint of everything Today shows, in one query (on the poll connection, where
+    the statement is prepared: through the request's session PostgreSQL planned its thirty
+    subqueries afresh on every render)."""
+    return _version_of(lean_reads.first_row(_version_query(), {})[0], now)
 
 
 @dataclass(frozen=True)

@@ -443,6 +443,26 @@ def test_every_section_moves_the_version(app, client, owner, make_experiment, ma
         assert today.version() != before
 
 
+def test_a_change_landing_while_today_renders_is_shown_by_the_next_poll(app, client, owner, make_proposal,
+                                                                         monkeypatch):
+    """A belief update proposed after the queue's belief updates were read but before the page
+    is done: the page does not list it, so its version must not count it either (the version
+    is read before the sections), and the next poll brings it."""
+    from services.planning import today
+    landed = []
+
+    def propose_meanwhile():
+        if not landed:
+            landed.append(make_proposal("Proposed while the page rendered"))  # its own session, committed
+        return []
+    monkeypatch.setitem(today.SOURCES, "meanwhile", today.NeedSource("meanwhile", propose_meanwhile))
+    page = client.get("/").text
+    assert landed and "Proposed while the page rendered" not in page
+    version = re.search(r'data-version="([^"]+)"', page).group(1)
+    polled = client.get("/today/live", headers={"If-None-Match": f'"{version}"'})
+    assert polled.status_code == 200 and "Proposed while the page rendered" in polled.text
+
+
 @pytest.mark.parametrize("removed", ["question", "failed_email"])
 def test_removing_what_today_shows_moves_the_version(app, client, owner, make_experiment, removed):
     """A removed row moves no table's newest stamp: the two kinds of row Today shows that can
