@@ -2,6 +2,7 @@
 what one stretch of time (a day of the daily log) cost, agents and GPU apart."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -138,19 +139,11 @@ def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = 
     each window's agent spend comes split by it too (registry.RUN_CLASSIFICATIONS; at most
     four rows), its total being the rows' sum."""
     now = now or utcnow()
-    run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
-    columns = [AgentRun.classification]
-    for start in starts:
-        columns += _agent_sums(run_start >= start)
     earliest = min(starts)
-    agent_rows = db.session.execute(sa.select(*columns).where(run_start >= earliest, run_start < end)
-                                    .group_by(AgentRun.classification)).all()
-    pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
-    pods = db.session.execute(sa.select(
-        pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
-        sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr))
-        .where(pod_start < end, sa.or_(Pod.ended_at.is_(None), Pod.ended_at >= earliest),
-               Pod.last_started_at.is_not(None))).all()
+    agent_query, pods_query = _window_queries(len(starts))
+    bounds = {"earliest": earliest, "end": end, **{f"start_{i}": start for i, start in enumerate(starts)}}
+    agent_rows = db.session.execute(agent_query, bounds).all()
+    pods = db.session.execute(pods_query, {"earliest": earliest, "end": end}).all()
     windows = []
     for index, start in enumerate(starts):
         gpu_usd, counted, unpriced = 0.0, 0, 0
@@ -173,6 +166,25 @@ def spend_windows(starts: list[datetime], end: datetime, now: datetime | None = 
         windows.append(WindowSpend(spent, runs, runs_unpriced, round(gpu_usd, 6), counted, unpriced,
                                    by_classification))
     return windows
+
+
+@functools.cache
+def _window_queries(windows: int) -> tuple[sa.Select, sa.Select]:
+    """`spend_windows`' two statements for that many windows, the bounds bound when they run
+    (`start_<i>`, `earliest`, `end`): built once (Today reads them on every render, and
+    building them cost more than running them)."""
+    run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
+    earliest, end = sa.bindparam("earliest", type_=AgentRun.created_at.type), sa.bindparam("end", type_=AgentRun.created_at.type)
+    columns = [AgentRun.classification]
+    for index in range(windows):
+        columns += _agent_sums(run_start >= sa.bindparam(f"start_{index}", type_=AgentRun.created_at.type))
+    agent_query = sa.select(*columns).where(run_start >= earliest, run_start < end).group_by(AgentRun.classification)
+    pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
+    pods_query = sa.select(pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
+                           sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr)) \
+        .where(pod_start < end, sa.or_(Pod.ended_at.is_(None), Pod.ended_at >= earliest),
+               Pod.last_started_at.is_not(None))
+    return agent_query, pods_query
 
 
 def _agent_sums(*conditions) -> list:

@@ -1,6 +1,7 @@
 """Clarifying questions and the owner's answers (SPEC §4.3)."""
 from __future__ import annotations
 
+import functools
 import re
 
 import sqlalchemy as sa
@@ -60,19 +61,25 @@ def open_questions(experiment: Experiment) -> list[dict]:
     return ((event.metadata_ or {}).get("questions") or []) if event else []
 
 
+@functools.cache
+def _latest_question_sets() -> sa.Select:
+    """Each listed experiment's latest question set (`ids`, bound when it runs): built once,
+    as building it cost more than running it."""
+    latest = sa.select(WorkflowEvent.entity_id, sa.func.max(WorkflowEvent.created_at).label("at")) \
+        .where(WorkflowEvent.entity_id.in_(sa.bindparam("ids", expanding=True)), WorkflowEvent.marker == "epm:clarify") \
+        .group_by(WorkflowEvent.entity_id).subquery()
+    return sa.select(WorkflowEvent.entity_id, WorkflowEvent.metadata_) \
+        .join(latest, sa.and_(latest.c.entity_id == WorkflowEvent.entity_id, latest.c.at == WorkflowEvent.created_at)) \
+        .where(WorkflowEvent.marker == "epm:clarify")
+
+
 def open_questions_of(waiting: list[Experiment]) -> dict:
     """Experiment id → its latest question set, for many experiments waiting for answers, in
     one query (Today's queue): `open_questions` for each, without a query each."""
     ids = [e.id for e in waiting if e.status == "awaiting_clarifications"]
     if not ids:
         return {}
-    latest = sa.select(WorkflowEvent.entity_id, sa.func.max(WorkflowEvent.created_at).label("at")) \
-        .where(WorkflowEvent.entity_id.in_(ids), WorkflowEvent.marker == "epm:clarify") \
-        .group_by(WorkflowEvent.entity_id).subquery()
-    rows = db.session.execute(
-        sa.select(WorkflowEvent.entity_id, WorkflowEvent.metadata_)
-        .join(latest, sa.and_(latest.c.entity_id == WorkflowEvent.entity_id, latest.c.at == WorkflowEvent.created_at))
-        .where(WorkflowEvent.marker == "epm:clarify")).all()
+    rows = db.session.execute(_latest_question_sets(), {"ids": ids}).all()
     return {entity_id: (metadata or {}).get("questions") or [] for entity_id, metadata in rows}
 
 

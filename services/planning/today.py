@@ -139,8 +139,17 @@ _SHOWN = (Experiment.id, Experiment.number, Experiment.title, Experiment.priorit
           Experiment.status_before_block, sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).label("waited"))
 
 
-def _experiments_where(*conditions) -> list:
-    return db.session.execute(sa.select(*_SHOWN).where(*conditions)).all()
+# The page's statements are built once and kept (functools.cache), as the poll's is: building
+# a select with its joins and aliases cost more Python than PostgreSQL takes to run it, and
+# the page runs about twenty. Each is a constant; what varies is bound when it runs.
+
+@functools.cache
+def _experiments_in(statuses: tuple[str, ...]) -> sa.Select:
+    return sa.select(*_SHOWN).where(Experiment.status.in_(statuses))
+
+
+def _experiments_in_status(*statuses: str) -> list:
+    return db.session.execute(_experiments_in(statuses)).all()
 
 
 def _note(form: dict) -> str:
@@ -152,13 +161,17 @@ def _note(form: dict) -> str:
 
 # Plans to approve ------------------------------------------------------------------------
 
+@functools.cache
+def _plans_query() -> sa.Select:
+    return (sa.select(ApprovalRequest, Experiment.number, Experiment.title, Experiment.priority, PlanVersion.estimate,
+                      PlanVersion.plan_json["is_blocker"].as_boolean())
+            .join(Experiment, Experiment.id == ApprovalRequest.experiment_id)
+            .outerjoin(PlanVersion, PlanVersion.id == ApprovalRequest.plan_version_id)
+            .where(ApprovalRequest.status == "pending"))
+
+
 def _gather_plans() -> list[Need]:
-    rows = db.session.execute(
-        sa.select(ApprovalRequest, Experiment.number, Experiment.title, Experiment.priority, PlanVersion.estimate,
-                  PlanVersion.plan_json["is_blocker"].as_boolean())
-        .join(Experiment, Experiment.id == ApprovalRequest.experiment_id)
-        .outerjoin(PlanVersion, PlanVersion.id == ApprovalRequest.plan_version_id)
-        .where(ApprovalRequest.status == "pending")).all()
+    rows = db.session.execute(_plans_query()).all()
     items = []
     for approval, number, title, priority, estimate, is_blocker in rows:
         cost = (estimate or {}).get("total_usd") if isinstance(estimate, dict) else None
@@ -190,13 +203,17 @@ register(NeedSource("plan", _gather_plans, ("approve", "defer", "reject"), _act_
 
 # Belief updates Claude proposed ----------------------------------------------------------
 
+@functools.cache
+def _belief_updates_query() -> sa.Select:
+    return (sa.select(BeliefProposal, Belief.number, Belief.title, Belief.status, Belief.version, Experiment.number,
+                      Experiment.priority)
+            .join(Belief, Belief.id == BeliefProposal.belief_id)
+            .outerjoin(Experiment, Experiment.id == BeliefProposal.experiment_id)
+            .where(BeliefProposal.status == "pending"))
+
+
 def _gather_belief_updates() -> list[Need]:
-    rows = db.session.execute(
-        sa.select(BeliefProposal, Belief.number, Belief.title, Belief.status, Belief.version, Experiment.number,
-                  Experiment.priority)
-        .join(Belief, Belief.id == BeliefProposal.belief_id)
-        .outerjoin(Experiment, Experiment.id == BeliefProposal.experiment_id)
-        .where(BeliefProposal.status == "pending")).all()
+    rows = db.session.execute(_belief_updates_query()).all()
     return [Need("belief_update", str(proposal.id), beliefs.label(number), title,
                  f"Claude proposes {status} → {proposal.proposed_status} ({proposal.proposed_confidence})"
                  + (f", from #{experiment_number}" if experiment_number else ""),
@@ -221,7 +238,7 @@ register(NeedSource("belief_update", _gather_belief_updates, ("accept", "reject"
 # Questions the planner asked -------------------------------------------------------------
 
 def _gather_questions() -> list[Need]:
-    waiting = _experiments_where(Experiment.status == "awaiting_clarifications")
+    waiting = _experiments_in_status("awaiting_clarifications")
     asked = questions.open_questions_of(waiting)
     return [Need("question", str(e.number), f"#{e.number}", e.title,
                  f"Answer {len(asked.get(e.id, []))} question(s) from the planner",
@@ -247,12 +264,16 @@ def _proposer():
 
 # Experiments Claude or a collaborator proposed ----------------------------------------------
 
+@functools.cache
+def _proposed_query() -> sa.Select:
+    return (sa.select(*_SHOWN, _proposer()).outerjoin(User, User.id == Experiment.proposed_by_member_id)
+            .where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_(None),
+                   sa.or_(Experiment.proposed_by_agent.is_(True), Experiment.proposed_by_member_id.is_not(None))))
+
+
 def _gather_proposed() -> list[Need]:
     """Claude's proposals and members' (as theirs, by name), in one query."""
-    rows = db.session.execute(
-        sa.select(*_SHOWN, _proposer()).outerjoin(User, User.id == Experiment.proposed_by_member_id)
-        .where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_(None),
-               sa.or_(Experiment.proposed_by_agent.is_(True), Experiment.proposed_by_member_id.is_not(None)))).all()
+    rows = db.session.execute(_proposed_query()).all()
     return [Need("proposed", str(e.number), f"#{e.number}", e.title,
                  f"{e.proposer or 'Claude'} proposed this experiment: start or dismiss",
                  f"/experiments/{e.number}", e.priority, e.waited) for e in rows]
@@ -274,7 +295,7 @@ register(NeedSource("proposed", _gather_proposed, ("start", "dismiss"), _act_pro
 # Blocked experiments ---------------------------------------------------------------------
 
 def _gather_blocked() -> list[Need]:
-    rows = _experiments_where(Experiment.status == "blocked")
+    rows = _experiments_in_status("blocked")
     return [Need("blocked", str(e.number), f"#{e.number}", e.title,
                  f"Blocked (was {registry.STATUS_BY_NAME[e.status_before_block].label})"
                  if e.status_before_block in registry.STATUS_BY_NAME else "Blocked",
@@ -300,7 +321,7 @@ register(NeedSource("blocked", _gather_blocked, ("unblock",), _act_blocked))
 # Other owner turns (a gate, a review, a promotion): acted on from the experiment's page ----
 
 def _gather_waiting() -> list[Need]:
-    rows = _experiments_where(Experiment.status.in_(WAITING_STATUSES))
+    rows = _experiments_in_status(*WAITING_STATUSES)
     return [Need("waiting", str(e.number), f"#{e.number}", e.title,
                  registry.turn_for(e.status).removeprefix("Owner turn: ").capitalize(),
                  f"/experiments/{e.number}", e.priority, e.waited) for e in rows]
@@ -311,17 +332,21 @@ register(NeedSource("waiting", _gather_waiting))
 
 # Claude's replies that failed -------------------------------------------------------------
 
+@functools.cache
+def _failed_replies_query() -> sa.Select:
+    reply = aliased(Comment)
+    replied = sa.select(reply.id).where(reply.agent_run_id == AgentRun.id).exists()
+    return (sa.select(Comment.id, Comment.entity_kind, Comment.entity_id, Comment.created_at, AgentRun.status,
+                      Experiment.number, Experiment.title, Experiment.priority)
+            .join(AgentRun, AgentRun.id == Comment.qa_run_id)
+            .outerjoin(Experiment, sa.and_(Comment.entity_kind == "experiment", Experiment.id == Comment.entity_id))
+            .where(AgentRun.status.in_(sorted(registry.RUN_TERMINAL_STATUSES - {"completed"})), ~replied))
+
+
 def _gather_failed_replies() -> list[Need]:
     """@claude questions whose run ended without a reply (discussion.thread's rule, for all
     threads at once): retried from the thread itself."""
-    reply = aliased(Comment)
-    replied = sa.select(reply.id).where(reply.agent_run_id == AgentRun.id).exists()
-    rows = db.session.execute(
-        sa.select(Comment.id, Comment.entity_kind, Comment.entity_id, Comment.created_at, AgentRun.status,
-                  Experiment.number, Experiment.title, Experiment.priority)
-        .join(AgentRun, AgentRun.id == Comment.qa_run_id)
-        .outerjoin(Experiment, sa.and_(Comment.entity_kind == "experiment", Experiment.id == Comment.entity_id))
-        .where(AgentRun.status.in_(registry.RUN_TERMINAL_STATUSES - {"completed"}), ~replied)).all()
+    rows = db.session.execute(_failed_replies_query()).all()
     items = []
     for comment_id, entity_kind, entity_id, created_at, status, number, title, priority in rows:
         if entity_kind == "experiment":
@@ -353,22 +378,30 @@ register(NeedSource("failed_reply", _gather_failed_replies, ("retry",), _act_fai
 SUGGESTIONS_SHOWN = 10
 
 
+@functools.cache
+def _suggested_todos_query() -> sa.Select:
+    return (sa.select(Todo.number, Todo.title, Todo.priority, Todo.created_at, _proposer())
+            .join(User, User.id == Todo.proposed_by_member_id)
+            .where(Todo.status == "inbox").order_by(Todo.created_at).limit(SUGGESTIONS_SHOWN))
+
+
 def _gather_suggested_todos() -> list[Need]:
-    rows = db.session.execute(
-        sa.select(Todo.number, Todo.title, Todo.priority, Todo.created_at, _proposer())
-        .join(User, User.id == Todo.proposed_by_member_id)
-        .where(Todo.status == "inbox").order_by(Todo.created_at).limit(SUGGESTIONS_SHOWN)).all()
+    rows = db.session.execute(_suggested_todos_query()).all()
     return [Need("suggested_todo", str(row.number), f"T{row.number}", row.title,
                  f"{row.proposer} suggested this todo: scope it or close it", f"/todos/{row.number}",
                  row.priority, row.created_at) for row in rows]
 
 
+@functools.cache
+def _suggested_papers_query() -> sa.Select:
+    return (sa.select(LiteratureItem.id, LiteratureItem.title, LiteratureItem.created_at, _proposer())
+            .join(User, User.id == LiteratureItem.proposed_by_member_id)
+            .where(LiteratureItem.read_state == "unread").order_by(LiteratureItem.created_at)
+            .limit(SUGGESTIONS_SHOWN))
+
+
 def _gather_suggested_papers() -> list[Need]:
-    rows = db.session.execute(
-        sa.select(LiteratureItem.id, LiteratureItem.title, LiteratureItem.created_at, _proposer())
-        .join(User, User.id == LiteratureItem.proposed_by_member_id)
-        .where(LiteratureItem.read_state == "unread").order_by(LiteratureItem.created_at)
-        .limit(SUGGESTIONS_SHOWN)).all()
+    rows = db.session.execute(_suggested_papers_query()).all()
     return [Need("suggested_paper", str(row.id), "Paper", row.title,
                  f"{row.proposer} added this paper to the project's library: read it or merge it",
                  f"/library/{row.id}", "normal", row.created_at) for row in rows]
@@ -383,11 +416,16 @@ register(NeedSource("suggested_paper", _gather_suggested_papers))
 REVIEWS_SHOWN = 4  # the newest unpublished weeks; older ones wait on /reviews
 
 
-def _gather_reviews() -> list[Need]:
+@functools.cache
+def _reviews_query() -> sa.Select:
     published = sa.select(WeeklyReviewVersion.id).where(WeeklyReviewVersion.review_id == WeeklyReview.id,
                                                         WeeklyReviewVersion.status == "published").exists()
-    rows = db.session.execute(sa.select(WeeklyReview.week_end, WeeklyReview.drafted_at)
-                              .where(~published).order_by(WeeklyReview.week_end.desc()).limit(REVIEWS_SHOWN)).all()
+    return (sa.select(WeeklyReview.week_end, WeeklyReview.drafted_at)
+            .where(~published).order_by(WeeklyReview.week_end.desc()).limit(REVIEWS_SHOWN))
+
+
+def _gather_reviews() -> list[Need]:
+    rows = db.session.execute(_reviews_query()).all()
     return [Need("weekly_review", week_end.isoformat(), "Review", f"The week ending {week_end:%a %d %b %Y}",
                  "Drafted: read it, edit it and publish it for your mentor", f"/reviews/{week_end.isoformat()}",
                  "normal", drafted_at) for week_end, drafted_at in rows]
@@ -401,11 +439,16 @@ register(NeedSource("weekly_review", _gather_reviews))
 FAILED_EMAILS_SHOWN = 5
 
 
+@functools.cache
+def _failed_emails_query() -> sa.Select:
+    return (sa.select(NotificationEmail.id, NotificationEmail.subject, NotificationEmail.last_error,
+                      NotificationEmail.updated_at)
+            .where(NotificationEmail.status == "failed")
+            .order_by(NotificationEmail.updated_at.desc()).limit(FAILED_EMAILS_SHOWN))
+
+
 def _gather_failed_emails() -> list[Need]:
-    rows = db.session.execute(sa.select(NotificationEmail.id, NotificationEmail.subject, NotificationEmail.last_error,
-                                        NotificationEmail.updated_at)
-                              .where(NotificationEmail.status == "failed")
-                              .order_by(NotificationEmail.updated_at.desc()).limit(FAILED_EMAILS_SHOWN)).all()
+    rows = db.session.execute(_failed_emails_query()).all()
     return [Need("failed_email", str(email_id), "Email", subject,
                  f"Could not be sent: {(error or 'the server did not take it')[:160]}", "/settings#email",
                  "normal", failed_at) for email_id, subject, error, failed_at in rows]
@@ -431,18 +474,26 @@ class Running:
     burn_usd_per_hour: float      # every live pod's rate, not only the listed experiments'
 
 
-def running() -> Running:
-    """Experiments Sagan works on, the most recently moved first, with their live pods and
-    what those cost an hour (three queries whatever the number)."""
-    shown = db.session.execute(
-        sa.select(*_SHOWN).where(Experiment.status.in_(RUNNING_STATUSES))
-        .order_by(sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()).limit(RUNNING_LIMIT)).all()
+@functools.cache
+def _running_queries() -> tuple[sa.Select, sa.Select]:
+    """The running experiments shown; how many there are and every running pod's rate."""
+    shown = (sa.select(*_SHOWN).where(Experiment.status.in_(RUNNING_STATUSES))
+             .order_by(sa.func.coalesce(Experiment.last_event_at, Experiment.created_at).desc()).limit(RUNNING_LIMIT))
     rate = sa.func.coalesce(Pod.adjusted_cost_per_hr, Pod.cost_per_hr, 0)
-    total, burn = db.session.execute(sa.select(
+    totals = sa.select(
         sa.select(sa.func.count()).select_from(Experiment)
         .where(Experiment.status.in_(RUNNING_STATUSES)).correlate(None).scalar_subquery(),
         sa.select(sa.func.coalesce(sa.func.sum(rate), 0)).where(Pod.status == "running").correlate(None)
-        .scalar_subquery())).one()
+        .scalar_subquery())
+    return shown, totals
+
+
+def running() -> Running:
+    """Experiments Sagan works on, the most recently moved first, with their live pods and
+    what those cost an hour (three queries whatever the number)."""
+    shown_query, totals_query = _running_queries()
+    shown = db.session.execute(shown_query).all()
+    total, burn = db.session.execute(totals_query).one()
     pods_of: dict = {}
     if shown:
         for pod in db.session.scalars(sa.select(Pod).where(records.among(Pod.experiment_id, [e.id for e in shown]),
@@ -487,9 +538,8 @@ class Next:
     ideas_total: int = 0          # every open Claude-proposed card, the listed ones included
 
 
-def claude_ideas(limit: int = IDEAS_SHOWN) -> tuple[list[IdeaNudge], int]:
-    """Claude's newest open idea cards, at most one per session so one long deck does not
-    crowd out the rest, and how many such cards there are in all: one query."""
+@functools.cache
+def _claude_ideas_query(limit: int) -> sa.Select:
     claude_open = sa.and_(IdeaCard.origin == "claude", IdeaCard.status == "open")
     ranked = (sa.select(IdeaCard.id, IdeaCard.title, IdeaCard.created_at, IdeaCard.session_id,
                         sa.func.row_number().over(partition_by=IdeaCard.session_id,
@@ -497,29 +547,41 @@ def claude_ideas(limit: int = IDEAS_SHOWN) -> tuple[list[IdeaNudge], int]:
                         sa.func.count().over(partition_by=IdeaCard.session_id).label("in_session"),
                         sa.func.count().over().label("total"))
               .where(claude_open).subquery())
-    rows = db.session.execute(
-        sa.select(ranked.c.id, ranked.c.title, ranked.c.created_at, ranked.c.in_session, ranked.c.total,
-                  IdeationSession.number, IdeationSession.title)
-        .join(IdeationSession, IdeationSession.id == ranked.c.session_id)
-        .where(ranked.c.nth == 1).order_by(ranked.c.created_at.desc(), ranked.c.id).limit(limit)).all()
+    return (sa.select(ranked.c.id, ranked.c.title, ranked.c.created_at, ranked.c.in_session, ranked.c.total,
+                      IdeationSession.number, IdeationSession.title)
+            .join(IdeationSession, IdeationSession.id == ranked.c.session_id)
+            .where(ranked.c.nth == 1).order_by(ranked.c.created_at.desc(), ranked.c.id).limit(limit))
+
+
+def claude_ideas(limit: int = IDEAS_SHOWN) -> tuple[list[IdeaNudge], int]:
+    """Claude's newest open idea cards, at most one per session so one long deck does not
+    crowd out the rest, and how many such cards there are in all: one query."""
+    rows = db.session.execute(_claude_ideas_query(limit)).all()
     ideas = [IdeaNudge(str(card_id), title, number, session_title, created_at, int(in_session) - 1)
              for card_id, title, created_at, in_session, _total, number, session_title in rows]
     return ideas, int(rows[0].total) if rows else 0
 
 
+@functools.cache
+def _next_queries() -> tuple[sa.Select, sa.Select, sa.Select]:
+    """Open todos, proposed follow-ups, active beliefs with a next test."""
+    priority_first = sa.case({p: rank for rank, p in enumerate(reversed(registry.PRIORITIES))}, value=Todo.priority)
+    return (sa.select(Todo).where(Todo.status.not_in(sorted(registry.TODO_CLOSED_STATUSES)),
+                                  Todo.experiment_id.is_(None))
+            .order_by(priority_first, Todo.number.desc()).limit(NEXT_LIMIT),
+            sa.select(Experiment).where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_not(None))
+            .order_by(Experiment.number.desc()).limit(NEXT_LIMIT),
+            sa.select(Belief).where(Belief.status == "active", Belief.next_test != "")
+            .order_by(Belief.updated_at.desc()).limit(NEXT_LIMIT))
+
+
 def next_up() -> Next:
     """Open todos (most urgent first), proposed follow-ups, the next tests of active beliefs
     and Claude's newest open idea cards."""
-    priority_first = sa.case({p: rank for rank, p in enumerate(reversed(registry.PRIORITIES))}, value=Todo.priority)
-    todos = list(db.session.scalars(
-        sa.select(Todo).where(Todo.status.not_in(registry.TODO_CLOSED_STATUSES), Todo.experiment_id.is_(None))
-        .order_by(priority_first, Todo.number.desc()).limit(NEXT_LIMIT)))
-    follow_ups = list(db.session.scalars(
-        sa.select(Experiment).where(Experiment.status == "proposed", Experiment.parent_experiment_id.is_not(None))
-        .order_by(Experiment.number.desc()).limit(NEXT_LIMIT)))
-    tests = list(db.session.scalars(
-        sa.select(Belief).where(Belief.status == "active", Belief.next_test != "")
-        .order_by(Belief.updated_at.desc()).limit(NEXT_LIMIT)))
+    todos_query, follow_ups_query, tests_query = _next_queries()
+    todos = list(db.session.scalars(todos_query))
+    follow_ups = list(db.session.scalars(follow_ups_query))
+    tests = list(db.session.scalars(tests_query))
     ideas, ideas_total = claude_ideas()
     return Next(todos, follow_ups, tests, ideas, ideas_total)
 
