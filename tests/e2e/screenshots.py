@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     from services.pipeline import demo, demo_research
     from services.planning import approvals
     from tests.conftest import OWNER_EMAIL, OWNER_PASSWORD, build_schema
+    from tests.e2e.fit import sideways_overflow
     from tests.e2e.live import CSP_RECORDER, LiveServer, chromium_missing_message, launch_chromium
 
     if (problem := chromium_missing_message()):
@@ -353,8 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                             page.screenshot(path=str(file.with_name(f"{file.stem}.part{part + 1}.png")),
                                             full_page=True, clip={"x": 0, "y": top, "width": width,
                                                                   "height": min(height, total - top)})
-                    overflow = page.evaluate(
-                        "document.documentElement.scrollWidth - window.innerWidth")
+                    overflow = sideways_overflow(page)
                     if overflow > 0:
                         problems.append(f"{file.name}: {overflow}px wider than the viewport")
                     problems += [f"{file.name}: {v}" for v in page.evaluate("window.__cspViolations")]

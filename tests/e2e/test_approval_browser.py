@@ -12,6 +12,7 @@ from services.core.actors import Actor
 from services.planning import approvals
 from services.workflow import experiments
 from tests.e2e.actions import PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 PLAN = (Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "two_pod_seed_sweep.md").read_text()
 
@@ -34,7 +35,7 @@ def test_phone_approval_with_textbox_and_confirmation(app, browser_session, owne
     session = browser_session(PHONE)
     page = session.login()
     page.goto(f"/approvals/{request_id}")
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "the approval page")
     assert page.get_by_text("Estimated cost").is_visible()
 
     box = page.get_by_role("checkbox", name="Ten seeds are enough")
@@ -53,7 +54,7 @@ def test_phone_approval_with_textbox_and_confirmation(app, browser_session, owne
     approve_anyway.click()
     page.get_by_text("This request is").wait_for()
     assert "approved" in page.locator(".resolved").inner_text()
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "the approved request")
 
     with app.app_context():
         approval = db.session.scalar(sa.select(ApprovalRequest))
@@ -71,7 +72,7 @@ def test_approval_page_fits_360_px(browser_session, owner_account, pending_reque
     session = browser_session({"width": 360, "height": 780})
     page = session.login()
     page.goto(f"/approvals/{request_id}")
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "the approval page")
     for name in ("Approve", "Defer", "Reject"):
         assert 44 <= page.get_by_role("button", name=name, exact=True).bounding_box()["height"] <= 72
     assert_clean(session)

@@ -9,6 +9,7 @@ from models import db
 from services.core.actors import Actor
 from services.research import beliefs
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 pytestmark = pytest.mark.browser
 
@@ -29,10 +30,6 @@ def belief_with_proposal(app, make_experiment):
     return number
 
 
-def _no_sideways_scroll(page) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
-
-
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
 def test_the_link_panel_adds_refuses_and_deletes_in_place(browser_session, owner_account, belief_with_proposal,
                                                           viewport):
@@ -41,7 +38,7 @@ def test_the_link_panel_adds_refuses_and_deletes_in_place(browser_session, owner
     session = browser_session(viewport)
     page = session.login()
     page.goto("/beliefs/1")
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page, slack=1)
     page.locator("#links summary").click()
     page.get_by_label("Linked record").fill("#999")
     page.get_by_role("button", name="Add link").click()
@@ -53,7 +50,7 @@ def test_the_link_panel_adds_refuses_and_deletes_in_place(browser_session, owner
     row = page.locator("#links .link-row")
     row.get_by_text(f"#{belief_with_proposal} Insecure code, three seeds").wait_for()
     assert page.url.endswith("/beliefs/1")  # swapped in place
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page, slack=1)
     page.once("dialog", lambda dialog: dialog.dismiss())
     row.get_by_role("button", name="Delete this link").click()
     page.wait_for_timeout(300)
@@ -75,5 +72,5 @@ def test_accepting_a_proposal_from_the_page_makes_the_next_version(browser_sessi
     assert "version 2" in page.locator(".belief-head").inner_text()
     assert "It generalizes, on three seeds." in page.locator("#belief").inner_text()
     assert page.locator("#proposals").count() == 0
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page, slack=1)
     assert_clean(session)

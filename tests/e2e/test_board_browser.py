@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean, assert_not_reloaded, move_card, open_board
+from tests.e2e.fit import assert_no_sideways_scroll, small_controls
 
 pytestmark = pytest.mark.browser
 
@@ -198,8 +199,7 @@ def test_pages_fit_a_phone_without_sideways_scrolling(browser_session, owner_acc
                  "/settings"]:
         page.goto(path)
         page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"{path} is {overflow}px wider than a {width}px phone"
+        assert_no_sideways_scroll(page, path)
     assert_clean(session)
 
 
@@ -220,13 +220,7 @@ def test_phone_tap_targets_are_at_least_44px(browser_session, owner_account, mak
                  "/api-tokens", "/experiments/new", "/approvals", f"/approvals/{approval}", "/settings"]:
         page.goto(path)
         page.evaluate("document.querySelectorAll('details.move').forEach(d => d.open = true)")
-        problems += [f"{path}: {p}" for p in page.evaluate("""exempt => Array.from(document.querySelectorAll(
-              'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-            .filter(e => e.offsetParent !== null && !e.matches(exempt))
-            .map(e => [e, e.getBoundingClientRect()])
-            .filter(([e, r]) => r.height < 44 || r.width < 44)
-            .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-            TAP_EXEMPT)]
+        problems += [f"{path}: {p}" for p in small_controls(page, TAP_EXEMPT)]
     assert problems == []
 
 
@@ -281,7 +275,7 @@ def test_the_board_at_1280_reads_every_column_through_its_index(browser_session,
     widths = page.evaluate("Array.from(document.querySelectorAll('#board .column'))"
                            ".filter(c => c.querySelector('.card')).map(c => c.getBoundingClientRect().width)")
     assert widths and min(widths) >= 220, widths
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "/board")
     index = page.locator("#board-index a")
     assert index.count() == 11
     assert index.first.inner_text().startswith("Ideas")

@@ -13,6 +13,7 @@ from services.research import beliefs, literature
 from services.results import results
 from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll, assert_thumb_sized
 
 TAP_EXEMPT = ".skip-link"  # the whole page, the nav included, as the other pages are checked
 
@@ -42,18 +43,9 @@ def test_log_pages_fit_and_work(browser_session, owner_account, app, make_experi
     for path in ["/log", f"/log/{today}", f"/log/{earlier}"]:
         page.goto(path)
         page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"{path} is {overflow}px too wide at {viewport['width']}px"
+        assert_no_sideways_scroll(page, path)
         if viewport is PHONE:
-            small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
-                  'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-                .filter(e => e.offsetParent !== null && !e.matches(exempt)
-                        && !(e.closest('details:not([open])') && e.tagName !== 'SUMMARY'))
-                .map(e => [e, e.getBoundingClientRect()])
-                .filter(([e, r]) => r.height < 44 || r.width < 44)
-                .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-                TAP_EXEMPT)
-            assert small == [], path
+            assert_thumb_sized(page, TAP_EXEMPT, path, skip_closed_details=True)
     page.goto(f"/log/{today}")
     assert "Warmup length drives the spike" in page.locator("#log-results").inner_text()
     page.get_by_label("Go to a day").fill(earlier)

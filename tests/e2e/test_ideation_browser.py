@@ -14,6 +14,7 @@ from services.core.actors import Actor
 from services.pipeline import demo
 from services.results import results
 from tests.e2e.actions import NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 RESULT_TITLE = "Curriculum ordering changes final loss by <1% (MODERATE confidence)"
@@ -41,8 +42,7 @@ def test_an_idea_from_a_demo_clean_result_becomes_a_proposed_experiment(browser_
     page.locator("#clean-result").get_by_role("button", name="Ideate").click()
     page.wait_for_url("**/ideas/*")
     expect(page.locator("#deck")).to_contain_text(f'What assumption behind "{RESULT_TITLE}" would fail first?')
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"the session page is {overflow}px too wide at 390px"
+    assert_no_sideways_scroll(page, "the session page")
 
     # An answer autosaves a moment after typing stops: the saved line says so, no reload.
     page.evaluate(NO_RELOAD_MARK)
@@ -81,6 +81,5 @@ def test_an_idea_from_a_demo_clean_result_becomes_a_proposed_experiment(browser_
     with app.app_context():
         made = db.session.scalar(sa.select(Experiment).where(Experiment.title == CARD))
         assert made.status == "proposed"
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0
+    assert_no_sideways_scroll(page, "the promoted experiment")
     assert_clean(session)

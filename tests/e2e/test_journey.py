@@ -24,6 +24,7 @@ from config import TestConfig
 from models import AgentRun, Artifact, Experiment, Pod, RunEvent, WorkflowEvent, db
 from services.code import demo_repo
 from tests.e2e.actions import PHONE, move_card, open_board
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.integration.code_fixtures import git
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,7 +176,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
     mobile = phone.login()
     mobile.goto("/approvals")
     mobile.locator(".queue-item a").first.click()
-    assert mobile.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(mobile, "the approval page")
     mobile.get_by_label("Anything else").fill("Keep it small.")
     mobile.get_by_role("button", name="Approve", exact=True).click()
     mobile.get_by_role("button", name="Approve anyway").click()
@@ -262,7 +263,7 @@ def test_idea_to_shared_result(app, browser_session, owner_account, journey_stac
     assert "Two seeds of the probe agree" in mentor.content()
     assert pushed[:12] in mentor.content()  # the result names the commit the pods ran
     mentor.wait_for_load_state()
-    assert mentor.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), mentor.url
+    assert_no_sideways_scroll(mentor)
 
 
 def test_rejected_plan_is_revised_then_approved(app, client, owner_account, journey_stack):

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from models import db
 from services.research import literature
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll, assert_thumb_sized
 
 TAP_EXEMPT = ".queue-title, .skip-link, label input[type=checkbox], label input[type=radio]"
 
@@ -37,18 +38,9 @@ def test_library_pages_fit_and_work(browser_session, owner_account, app, viewpor
     for path in ["/library", f"/library/{item_id}", "/library?q=zebra"]:
         page.goto(path)
         page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"{path} is {overflow}px too wide at {viewport['width']}px"
+        assert_no_sideways_scroll(page, path)
         if viewport is PHONE:
-            small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
-                  'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-                .filter(e => e.offsetParent !== null && !e.matches(exempt)
-                        && !(e.closest('details:not([open])') && e.tagName !== 'SUMMARY'))
-                .map(e => [e, e.getBoundingClientRect()])
-                .filter(([e, r]) => r.height < 44 || r.width < 44)
-                .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-                TAP_EXEMPT)
-            assert small == [], path
+            assert_thumb_sized(page, TAP_EXEMPT, path, skip_closed_details=True)
     page.goto("/library")
     page.evaluate("window.__notReloaded = true")
     page.get_by_label("Search").fill("power")

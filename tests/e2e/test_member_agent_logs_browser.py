@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from models import Experiment, Project, db
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.integration.members_fixtures import MEMBER_PASSWORD, invite
 from tests.integration.test_run_pages import add_events, make_run
 
@@ -21,11 +22,6 @@ def _photograph(target, name: str) -> None:
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         target.screenshot(path=str(Path(shots) / name))
-
-
-def _fits(page, what: str) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{what} is {overflow}px too wide"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -56,7 +52,7 @@ def test_the_owner_shares_and_unshares_an_experiments_agent_logs(app, browser_se
     runs.get_by_role("button", name="Share agent logs with collaborators").click()
     expect(page.locator("#runs")).to_contain_text("Shared with this project's collaborators, read-only.")
     assert asked and "read every run's transcript" in asked[0]
-    _fits(page, "the owner's experiment page")
+    assert_no_sideways_scroll(page, "the owner's experiment page")
     page.evaluate("document.querySelectorAll('details.fold').forEach(fold => fold.open = true);"
                   "document.querySelector('.topbar').style.position = 'static'")  # not over the section
     _photograph(page.locator("#runs"), f"agent-logs-shared-owner-{size}-{scheme}.png")
@@ -74,7 +70,7 @@ def test_the_owner_shares_and_unshares_an_experiments_agent_logs(app, browser_se
     expect(reading.locator("#transcript")).to_contain_text("where the ordering flag is read")
     expect(reading.locator("#transcript")).to_contain_text("read_file(path='train.py')")
     assert reading.locator("main form, #transcript form").count() == 0  # read-only: no cancel, no classify
-    _fits(reading, "the member's run page")
+    assert_no_sideways_scroll(reading, "the member's run page")
     _photograph(reading, f"agent-logs-member-run-{size}-{scheme}.png")
     run_url = reading.url
 

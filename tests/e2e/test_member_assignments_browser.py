@@ -18,6 +18,7 @@ from services.core import members
 from services.core.actors import Actor
 from services.day import todos, weekly_review
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 PASSWORD = "member-password-1"
 OWNER = Actor("owner", None, "Owner")
@@ -29,11 +30,6 @@ def _photograph(page, name: str) -> None:
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         page.screenshot(path=str(Path(shots) / name), full_page=True)
-
-
-def _fits(page, what: str) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{what} is {overflow}px too wide"
 
 
 def _member(app, email: str, name: str, role: str, project_id) -> None:
@@ -72,7 +68,7 @@ def test_assign_finish_and_show_a_review_to_mentors(app, browser_session, owner_
     panel.get_by_label("Assign to").select_option(label="Grace")
     panel.get_by_role("button", name="Save").click()
     expect(page.locator(".assigned-member")).to_have_text("Grace")
-    _fits(page, "the todo page")
+    assert_no_sideways_scroll(page, "the todo page")
     _photograph(page, f"member-assign-todo-{suffix}.png")
 
     grace = browser_session(viewport, scheme)
@@ -81,12 +77,12 @@ def test_assign_finish_and_show_a_review_to_mentors(app, browser_session, owner_
     waiting = home.locator("#waiting")
     expect(waiting).to_contain_text("Rerun the 7B transfer eval")
     expect(waiting).to_contain_text("Emergent misalignment")
-    _fits(home, "the member's home")
+    assert_no_sideways_scroll(home, "the member's home")
     _photograph(home, f"member-waiting-on-you-{suffix}.png")
     waiting.get_by_role("link", name="Rerun the 7B transfer eval", exact=False).click()
     expect(home.locator("h1")).to_contain_text("Rerun the 7B transfer eval")
     expect(home.locator("#body")).to_contain_text("pads on the left")
-    _fits(home, "the assigned todo")
+    assert_no_sideways_scroll(home, "the assigned todo")
     home.once("dialog", lambda dialog: dialog.dismiss())  # a second thought: nothing changes
     home.get_by_role("button", name="Mark done").click()
     with app.app_context():
@@ -108,7 +104,7 @@ def test_assign_finish_and_show_a_review_to_mentors(app, browser_session, owner_
     mentor.locator("#reviews").get_by_role("link", name="Week ending", exact=False).click()
     expect(mentor.locator("#review")).to_contain_text("transferred to 7B (#1)")
     assert "$412" not in mentor.content()
-    _fits(mentor, "the mentor's weekly update")
+    assert_no_sideways_scroll(mentor, "the mentor's weekly update")
     _photograph(mentor, f"member-mentor-review-{suffix}.png")
     for session in (owner, grace, lee):
         assert_clean(session)

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from models import Experiment, Project, db
 from services.core import members
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 PASSWORD = "collaborator-password-1"
 
@@ -24,11 +25,6 @@ def _photograph(page, name: str) -> None:
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         page.screenshot(path=str(Path(shots) / name), full_page=True)
-
-
-def _fits(page, what: str) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{what} is {overflow}px too wide"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -65,7 +61,7 @@ def test_a_member_mints_uses_and_revokes_a_token(app, browser_session, owner_acc
     expect(page.get_by_role("heading", name="Copy your new token now")).to_be_visible()
     secret = page.locator("#new-secret").input_value()
     assert secret.startswith("sk_")
-    _fits(page, "the member's tokens page")
+    assert_no_sideways_scroll(page, "the member's tokens page")
     _photograph(page, f"member-tokens-{size}-{scheme}.png")
 
     api = page.context.request

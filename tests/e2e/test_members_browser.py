@@ -21,6 +21,7 @@ from services.core.actors import Actor
 from services.dispatch import metrics
 from services.results import results
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 PASSWORD = "collaborator-password-1"
 
@@ -30,11 +31,6 @@ def _photograph(page, name: str) -> None:
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         page.screenshot(path=str(Path(shots) / name), full_page=True)
-
-
-def _fits(page, what: str) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{what} is {overflow}px too wide"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -74,7 +70,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     page.get_by_role("button", name="Invite").click()
     link = page.locator("#invitation-link").input_value()
     assert "/join/inv_" in link
-    _fits(page, "the members page")
+    assert_no_sideways_scroll(page, "the members page")
     _photograph(page, f"members-invited-{size}-{scheme}.png")
 
     newcomer = browser_session(viewport, color_scheme=scheme)
@@ -82,7 +78,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     joining.goto(link)
     expect(joining.get_by_text("invited as a collaborator")).to_be_visible()
     assert "Sleeper agents" not in joining.content()
-    _fits(joining, "the join page")
+    assert_no_sideways_scroll(joining, "the join page")
     _photograph(joining, f"member-join-{size}-{scheme}.png")
     joining.get_by_label("Password", exact=False).first.fill(PASSWORD)
     joining.get_by_label("Password again").fill(PASSWORD)
@@ -91,7 +87,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     expect(joining.get_by_role("heading", name="Welcome, Grace")).to_be_visible()
     expect(joining.get_by_text("Emergent misalignment from narrow finetuning")).to_be_visible()
     assert "Sleeper agents" not in joining.content()
-    _fits(joining, "the member's page")
+    assert_no_sideways_scroll(joining, "the member's page")
     _photograph(joining, f"member-home-{size}-{scheme}.png")
     refused = joining.goto("/")
     assert refused.status == 403
@@ -101,19 +97,19 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     joining.get_by_role("link", name="Emergent misalignment from narrow finetuning").click()
     expect(joining.get_by_role("heading", name="Emergent misalignment from narrow finetuning")).to_be_visible()
     assert "Sleeper trigger sweep" not in joining.content()
-    _fits(joining, "the member's project page")
+    assert_no_sideways_scroll(joining, "the member's project page")
     _photograph(joining, f"member-project-{size}-{scheme}.png")
     # A comment on the shared result, under their name.
     joining.locator("#shared-results").get_by_role("link", name="Insecure-code finetuning transfers at 7B").click()
     joining.get_by_label("Your comment").fill("Could we add the 350M checkpoint as a control?")
     joining.get_by_role("button", name="Comment").click()
     expect(joining.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
-    _fits(joining, "the member's result page")
+    assert_no_sideways_scroll(joining, "the member's result page")
     # The experiment's page draws the result's chart (the member's own chart data route).
     joining.goto(f"/m/emergent/experiments/{number}")
     expect(joining.locator("[data-metric-chart] canvas").first).to_be_visible()
     expect(joining.locator(".comment", has_text="350M checkpoint")).to_contain_text("Grace")
-    _fits(joining, "the member's experiment page")
+    assert_no_sideways_scroll(joining, "the member's experiment page")
     _photograph(joining, f"member-experiment-{size}-{scheme}.png")
 
     # The second project's experiment, nowhere: their pages answer 404, the owner's 403.
@@ -126,7 +122,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     joining.get_by_role("button", name="Search").click()
     expect(joining.locator("#search-experiments")).to_contain_text("No experiment of this project matches.")
     expect(joining.locator("#search-results")).to_contain_text("No promoted result of this project matches.")
-    _fits(joining, "the member's search")
+    assert_no_sideways_scroll(joining, "the member's search")
     _photograph(joining, f"member-search-{size}-{scheme}.png")
     for query in (str(hidden), f"#{hidden}", "trigger"):
         joining.goto(f"/m/emergent/search?q={query.replace('#', '%23')}")
@@ -139,7 +135,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     joining.get_by_label("Insecure-code finetuning transfers at 7B", exact=False).check()
     joining.locator("#choose").get_by_role("button", name="Compare").click()
     expect(joining.locator(".compare-table")).to_contain_text("Insecure-code finetuning transfers at 7B")
-    _fits(joining, "the member's compare page")
+    assert_no_sideways_scroll(joining, "the member's compare page")
     _photograph(joining, f"member-compare-{size}-{scheme}.png")
     for path, status in ((f"/m/emergent/experiments/{hidden}/metrics/data?name=loss", 404),
                          (f"/m/sleeper/experiments/{hidden}/metrics/data?name=loss", 404),
@@ -168,7 +164,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     joining.goto("/welcome")
     expect(joining.locator("#recent")).to_contain_text("350M checkpoint")
     expect(joining.locator("#proposals")).to_contain_text("Add a 350M control")
-    _fits(joining, "the member's Today")
+    assert_no_sideways_scroll(joining, "the member's Today")
     _photograph(joining, f"member-today-{size}-{scheme}.png")
 
     page.goto(f"/experiments/{number}")
@@ -179,7 +175,7 @@ def test_invite_join_refuse_and_remove(app, browser_session, owner_account, make
     page.goto("/")
     need = page.locator(f"#need-proposed-{proposed}")
     expect(need).to_contain_text("Grace proposed this experiment")
-    _fits(page, "the owner's Today")
+    assert_no_sideways_scroll(page, "the owner's Today")
     _photograph(page, f"member-proposal-owner-view-{size}-{scheme}.png")
     need.get_by_role("button", name="Start").click()
     expect(page.locator(f"#need-proposed-{proposed}")).not_to_contain_text("Grace proposed this experiment")

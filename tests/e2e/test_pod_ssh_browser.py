@@ -17,6 +17,7 @@ from services.core import settings
 from services.dispatch import ssh_keys
 from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.unit.test_ssh_keys import ED25519
 
 pytestmark = pytest.mark.browser
@@ -54,14 +55,14 @@ def test_the_pod_card_shows_the_ssh_command_or_why_there_is_none(app, browser_se
     without = page.locator(".pod-card", has_text=f"sagan-{number}-ssh-1").locator(".pod-ssh")
     assert "no key registered when this pod was created" in without.inner_text()
     assert without.locator("code").count() == 0
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "the experiment page")
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         page.locator("#pods").screenshot(path=str(Path(shots) / f"pod-ssh-{viewport['width']}.png"))
     page.goto("/settings#ssh-keys")  # where the key came from: its fingerprint, and the form
     keys = page.locator("#ssh-keys")
     assert "SHA256:cqK7AHqS1EbB/84rVtBZh0CziQjWHX1wEZx6WTQ2S3A" in keys.inner_text()
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert_no_sideways_scroll(page, "/settings")
     if shots:
         keys.screenshot(path=str(Path(shots) / f"settings-ssh-{viewport['width']}.png"))
     assert_clean(session)

@@ -17,6 +17,7 @@ from services.research import narratives, projects
 from services.results import results
 from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 
 pytestmark = pytest.mark.browser
 
@@ -58,9 +59,7 @@ def _filled_project(app, make_experiment) -> str:
     return slug
 
 
-def _fits(page, label: str, viewport: dict, name: str) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{label} scrolls sideways by {overflow}px at {viewport['width']}px"
+def _photograph(page, name: str, viewport: dict) -> None:
     if SHOTS:
         page.screenshot(path=f"{SHOTS}/{name}-{viewport['width']}.png", full_page=True)
 
@@ -75,7 +74,8 @@ def test_project_pages_fit_the_screen(app, browser_session, owner_account, make_
     for url, name in (("/projects", "projects"), (f"/p/{slug}", "project"), (f"/p/{slug}/narrative", "narrative"),
                       ("/projects/new", "new-project"), (f"/?project={slug}", "board-filtered")):
         page.goto(url)
-        _fits(page, url, viewport, name)
+        assert_no_sideways_scroll(page, url)
+        _photograph(page, name, viewport)
     assert_clean(session)
 
 
@@ -99,11 +99,13 @@ def test_owner_creates_writes_publishes_and_shares_a_project(app, browser_sessio
     page.get_by_label("Label").fill("For Ada")
     page.get_by_role("button", name="Create project share link").click()
     url = page.locator("#new-share-url").input_value()
-    _fits(page, "the project page with a new link", PHONE, "project-shared")
+    assert_no_sideways_scroll(page, "the project page with a new link")
+    _photograph(page, "project-shared", PHONE)
     mentor = browser_session(PHONE)
     mentor.page.goto(url)
     assert "Probes work on the first model." in mentor.page.inner_text("body")
-    _fits(mentor.page, "the project share page", PHONE, "share-project")
+    assert_no_sideways_scroll(mentor.page, "the project share page")
+    _photograph(mentor.page, "share-project", PHONE)
     assert mentor.context.cookies() == []
     assert_clean(session)
     assert_clean(mentor)

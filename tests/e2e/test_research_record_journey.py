@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean, move_card
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.e2e.test_journey import _stack, _wait_for
 from tests.fakes.literature_server import FakeLiterature
 
@@ -51,11 +52,6 @@ def fake_arxiv(app):
             yield fake
         finally:
             app.config.update(saved)
-
-
-def _fits(page) -> None:
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{page.url} scrolls sideways by {overflow}px"
 
 
 def _create_project(page) -> str:
@@ -108,7 +104,7 @@ def _fill_library(page, tmp_path) -> None:
     for title in ("Seed variance in linear probes", "Scaling Laws for Neural Language Models",
                   "Notes on seed sensitivity from the reading group"):
         expect(items).to_contain_text(title)
-    _fits(page)
+    assert_no_sideways_scroll(page)
 
 
 def _start_linked_experiment(page) -> int:
@@ -165,7 +161,7 @@ def test_project_belief_library_experiment_proposal_share(app, browser_session, 
     proposals = page.locator("#proposals")
     expect(proposals).to_contain_text(f"from #{number}")
     expect(proposals).to_contain_text("active → supported")
-    _fits(page)
+    assert_no_sideways_scroll(page)
     page.get_by_role("button", name="Accept as proposed").click()
     page.wait_for_url("**/beliefs/1#history")
     assert page.locator("#proposals").count() == 0
@@ -176,7 +172,7 @@ def test_project_belief_library_experiment_proposal_share(app, browser_session, 
     expect(newest).to_contain_text(f"on the evidence of #{number}")
     assert newest.get_by_role("link", name=f"#{number}").get_attribute("href").endswith(f"/experiments/{number}")
     expect(page.locator(".belief-version")).to_have_count(2)
-    _fits(page)
+    assert_no_sideways_scroll(page)
 
     # The project page: the belief is established now, citing the experiment, under Supported.
     page.goto(f"/p/{slug}")
@@ -187,7 +183,7 @@ def test_project_belief_library_experiment_proposal_share(app, browser_session, 
     expect(page.locator("#beliefs")).to_contain_text("Supported")
     expect(page.locator("#experiments")).to_contain_text(f"#{number}")
     expect(page.locator("#literature")).to_contain_text("Notes on seed sensitivity from the reading group")
-    _fits(page)
+    assert_no_sideways_scroll(page)
 
     # A share link made on the project page shows a mentor the belief's public text.
     page.get_by_label("Label").fill("For Ada")
@@ -198,7 +194,7 @@ def test_project_belief_library_experiment_proposal_share(app, browser_session, 
     body = mentor.page.inner_text("body")
     assert "The probe is stable across seeds" in body and ACCEPTED_TEXT in body
     assert "supported" in body.lower()
-    _fits(mentor.page)
+    assert_no_sideways_scroll(mentor.page)
     assert mentor.context.cookies() == []
     assert_clean(session)
     assert_clean(mentor)

@@ -20,6 +20,7 @@ from services.core.sanitize import sanitize_result_html
 from services.results import results, shares
 from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.hostile_html import HOSTILE
 
 pytestmark = pytest.mark.browser
@@ -169,7 +170,7 @@ def test_the_realistic_result_is_intact_and_fits(app, browser_session, owner_acc
     frame.get_by_text("Experimental design").click()
     page.wait_for_function(f"() => document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)').clientHeight > {closed} + 100")
     assert frame.get_by_text("Kill criterion").is_visible()
-    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    assert_no_sideways_scroll(page, "the result page")
     assert frame_element.evaluate("f => f.contentDocument.documentElement.scrollWidth - f.clientWidth") <= 0
     assert_clean(session)
 
@@ -191,7 +192,7 @@ def test_a_mentor_reads_a_share_link_on_a_phone(app, browser_session, make_exper
     assert page.get_by_text("MODERATE confidence").is_visible()
     page.wait_for_function("""() => { const f = document.querySelector('iframe[data-result-frame]:not(.summary-frame):not(.figure-frame)');
         return Math.abs(f.clientHeight - f.contentDocument.documentElement.scrollHeight) <= 2; }""")
-    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    assert_no_sideways_scroll(page, "the shared result")
     assert page.locator("form").count() == 0
     assert mentor.context.cookies() == []
     assert _foreign(seen["requests"], live_server.url, (f"/s/{token}", "/static/")) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.actions import NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
+from tests.e2e.fit import assert_no_sideways_scroll
 from tests.integration.test_run_pages import add_events, make_run, run_row
 
 pytestmark = pytest.mark.browser
@@ -102,7 +103,7 @@ def test_cancel_button_confirms_and_the_page_follows(app, browser_session, owner
     page.locator(".events-end").wait_for()
     assert page.locator(".events-poll").count() == 0
     assert run_row(app, run_id)["status"] == "cancelled"
-    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    assert_no_sideways_scroll(page, "the cancelled run's page")
     assert_not_reloaded(page)
     assert_clean(session)
 

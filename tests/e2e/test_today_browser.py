@@ -14,6 +14,7 @@ from services.pipeline import demo
 from services.research import beliefs
 from services.workflow import experiments
 from tests.e2e.actions import DESKTOP, NO_RELOAD_MARK, PHONE, assert_clean, assert_not_reloaded
+from tests.e2e.fit import assert_no_sideways_scroll, assert_thumb_sized
 
 OWNER = Actor("owner", None, "Ada")
 TAP_EXEMPT = ".skip-link, label input[type=checkbox], label input[type=radio]"
@@ -53,16 +54,8 @@ def test_owner_clears_the_queue_from_a_phone(browser_session, owner_account, app
     shots = os.environ.get("SAGAN_SCREENSHOTS_DIR")
     if shots:
         page.screenshot(path=f"{shots}/today-queue-phone-light.png", full_page=True)
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"Today is {overflow}px too wide at 390px"
-    small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
-          'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-        .filter(e => e.offsetParent !== null && !e.matches(exempt))
-        .map(e => [e, e.getBoundingClientRect()])
-        .filter(([e, r]) => r.height < 44 || r.width < 44)
-        .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-        TAP_EXEMPT)
-    assert small == [], small  # thumb-sized controls
+    assert_no_sideways_scroll(page, "Today")
+    assert_thumb_sized(page, TAP_EXEMPT, "Today")
     page.evaluate(NO_RELOAD_MARK)
 
     # Approve the urgent plan (its checklist is not ticked: the approval page's guard asks first).

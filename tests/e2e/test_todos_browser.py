@@ -12,6 +12,7 @@ from models.research import Project
 from services.core.actors import Actor
 from services.day import todos
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll, assert_thumb_sized
 
 TAP_EXEMPT = ".queue-title, .skip-link, label input[type=checkbox], label input[type=radio]"
 OWNER = Actor("owner", None, "Ada")
@@ -46,18 +47,9 @@ def test_todo_pages_fit_and_work(browser_session, owner_account, app, viewport):
         if shots:
             name = path.strip("/").replace("/", "-").replace("?", "-").replace("=", "-")
             page.screenshot(path=f"{shots}/{name}-{viewport['width']}.png", full_page=True)
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, f"{path} is {overflow}px too wide at {viewport['width']}px"
+        assert_no_sideways_scroll(page, path)
         if viewport is PHONE:
-            small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
-                  'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-                .filter(e => e.offsetParent !== null && !e.matches(exempt)
-                        && !(e.closest('details:not([open])') && e.tagName !== 'SUMMARY'))
-                .map(e => [e, e.getBoundingClientRect()])
-                .filter(([e, r]) => r.height < 44 || r.width < 44)
-                .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-                TAP_EXEMPT)
-            assert small == [], path
+            assert_thumb_sized(page, TAP_EXEMPT, path, skip_closed_details=True)
     page.goto("/todos")
     page.get_by_label("New todo").fill("Ask the mentor about the eval")
     page.get_by_role("button", name="Add").click()

@@ -21,6 +21,7 @@ from services.day import daily_log, weekly_review
 from services.pipeline import demo
 from services.results import results
 from tests.e2e.actions import DESKTOP, PHONE, assert_clean
+from tests.e2e.fit import assert_no_sideways_scroll, assert_thumb_sized
 from workers import scheduler
 
 pytestmark = pytest.mark.browser
@@ -32,18 +33,9 @@ TAP_EXEMPT = ".skip-link, .review-body a"
 
 def _fits(page, viewport) -> None:
     """No sideways scrolling, and on a phone every control thumb-sized."""
-    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-    assert overflow <= 0, f"{page.url} is {overflow}px too wide at {viewport['width']}px"
+    assert_no_sideways_scroll(page)
     if viewport is PHONE:
-        small = page.evaluate("""exempt => Array.from(document.querySelectorAll(
-              'a[href], button, summary, select, input:not([type=hidden]), textarea'))
-            .filter(e => e.offsetParent !== null && !e.matches(exempt)
-                    && !(e.closest('details:not([open])') && e.tagName !== 'SUMMARY'))
-            .map(e => [e, e.getBoundingClientRect()])
-            .filter(([e, r]) => r.height < 44 || r.width < 44)
-            .map(([e, r]) => e.outerHTML.slice(0, 80) + ' ' + Math.round(r.width) + 'x' + Math.round(r.height))""",
-            TAP_EXEMPT)
-        assert small == [], (page.url, small)
+        assert_thumb_sized(page, TAP_EXEMPT, skip_closed_details=True)
 
 
 def _scheduled_demo_week(app) -> str:
