@@ -196,7 +196,7 @@ def _board_context(filters: experiments.BoardFilters, card_errors: dict | None =
         "columns": columns,
         "card_facts": facts,
         "filters": filters,
-        "tags": experiments.all_tags(),
+        "tags": experiments.all_tags(version=version),
         "kinds": registry.EXPERIMENT_KINDS,
         "version": version,
         "poll_seconds": current_app.config["POLL_BOARD_SECONDS"],

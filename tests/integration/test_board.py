@@ -408,3 +408,25 @@ def test_a_kept_card_follows_the_model_key_and_an_idle_flag(app, client, owner, 
     assert "write the plan (agents are off)" in cards(client.get("/board"))[number]
     monkeypatch.setitem(app.config, "ANTHROPIC_API_KEY", "sk-ant-test-0000000000000000")
     assert "Sagan turn: clarify scope" in cards(client.get("/board"))[number]
+
+
+def _tag_menu(html: str) -> list[str]:
+    menu = html.split('<select name="tag">', 1)[1].split("</select>", 1)[0]
+    return re.findall(r'<option value="([^"]+)"', menu)
+
+
+def test_the_tag_menu_is_read_again_only_when_the_board_changes(app, client, owner, make_experiment):
+    """The filter menu's tags are kept with the board's version: an unchanged board renders
+    without reading every experiment's tags again, and a tag changed by any of Sagan's
+    statements (here a bare UPDATE, which the column's onupdate stamps) is in the next menu."""
+    number = make_experiment("Tagged", tags=["optim"])
+    with counting_queries() as first:
+        assert _tag_menu(client.get("/board").text) == ["optim"]
+    with counting_queries() as again:
+        assert _tag_menu(client.get("/board").text) == ["optim"]
+    assert len(again) == len(first) - 1
+    assert not any("jsonb_array_elements_text" in statement for statement in again)
+    with app.app_context():
+        db.session.execute(sa.update(Experiment).where(Experiment.number == number).values(tags=["sae", "probes"]))
+        db.session.commit()
+    assert _tag_menu(client.get("/board").text) == ["probes", "sae"]
