@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, validates
 
-from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, newest_change_index, one_of
+from models import JSONType, TimestampMixin, UUIDPrimaryKey, db, one_of
 from services.core import registry
 from services.core.clock import utcnow
 
@@ -15,7 +15,6 @@ from services.core.clock import utcnow
 class Pod(UUIDPrimaryKey, TimestampMixin, db.Model):
     __tablename__ = "pods"
     __table_args__ = (
-        newest_change_index("pods"),
         one_of("status", registry.POD_STATUSES),
         sa.CheckConstraint(
             "stop_reason IS NULL OR stop_reason IN ("

@@ -606,15 +606,19 @@ def spend_so_far(now: datetime | None = None) -> Spend:
 
 # Every table a section reads. A row added or edited moves the table's newest `updated_at`
 # (a pod's progress post stamps its row too: services/dispatch/progress.py); each of these
-# tables has an index on it (models.newest_change_index), so the newest is one probe of an
-# index, whatever the table's size. The library (tens of thousands of rows) is not watched:
-# a member's suggested paper stamps their `users` row instead (literature.suggest_for_member).
+# tables but pods has an index on it (models.newest_change_index), so the newest is one probe
+# of an index, whatever the table's size. The library (tens of thousands of rows) is not
+# watched: a member's suggested paper stamps their `users` row instead
+# (literature.suggest_for_member).
 _WATCHED = (Experiment, ApprovalRequest, BeliefProposal, Belief, Todo, Pod, AgentRun, DailyLogEntry, Comment,
             WeeklyReview, WeeklyReviewVersion, NotificationEmail, IdeaCard, User)
 _EMPTY, _COLON, _BAR = (sa.literal_column(f"'{text}'", sa.String) for text in ("", ":", "|"))
-# Written into the statement (the poll's statement is compiled once to plain SQL: an IN list
-# of parameters would not be); the registry's own names, nothing from outside.
-_UNFINISHED = [sa.literal_column(f"'{status}'", sa.String) for status in sorted(registry.NON_TERMINAL_STATUSES)]
+
+
+def _literals(names) -> list:
+    """Names written into the statement (the poll's statement is compiled once to plain SQL:
+    an IN list of parameters would not be); the registry's own names, nothing from outside."""
+    return [sa.literal_column(f"'{name}'", sa.String) for name in sorted(names)]
 
 
 def _counted() -> dict:
@@ -626,9 +630,19 @@ def _counted() -> dict:
     commits after a later change still moves the count. (For the other tables such a
     milliseconds-wide race leaves the row to show at the next change; a whole-table count
     of each was most of the poll's database time.)"""
-    return {Experiment: Experiment.status.in_(_UNFINISHED),
+    return {Experiment: Experiment.status.in_(_literals(registry.NON_TERMINAL_STATUSES)),
             Comment: Comment.qa_run_id.is_not(None),
             NotificationEmail: NotificationEmail.status == sa.literal_column("'failed'", sa.String)}
+
+
+def _watched_among() -> dict:
+    """Tables watched among some of their rows only, newest change and count both. Pods: the
+    unfinished ones, on their status index. A pod's row is the most written in Sagan (every
+    progress post), and an index on its `updated_at` would cost each post an entry in every
+    index of the table (PostgreSQL rewrites a row in place only while no indexed column
+    changes). Today shows the live pods; one that starts, ends or restarts moves the count,
+    and Spend's finished pods were last changed as they ended."""
+    return {Pod: Pod.status.in_(_literals(registry.POD_ACTIVE_STATUSES))}
 
 
 def _as_text(value) -> sa.ColumnElement:
@@ -636,12 +650,16 @@ def _as_text(value) -> sa.ColumnElement:
 
 
 def _fingerprint() -> sa.ColumnElement:
-    """Each watched table's newest change (and, for the few of `_counted`, a count), as one
-    text made by the database: one value for the driver to convert, not fourteen."""
-    counted = _counted()
+    """Each watched table's newest change (and, for the few of `_counted` and
+    `_watched_among`, a count), as one text made by the database: one value for the driver
+    to convert, not fourteen."""
+    counted, among = _counted(), _watched_among()
     parts = []
     for model in _WATCHED:
-        part = _as_text(sa.select(sa.func.max(model.updated_at)).correlate(None).scalar_subquery())
+        newest = sa.select(sa.func.max(model.updated_at))
+        if model in among:
+            newest, counted[model] = newest.where(among[model]), among[model]
+        part = _as_text(newest.correlate(None).scalar_subquery())
         if model in counted:
             count = sa.select(sa.func.count()).select_from(model).where(counted[model])
             part = part + _COLON + _as_text(count.correlate(None).scalar_subquery())

@@ -417,7 +417,8 @@ def test_poll_answers_304_until_something_changes(app, client, owner, make_exper
     assert changed.status_code == 200 and "A new update" in changed.text
 
 
-@pytest.mark.parametrize("change", ["todo", "pod_progress", "yesterday_entry", "idea_card", "idea_discarded"])
+@pytest.mark.parametrize("change", ["todo", "pod_progress", "pod_started", "pod_ended", "yesterday_entry", "idea_card",
+                                    "idea_discarded"])
 def test_every_section_moves_the_version(app, client, owner, make_experiment, make_ideas, change):
     number = make_experiment("Watched", status="running")
     with app.app_context():
@@ -437,6 +438,13 @@ def test_every_section_moves_the_version(app, client, owner, make_experiment, ma
             todos.create_todo({"title": "New"}, OWNER)
         elif change == "pod_progress":
             db.session.execute(sa.update(Pod).values(progress_pct=50, updated_at=clock.utcnow()))
+        elif change == "pod_started":
+            db.session.add(Pod(experiment_id=experiments.get_experiment(number).id, account="team", name="pod-w",
+                               status="deploying", cost_per_hr=1.0))
+        elif change == "pod_ended":
+            # Stamped a minute back: the watch must see the pod leave, not just a newer stamp.
+            db.session.execute(sa.update(Pod).values(status="exited", ended_at=clock.utcnow(),
+                                                     updated_at=clock.utcnow() - timedelta(minutes=1)))
         else:
             daily_log.write(daily_log.today() - timedelta(days=1), "scheduler")
         db.session.commit()
@@ -506,11 +514,17 @@ def test_removing_what_today_shows_moves_the_version(app, client, owner, make_ex
 
 def test_each_watched_table_finds_its_newest_change_on_an_index():
     """The poll reads every watched table's newest `updated_at` on each call: on an index,
-    that is one probe whatever the table's size (a table without one is scanned whole)."""
+    that is one probe whatever the table's size (a table without one is scanned whole). Pods
+    are watched among the unfinished, on their status index, and have no such index: every
+    progress post rewrites a pod's row, in place only while no indexed column changes."""
     from services.planning import today
+    among = today._watched_among()
     for model in today._WATCHED:
         indexed = [[column.name for column in index.columns] for index in model.__table__.indexes]
-        assert ["updated_at"] in indexed, model.__tablename__
+        if model in among:
+            assert ["updated_at"] not in indexed and ["status"] in indexed, model.__tablename__
+        else:
+            assert ["updated_at"] in indexed, model.__tablename__
 
 
 def _queries(client, path, headers=None) -> int:
