@@ -173,11 +173,14 @@ def _window_queries(windows: int) -> tuple[sa.Select, sa.Select]:
     """`spend_windows`' two statements for that many windows, the bounds bound when they run
     (`start_<i>`, `earliest`, `end`): built once (Today reads them on every render, and
     building them cost more than running them)."""
+    def moment(name: str) -> sa.BindParameter:
+        return sa.bindparam(name, type_=AgentRun.created_at.type)  # the UTC datetime type: SQLite too
+
     run_start = sa.func.coalesce(AgentRun.started_at, AgentRun.created_at)
-    earliest, end = sa.bindparam("earliest", type_=AgentRun.created_at.type), sa.bindparam("end", type_=AgentRun.created_at.type)
+    earliest, end = moment("earliest"), moment("end")
     columns = [AgentRun.classification]
     for index in range(windows):
-        columns += _agent_sums(run_start >= sa.bindparam(f"start_{index}", type_=AgentRun.created_at.type))
+        columns += _agent_sums(run_start >= moment(f"start_{index}"))
     agent_query = sa.select(*columns).where(run_start >= earliest, run_start < end).group_by(AgentRun.classification)
     pod_start = sa.func.coalesce(Pod.last_started_at, Pod.created_at)
     pods_query = sa.select(pod_start, Pod.ended_at, Pod.uptime_seconds, Pod.account,
